@@ -1,0 +1,5 @@
+"""``python -m deltalog``: the same as the ``deltalog`` command."""
+
+from deltalog.cli import main
+
+raise SystemExit(main())

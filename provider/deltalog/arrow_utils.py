@@ -1,0 +1,40 @@
+"""Small Arrow helpers shared by the log readers and writers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array:
+    """Cast ``array`` to ``target``, matching struct children by name.
+
+    Checkpoints written by different engines carry the same logical columns with
+    different child sets (``maxRowIndex`` or not), orders and map field names;
+    plain ``cast`` refuses some of those, so structs are rebuilt child by child.
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if array.type == target:
+        return array
+    if pa.types.is_struct(target) and pa.types.is_struct(array.type):
+        names = {array.type.field(i).name: i for i in range(array.type.num_fields)}
+        children = []
+        for i in range(target.num_fields):
+            f = target.field(i)
+            if f.name in names:
+                child = pc.struct_field(array, [names[f.name]]) if array.null_count == 0 else array.field(names[f.name])
+                children.append(conform(child, f.type))
+            else:
+                children.append(pa.nulls(len(array), f.type))
+        mask = array.is_null() if array.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_map(target) and pa.types.is_map(array.type):
+        return array.cast(target) if array.type.key_type == target.key_type else array
+    return array.cast(target)
+
+
+def table_from_struct(array: pa.Array, schema: pa.Schema) -> pa.Table:
+    """A table whose columns are the children of a (null-free) struct array."""
+    array = conform(array, pa.struct(list(schema)))
+    return pa.Table.from_arrays([array.field(i) for i in range(len(schema))], schema=schema)

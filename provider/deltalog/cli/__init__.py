@@ -1,0 +1,109 @@
+"""The ``deltalog`` command line.
+
+Each command module under ``deltalog.cli`` registers its sub-commands; this
+module owns what they share: ``--json`` output, ``--storage-option``, and the
+error contract of DESIGN.md (one ``error: ...`` line on stderr, exit 2 for bad
+input or an unreadable table, 1 for a refused or conflicting operation, never a
+traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from deltalog._version import __version__
+from deltalog.errors import DeltaLogError
+
+#: Modules whose ``register(subparsers)`` adds commands, in help order.
+COMMAND_MODULES = [
+    "deltalog.cli.read",
+]
+
+Handler = Callable[[argparse.Namespace], Any]
+
+
+def storage_options(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        if "=" not in item:
+            raise DeltaLogError(f"--storage-option expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """Options every command takes (added as a parent parser)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="fsspec storage option (repeatable), e.g. key=..., endpoint_url=...",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    return p
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="deltalog", description="Delta Lake table maintenance: read, commit and keep tables healthy.")
+    parser.add_argument("--version", action="version", version=f"deltalog {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    parent = common_parser()
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub, parent)
+    return parser
+
+
+def emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str] | None = None) -> None:
+    """Print a command's result: JSON with ``--json``, else the human form."""
+    data = result.to_dict() if hasattr(result, "to_dict") else result
+    if args.json or human is None:
+        print(json.dumps(data, indent=None if args.json else 2, default=str))
+    else:
+        print(human(result))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        args.storage_options = storage_options(getattr(args, "storage_option", None))
+        args.handler(args)
+        return 0
+    except DeltaLogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except FileNotFoundError as exc:
+        print(f"error: file not found: {exc.filename or exc}", file=sys.stderr)
+        return 2
+    except PermissionError as exc:
+        print(f"error: permission denied: {exc.filename or exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: storage error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
+        print(f"error: internal error ({type(exc).__name__}): {exc}", file=sys.stderr)
+        return 3

@@ -1,0 +1,85 @@
+"""Exceptions raised by deltalog.
+
+Every error a user can cause has its own class so callers (the CLI, the Airflow
+operators) can map it to an exit code or a non-retryable task failure without
+parsing messages. ``exit_code`` follows the CLI contract in DESIGN.md: 2 for bad
+input or an unreadable table, 1 for a refused or conflicting operation.
+"""
+
+from __future__ import annotations
+
+
+class DeltaLogError(Exception):
+    """Base class of every error deltalog raises on purpose."""
+
+    exit_code = 2
+    #: Whether retrying the same call can succeed (used by the Airflow operators).
+    retryable = False
+
+
+# --- bad input / unreadable table (exit 2) -----------------------------------------
+
+
+class InvalidArgumentError(DeltaLogError, ValueError):
+    """A parameter given by the caller is malformed or out of range."""
+
+
+class NotADeltaTableError(DeltaLogError):
+    """The location exists but holds no ``_delta_log`` with commits or checkpoints."""
+
+
+class TableNotFoundError(NotADeltaTableError):
+    """The table location does not exist at all."""
+
+
+class CorruptLogError(DeltaLogError):
+    """A log file cannot be parsed or holds an action that breaks the protocol."""
+
+
+class CorruptCheckpointError(CorruptLogError):
+    """A checkpoint file cannot be read; an older checkpoint may still rebuild the table."""
+
+
+class MissingCommitError(CorruptLogError):
+    """A commit file is missing from the sequence needed to build a snapshot."""
+
+
+class NoProtocolError(CorruptLogError):
+    """No protocol action was found while reconstructing a snapshot."""
+
+
+class NoMetadataError(CorruptLogError):
+    """No metaData action was found while reconstructing a snapshot."""
+
+
+class VersionNotFoundError(DeltaLogError):
+    """The requested version or timestamp is outside the versions the log can build."""
+
+
+class UnsupportedProtocolError(DeltaLogError):
+    """The table needs a reader/writer version or table feature deltalog does not implement."""
+
+    def __init__(self, message: str, features: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.features = features or []
+
+
+class StorageError(DeltaLogError):
+    """The storage layer failed in a way that is not a missing file (permissions, network)."""
+
+    retryable = True
+
+
+# --- refused or conflicting operations (exit 1) ------------------------------------
+
+
+class OperationRefusedError(DeltaLogError):
+    """A safety check refused the operation; nothing was written or deleted."""
+
+    exit_code = 1
+
+
+class CommitFailedError(DeltaLogError):
+    """A commit could not be made (conflict or attempts exhausted); nothing was written."""
+
+    exit_code = 1

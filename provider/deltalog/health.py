@@ -1,0 +1,93 @@
+"""Table health: the numbers that say whether maintenance is due.
+
+Feeds ``deltalog health``, the health-check operator and the maintenance-due
+sensor, so every field is cheap to compute from one snapshot plus the listing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow.compute as pc
+
+from deltalog.snapshot import Snapshot
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+
+
+def target_file_size(snapshot: Snapshot, override: int | None = None) -> int:
+    """The compaction target: explicit override, else ``delta.targetFileSize``, else 128 MiB."""
+    if override is not None:
+        return int(override)
+    raw = snapshot.metadata.configuration.get("delta.targetFileSize")
+    if raw:
+        try:
+            return int(raw)
+        except ValueError:
+            pass
+    return DEFAULT_TARGET_FILE_SIZE
+
+
+@dataclass
+class TableHealth:
+    version: int
+    num_files: int
+    size_in_bytes: int
+    target_file_size: int
+    small_file_threshold: int
+    num_small_files: int
+    small_file_share: float
+    num_partitions: int
+    files_per_partition_min: int
+    files_per_partition_median: float
+    files_per_partition_max: int
+    last_checkpoint_version: int | None
+    commits_since_checkpoint: int
+    num_tombstones: int
+    tombstone_bytes: int
+    oldest_readable_version: int | None
+    num_commit_files: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compute_health(snapshot: Snapshot, target: int | None = None) -> TableHealth:
+    files = snapshot.files
+    tgt = target_file_size(snapshot, target)
+    threshold = tgt // 2
+    sizes = files.column("size")
+    num_small = int(pc.sum(pc.less(sizes, threshold)).as_py() or 0) if files.num_rows else 0
+    if snapshot.partition_columns and files.num_rows:
+        counts: dict[tuple, int] = {}
+        for pv in files.column("partitionValues").to_pylist():
+            k = tuple(sorted(pv or []))
+            counts[k] = counts.get(k, 0) + 1
+        per_partition = list(counts.values())
+    else:
+        per_partition = [files.num_rows] if files.num_rows else []
+    listing = snapshot.segment.listing
+    cps = [v for v in listing.checkpoints if v <= snapshot.version]
+    last_cp = max(cps) if cps else None
+    tomb_sizes = snapshot.tombstones.column("size")
+    return TableHealth(
+        version=snapshot.version,
+        num_files=files.num_rows,
+        size_in_bytes=snapshot.size_in_bytes,
+        target_file_size=tgt,
+        small_file_threshold=threshold,
+        num_small_files=num_small,
+        small_file_share=round(num_small / files.num_rows, 4) if files.num_rows else 0.0,
+        num_partitions=len(per_partition),
+        files_per_partition_min=min(per_partition) if per_partition else 0,
+        files_per_partition_median=float(statistics.median(per_partition)) if per_partition else 0.0,
+        files_per_partition_max=max(per_partition) if per_partition else 0,
+        last_checkpoint_version=last_cp,
+        commits_since_checkpoint=snapshot.version - last_cp if last_cp is not None else snapshot.version + 1,
+        num_tombstones=snapshot.tombstones.num_rows,
+        tombstone_bytes=int(pc.sum(tomb_sizes).as_py() or 0) if snapshot.tombstones.num_rows else 0,
+        oldest_readable_version=listing.oldest_reconstructable_version(),
+        num_commit_files=len(listing.commits),
+    )
