@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One-time set-up, safe to re-run: a JRE (for Spark) if `java` is missing, the
+# virtual environment at .venv with the pinned working set (requirements.lock)
+# and this project installed in editable mode. Re-installs only when the lock
+# file or pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "[bootstrap] $*" >&2; }
+
+if ! command -v java >/dev/null 2>&1; then
+  log "java not found: installing a headless JRE (Debian package openjdk-17-jre-headless)"
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null \
+      || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jre-headless >/dev/null
+  else
+    log "no apt-get on this machine: install a Java 17 runtime by hand for the Spark parts"
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+
+want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+stamp=.venv/.deltalog-installed
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing the pinned working set into .venv (a few minutes on a fresh machine)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=24"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+  echo "$want" > "$stamp"
+fi
