@@ -84,6 +84,7 @@ class Transaction:
         user_metadata: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         single_writer: bool = False,
+        run_hooks: bool = True,
     ) -> None:
         if max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -95,6 +96,7 @@ class Transaction:
         self.user_metadata = user_metadata
         self.max_attempts = max_attempts
         self.single_writer = single_writer
+        self.run_hooks = run_hooks
         self.actions: list[dict[str, Any]] = []
         self.app_id: str | None = None
         self.app_version: int | None = None
@@ -231,7 +233,7 @@ class Transaction:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
-            return CommitResult(
+            result = CommitResult(
                 version=attempt_version,
                 read_version=None if self.snapshot is None else self.snapshot.version,
                 operation=self.operation,
@@ -239,6 +241,11 @@ class Transaction:
                 num_actions=len(self.actions),
                 operation_metrics=dict(operation_metrics or {}),
             )
+            if self.run_hooks:
+                from deltalog.hooks import run_post_commit_hooks  # hooks import this module
+
+                result.hooks = run_post_commit_hooks(self.storage, result)
+            return result
         raise CommitFailedError(
             f"gave up committing {self.operation} after {self.max_attempts} attempts: every version was taken"
         )

@@ -1,0 +1,15 @@
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+REPO = os.path.dirname(HERE)
+SHARED = os.path.join(os.path.dirname(REPO), "shared")
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    return str(tmp_path / "table")
