@@ -108,13 +108,13 @@ class CommitTimestamps:
 
 
 def format_ms(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
 
 
 def parse_timestamp(value: str | int | float | dt.datetime) -> int:
     """Milliseconds since the epoch from an int (ms), a datetime or an ISO-8601 string (UTC if naive)."""
     if isinstance(value, dt.datetime):
-        d = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        d = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         return int(d.timestamp() * 1000)
     if isinstance(value, int | float):
         return int(value)
