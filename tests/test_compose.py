@@ -1,0 +1,232 @@
+"""Static checks of docker-compose.yml and the Dockerfile.
+
+Docker cannot run on the CI machines, so these tests catch what would break a
+user's first `docker compose up`: an image without an exact tag, a mounted file
+or build context that does not exist, a connection env var that Airflow cannot
+parse, and version drift between the containers and the pinned working set the
+test suite runs with (Airflow, Python, Spark/pyspark, Hadoop).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMPOSE = os.path.join(REPO, "docker-compose.yml")
+DOCKERFILE = os.path.join(REPO, "Dockerfile")
+
+AIRFLOW_SERVICES = [
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+]
+REQUIRED_SERVICES = [*AIRFLOW_SERVICES, "postgres", "spark-master", "spark-worker", "minio", "minio-init"]
+EXAMPLE_DAGS = ["deltalog_ingest.py", "deltalog_maintenance.py", "deltalog_maintenance_on_change.py"]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:?-([^}]*))?\}")
+
+
+def _interpolate(value: str) -> str:
+    """Resolve ``${VAR:-default}`` the way compose does when no .env file is present."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(2) is None:
+            raise AssertionError(f"{value!r}: ${{{m.group(1)}}} has no default, `docker compose up` would warn")
+        return m.group(3)
+
+    return _VAR.sub(repl, value.replace("$$", "\0")).replace("\0", "$")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    with open(COMPOSE, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def _env(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {k: _interpolate(str(v)) for k, v in env.items()}
+
+
+def _pyspark_jar_version(prefix: str) -> str:
+    import pyspark
+
+    jars = glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", f"{prefix}-*.jar"))
+    assert jars, f"no {prefix} jar in the installed pyspark"
+    return re.search(rf"{re.escape(prefix)}-(\d+\.\d+\.\d+)\.jar$", os.path.basename(jars[0])).group(1)
+
+
+def test_all_components_present(services: dict[str, Any]) -> None:
+    missing = [s for s in REQUIRED_SERVICES if s not in services]
+    assert not missing, f"services missing from docker-compose.yml: {missing}"
+    commands = {s: services[s].get("command") for s in AIRFLOW_SERVICES}
+    assert commands["airflow-apiserver"] == "api-server"
+    assert commands["airflow-scheduler"] == "scheduler"
+    assert commands["airflow-dag-processor"] == "dag-processor"
+    assert commands["airflow-triggerer"] == "triggerer"
+
+
+def test_every_image_pinned_to_an_exact_tag(services: dict[str, Any]) -> None:
+    for name, svc in services.items():
+        image = svc.get("image")
+        assert image, f"{name}: no image (a built service still needs a pinned local tag)"
+        assert "$" not in image, f"{name}: image {image!r} depends on a variable"
+        ref = image.split("@", 1)[0]
+        last = ref.rsplit("/", 1)[-1]
+        assert ":" in last, f"{name}: image {image!r} has no tag"
+        tag = last.split(":", 1)[1]
+        assert tag and tag != "latest", f"{name}: image {image!r} is not pinned"
+        # A bare major tag (postgres:16) moves under you: require a release number or a MinIO release stamp.
+        assert re.search(r"\d+\.\d+|RELEASE\.\d{4}-\d\d-\d\dT", tag), f"{name}: tag {tag!r} is not exact"
+
+
+def test_dockerfile_base_image_pinned_and_matches_the_lock() -> None:
+    with open(DOCKERFILE, encoding="utf-8") as f:
+        text = f.read()
+    base = re.search(r"^ARG AIRFLOW_IMAGE=(\S+)$", text, re.M).group(1)
+    assert re.search(r"^FROM \$\{AIRFLOW_IMAGE\}$", text, re.M)
+    with open(os.path.join(REPO, "requirements.lock"), encoding="utf-8") as f:
+        lock = dict(line.strip().split("==", 1) for line in f if "==" in line)
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # The lock was resolved with this interpreter; the image must run the same Airflow and Python.
+    assert base == f"apache/airflow:{lock['apache-airflow']}-python{py}", base
+    assert f'"apache-airflow=={lock["apache-airflow"]}"' in text
+    assert "-c /opt/deltalog/requirements.lock" in text
+    assert re.search(r"openjdk-17-jre-headless", text), "the Airflow image needs a JRE for spark-submit"
+
+
+def test_dockerfile_copies_existing_paths_and_dockerignore_skips_venv() -> None:
+    with open(DOCKERFILE, encoding="utf-8") as f:
+        lines = [ln for ln in f if ln.startswith("COPY ")]
+    assert lines
+    for line in lines:
+        parts = [p for p in line.split()[1:] if not p.startswith("--")]
+        for src in parts[:-1]:
+            assert os.path.exists(os.path.join(REPO, src)), f"Dockerfile copies missing {src}"
+    with open(os.path.join(REPO, ".dockerignore"), encoding="utf-8") as f:
+        ignored = {ln.strip() for ln in f if ln.strip() and not ln.startswith("#")}
+    assert {".venv", ".git", ".demo"} <= ignored
+
+
+def test_build_contexts_exist(services: dict[str, Any]) -> None:
+    built = [n for n, s in services.items() if "build" in s]
+    assert set(AIRFLOW_SERVICES) <= set(built)
+    for name in built:
+        build = services[name]["build"]
+        ctx = build if isinstance(build, str) else build.get("context", ".")
+        dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+        assert os.path.isdir(os.path.join(REPO, ctx)), f"{name}: build context {ctx} missing"
+        assert os.path.isfile(os.path.join(REPO, ctx, dockerfile)), f"{name}: {dockerfile} missing"
+
+
+def test_mounts_and_volumes_exist(compose: dict[str, Any], services: dict[str, Any]) -> None:
+    named = set(compose.get("volumes") or {})
+    for name, svc in services.items():
+        for vol in svc.get("volumes") or []:
+            src = vol.split(":", 1)[0] if isinstance(vol, str) else vol["source"]
+            if src.startswith((".", "/")):
+                path = os.path.normpath(os.path.join(REPO, src))
+                assert os.path.exists(path), f"{name}: bind mount {src} does not exist"
+            else:
+                assert src in named, f"{name}: volume {src} is not declared"
+
+
+def test_dag_folder_mounted_with_the_example_dags(services: dict[str, Any]) -> None:
+    for name in AIRFLOW_SERVICES:
+        mounts = [v for v in services[name]["volumes"] if v.split(":")[1] == "/opt/airflow/dags"]
+        assert mounts, f"{name}: the dags folder is not mounted"
+        src = os.path.join(REPO, mounts[0].split(":")[0])
+        for dag in EXAMPLE_DAGS:
+            assert os.path.isfile(os.path.join(src, dag)), f"example DAG {dag} missing from {src}"
+        assert os.path.isfile(os.path.join(src, "spark_jobs", "ingest_events.py"))
+
+
+def test_init_scripts_referenced_exist(services: dict[str, Any]) -> None:
+    mounted = {}
+    for svc in services.values():
+        for vol in svc.get("volumes") or []:
+            src, dst = vol.split(":")[:2]
+            mounted[dst] = src
+    for name, svc in services.items():
+        for part in (svc.get("entrypoint") or []) + (
+            svc.get("command") or [] if isinstance(svc.get("command"), list) else []
+        ):
+            if isinstance(part, str) and part.startswith("/docker/"):
+                assert part in mounted, f"{name}: {part} is not mounted"
+                assert os.path.isfile(os.path.join(REPO, mounted[part])), f"{name}: {mounted[part]} missing"
+
+
+def test_depends_on_names_existing_services(services: dict[str, Any]) -> None:
+    for name, svc in services.items():
+        deps = svc.get("depends_on") or []
+        for dep in deps if isinstance(deps, list) else deps.keys():
+            assert dep in services, f"{name} depends on unknown service {dep}"
+    for name in AIRFLOW_SERVICES[1:]:
+        cond = services[name]["depends_on"]["airflow-init"]["condition"]
+        assert cond == "service_completed_successfully"
+
+
+def test_connections_are_well_formed(services: dict[str, Any]) -> None:
+    for name in AIRFLOW_SERVICES:
+        env = _env(services[name])
+        spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+        assert spark["conn_type"] == "spark"
+        master = f"{spark['host']}:{spark['port']}"
+        assert master == "spark://spark-master:7077"
+        delta = json.loads(env["AIRFLOW_CONN_DELTALOG_DEFAULT"])
+        assert delta["conn_type"] == "deltalog"
+        extra = delta["extra"]
+        assert extra["endpoint_url"] == "http://minio:9000"
+        minio_env = _env(services["minio"])
+        assert (extra["key"], extra["secret"]) == (minio_env["MINIO_ROOT_USER"], minio_env["MINIO_ROOT_PASSWORD"])
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:airflow@postgres")
+        assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
+        # Components sign and check each other's task tokens: one secret for all.
+        assert env["AIRFLOW__API_AUTH__JWT_SECRET"]
+
+
+def test_table_lives_in_the_bucket_minio_init_creates(services: dict[str, Any]) -> None:
+    env = _env(services["airflow-scheduler"])
+    uri = env["AIRFLOW_VAR_DELTALOG_TABLE_URI"]
+    assert uri.startswith("s3://")
+    with open(os.path.join(REPO, "docker", "minio-init.sh"), encoding="utf-8") as f:
+        script = f.read()
+    bucket = re.search(r'BUCKET="\$\{DELTALOG_BUCKET:-([a-z0-9-]+)\}"', script).group(1)
+    assert uri.split("/")[2] == bucket
+    assert "mc mb --ignore-existing" in script
+
+
+def test_spark_cluster_matches_pyspark(services: dict[str, Any]) -> None:
+    spark_version = _pyspark_jar_version("spark-core_2.13")
+    for name in ("spark-master", "spark-worker"):
+        image = services[name]["image"]
+        assert image.startswith(f"apache/spark:{spark_version}-scala2.13-"), (
+            f"{name}: {image} != pyspark {spark_version}"
+        )
+    assert "spark://spark-master:7077" in " ".join(services["spark-worker"]["command"])
+
+
+def test_spark_conf_reaches_minio_with_a_matching_hadoop_aws(services: dict[str, Any]) -> None:
+    env = _env(services["airflow-scheduler"])
+    conf = json.loads(env["AIRFLOW_VAR_DELTALOG_SPARK_CONF"])
+    hadoop = _pyspark_jar_version("hadoop-client-api")
+    assert conf["spark.jars.packages"] == f"org.apache.hadoop:hadoop-aws:{hadoop}"
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
+    assert conf["spark.driver.host"] == services["airflow-scheduler"]["hostname"]
