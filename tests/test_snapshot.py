@@ -97,11 +97,21 @@ def test_tombstones_kept_with_deletion_timestamp(tmp_path):
 
 
 def test_deletion_vector_is_part_of_the_file_key(tmp_path):
-    dv1 = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36, "cardinality": 2}
+    dv1 = {
+        "storageType": "u",
+        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 2,
+    }
     dv2 = dict(dv1, offset=50)
     root = write_log(
         tmp_path,
-        {0: [PROTOCOL, METADATA, add("a")], 1: [remove("a"), add("a", dv=dv1)], 2: [remove("a", dv=dv1), add("a", dv=dv2)]},
+        {
+            0: [PROTOCOL, METADATA, add("a")],
+            1: [remove("a"), add("a", dv=dv1)],
+            2: [remove("a", dv=dv1), add("a", dv=dv2)],
+        },
     )
     snap = DeltaTable(root).snapshot()
     assert paths(snap) == ["a"]

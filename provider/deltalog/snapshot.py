@@ -25,7 +25,7 @@ from deltalog.actions import (
     Metadata,
     file_key,
 )
-from deltalog.arrow_utils import conform, table_from_struct
+from deltalog.arrow_utils import table_from_struct
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
 from deltalog.protocol import Protocol, check_readable
@@ -236,7 +236,8 @@ def _read_parquet_actions(storage: Storage, path: str, name: str) -> dict[str, A
             return out
     except FileNotFoundError:
         raise CorruptLogError(f"checkpoint file {name} disappeared while reading it") from None
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, pa.ArrowException, ValueError, KeyError, IndexError, TypeError) as exc:
+        # A damaged footer surfaces as any of these (even UnicodeDecodeError from column paths).
         raise CorruptCheckpointError(f"checkpoint file {name} is not a readable Parquet file: {exc}") from None
 
 
