@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 
 import deltalake
@@ -181,6 +182,13 @@ def incomplete_multipart(root, data, rnd):
     open(os.path.join(log, f"{latest:020d}.checkpoint.0000000001.0000000003.parquet"), "wb").write(b"PAR1junk")
 
 
+def damaged_copy(pristine, tmp_path_factory, data, corruption, seed: int) -> str:
+    root = str(tmp_path_factory.mktemp("bad") / "t")
+    shutil.copytree(pristine[0], root)
+    corruption(root, data, random.Random(seed))
+    return root
+
+
 FATAL_OR_OK = [truncate, garbage_line, wrong_type, drop_field, gap, bad_checkpoint, unknown_feature]
 IGNORABLE = [bad_hint, stray_files, incomplete_multipart]
 
@@ -188,12 +196,8 @@ IGNORABLE = [bad_hint, stray_files, incomplete_multipart]
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), corruption=st.sampled_from(FATAL_OR_OK), seed=st.integers(0, 2**32 - 1))
 def test_corruptions_end_in_a_specific_error_or_a_read(pristine, tmp_path_factory, data, corruption, seed):
-    import random
-
-    src, _version, _paths = pristine
-    root = str(tmp_path_factory.mktemp("bad") / "t")
-    shutil.copytree(src, root)
-    corruption(root, data, random.Random(seed))
+    _src, _version, _paths = pristine
+    root = damaged_copy(pristine, tmp_path_factory, data, corruption, seed)
     before = fingerprint(root)
     outcome = read(root)  # anything but a DeltaLogError propagates and fails the test
     assert fingerprint(root) == before, "reading a damaged table wrote or deleted something"
@@ -210,10 +214,6 @@ def test_corruptions_end_in_a_specific_error_or_a_read(pristine, tmp_path_factor
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), corruption=st.sampled_from(IGNORABLE), seed=st.integers(0, 2**32 - 1))
 def test_ignorable_damage_reads_like_the_pristine_table(pristine, tmp_path_factory, data, corruption, seed):
-    import random
-
-    src, version, paths = pristine
-    root = str(tmp_path_factory.mktemp("ign") / "t")
-    shutil.copytree(src, root)
-    corruption(root, data, random.Random(seed))
+    _src, version, paths = pristine
+    root = damaged_copy(pristine, tmp_path_factory, data, corruption, seed)
     assert read(root) == ("ok", version, paths)

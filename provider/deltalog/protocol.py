@@ -64,6 +64,13 @@ _LEGACY_WRITER = {
 _LEGACY_READER = {2: ["columnMapping"]}
 
 
+def _effective(version: int, features_version: int, listed: tuple[str, ...] | None, legacy: dict) -> set[str]:
+    """Explicit features from table-features versions on; before that, what the version implies."""
+    if version >= features_version:
+        return set(listed or ())
+    return {f for v, feats in legacy.items() if version >= v for f in feats}
+
+
 @dataclass(frozen=True)
 class Protocol:
     """The ``protocol`` action."""
@@ -93,22 +100,10 @@ class Protocol:
         return out
 
     def effective_reader_features(self) -> set[str]:
-        if self.min_reader_version >= 3:
-            return set(self.reader_features or ())
-        out: set[str] = set()
-        for v, feats in _LEGACY_READER.items():
-            if self.min_reader_version >= v:
-                out.update(feats)
-        return out
+        return _effective(self.min_reader_version, 3, self.reader_features, _LEGACY_READER)
 
     def effective_writer_features(self) -> set[str]:
-        if self.min_writer_version >= 7:
-            return set(self.writer_features or ())
-        out: set[str] = set()
-        for v, feats in _LEGACY_WRITER.items():
-            if self.min_writer_version >= v:
-                out.update(feats)
-        return out
+        return _effective(self.min_writer_version, 7, self.writer_features, _LEGACY_WRITER)
 
     def has_feature(self, name: str) -> bool:
         return name in self.effective_reader_features() or name in self.effective_writer_features()
