@@ -2,15 +2,26 @@
 
 Each rule has its own exception so callers can react precisely (a compaction
 re-plans only the bins whose inputs a concurrent delete took; an Airflow task
-fails without retrying on a metadata change). Rules follow Delta Spark's
-``ConflictChecker``; commits whose file actions all have ``dataChange=false``
-run at SnapshotIsolation, so concurrent blind appends never conflict with them.
+fails without retrying on a metadata change). Rules and their order follow
+Delta Spark's ``ConflictChecker``: protocol, metadata, domain metadata, app
+transaction ids, concurrent appends matching what we read, deletes of files we
+read, deletes of files we delete. Commits whose file actions all have
+``dataChange=false`` run at SnapshotIsolation, so concurrent blind appends never
+conflict with them; under WriteSerializable a winning blind append never
+conflicts either.
+
+Before any rule, every winning commit is scanned for this transaction itself:
+its own ``txnId`` (a write whose response was lost) or its app transaction
+``(appId, version)`` already recorded by a concurrent attempt. Both mean the
+work is done, whatever else happened in between.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deltalog.actions import as_dict
 from deltalog.errors import CommitFailedError, CorruptLogError
 from deltalog.log import commit_name
 from deltalog.snapshot import parse_commit
@@ -39,24 +50,113 @@ class MetadataChangedError(ConflictError):
 class ConcurrentAppendError(ConflictError):
     """A concurrent commit added files matching what this transaction read."""
 
+    retryable = True  # re-reading the table and redoing the work can succeed
+
 
 class ConcurrentDeleteReadError(ConflictError):
     """A concurrent commit removed a file this transaction read."""
+
+    retryable = True
 
 
 class ConcurrentDeleteDeleteError(ConflictError):
     """A concurrent commit removed a file this transaction also removes."""
 
+    retryable = True
+
 
 class ConcurrentTransactionError(ConflictError):
-    """A concurrent commit wrote the same application transaction id."""
+    """A concurrent commit wrote the same application id at a lower version (the same app committing twice at once)."""
+
+    retryable = True
 
 
 class ConcurrentDomainMetadataError(ConflictError):
     """A concurrent commit changed the same metadata domain."""
 
+    retryable = True
 
-def _matches(partition_values: dict[str, Any], predicate: dict[str, Any]) -> bool:
+
+@dataclass
+class WinningCommit:
+    """The parts of one winning commit the rules look at."""
+
+    version: int
+    info: dict[str, Any] = field(default_factory=dict)
+    protocol: bool = False
+    metadata: bool = False
+    txns: dict[str, int] = field(default_factory=dict)
+    domains: set[str] = field(default_factory=set)
+    adds: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)  # path, partitionValues, dataChange
+    removes: list[tuple[str, bool]] = field(default_factory=list)  # path, dataChange
+
+    @property
+    def where(self) -> str:
+        op = self.info.get("operation")
+        return f"commit {self.version}" + (f" ({op})" if op else "")
+
+    @property
+    def is_blind_append(self) -> bool:
+        return bool(self.info.get("isBlindAppend"))
+
+    @classmethod
+    def parse(cls, version: int, data: bytes) -> WinningCommit:
+        name = commit_name(version)
+        out = cls(version)
+        for action in parse_commit(data, name):
+            ((kind, body),) = action.items()
+            if not isinstance(body, dict):
+                raise CorruptLogError(f"{name}: {kind} action is not an object")
+            if kind == "commitInfo":
+                out.info = body
+            elif kind == "protocol":
+                out.protocol = True
+            elif kind == "metaData":
+                out.metadata = True
+            elif kind == "txn":
+                if isinstance(body.get("appId"), str):
+                    out.txns[body["appId"]] = int(body.get("version", -1))
+            elif kind == "domainMetadata":
+                out.domains.add(body.get("domain"))
+            elif kind == "add":
+                out.adds.append((body.get("path"), as_dict(body.get("partitionValues")), body.get("dataChange", True)))
+            elif kind == "remove":
+                out.removes.append((body.get("path"), body.get("dataChange", True)))
+        return out
+
+
+@dataclass
+class ConflictCheck:
+    """The outcome of checking the winners of a lost race (when no rule was violated)."""
+
+    next_version: int
+    winners: list[int] = field(default_factory=list)
+    #: A winner that is this very transaction (same txnId): the commit landed.
+    own_version: int | None = None
+    #: A winner that recorded this transaction's appId at >= its version: nothing to do.
+    app_txn_commit: int | None = None
+    app_txn_recorded: int | None = None
+    #: The newest winner's in-commit timestamp, so ours stays monotonic.
+    last_timestamp: int | None = None
+
+
+def read_winning_commits(txn: Transaction, first_version: int) -> list[WinningCommit]:
+    """Every commit from ``first_version`` on, in order, up to the first version not yet written."""
+    out: list[WinningCommit] = []
+    version = first_version
+    while True:
+        path = txn.storage.join("_delta_log", commit_name(version))
+        try:
+            data = txn.storage.read_bytes(path)
+        except FileNotFoundError:
+            return out
+        out.append(WinningCommit.parse(version, data))
+        version += 1
+
+
+def _matches(partition_values: dict[str, Any], predicate: Any) -> bool:
+    if callable(predicate):
+        return bool(predicate(partition_values))
     for col, expected in predicate.items():
         value = partition_values.get(col)
         if isinstance(expected, list | tuple | set | frozenset):
@@ -67,84 +167,86 @@ def _matches(partition_values: dict[str, Any], predicate: dict[str, Any]) -> boo
     return True
 
 
-def _as_dict(pv: Any) -> dict[str, Any]:
-    if not pv:
-        return {}
-    return dict(pv) if isinstance(pv, dict) else {k: v for k, v in pv}
-
-
-def read_winning_commit(txn: Transaction, version: int) -> list[dict[str, Any]] | None:
-    path = txn.storage.join("_delta_log", commit_name(version))
-    try:
-        return parse_commit(txn.storage.read_bytes(path), commit_name(version))
-    except FileNotFoundError:
-        return None
-
-
-def check_conflicts(txn: Transaction, taken_version: int) -> int | None:
+def check_conflicts(txn: Transaction, taken_version: int) -> ConflictCheck:
     """Check every commit from ``taken_version`` on against ``txn``.
 
-    Returns the next version to try, or None when a winning commit already
-    recorded this transaction's (appId, version) (the commit is then a no-op).
-    Raises a ConflictError subclass when a rule is violated.
+    Returns where to retry (or that the work is already done); raises a
+    ConflictError subclass when a rule is violated. Reads only the winning
+    commits, never the whole snapshot.
     """
+    winners = read_winning_commits(txn, taken_version)
+    check = ConflictCheck(next_version=taken_version + len(winners), winners=[w.version for w in winners])
+    for w in winners:
+        ict = w.info.get("inCommitTimestamp")
+        if isinstance(ict, int):
+            check.last_timestamp = ict
+    for w in winners:
+        if w.info.get("txnId") == txn.txn_id:
+            check.own_version = w.version
+            return check
+        if txn.app_id is not None and txn.app_id in w.txns and w.txns[txn.app_id] >= (txn.app_version or 0):
+            check.app_txn_commit = w.version
+            check.app_txn_recorded = w.txns[txn.app_id]
+            return check
+    if txn.snapshot is None:
+        return check  # a table creation that lost: the caller reports "already exists"
+    for w in winners:
+        _check_one(txn, w)
+    return check
+
+
+def _check_one(txn: Transaction, w: WinningCommit) -> None:
     from deltalog.transaction import SERIALIZABLE, SNAPSHOT_ISOLATION
 
     isolation = txn.effective_isolation_level()
-    our_removes = {a["remove"]["path"] for a in txn.actions if "remove" in a}
-    our_domains = {a["domainMetadata"]["domain"] for a in txn.actions if "domainMetadata" in a}
-    version = taken_version
-    while True:
-        actions = read_winning_commit(txn, version)
-        if actions is None:
-            return version
-        where = f"commit {version}"
-        info: dict[str, Any] = {}
-        for action in actions:
-            ((kind, body),) = action.items()
-            if kind == "commitInfo":
-                info = body
-        winner_blind = bool(info.get("isBlindAppend"))
-        for action in actions:
-            ((kind, body),) = action.items()
-            if not isinstance(body, dict):
-                raise CorruptLogError(f"{commit_name(version)}: {kind} action is not an object")
-            if kind == "protocol":
-                raise ProtocolChangedError(
-                    f"{where} changed the table protocol concurrently; re-read the table and retry", version
-                )
-            if kind == "metaData":
-                raise MetadataChangedError(
-                    f"{where} changed the table metadata (schema, partitioning or properties) concurrently", version
-                )
-            if kind == "txn" and txn.app_id is not None and body.get("appId") == txn.app_id:
-                if int(body.get("version", -1)) >= (txn.app_version or 0):
-                    return None
-                raise ConcurrentTransactionError(
-                    f"{where} committed application transaction {txn.app_id!r} concurrently", version
-                )
-            if kind == "domainMetadata" and body.get("domain") in our_domains:
-                raise ConcurrentDomainMetadataError(
-                    f"{where} changed metadata domain {body.get('domain')!r} concurrently", version
-                )
-            if kind == "remove":
-                path = body.get("path")
-                if path in our_removes:
-                    raise ConcurrentDeleteDeleteError(
-                        f"{where} removed {path!r}, which this {txn.operation} also removes", version, [path]
-                    )
-                if body.get("dataChange", True) and (txn.read_whole_table or path in txn.read_file_paths):
-                    raise ConcurrentDeleteReadError(
-                        f"{where} removed {path!r}, which this {txn.operation} read", version, [path]
-                    )
-            if kind == "add" and body.get("dataChange", True) and isolation != SNAPSHOT_ISOLATION:
-                if isolation != SERIALIZABLE and winner_blind:
-                    continue  # WriteSerializable: blind appends may be reordered before us
-                pv = _as_dict(body.get("partitionValues"))
+    if w.protocol:
+        raise ProtocolChangedError(
+            f"{w.where} changed the table protocol concurrently; re-read the table and retry", w.version
+        )
+    if w.metadata:
+        raise MetadataChangedError(
+            f"{w.where} changed the table metadata (schema, partitioning or properties) concurrently; "
+            "re-read the table and retry",
+            w.version,
+        )
+    ours = {d["domain"] for d in txn.domain_updates}
+    clash = sorted(d for d in w.domains if d in ours)
+    if clash:
+        raise ConcurrentDomainMetadataError(f"{w.where} changed metadata domain {clash[0]!r} concurrently", w.version)
+    if txn.app_id is not None and txn.app_id in w.txns:
+        raise ConcurrentTransactionError(
+            f"{w.where} committed application transaction {txn.app_id!r} version {w.txns[txn.app_id]} "
+            f"while this one commits version {txn.app_version}: the same application is writing twice at once",
+            w.version,
+        )
+    if isolation != SNAPSHOT_ISOLATION and not (isolation != SERIALIZABLE and w.is_blind_append):
+        if txn.read_whole_table or txn.read_predicates:
+            for path, pv, data_change in w.adds:
+                if not data_change:
+                    continue
                 if txn.read_whole_table or any(_matches(pv, p) for p in txn.read_predicates):
                     raise ConcurrentAppendError(
-                        f"{where} added {body.get('path')!r} matching data this {txn.operation} read",
-                        version,
-                        [body.get("path")],
+                        f"{w.where} added {path!r}, which matches data this {txn.operation} read; "
+                        "re-read the table and retry",
+                        w.version,
+                        [path],
                     )
-        version += 1
+    ours_removed = {r["path"] for r in txn.removes}
+    for path, data_change in w.removes:
+        # A dataChange=false remove (compaction) keeps the rows in another file, so
+        # what we read is still valid; removing the same file twice never is.
+        if data_change and path not in ours_removed and (txn.read_whole_table or path in txn.read_file_paths):
+            raise ConcurrentDeleteReadError(
+                f"{w.where} removed {path!r}, which this {txn.operation} read; re-read the table and retry",
+                w.version,
+                [path],
+            )
+    both = [path for path, _ in w.removes if path in ours_removed]
+    if both:
+        raise ConcurrentDeleteDeleteError(
+            f"{w.where} removed {both[0]!r}"
+            + (f" and {len(both) - 1} more file(s)" if len(both) > 1 else "")
+            + f", which this {txn.operation} also removes",
+            w.version,
+            both,
+        )

@@ -83,3 +83,15 @@ class CommitFailedError(DeltaLogError):
     """A commit could not be made (conflict or attempts exhausted); nothing was written."""
 
     exit_code = 1
+
+
+class TableAlreadyExistsError(OperationRefusedError):
+    """``create`` was asked for a location that already holds a Delta table."""
+
+
+class NonAtomicStorageError(OperationRefusedError):
+    """The filesystem has no atomic put-if-absent, so concurrent commits could overwrite each other."""
+
+
+class InvalidCommitRequestError(InvalidArgumentError):
+    """A commit request (JSON document or dict) is malformed or does not match the table; nothing was written."""

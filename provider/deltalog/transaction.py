@@ -2,21 +2,36 @@
 
 A transaction records what it read (files, partition predicates, the whole
 table) so that, when another writer wins the race for the next version, the
-winning commits can be checked against Delta's conflict rules before retrying
-at the next version.
+winning commits can be checked against Delta's conflict rules
+(:mod:`deltalog.conflicts`) and the same actions retried at the next free
+version. Only the winning commits are read on a lost race, never the whole
+snapshot again, so a retry costs one small read per winner.
+
+Every commit carries a random ``txnId`` in its commitInfo. If a write's response
+is lost (an S3 PUT that landed but timed out and was re-sent), the retry finds
+its own txnId in the "winning" commit and reports success instead of committing
+the same actions twice.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog._version import __version__
-from deltalog.actions import Metadata, to_json_line
-from deltalog.errors import CommitFailedError, InvalidArgumentError
+from deltalog.actions import Metadata, file_key, to_json_line
+from deltalog.errors import (
+    CommitFailedError,
+    InvalidArgumentError,
+    OperationRefusedError,
+    TableAlreadyExistsError,
+)
 from deltalog.log import commit_name
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
@@ -27,8 +42,24 @@ log = logging.getLogger(__name__)
 SERIALIZABLE = "Serializable"
 WRITE_SERIALIZABLE = "WriteSerializable"
 SNAPSHOT_ISOLATION = "SnapshotIsolation"
+ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE, SNAPSHOT_ISOLATION)
 
+#: Attempts before giving up. Generous on purpose: a blind append can only lose a
+#: race to contention, never to a conflict, so it should practically never give up.
 DEFAULT_MAX_ATTEMPTS = 1000
+#: Jittered exponential backoff between attempts (seconds): the first retry is
+#: immediate (the conflict check has just brought us to the tip of the log), later
+#: ones sleep a random time up to BASE * 2**n, capped.
+BACKOFF_BASE = 0.002
+BACKOFF_CAP = 0.5
+
+ICT_ENABLED = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+
+#: A read predicate: partition column -> value (or a collection of values), or a
+#: callable that gets a file's partitionValues and says whether the read covered it.
+ReadPredicate = dict[str, Any] | Callable[[dict[str, Any]], bool]
 
 
 @dataclass
@@ -45,7 +76,12 @@ class HookResult:
 
 @dataclass
 class CommitResult:
-    """What a commit did (or, for an already-applied app transaction, did not do)."""
+    """What a commit did (or, for an already-applied app transaction, did not do).
+
+    ``table_configuration`` (the table properties as of this commit) is there for
+    post-commit hooks, which must decide cheaply whether to run; it is left out of
+    :meth:`to_dict`.
+    """
 
     version: int
     read_version: int | None
@@ -56,11 +92,30 @@ class CommitResult:
     num_actions: int = 0
     operation_metrics: dict[str, Any] = field(default_factory=dict)
     hooks: list[HookResult] = field(default_factory=list)
+    isolation_level: str | None = None
+    in_commit_timestamp: int | None = None
+    app_id: str | None = None
+    app_version: int | None = None
+    txn_id: str | None = None
+    winning_commits: int = 0
+    table_configuration: dict[str, str] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("table_configuration", None)
         d["hooks"] = [h.to_dict() for h in self.hooks]
         return d
+
+
+def _backoff(attempt: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
+    """Seconds to sleep before attempt ``attempt + 1`` (full jitter)."""
+    if attempt <= 1:
+        return 0.0
+    return random.uniform(0.0, min(cap, base * 2 ** (attempt - 2)))
+
+
+def _is_true(value: Any) -> bool:
+    return str(value).strip().lower() == "true"
 
 
 class Transaction:
@@ -71,6 +126,9 @@ class Transaction:
         txn = Transaction(storage, snapshot, operation="WRITE", operation_parameters={"mode": "Append"})
         txn.add(add_actions)
         result = txn.commit()
+
+    ``snapshot=None`` creates a table: the transaction must then stage both a
+    protocol and a metaData action and commits version 0.
     """
 
     def __init__(
@@ -85,9 +143,16 @@ class Transaction:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         single_writer: bool = False,
         run_hooks: bool = True,
+        allow_system_domains: bool = False,
     ) -> None:
         if max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be at least 1, got {max_attempts}")
+        if isolation_level is not None and isolation_level not in ISOLATION_LEVELS:
+            raise InvalidArgumentError(
+                f"unknown isolation level {isolation_level!r}: use one of {', '.join(ISOLATION_LEVELS)}"
+            )
+        if not operation or not isinstance(operation, str):
+            raise InvalidArgumentError("a transaction needs an operation name, e.g. 'WRITE'")
         self.storage = storage
         self.snapshot = snapshot
         self.operation = operation
@@ -97,155 +162,397 @@ class Transaction:
         self.max_attempts = max_attempts
         self.single_writer = single_writer
         self.run_hooks = run_hooks
-        self.actions: list[dict[str, Any]] = []
+        self.allow_system_domains = allow_system_domains
+        self.txn_id = str(uuid.uuid4())
+        self.adds: list[dict[str, Any]] = []
+        self.removes: list[dict[str, Any]] = []
+        self.metadata_update: Metadata | None = None
+        self.protocol_update: Protocol | None = None
+        self.domain_updates: list[dict[str, Any]] = []
         self.app_id: str | None = None
         self.app_version: int | None = None
         # What this transaction read, for conflict detection.
         self.read_whole_table = False
-        self.read_predicates: list[dict[str, Any]] = []  # partition-value equality filters
+        self.read_predicates: list[ReadPredicate] = []
         self.read_file_paths: set[str] = set()
 
     # --- staging ----------------------------------------------------------------------
 
     def add(self, adds: list[dict[str, Any]]) -> None:
-        self.actions.extend({"add": a} for a in adds)
+        """Stage ``add`` actions (``path`` and ``size`` required; dataChange defaults to true)."""
+        now = int(time.time() * 1000)
+        for a in adds:
+            if not isinstance(a, dict) or not isinstance(a.get("path"), str) or not a["path"]:
+                raise InvalidArgumentError("every add action needs a non-empty string 'path'")
+            if not isinstance(a.get("size"), int) or isinstance(a.get("size"), bool) or a["size"] < 0:
+                raise InvalidArgumentError(f"add action for {a['path']!r} needs a non-negative integer 'size'")
+            action = dict(a)
+            action.setdefault("partitionValues", {})
+            action.setdefault("modificationTime", now)
+            action.setdefault("dataChange", True)
+            self.adds.append(action)
 
     def remove(self, removes: list[dict[str, Any]]) -> None:
-        self.actions.extend({"remove": r} for r in removes)
-        self.read_file_paths.update(r["path"] for r in removes)
+        """Stage ``remove`` actions; the removed files count as read (a concurrent delete conflicts)."""
+        now = int(time.time() * 1000)
+        for r in removes:
+            if not isinstance(r, dict) or not isinstance(r.get("path"), str) or not r["path"]:
+                raise InvalidArgumentError("every remove action needs a non-empty string 'path'")
+            action = dict(r)
+            action.setdefault("deletionTimestamp", now)
+            action.setdefault("dataChange", True)
+            self.removes.append(action)
+            self.read_file_paths.add(action["path"])
 
     def update_metadata(self, metadata: Metadata) -> None:
-        self.actions.append({"metaData": metadata.to_action()})
+        self.metadata_update = metadata
 
     def update_protocol(self, protocol: Protocol) -> None:
-        self.actions.append({"protocol": protocol.to_dict()})
+        self.protocol_update = protocol
 
     def set_app_transaction(self, app_id: str, version: int) -> None:
-        if not app_id or not isinstance(version, int) or version < 0:
-            raise InvalidArgumentError("an app transaction needs a non-empty appId and a non-negative integer version")
+        """Make the commit idempotent: it lands at most once per (app_id, version)."""
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError("an app transaction needs a non-empty string appId")
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise InvalidArgumentError(f"app transaction version must be a non-negative integer, got {version!r}")
         self.app_id, self.app_version = app_id, version
 
     def set_domain_metadata(self, domain: str, configuration: str, removed: bool = False) -> None:
-        self.actions.append({"domainMetadata": {"domain": domain, "configuration": configuration, "removed": removed}})
+        if not isinstance(domain, str) or not domain:
+            raise InvalidArgumentError("a metadata domain needs a non-empty name")
+        if domain.startswith("delta.") and not self.allow_system_domains:
+            raise OperationRefusedError(f"refusing to change system-controlled metadata domain {domain!r}")
+        self.domain_updates.append({"domain": domain, "configuration": configuration, "removed": removed})
 
     def read_files(self, paths: list[str]) -> None:
         self.read_file_paths.update(paths)
 
-    def read_partitions(self, predicate: dict[str, Any]) -> None:
+    def read_partitions(self, predicate: ReadPredicate) -> None:
         self.read_predicates.append(predicate)
 
     def read_table(self) -> None:
         self.read_whole_table = True
 
-    # --- committing -----------------------------------------------------------------
+    # --- what the commit is ---------------------------------------------------------
 
     @property
     def read_version(self) -> int:
         return -1 if self.snapshot is None else self.snapshot.version
 
-    def _all_data_change_false(self) -> bool:
-        file_actions = [a for a in self.actions if "add" in a or "remove" in a]
-        return bool(file_actions) and all(
-            not next(iter(a.values())).get("dataChange", True) for a in file_actions
+    @property
+    def protocol(self) -> Protocol | None:
+        """The protocol the commit will be checked against (the staged one wins)."""
+        return self.protocol_update or (self.snapshot.protocol if self.snapshot else None)
+
+    @property
+    def metadata(self) -> Metadata | None:
+        return self.metadata_update or (self.snapshot.metadata if self.snapshot else None)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        md = self.metadata
+        return dict(md.configuration) if md else {}
+
+    def _only_rearranges_data(self) -> bool:
+        """True when every action is a dataChange=false file action (compaction, stats)."""
+        file_actions = self.adds + self.removes
+        return (
+            bool(file_actions)
+            and all(a.get("dataChange") is False for a in file_actions)
+            and self.metadata_update is None
+            and self.protocol_update is None
+            and not self.domain_updates
         )
 
     def effective_isolation_level(self) -> str:
-        if self._all_data_change_false() and all(("add" in a or "remove" in a) for a in self.actions):
+        """SnapshotIsolation for data-rearranging commits, else the requested/table level."""
+        if self._only_rearranges_data():
             return SNAPSHOT_ISOLATION
-        return self.isolation_level or (
-            self.snapshot.metadata.configuration.get("delta.isolationLevel", SERIALIZABLE)
-            if self.snapshot
-            else SERIALIZABLE
-        )
+        if self.isolation_level:
+            return self.isolation_level
+        configured = self.configuration.get("delta.isolationLevel", SERIALIZABLE)
+        return configured if configured in (SERIALIZABLE, WRITE_SERIALIZABLE) else SERIALIZABLE
 
     def is_blind_append(self) -> bool:
+        """Delta's definition: only adds, and nothing read that the result depends on."""
+        return not self.removes and not self.read_whole_table and not self.read_predicates and not self.read_file_paths
+
+    def ict_enabled(self) -> bool:
+        """In-commit timestamps: the property is true *and* the protocol has the writer feature."""
+        protocol = self.protocol
         return (
-            not self.read_whole_table
-            and not self.read_predicates
-            and not self.read_file_paths
-            and all("add" in a and a["add"].get("dataChange", True) for a in self.actions if "add" in a or "remove" in a)
-            and not any("remove" in a for a in self.actions)
+            protocol is not None
+            and _is_true(self.configuration.get(ICT_ENABLED, "false"))
+            and "inCommitTimestamp" in protocol.effective_writer_features()
         )
 
-    def _commit_info(self, operation_metrics: dict[str, Any] | None, timestamp: int) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "timestamp": timestamp,
-            "operation": self.operation,
-            "operationParameters": {
-                k: v if isinstance(v, str) else json.dumps(v) for k, v in self.operation_parameters.items()
-            },
-            "isolationLevel": self.effective_isolation_level(),
-            "isBlindAppend": self.is_blind_append(),
-            "engineInfo": f"deltalog/{__version__}",
+    def _enables_ict(self) -> bool:
+        """This commit turns in-commit timestamps on for an existing table."""
+        if self.snapshot is None or self.metadata_update is None or not self.ict_enabled():
+            return False
+        old = self.snapshot
+        return not (
+            _is_true(old.metadata.configuration.get(ICT_ENABLED, "false"))
+            and "inCommitTimestamp" in old.protocol.effective_writer_features()
+        )
+
+    # --- checks before anything is written ----------------------------------------------
+
+    def _validate(self) -> None:
+        if self.snapshot is None and (self.protocol_update is None or self.metadata_update is None):
+            raise InvalidArgumentError("creating a table needs both a protocol and a metaData action")
+        if self.snapshot is not None:
+            check_writable(self.snapshot.protocol, f"commit {self.operation}")
+        if self.protocol_update is not None:
+            check_writable(self.protocol_update, f"commit {self.operation}")
+        protocol = self.protocol
+        assert protocol is not None
+        config = self.configuration
+        if _is_true(config.get(ICT_ENABLED, "false")) and not self.ict_enabled():
+            raise InvalidArgumentError(
+                "delta.enableInCommitTimestamps=true needs the inCommitTimestamp writer feature in the protocol"
+            )
+        writer_features = protocol.effective_writer_features()
+        if _is_true(config.get("delta.appendOnly", "false")) and "appendOnly" in writer_features:
+            changed = [r["path"] for r in self.removes if r.get("dataChange", True)]
+            if changed:
+                raise OperationRefusedError(
+                    f"refusing to remove {changed[0]!r}: the table is append-only (delta.appendOnly=true); "
+                    "only dataChange=false rewrites may remove files"
+                )
+        if self.domain_updates and "domainMetadata" not in writer_features:
+            raise OperationRefusedError(
+                "refusing to write domain metadata: the table protocol does not support the domainMetadata "
+                "writer feature"
+            )
+        self._check_unique_actions()
+        metadata = self.metadata
+        assert metadata is not None
+        expected = set(partition_keys(metadata))
+        for a in self.adds:
+            pv = a.get("partitionValues") or {}
+            if set(pv) != expected:
+                raise InvalidArgumentError(
+                    f"add action for {a['path']!r} has partition values for {sorted(pv)} but the table is "
+                    f"partitioned by {sorted(expected)}"
+                )
+
+    def _check_unique_actions(self) -> None:
+        """PROTOCOL.md: one action per (path, DV) and kind; one per path among adds and among removes."""
+        for kind, actions in (("add", self.adds), ("remove", self.removes)):
+            seen: set[str] = set()
+            for a in actions:
+                if a["path"] in seen:
+                    raise InvalidArgumentError(f"{a['path']!r} appears twice among the {kind} actions of one commit")
+                seen.add(a["path"])
+        add_keys = {file_key(a["path"], a.get("deletionVector")) for a in self.adds}
+        for r in self.removes:
+            if file_key(r["path"], r.get("deletionVector")) in add_keys:
+                raise InvalidArgumentError(
+                    f"{r['path']!r} is both added and removed (same deletion vector) in one commit"
+                )
+        domains = [d["domain"] for d in self.domain_updates]
+        if len(domains) != len(set(domains)):
+            raise InvalidArgumentError("a metadata domain appears twice in one commit")
+
+    def _already_applied(self) -> CommitResult | None:
+        if self.snapshot is None or self.app_id is None:
+            return None
+        done = self.snapshot.app_transaction_version(self.app_id)
+        assert self.app_version is not None
+        if done is None or done < self.app_version:
+            return None
+        return self._noop(
+            self.snapshot.version,
+            0,
+            f"app transaction {self.app_id!r} is already at version {done} (requested {self.app_version}): "
+            "nothing committed",
+        )
+
+    def _noop(self, version: int, attempts: int, reason: str) -> CommitResult:
+        log.info("%s: %s", self.operation, reason)
+        return CommitResult(
+            version=version,
+            read_version=None if self.snapshot is None else self.snapshot.version,
+            operation=self.operation,
+            attempts=attempts,
+            noop=True,
+            reason=reason,
+            app_id=self.app_id,
+            app_version=self.app_version,
+            table_configuration=self.configuration,
+        )
+
+    # --- serialising one attempt -----------------------------------------------------
+
+    def _previous_commit_timestamp(self) -> int | None:
+        """ICT (or, before ICT was enabled, file mtime) of the commit at the read version."""
+        if self.snapshot is None:
+            return None
+        from deltalog.history import read_commit_info  # small import, only for ICT tables
+
+        f = self.snapshot.segment.listing.commits.get(self.snapshot.version)
+        if f is None:
+            return None
+        info = read_commit_info(self.storage, f.path, f.name) or {}
+        ict = info.get("inCommitTimestamp")
+        return ict if isinstance(ict, int) else f.modification_time
+
+    def _commit_info(self, timestamp: int, ict: int | None, operation_metrics: dict[str, Any] | None) -> dict[str, Any]:
+        info: dict[str, Any] = {}
+        if ict is not None:
+            info["inCommitTimestamp"] = ict
+        info["timestamp"] = timestamp
+        info["operation"] = self.operation
+        info["operationParameters"] = {
+            k: v if isinstance(v, str) else json.dumps(v) for k, v in self.operation_parameters.items()
         }
         if self.snapshot is not None:
             info["readVersion"] = self.snapshot.version
+        info["isolationLevel"] = self.effective_isolation_level()
+        info["isBlindAppend"] = self.is_blind_append()
         if operation_metrics:
             info["operationMetrics"] = {k: str(v) for k, v in operation_metrics.items()}
         if self.user_metadata is not None:
             info["userMetadata"] = self.user_metadata
+        info["engineInfo"] = f"deltalog/{__version__}"
+        info["txnId"] = self.txn_id
         return info
 
-    def commit(self, operation_metrics: dict[str, Any] | None = None) -> CommitResult:
-        """Write the staged actions as the next version, retrying on lost races."""
-        from deltalog.conflicts import check_conflicts  # local: conflicts imports this module's constants
+    def _serialize(
+        self, version: int, previous_timestamp: int | None, operation_metrics: dict[str, Any] | None
+    ) -> tuple[bytes, int | None]:
+        """The commit file for ``version``: commitInfo first, then protocol, metaData, txn, domains, files."""
+        now = int(time.time() * 1000)
+        ict = None
+        if self.ict_enabled():
+            ict = now if previous_timestamp is None else max(now, previous_timestamp + 1)
+        lines = [
+            to_json_line({"commitInfo": self._commit_info(ict if ict is not None else now, ict, operation_metrics)})
+        ]
+        if self.protocol_update is not None:
+            lines.append(to_json_line({"protocol": self.protocol_update.to_dict()}))
+        if self.metadata_update is not None:
+            action = self.metadata_update.to_action()
+            if self._enables_ict():
+                # PROTOCOL.md: a table that had commits without ICT records where ICT starts.
+                action["configuration"][ICT_ENABLEMENT_VERSION] = str(version)
+                action["configuration"][ICT_ENABLEMENT_TIMESTAMP] = str(ict)
+            lines.append(to_json_line({"metaData": action}))
+        if self.app_id is not None:
+            lines.append(to_json_line({"txn": {"appId": self.app_id, "version": self.app_version, "lastUpdated": now}}))
+        lines.extend(to_json_line({"domainMetadata": d}) for d in self.domain_updates)
+        lines.extend(to_json_line({"remove": r}) for r in self.removes)
+        lines.extend(to_json_line({"add": a}) for a in self.adds)
+        return ("\n".join(lines) + "\n").encode(), ict
 
-        if self.snapshot is not None:
-            check_writable(self.snapshot.protocol, f"commit {self.operation}")
-            if self.app_id is not None:
-                done = self.snapshot.app_transaction_version(self.app_id)
-                if done is not None and done >= self.app_version:
-                    return CommitResult(
-                        version=self.snapshot.version,
-                        read_version=self.snapshot.version,
-                        operation=self.operation,
-                        attempts=0,
-                        noop=True,
-                        reason=f"app transaction {self.app_id!r} is already at version {done} "
-                        f"(requested {self.app_version}): nothing committed",
-                    )
-        attempt_version = self.read_version + 1
-        backoff = 0.01
-        for attempt in range(1, self.max_attempts + 1):
-            now = int(time.time() * 1000)
-            actions = [{"commitInfo": self._commit_info(operation_metrics, now)}]
-            if self.app_id is not None:
-                actions.append({"txn": {"appId": self.app_id, "version": self.app_version, "lastUpdated": now}})
-            actions.extend(self.actions)
-            body = ("\n".join(to_json_line(a) for a in actions) + "\n").encode()
-            path = self.storage.join("_delta_log", commit_name(attempt_version))
-            try:
-                self.storage.put_if_absent(path, body, single_writer=self.single_writer)
-            except FileExistsError:
-                log.info("version %d was taken by another writer; checking for conflicts", attempt_version)
-                next_version = check_conflicts(self, attempt_version)
-                if next_version is None:  # our app transaction landed meanwhile (lost response)
-                    return CommitResult(
-                        version=attempt_version,
-                        read_version=self.read_version,
-                        operation=self.operation,
-                        attempts=attempt,
-                        noop=True,
-                        reason=f"app transaction {self.app_id!r} version {self.app_version} was committed "
-                        "by a concurrent writer: nothing committed",
-                    )
-                attempt_version = next_version
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                continue
-            result = CommitResult(
-                version=attempt_version,
-                read_version=None if self.snapshot is None else self.snapshot.version,
-                operation=self.operation,
-                attempts=attempt,
-                num_actions=len(self.actions),
-                operation_metrics=dict(operation_metrics or {}),
-            )
-            if self.run_hooks:
-                from deltalog.hooks import run_post_commit_hooks  # hooks import this module
-
-                result.hooks = run_post_commit_hooks(self.storage, result)
-            return result
-        raise CommitFailedError(
-            f"gave up committing {self.operation} after {self.max_attempts} attempts: every version was taken"
+    @property
+    def num_actions(self) -> int:
+        return (
+            len(self.adds)
+            + len(self.removes)
+            + len(self.domain_updates)
+            + (self.metadata_update is not None)
+            + (self.protocol_update is not None)
+            + (self.app_id is not None)
         )
+
+    # --- committing -----------------------------------------------------------------
+
+    def commit(self, operation_metrics: dict[str, Any] | None = None) -> CommitResult:
+        """Write the staged actions as the next version, retrying on lost races.
+
+        Raises a :class:`deltalog.conflicts.ConflictError` subclass when a winning
+        commit invalidates this one, CommitFailedError when every attempt lost, and
+        returns a no-op result when the app transaction was already committed.
+        """
+        from deltalog.conflicts import check_conflicts  # conflicts imports this module's constants
+
+        self._validate()
+        done = self._already_applied()
+        if done is not None:
+            return done
+        version = self.read_version + 1
+        ict_on = self.ict_enabled()
+        previous_ts = self._previous_commit_timestamp() if ict_on else None
+        path_for = self.storage.join
+        winners = 0
+        for attempt in range(1, self.max_attempts + 1):
+            body, ict = self._serialize(version, previous_ts, operation_metrics)
+            try:
+                self.storage.put_if_absent(
+                    path_for("_delta_log", commit_name(version)), body, single_writer=self.single_writer
+                )
+            except FileExistsError:
+                log.info("%s: version %d was taken by another writer; checking for conflicts", self.operation, version)
+                check = check_conflicts(self, version)
+                winners += len(check.winners)
+                if check.own_version is not None:
+                    log.info("%s: version %d is this transaction's own commit (lost response)", self.operation, version)
+                    return self._landed(check.own_version, attempt, winners, operation_metrics, None)
+                if check.app_txn_commit is not None:
+                    return self._noop(
+                        check.app_txn_commit,
+                        attempt,
+                        f"app transaction {self.app_id!r} version {check.app_txn_recorded} was committed at table "
+                        f"version {check.app_txn_commit} by a concurrent writer (requested {self.app_version}): "
+                        "nothing committed",
+                    )
+                if self.snapshot is None:
+                    raise TableAlreadyExistsError(
+                        f"cannot create a table at {self.storage.uri}: another writer created it concurrently"
+                    ) from None
+                version = check.next_version
+                if ict_on and check.last_timestamp is not None:
+                    previous_ts = check.last_timestamp
+                if attempt < self.max_attempts:
+                    pause = _backoff(attempt)
+                    if pause:
+                        time.sleep(pause)
+                continue
+            return self._landed(version, attempt, winners, operation_metrics, ict)
+        raise CommitFailedError(
+            f"gave up committing {self.operation} after {self.max_attempts} attempts: every version was taken "
+            "by concurrent writers (raise max_attempts to wait longer)"
+        )
+
+    def _landed(
+        self,
+        version: int,
+        attempts: int,
+        winners: int,
+        operation_metrics: dict[str, Any] | None,
+        ict: int | None,
+    ) -> CommitResult:
+        result = CommitResult(
+            version=version,
+            read_version=None if self.snapshot is None else self.snapshot.version,
+            operation=self.operation,
+            attempts=attempts,
+            num_actions=self.num_actions,
+            operation_metrics=dict(operation_metrics or {}),
+            isolation_level=self.effective_isolation_level(),
+            in_commit_timestamp=ict,
+            app_id=self.app_id,
+            app_version=self.app_version,
+            txn_id=self.txn_id,
+            winning_commits=winners,
+            table_configuration=self.configuration,
+        )
+        log.info("%s committed version %d after %d attempt(s)", self.operation, version, attempts)
+        if self.run_hooks:
+            from deltalog.hooks import run_post_commit_hooks  # hooks import this module
+
+            result.hooks = run_post_commit_hooks(self.storage, result)
+        return result
+
+
+def partition_keys(metadata: Metadata) -> list[str]:
+    """The keys of ``partitionValues``: physical column names when column mapping is on."""
+    if metadata.column_mapping_mode == "none":
+        return list(metadata.partition_columns)
+    from deltalog.stats import physical_name
+
+    fields = {f.name: f for f in metadata.schema}
+    return [physical_name(fields[c]) if c in fields else c for c in metadata.partition_columns]

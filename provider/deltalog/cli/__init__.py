@@ -23,6 +23,7 @@ from deltalog.errors import DeltaLogError
 #: Modules whose ``register(subparsers)`` adds commands, in help order.
 COMMAND_MODULES = [
     "deltalog.cli.read",
+    "deltalog.cli.write",
 ]
 
 Handler = Callable[[argparse.Namespace], Any]
