@@ -192,10 +192,10 @@ def test_connections_are_well_formed(services: dict[str, Any]) -> None:
         assert master == "spark://spark-master:7077"
         delta = json.loads(env["AIRFLOW_CONN_DELTALOG_DEFAULT"])
         assert delta["conn_type"] == "deltalog"
-        extra = delta["extra"]
-        assert extra["endpoint_url"] == "http://minio:9000"
+        assert delta["extra"]["endpoint_url"] == "http://minio:9000"
         minio_env = _env(services["minio"])
-        assert (extra["key"], extra["secret"]) == (minio_env["MINIO_ROOT_USER"], minio_env["MINIO_ROOT_PASSWORD"])
+        assert (delta["login"], delta["password"]) == (minio_env["MINIO_ROOT_USER"], minio_env["MINIO_ROOT_PASSWORD"])
+        assert env["AIRFLOW_VAR_DELTALOG_TABLE_URI"].startswith(delta["host"] + "/")
         assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://airflow:airflow@postgres")
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
         # Components sign and check each other's task tokens: one secret for all.
@@ -230,3 +230,20 @@ def test_spark_conf_reaches_minio_with_a_matching_hadoop_aws(services: dict[str,
     assert conf["spark.jars.packages"] == f"org.apache.hadoop:hadoop-aws:{hadoop}"
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert conf["spark.driver.host"] == services["airflow-scheduler"]["hostname"]
+
+
+def test_deltalog_connection_resolves_to_minio_storage_options(services: dict[str, Any]) -> None:
+    """The provider's own parser turns the env connection into s3fs options for MinIO."""
+    from airflow.models.connection import Connection
+
+    from deltalog_provider.hooks.delta_table import settings_from_connection
+
+    env = _env(services["airflow-scheduler"])
+    conn = Connection.from_json(env["AIRFLOW_CONN_DELTALOG_DEFAULT"], conn_id="deltalog_default")
+    settings = settings_from_connection(conn)
+    minio_env = _env(services["minio"])
+    assert settings.root == "s3://deltalog/warehouse"
+    assert settings.storage_options["endpoint_url"] == "http://minio:9000"
+    assert settings.storage_options["key"] == minio_env["MINIO_ROOT_USER"]
+    assert settings.storage_options["secret"] == minio_env["MINIO_ROOT_PASSWORD"]
+    assert settings.resolve(env["AIRFLOW_VAR_DELTALOG_TABLE_URI"]) == "s3://deltalog/warehouse/events"

@@ -1,0 +1,109 @@
+"""Shared settings of the example DAGs (not a DAG file: listed in ``dags/.airflowignore``).
+
+Every knob is an Airflow Variable (set it in the UI, with ``airflow variables set``
+or as ``AIRFLOW_VAR_<NAME>`` in the environment, which is what docker-compose.yml
+does), with a default that works on a laptop: the table in ``.demo/events`` of
+this repository and Spark in local mode through the ``spark_default`` connection.
+
+Values are read when the DAG file is parsed because the table's URI is also the
+Asset the on-change DAG is scheduled on; ``Variable.get`` checks the environment
+first, so the docker-compose stack and the tests need no metadata-database row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+DAGS_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(DAGS_FOLDER)
+SPARK_JOBS = os.path.join(DAGS_FOLDER, "spark_jobs")
+
+#: The example table's columns; ``spark_jobs/ingest_events.py`` writes exactly these.
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("event_id", pa.int64()),
+        ("event_time", pa.timestamp("us", tz="UTC")),
+        ("user_id", pa.int64()),
+        ("event_type", pa.string()),
+        ("amount", pa.float64()),
+        ("event_date", pa.date32()),
+    ]
+)
+PARTITION_BY = ["event_date"]
+#: Where the ingest job leaves its commit requests, relative to the table root (hidden from readers).
+REQUESTS_DIR = "_commit_requests"
+#: Pool that serialises every rewrite of the example table (compaction, vacuum).
+MAINTENANCE_POOL = "deltalog_maintenance"
+
+DEFAULTS: dict[str, Any] = {
+    "deltalog_table_uri": os.path.join(REPO_ROOT, ".demo", "events"),
+    "deltalog_conn_id": "deltalog_default",
+    "spark_conn_id": "spark_default",
+    # Extra Spark configuration (JSON object), e.g. s3a settings on the compose stack.
+    "deltalog_spark_conf": "{}",
+    "deltalog_ingest_rows": "20000",
+    "deltalog_ingest_files": "8",
+    # Compaction: target file size, and the table size above which Spark does the rewrite.
+    "deltalog_target_file_size": str(128 * 1024 * 1024),
+    "deltalog_spark_compaction_min_bytes": str(10 * 1024**3),
+    # Vacuum keeps the table's delta.deletedFileRetentionDuration (7 days) unless this is set.
+    "deltalog_vacuum_retention_hours": "",
+    "deltalog_maintenance_deadline_minutes": "60",
+}
+
+
+def setting(name: str) -> str:
+    """An Airflow Variable (environment first, then the metadata database), else the default."""
+    default = DEFAULTS[name]
+    env = os.environ.get(f"AIRFLOW_VAR_{name.upper()}")
+    if env is not None:
+        return env
+    try:
+        from airflow.sdk import Variable
+
+        return str(Variable.get(name, default=default))
+    except Exception as exc:  # noqa: BLE001 - parsing must not fail because the DB is unreachable
+        log.debug("variable %s not readable (%s); using the default", name, exc)
+        return default
+
+
+def int_setting(name: str) -> int | None:
+    raw = setting(name).strip()
+    return int(raw) if raw else None
+
+
+def spark_conf(**overrides: str) -> dict[str, str]:
+    """Spark configuration for every job: small local defaults, then the ``deltalog_spark_conf`` Variable."""
+    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC"}
+    conf.update(overrides)
+    extra = json.loads(setting("deltalog_spark_conf") or "{}")
+    if not isinstance(extra, dict):
+        raise ValueError("the deltalog_spark_conf Variable must be a JSON object")
+    conf.update({str(k): str(v) for k, v in extra.items()})
+    return conf
+
+
+def spark_env() -> dict[str, str]:
+    """Driver environment: the PySpark driver runs Airflow's interpreter, where deltalog is installed.
+
+    Executors get no Python setting: the jobs use DataFrame expressions only, so they never
+    start Python workers (whose interpreter would have to exist on the Spark workers).
+    """
+    import sys
+
+    return {"PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+DEFAULT_TASK_ARGS: dict[str, Any] = {
+    "owner": "data-platform",
+    "retries": 1,
+    "retry_delay": timedelta(seconds=30),
+}
