@@ -6,6 +6,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+#: Shared fixtures: a local S3-compatible server (moto) for S3 tests.
+pytest_plugins = ["s3_server"]
+
 REPO = os.path.dirname(HERE)
 SHARED = os.path.join(os.path.dirname(REPO), "shared")
 
