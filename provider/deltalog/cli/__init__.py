@@ -24,6 +24,7 @@ from deltalog.errors import DeltaLogError
 COMMAND_MODULES = [
     "deltalog.cli.read",
     "deltalog.cli.write",
+    "deltalog.cli.vacuum",
 ]
 
 Handler = Callable[[argparse.Namespace], Any]

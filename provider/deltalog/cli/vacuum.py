@@ -1,0 +1,89 @@
+"""``deltalog vacuum``: delete files no retained version needs (``--dry-run`` shows the plan)."""
+
+from __future__ import annotations
+
+import argparse
+
+from deltalog.cli import emit
+from deltalog.history import format_ms
+from deltalog.vacuum import VacuumResult, vacuum
+from deltalog.vacuum.plan import DEFAULT_MAX_WORKERS, MODES
+
+
+def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "vacuum",
+        parents=[parent],
+        help="delete files that no version inside the retention window references",
+        description="Delete data, deletion vector and change data files that no table version committed within the "
+        "retention window (delta.deletedFileRetentionDuration, default 7 days) references and that are older than "
+        "the cutoff. Writes VACUUM START / VACUUM END commits. Use --dry-run to see the plan first.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument(
+        "--retention-hours",
+        type=float,
+        metavar="H",
+        help="keep files removed within the last H hours (default: the table's delta.deletedFileRetentionDuration)",
+    )
+    p.add_argument(
+        "--mode", choices=MODES, default="full", help="full: list the table directory; lite: read the log only"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete and write nothing")
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help="allow a retention shorter than the table's (or zero); unsafe while anything reads or writes the table",
+    )
+    p.add_argument(
+        "--inventory",
+        metavar="PATH",
+        help="Parquet/CSV listing (path, size, modificationTime) to use instead of listing",
+    )
+    p.add_argument(
+        "--full-fallback", action="store_true", help="lite mode: run a full vacuum when the needed commits are gone"
+    )
+    p.add_argument(
+        "--max-workers", type=int, default=DEFAULT_MAX_WORKERS, metavar="N", help="parallel listing/deleting workers"
+    )
+    p.add_argument("--no-file-list", action="store_true", help="with --json: omit the per-file list")
+    p.set_defaults(handler=cmd_vacuum)
+
+
+def _human(r: VacuumResult) -> str:
+    verb = "would delete" if r.dry_run else "deleted"
+    count = r.num_files_to_delete if r.dry_run else r.num_deleted_files
+    lines = [
+        f"{r.mode} vacuum of {r.table} at version {r.version} ({r.status})",
+        f"retention {r.retention_hours:g} hours (table: {r.configured_retention_hours:g}), cutoff {format_ms(r.cutoff_ms)}",
+        f"{verb} {count} files ({r.size_of_data_to_delete} bytes)"
+        + ("" if r.dry_run else f", {r.num_vacuumed_directories} empty directories"),
+        f"versions {r.fully_readable_versions} (and later) keep all their files",
+    ]
+    if r.start_commit_version is not None:
+        lines.append(f"commits: VACUUM START {r.start_commit_version}, VACUUM END {r.end_commit_version}")
+    if r.dry_run and r.plan is not None:
+        for row in r.plan.files.slice(0, 20).to_pylist():
+            lines.append(f"  {row['path']}  {row['size']}  ({row['reason']})")
+        if r.plan.num_files > 20:
+            lines.append(f"  ... and {r.plan.num_files - 20} more (use --json for all)")
+    lines += [f"warning: {w}" for w in r.warnings]
+    return "\n".join(lines)
+
+
+def cmd_vacuum(args: argparse.Namespace) -> None:
+    result = vacuum(
+        args.table,
+        retention_hours=args.retention_hours,
+        mode=args.mode,
+        dry_run=args.dry_run,
+        allow_short_retention=args.allow_short_retention,
+        inventory=args.inventory,
+        max_workers=args.max_workers,
+        full_fallback=args.full_fallback,
+        storage_options=args.storage_options,
+    )
+    if args.json:
+        emit(args, result.to_dict(include_files=not args.no_file_list))
+    else:
+        emit(args, result, _human)

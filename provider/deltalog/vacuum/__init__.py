@@ -1,0 +1,24 @@
+"""VACUUM: delete the files no reader may still need, and provably never one it may.
+
+``plan_vacuum`` runs every safety check and says what would go and why;
+``vacuum`` (or ``execute_vacuum`` with a plan) re-validates the plan against the
+latest log and deletes. Modules: ``retention`` (how long and the cutoff),
+``paths`` (log paths vs physical paths, the hidden rule, deletion vector files),
+``listing`` / ``inventory`` (what is on storage), ``retained`` (what the retained
+versions reference), ``plan`` and ``execute``.
+"""
+
+from deltalog.vacuum.execute import VacuumResult, execute_vacuum, vacuum
+from deltalog.vacuum.plan import LiteVacuumUnavailableError, VacuumPlan, plan_vacuum, read_cursor
+from deltalog.vacuum.retention import parse_interval_ms
+
+__all__ = [
+    "LiteVacuumUnavailableError",
+    "VacuumPlan",
+    "VacuumResult",
+    "execute_vacuum",
+    "parse_interval_ms",
+    "plan_vacuum",
+    "read_cursor",
+    "vacuum",
+]

@@ -1,0 +1,241 @@
+"""Paths as the log writes them versus paths as storage lists them.
+
+Vacuum compares two worlds: the log names files by URI (relative and
+percent-encoded, sometimes absolute, deletion vectors only by a Z85-encoded
+UUID), while a listing yields physical paths. Every reference is turned into a
+table-relative physical path here; when a log path could be read two ways
+(percent-decoded or literally), both forms are protected, since keeping a file
+by mistake costs bytes while deleting one by mistake loses data.
+
+The hidden-path rule also lives here: vacuum never looks at names starting with
+``_`` or ``.`` (``_delta_log``, ``.crc`` side files, temp files), except the
+``_change_data`` directory and partition directories ``col=value`` whose column
+name happens to start with ``_``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltalog.storage import LOG_DIR, Storage
+
+CHANGE_DATA_DIR = "_change_data"
+
+_Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {c: i for i, c in enumerate(_Z85_ALPHABET)}
+_Z85_UUID_LENGTH = 20
+
+#: Log paths containing any of these need more than a plain comparison: percent-encoded,
+#: absolute (a scheme, a leading slash) or not normalised.
+_SPECIAL_SUBSTRINGS = ("%", ":", "//", "./")
+
+
+def _any_substring(arr: pa.Array, needles: Iterable[str], prefixes: Iterable[str] = ()) -> pa.Array:
+    """Vectorised ``any(n in s for n in needles) or s.startswith(prefixes)`` (plain substring search, no regex)."""
+    mask = None
+    for n in needles:
+        m = pc.match_substring(arr, n)
+        mask = m if mask is None else pc.or_(mask, m)
+    for p in prefixes:
+        m = pc.starts_with(arr, p)
+        mask = m if mask is None else pc.or_(mask, m)
+    assert mask is not None
+    return pc.fill_null(mask, False)
+
+
+class HiddenRule:
+    """Delta's rule for which names vacuum must not look at, for one table's partition columns."""
+
+    def __init__(self, partition_columns: Iterable[str] = ()) -> None:
+        self.partition_prefixes = tuple(f"{c}=" for c in partition_columns if c)
+
+    def hidden_name(self, name: str) -> bool:
+        """Whether one path component is hidden (and so skipped with everything below it)."""
+        if not name or name[0] not in "_.":
+            return False
+        if name == LOG_DIR:
+            return True
+        if name.startswith(CHANGE_DATA_DIR):
+            return False
+        return not name.startswith(self.partition_prefixes) if self.partition_prefixes else True
+
+    def hidden_path(self, relative_path: str) -> bool:
+        """Whether any component of a table-relative path is hidden."""
+        return any(self.hidden_name(part) for part in relative_path.split("/"))
+
+    def hidden_mask(self, paths: pa.Array) -> pa.Array:
+        """Vectorised :meth:`hidden_path`: a boolean per path (only paths with a ``_``/``.`` component are checked one by one)."""
+        if len(paths) == 0:
+            return pa.array([], pa.bool_())
+        maybe = _any_substring(paths, ("/_", "/."), ("_", "."))
+        idx = pc.indices_nonzero(maybe)
+        if len(idx) == 0:
+            return pc.fill_null(maybe, False)
+        hidden = [self.hidden_path(p) for p in pc.take(paths, idx).to_pylist()]
+        mask = [False] * len(paths)
+        for i, h in zip(idx.to_pylist(), hidden):
+            mask[i] = h
+        return pa.array(mask, pa.bool_())
+
+
+def z85_decode(text: str) -> bytes:
+    """Decode Z85 (the Base85 variant Delta uses for deletion vector UUIDs)."""
+    if len(text) % 5:
+        raise ValueError(f"Z85 text must be a multiple of 5 characters long, got {len(text)}")
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        value = 0
+        for ch in text[i : i + 5]:
+            try:
+                value = value * 85 + _Z85_VALUE[ch]
+            except KeyError:
+                raise ValueError(f"{ch!r} is not a Z85 character") from None
+        if value > 0xFFFFFFFF:
+            raise ValueError(f"Z85 group {text[i : i + 5]!r} is out of range")
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+def dv_file_path(storage_type: str | None, path_or_inline: str | None) -> str | None:
+    """Where a deletion vector lives, per PROTOCOL.md (Deletion Vector Descriptor, absolutePath).
+
+    ``u``: ``<random prefix>/deletion_vector_<uuid>.bin`` relative to the table root,
+    the UUID being the last 20 Z85 characters; ``p``: the absolute path as given;
+    ``i`` (inline): None. Raises ValueError for a malformed descriptor.
+    """
+    if storage_type == "i" or not path_or_inline:
+        return None
+    if storage_type == "p":
+        return path_or_inline
+    if storage_type == "u":
+        if len(path_or_inline) < _Z85_UUID_LENGTH:
+            raise ValueError(f"deletion vector id {path_or_inline!r} is shorter than a Z85 UUID")
+        prefix, encoded = path_or_inline[:-_Z85_UUID_LENGTH], path_or_inline[-_Z85_UUID_LENGTH:]
+        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+        return f"{prefix}/{name}" if prefix else name
+    raise ValueError(f"unknown deletion vector storage type {storage_type!r}")
+
+
+def dv_paths_of(dv_column: pa.Array | pa.ChunkedArray) -> list[str]:
+    """File paths (log-style) of the on-disk deletion vectors in a ``deletionVector`` struct column."""
+    if isinstance(dv_column, pa.ChunkedArray):
+        dv_column = dv_column.combine_chunks() if dv_column.num_chunks != 1 else dv_column.chunk(0)
+    if len(dv_column) == 0 or dv_column.null_count == len(dv_column):
+        return []
+    present = dv_column.filter(dv_column.is_valid())
+    kinds = present.field("storageType")
+    ids = present.field("pathOrInlineDv")
+    on_disk = pc.fill_null(pc.not_equal(kinds, "i"), False)
+    keys = pc.unique(pc.binary_join_element_wise(kinds.filter(on_disk), ids.filter(on_disk), "\x00"))
+    out = []
+    for key in keys.to_pylist():
+        if key is None:
+            continue
+        kind, _, ident = key.partition("\x00")
+        out.append(dv_descriptor_path({"storageType": kind, "pathOrInlineDv": ident}))
+    return out
+
+
+def dv_descriptor_path(dv: dict[str, Any]) -> str:
+    """:func:`dv_file_path` for one descriptor dict, with the error naming the descriptor."""
+    try:
+        path = dv_file_path(dv.get("storageType"), dv.get("pathOrInlineDv"))
+    except ValueError as exc:
+        from deltalog.errors import CorruptLogError
+
+        raise CorruptLogError(f"deletion vector descriptor {dv!r} is malformed: {exc}") from None
+    assert path is not None
+    return path
+
+
+class PathResolver:
+    """Turns paths as written in the log into table-relative physical paths."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.root = storage.root.rstrip("/")
+        parsed = urlparse(storage.uri)
+        self.schemes = {"file", ""} if storage.is_local else {parsed.scheme, *_scheme_aliases(parsed.scheme)}
+
+    def _under_root(self, absolute: str) -> str | None:
+        absolute = posixpath.normpath(absolute)
+        if absolute == self.root:
+            return None
+        prefix = self.root + "/" if self.root != "/" else "/"
+        return absolute[len(prefix) :] if absolute.startswith(prefix) else None
+
+    def relative_literal(self, absolute: str) -> str | None:
+        """The table-relative form of an absolute physical path or URI (no percent-decoding), or None."""
+        parsed = urlparse(absolute)
+        if len(parsed.scheme) > 1:
+            if parsed.scheme not in self.schemes:
+                return None
+            absolute = parsed.path if self.storage.is_local else f"{parsed.netloc}{parsed.path}"
+        elif not self.storage.is_local:
+            absolute = absolute.lstrip("/")
+        return self._under_root(absolute)
+
+    def resolve_one(self, path: str) -> list[str]:
+        """Every table-relative form ``path`` could denote (empty when it lies outside the table)."""
+        out: list[str] = []
+        parsed = urlparse(path)
+        has_scheme = len(parsed.scheme) > 1 and "://" in path or path.startswith("file:")
+        if has_scheme:
+            if parsed.scheme not in self.schemes:
+                return []
+            if self.storage.is_local:
+                candidates = {unquote(parsed.path), parsed.path}
+            else:
+                candidates = {f"{parsed.netloc}{unquote(parsed.path)}", f"{parsed.netloc}{parsed.path}"}
+            for c in candidates:
+                rel = self._under_root(c)
+                if rel:
+                    out.append(rel)
+            return out
+        if path.startswith("/"):
+            for c in {unquote(path), path}:
+                rel = self._under_root(c if self.storage.is_local else c.lstrip("/"))
+                if rel:
+                    out.append(rel)
+            return out
+        for c in {unquote(path), path}:
+            norm = posixpath.normpath(c)
+            if norm not in (".", "") and not norm.startswith("../"):
+                out.append(norm)
+        return out
+
+    def resolve(self, raw: Iterable[str] | pa.Array) -> pa.Array:
+        """Unique relative paths for a batch of log paths; plain relative paths stay vectorised."""
+        arr = raw if isinstance(raw, pa.Array | pa.ChunkedArray) else pa.array(list(raw), pa.string())
+        if isinstance(arr, pa.ChunkedArray):
+            arr = (
+                arr.combine_chunks()
+                if arr.num_chunks != 1
+                else (arr.chunk(0) if arr.num_chunks else pa.array([], pa.string()))
+            )
+        if arr.null_count:
+            arr = arr.drop_null()
+        arr = pc.unique(arr)
+        if len(arr) == 0:
+            return arr
+        special = _any_substring(arr, _SPECIAL_SUBSTRINGS, ("/",))
+        if not pc.any(special).as_py():
+            return arr
+        plain = arr.filter(pc.invert(special))
+        resolved = [r for p in arr.filter(special).to_pylist() for r in self.resolve_one(p)]
+        return pc.unique(pa.concat_arrays([plain, pa.array(resolved, pa.string())]))
+
+
+def _scheme_aliases(scheme: str) -> tuple[str, ...]:
+    groups = (("s3", "s3a", "s3n"), ("gs", "gcs"), ("abfs", "abfss", "az", "adl"), ("file", "local"))
+    for g in groups:
+        if scheme in g:
+            return g
+    return ()

@@ -1,0 +1,431 @@
+"""Planning a vacuum: what would be deleted, and why, without deleting anything.
+
+Full mode compares a listing (or an inventory) of the table directory with the
+protected set of :mod:`deltalog.vacuum.retained`; lite mode reads the remove
+actions of the commits since the previous vacuum (the cursor in
+``_delta_log/_last_vacuum_info``, as Delta Spark keeps it) and lists nothing.
+Either way, every safety check runs here, before a single file is touched:
+protocol, retention, modification times, and the retained versions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.history import format_ms
+from deltalog.log import LogListing
+from deltalog.protocol import check_writable
+from deltalog.snapshot import Snapshot
+from deltalog.storage import Storage
+from deltalog.table import DeltaTable
+from deltalog.vacuum.inventory import read_inventory
+from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, list_table_files
+from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
+from deltalog.vacuum.retained import RetainedState, retained_state, scan_commits
+from deltalog.vacuum.retention import Retention, resolve_retention
+
+log = logging.getLogger(__name__)
+
+MODES = ("full", "lite")
+DEFAULT_MAX_WORKERS = 8
+LAST_VACUUM_INFO = "_last_vacuum_info"
+CURSOR_KEY = "latestCommitVersionOutsideOfRetentionWindow"
+
+REASON_TOMBSTONE = "expired tombstone: removed before the cutoff"
+REASON_UNTRACKED = "not referenced by any retained version"
+REASON_DV = "deletion vector not used by any retained version"
+REASON_CDC = "change data file of a commit before the cutoff"
+REASON_LITE_REMOVED = "removed by a commit before the cutoff"
+
+PLAN_SCHEMA = pa.schema([*LISTING_SCHEMA, ("reason", pa.string())])
+
+
+def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:
+    """Accept a DeltaTable or a path/URI, as every operation does."""
+    if isinstance(table, DeltaTable):
+        return table
+    if isinstance(table, str):
+        return DeltaTable(table, storage_options)
+    raise InvalidArgumentError(f"table must be a DeltaTable or a path/URI, got {type(table).__name__}")
+
+
+class LiteVacuumUnavailableError(OperationRefusedError):
+    """Lite mode needs commits that log cleanup already removed; only a full vacuum can proceed."""
+
+
+@dataclass
+class VacuumPlan:
+    """What a vacuum would delete, checked against every safety rule, and why.
+
+    ``files`` has one row per file to delete: table-relative ``path``, ``size``,
+    ``modificationTime`` and ``reason``. ``directories`` are the directories expected
+    to be left empty (local filesystems only; removed deepest first). ``cursor`` is
+    the value ``_last_vacuum_info`` takes once the plan has been executed.
+    """
+
+    table_uri: str
+    mode: str
+    version: int
+    retention: Retention
+    fully_readable_from: int
+    window_start: int | None
+    files: pa.Table
+    directories: list[str]
+    source: str
+    cursor: int | None
+    previous_cursor: int | None
+    lite_range: tuple[int, int] | None = None
+    stats: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    planning_seconds: float = 0.0
+    snapshot: Snapshot | None = field(default=None, repr=False)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_in_bytes(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+
+    @property
+    def cutoff_ms(self) -> int:
+        return self.retention.cutoff_ms
+
+    def readable_versions(self) -> str:
+        return f"{self.fully_readable_from}..{self.version}"
+
+    def to_dict(self, include_files: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "table": self.table_uri,
+            "mode": self.mode,
+            "version": self.version,
+            "cutoff": format_ms(self.cutoff_ms),
+            **self.retention.to_dict(),
+            "fully_readable_from_version": self.fully_readable_from,
+            "fully_readable_versions": self.readable_versions(),
+            "window_start_version": self.window_start,
+            "num_files_to_delete": self.num_files,
+            "size_of_data_to_delete": self.size_in_bytes,
+            "num_directories_to_delete": len(self.directories),
+            "source": self.source,
+            "cursor": self.cursor,
+            "previous_cursor": self.previous_cursor,
+            "lite_range": list(self.lite_range) if self.lite_range else None,
+            "stats": dict(self.stats),
+            "warnings": list(self.warnings),
+            "planning_seconds": round(self.planning_seconds, 3),
+        }
+        if include_files:
+            out["files"] = self.files.to_pylist()
+            out["directories"] = list(self.directories)
+        return out
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def partition_dir_names(snapshot: Snapshot) -> list[str]:
+    """Partition column names as directories may carry them (logical and, with column mapping, physical)."""
+    names = list(snapshot.metadata.partition_columns)
+    try:
+        fields = json.loads(snapshot.metadata.schema_string).get("fields", [])
+    except (ValueError, AttributeError):
+        fields = []
+    for f in fields:
+        if isinstance(f, dict) and f.get("name") in names:
+            physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName")
+            if physical:
+                names.append(physical)
+    return names
+
+
+def cursor_path(storage: Storage) -> str:
+    return storage.join("_delta_log", LAST_VACUUM_INFO)
+
+
+def read_cursor(storage: Storage) -> int | None:
+    """The version the previous vacuum covered, from ``_delta_log/_last_vacuum_info`` (None if absent or unreadable)."""
+    try:
+        doc = json.loads(storage.read_bytes(cursor_path(storage)))
+    except (OSError, ValueError):
+        return None
+    value = doc.get(CURSOR_KEY) if isinstance(doc, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _parents(paths: pa.Array) -> set[str]:
+    """Every ancestor directory (table-relative, without the root) of the given file paths."""
+    if len(paths) == 0:
+        return set()
+    # split_pattern is ~10x faster than a regex here; files at the root have no parent to add.
+    parts = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
+    nested = pc.equal(pc.list_value_length(parts), 2)
+    dirs = pc.list_element(parts.filter(nested), 0)
+    out: set[str] = set()
+    for d in pc.unique(dirs).to_pylist():
+        while d and d not in out:
+            out.add(d)
+            d = d.rpartition("/")[0]
+    return out
+
+
+def _empty_directories(listing: FileListing, deleted: pa.Array, remaining: pa.Array, cutoff_ms: int) -> list[str]:
+    """Directories that hold nothing once ``deleted`` is gone, deepest first.
+
+    A directory qualifies when no remaining file lies below it and it either held a
+    deleted file or was last modified before the cutoff (a fresh empty directory may
+    belong to a writer about to put a file in it).
+    """
+    if not listing.directories:
+        return []
+    nonempty = _parents(remaining)
+    touched = _parents(deleted)
+    candidates = [d for d in listing.directories if d not in nonempty]
+    children: dict[str, list[str]] = {}
+    for d in listing.directories:
+        children.setdefault(d.rpartition("/")[0], []).append(d)
+    eligible: set[str] = set()
+    for d in sorted(candidates, key=lambda p: p.count("/"), reverse=True):
+        old = 0 < listing.directories[d] < cutoff_ms
+        if (old or d in touched) and all(c in eligible for c in children.get(d, [])):
+            eligible.add(d)
+    return sorted(eligible, key=lambda p: (-p.count("/"), p))
+
+
+def _reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
+    reason = pa.array([REASON_UNTRACKED] * len(paths), pa.string())
+    reason = pc.if_else(pc.starts_with(paths, CHANGE_DATA_DIR + "/"), REASON_CDC, reason)
+    is_dv = pc.and_(pc.match_substring(paths, "deletion_vector_"), pc.ends_with(paths, ".bin"))
+    reason = pc.if_else(is_dv, REASON_DV, reason)
+    return pc.if_else(pc.is_in(paths, value_set=expired), REASON_TOMBSTONE, reason)
+
+
+# --- the two modes -------------------------------------------------------------------------
+
+
+def _plan_full(
+    storage: Storage,
+    retained: RetainedState,
+    rule: HiddenRule,
+    inventory: str | pa.Table | None,
+    max_workers: int,
+) -> tuple[pa.Table, list[str], str, dict[str, int]]:
+    listing = (
+        read_inventory(storage, inventory, rule)
+        if inventory is not None
+        else list_table_files(storage, rule, max_workers)
+    )
+    files = listing.files
+    cutoff = retained.cutoff_ms
+    paths = files.column("path")
+    mtime = files.column("modificationTime")
+    protected = pc.is_in(paths, value_set=retained.protected)
+    known = pc.greater(mtime, 0)
+    old = pc.and_(known, pc.less(mtime, cutoff))
+    delete = pc.and_(old, pc.invert(protected))
+    to_delete = files.filter(delete).sort_by("path")
+    remaining = files.filter(pc.invert(delete)).column("path").combine_chunks()
+    del_paths = to_delete.column("path").combine_chunks()
+    plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
+
+    def count(mask: pa.ChunkedArray | pa.Array) -> int:
+        return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+    stats = {
+        "files_listed": files.num_rows,
+        "files_protected": count(protected),
+        "files_too_new": count(pc.and_(pc.invert(old), pc.and_(known, pc.invert(protected)))),
+        "files_without_modification_time": count(pc.and_(pc.invert(known), pc.invert(protected))),
+        "hidden_entries_skipped": listing.hidden_skipped,
+        "rows_outside_table": listing.outside_table,
+        "directories_listed": len(listing.directories),
+    }
+    dirs = _empty_directories(listing, del_paths, remaining, cutoff) if storage.is_local and inventory is None else []
+    return plan, dirs, listing.source, stats
+
+
+def _stat_candidates(storage: Storage, rel_paths: list[str], max_workers: int) -> list[tuple[str, int, int] | None]:
+    """(path, size, mtime) per candidate, None for files already gone."""
+
+    def one(rel: str) -> tuple[str, int, int] | None:
+        full = storage.join(rel)
+        try:
+            if storage.is_local:
+                st = os.stat(full)
+                return rel, st.st_size, int(st.st_mtime * 1000)
+            info = storage.info(full)
+            return rel, info.size, info.modification_time
+        except FileNotFoundError:
+            return None
+
+    if storage.is_local or len(rel_paths) < 2:
+        return [one(p) for p in rel_paths]
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(max_workers, len(rel_paths))), thread_name_prefix="vacuum-stat"
+    ) as pool:
+        return list(pool.map(one, rel_paths))
+
+
+def _plan_lite(
+    storage: Storage,
+    listing: LogListing,
+    retained: RetainedState,
+    rule: HiddenRule,
+    previous_cursor: int | None,
+    max_workers: int,
+) -> tuple[pa.Table, tuple[int, int] | None, dict[str, int]]:
+    end = retained.window_start
+    start = 0 if previous_cursor is None else previous_cursor + 1
+    empty = pa.Table.from_pylist([], schema=PLAN_SCHEMA)
+    if end is None or start > end:
+        return empty, None, {"commits_scanned": 0, "candidates": 0}
+    missing = [v for v in range(start, end + 1) if v not in listing.commits]
+    if missing:
+        since = (
+            "since version 0 (no previous vacuum)"
+            if previous_cursor is None
+            else f"since the last vacuum (version {previous_cursor})"
+        )
+        raise LiteVacuumUnavailableError(
+            f"lite vacuum must read the commits {since} up to version {end}, but commit {missing[0]} "
+            f"{'and later ones are' if len(missing) > 1 else 'is'} gone (log cleanup); run a full vacuum "
+            "(mode='full', or full_fallback=True; CLI: --mode full or --full-fallback)"
+        )
+    refs = scan_commits(storage, [listing.commits[v] for v in range(start, end + 1)])
+    resolver = PathResolver(storage)
+    kinds = [
+        (resolver.resolve(refs.removed), REASON_LITE_REMOVED),
+        (resolver.resolve(refs.removed_dvs), REASON_DV),
+        (resolver.resolve(refs.cdc), REASON_CDC),
+    ]
+    reasons: dict[str, str] = {}
+    for arr, why in kinds:
+        if len(arr) == 0:
+            continue
+        keep = pc.is_in(arr, value_set=retained.protected)
+        hidden = rule.hidden_mask(arr)
+        for p in arr.filter(pc.invert(pc.or_(keep, hidden))).to_pylist():
+            reasons.setdefault(p, why)
+    candidates = sorted(reasons)
+    found = [r for r in _stat_candidates(storage, candidates, max_workers) if r is not None]
+    eligible = [r for r in found if 0 < r[2] < retained.cutoff_ms]
+    table = pa.Table.from_pylist(
+        [{"path": p, "size": s, "modificationTime": m, "reason": reasons[p]} for p, s, m in eligible],
+        schema=PLAN_SCHEMA,
+    )
+    stats = {
+        "commits_scanned": refs.commits,
+        "candidates": len(candidates),
+        "candidates_already_gone": len(candidates) - len(found),
+        "files_too_new": len(found) - len(eligible),
+    }
+    return table, (start, end), stats
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+
+def plan_vacuum(
+    table: DeltaTable | str,
+    retention_hours: float | None = None,
+    mode: str = "full",
+    allow_short_retention: bool = False,
+    inventory: str | pa.Table | None = None,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    full_fallback: bool = False,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> VacuumPlan:
+    """Plan a vacuum: every check of a real run, nothing deleted, nothing written.
+
+    Raises InvalidArgumentError (bad parameters, malformed inventory or retention
+    property), OperationRefusedError (retention shorter than the table's without
+    ``allow_short_retention``; lite mode without the commits it needs and no
+    ``full_fallback``), UnsupportedProtocolError (a reader or writer feature deltalog
+    does not implement, which ``vacuumProtocolCheck`` makes mandatory to check) and
+    NotADeltaTableError.
+    """
+    t0 = time.perf_counter()
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "lite" and inventory is not None:
+        raise InvalidArgumentError("an inventory replaces the listing of full mode; lite mode lists nothing")
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+        raise InvalidArgumentError(f"max_workers must be a positive integer, got {max_workers!r}")
+    dt = as_table(table, storage_options)
+    storage = dt.storage
+    listing = dt.list_log()
+    snapshot = dt.snapshot(listing=listing)
+    check_writable(snapshot.protocol, "vacuum")
+    retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention)
+    rule = HiddenRule(partition_dir_names(snapshot))
+    log.info(
+        "planning %s vacuum of %s at version %d: retention %.4g hours, cutoff %s",
+        mode,
+        storage.uri,
+        snapshot.version,
+        retention.retention_hours,
+        format_ms(retention.cutoff_ms),
+    )
+    retained = retained_state(snapshot, listing, retention.cutoff_ms)
+    warnings = list(retention.warnings) + retained.warnings
+    previous_cursor = read_cursor(storage)
+    lite_range: tuple[int, int] | None = None
+    dirs: list[str] = []
+    effective_mode = mode
+    if mode == "lite":
+        try:
+            files, lite_range, stats = _plan_lite(storage, listing, retained, rule, previous_cursor, max_workers)
+            source = "log"
+        except LiteVacuumUnavailableError as exc:
+            if not full_fallback:
+                raise
+            warnings.append(f"{exc}; falling back to a full vacuum as requested")
+            effective_mode = "full"
+    if effective_mode == "full":
+        files, dirs, source, stats = _plan_full(storage, retained, rule, inventory, max_workers)
+    stats["commits_read_for_window"] = retained.commits_read
+    stats["protected_paths"] = len(retained.protected)
+    cursor = retained.window_start if retained.window_start is not None else previous_cursor
+    if cursor is not None and previous_cursor is not None and cursor < previous_cursor:
+        cursor = previous_cursor
+    plan = VacuumPlan(
+        table_uri=storage.uri,
+        mode=effective_mode,
+        version=snapshot.version,
+        retention=retention,
+        fully_readable_from=retained.fully_readable_from,
+        window_start=retained.window_start,
+        files=files,
+        directories=dirs,
+        source=source,
+        cursor=cursor,
+        previous_cursor=previous_cursor,
+        lite_range=lite_range,
+        stats=stats,
+        warnings=warnings,
+        planning_seconds=time.perf_counter() - t0,
+        snapshot=snapshot,
+    )
+    for w in warnings:
+        log.warning("vacuum %s: %s", storage.uri, w)
+    log.info(
+        "vacuum plan for %s: %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s)",
+        storage.uri,
+        plan.num_files,
+        plan.size_in_bytes,
+        plan.readable_versions(),
+        plan.planning_seconds,
+    )
+    return plan
