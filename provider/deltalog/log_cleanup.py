@@ -1,0 +1,348 @@
+"""Log cleanup: delete expired ``_delta_log`` files per PROTOCOL.md "Metadata Cleanup".
+
+The rules, in the order they are applied:
+
+1. ``cutOffTimestamp`` is midnight UTC of ``now - delta.logRetentionDuration`` (default
+   30 days); the ``cutoffCommit`` is the newest commit whose timestamp is not newer (the
+   in-commit timestamp from ``delta.inCommitTimestampEnablementVersion`` on, else the
+   file modification time made monotonic, as time travel sees it).
+2. The ``cutOffCheckpoint`` is the newest checkpoint at or before the cutoff commit that
+   (a) can be read back completely (every part, every sidecar), (b) with the commits
+   after it rebuilds the latest version, and (c) keeps every retained commit's
+   timestamp unchanged (a commit whose modification time was bumped to stay monotonic
+   would move once its predecessor is gone, changing timestamp-based time travel).
+   None qualifies: nothing is deleted.
+3. Deleted: commits, checkpoints of every kind and ``.crc`` files before the cutoff
+   checkpoint, log compaction files starting at or before it, staged commits at or
+   before it, and (older than both the cutoff and a day) sidecars no kept checkpoint
+   references plus temp files left by crashed writers.
+4. ``checkpointProtection``: when the cleanup would stop before
+   ``delta.requireCheckpointProtectionBeforeVersion``, it proceeds only if deltalog
+   supports every protocol in the history it deletes (the RFC's exception b).
+
+Files go oldest version first and sidecars last, so a crash part-way leaves the kept
+versions exactly as readable as before and a rerun finishes the job. The plan (dry
+run) lists every file with its size and the oldest version kept.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from deltalog.checkpoint import (
+    DAY_MS,
+    as_table,
+    checkpoint_due,
+    checkpoint_protection_version,
+    config_bool,
+    config_interval_ms,
+    describe_checkpoint,
+    log_name,
+    read_checkpoint_small_actions,
+    read_protocol_and_metadata,
+    table_for_storage,
+)
+from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
+from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
+from deltalog.hooks import register_hook
+from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
+from deltalog.protocol import Protocol, check_writable
+from deltalog.storage import FileInfo, Storage
+from deltalog.table import DeltaTable
+from deltalog.transaction import CommitResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOG_RETENTION = "interval 30 days"
+STAGED_COMMITS_DIR = "_staged_commits"
+_STAGED_RE = re.compile(r"^(\d{20})\.[0-9a-fA-F-]+\.json$")
+_TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
+#: Deletion order within one version (sidecars and leftovers go after every checkpoint).
+_KIND_ORDER = {"commit": 0, "crc": 1, "checkpoint": 2, "compacted": 3, "staged": 4, "temp": 5, "sidecar": 6}
+
+
+@dataclass
+class LogCleanupResult:
+    """The cleanup plan (dry run) or what was deleted."""
+
+    dry_run: bool
+    latest_version: int
+    enabled: bool = True
+    log_retention: str = DEFAULT_LOG_RETENTION
+    cutoff_timestamp: int | None = None  # ms since the epoch (midnight UTC)
+    cutoff_time: str | None = None
+    cutoff_commit: int | None = None
+    cutoff_checkpoint: int | None = None
+    oldest_version_kept: int | None = None
+    files: list[str] = field(default_factory=list)  # names inside _delta_log, in deletion order
+    num_files: int = 0
+    bytes: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    num_deleted: int = 0
+    skipped_reason: str | None = None
+    duration_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the file list (for post-commit hook details)."""
+        out = self.to_dict()
+        out.pop("files")
+        return out
+
+
+@dataclass
+class _Doomed:
+    kind: str
+    version: int
+    file: FileInfo
+
+
+def _midnight_utc(ms: int) -> int:
+    day = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).date()
+    return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int | None = None) -> LogCleanupResult:
+    """Delete the expired log files of ``table`` (or, with ``dry_run``, only say which).
+
+    Checks the protocol before anything else, honours ``delta.enableExpiredLogCleanup``
+    (a disabled table is reported as skipped) and never deletes anything when no
+    checkpoint qualifies as the cutoff checkpoint. ``now_ms`` fixes the clock (tests).
+    """
+    started = time.perf_counter()
+    dtable = as_table(table)
+    storage = dtable.storage
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    listing = dtable.list_log()
+    latest = listing.latest_version
+    assert latest is not None
+    protocol, metadata = read_protocol_and_metadata(dtable, listing)
+    check_writable(protocol, "clean up the log")
+    conf = metadata.configuration
+    result = LogCleanupResult(dry_run=dry_run, latest_version=latest)
+    result.log_retention = conf.get("delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
+    result.enabled = config_bool(conf, "delta.enableExpiredLogCleanup", True)
+
+    def done(reason: str | None = None) -> LogCleanupResult:
+        result.skipped_reason = reason
+        result.duration_seconds = round(time.perf_counter() - started, 3)
+        if reason:
+            log.info("log cleanup of %s: nothing deleted: %s", storage.uri, reason)
+        return result
+
+    if not result.enabled:
+        return done("delta.enableExpiredLogCleanup is false")
+    retention_ms = config_interval_ms(conf, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
+    cutoff = _midnight_utc(now - retention_ms)
+    result.cutoff_timestamp, result.cutoff_time = cutoff, format_ms(cutoff)
+
+    stamps = CommitTimestamps(storage, listing, ict_enablement_version(conf))
+    try:
+        cutoff_commit = stamps.version_at(cutoff)
+    except DeltaLogError:
+        return done(f"no commit is older than the cutoff {format_ms(cutoff)}")
+    result.cutoff_commit = cutoff_commit
+
+    checkpoint, why_not = _choose_cutoff_checkpoint(storage, listing, stamps, cutoff_commit)
+    if checkpoint is None:
+        return done(why_not)
+    result.cutoff_checkpoint = result.oldest_version_kept = checkpoint
+
+    protected = checkpoint_protection_version(protocol, conf)
+    if protected > checkpoint:
+        unsupported = _unsupported_history(storage, listing, checkpoint)
+        if unsupported:
+            return done(
+                f"checkpointProtection: the cleanup would keep history from version {checkpoint}, before "
+                f"delta.requireCheckpointProtectionBeforeVersion={protected}, and {unsupported}"
+            )
+
+    doomed = _plan(storage, listing, checkpoint, cutoff, now)
+    result.files = [log_name(storage, d.file.path) for d in doomed]
+    result.num_files = len(doomed)
+    result.bytes = sum(d.file.size for d in doomed)
+    for d in doomed:
+        result.by_kind[d.kind] = result.by_kind.get(d.kind, 0) + 1
+    if not doomed:
+        return done("nothing has expired: no log file is older than the cutoff checkpoint")
+    if dry_run:
+        return done()
+
+    _repoint_hint(storage, listing, checkpoint)
+    log.info("log cleanup of %s: deleting %d files before version %d", storage.uri, len(doomed), checkpoint)
+    for d in doomed:
+        try:
+            if storage.delete(d.file.path):
+                result.num_deleted += 1
+        except OSError as exc:
+            raise StorageError(
+                f"log cleanup stopped after deleting {result.num_deleted} of {len(doomed)} files: "
+                f"cannot delete {log_name(storage, d.file.path)}: {exc} (the table stays readable; rerun to finish)"
+            ) from None
+    return done()
+
+
+def _choose_cutoff_checkpoint(
+    storage: Storage, listing: LogListing, stamps: CommitTimestamps, cutoff_commit: int
+) -> tuple[int | None, str]:
+    """The newest checkpoint at or before ``cutoff_commit`` that is safe to keep as the oldest state."""
+    candidates = sorted((v for v in listing.checkpoints if v <= cutoff_commit), reverse=True)
+    if not candidates:
+        return None, f"no checkpoint at or before the cutoff commit {cutoff_commit}"
+    reasons = []
+    for version in candidates:
+        reason = _unsuitable(storage, listing, stamps, version)
+        if reason is None:
+            return version, ""
+        log.info("checkpoint %d cannot be the cutoff checkpoint: %s", version, reason)
+        reasons.append(f"version {version}: {reason}")
+    return None, "no usable checkpoint at or before the cutoff commit (" + "; ".join(reasons[:3]) + ")"
+
+
+def _unsuitable(storage: Storage, listing: LogListing, stamps: CommitTimestamps, version: int) -> str | None:
+    """Why the checkpoint at ``version`` must not become the oldest kept state, or None if it may."""
+    for cp in listing.checkpoints[version]:
+        try:
+            describe_checkpoint(storage, cp)
+        except CorruptCheckpointError as exc:
+            return f"it cannot be read back ({exc})"
+    kept = _without(listing, version)
+    try:
+        build_segment(kept, version)
+        build_segment(kept)
+    except DeltaLogError as exc:
+        return f"the commits after it do not rebuild the table ({exc})"
+    first_kept = min((v for v in listing.commits if v >= version), default=None)
+    if first_kept is not None and first_kept != min(listing.commits):
+        uses_ict = stamps.ict_from is not None and first_kept >= stamps.ict_from
+        raw = listing.commits[first_kept].modification_time
+        if not uses_ict and raw != stamps(first_kept):
+            return (
+                f"commit {first_kept}'s modification time was raised to stay after commit {first_kept - 1}'s; "
+                "deleting that commit would change its timestamp for time travel"
+            )
+    return None
+
+
+def _without(listing: LogListing, version: int) -> LogListing:
+    """The listing as it will be once everything before ``version`` is gone (for the readability check)."""
+    return LogListing(
+        commits={v: f for v, f in listing.commits.items() if v >= version},
+        checkpoints={v: c for v, c in listing.checkpoints.items() if v >= version},
+        crc={v: f for v, f in listing.crc.items() if v >= version},
+        last_checkpoint=listing.last_checkpoint,
+    )
+
+
+def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int) -> str | None:
+    """A description of the first protocol up to ``checkpoint`` deltalog cannot write, or None."""
+    oldest = listing.oldest_reconstructable_version()
+    protocols: list[tuple[int, dict[str, Any]]] = []
+    if oldest is not None and oldest not in listing.commits and oldest in listing.checkpoints:
+        for cp in listing.checkpoints[oldest]:
+            protocols += [(oldest, p) for p in read_checkpoint_small_actions(storage, cp).get("protocol", [])]
+    for v in sorted(c for c in listing.commits if c <= checkpoint):
+        for line in storage.read_bytes(listing.commits[v].path).split(b"\n"):
+            if b'"protocol"' in line[:24]:
+                protocols.append((v, json.loads(line)["protocol"]))
+    for v, action in protocols:
+        try:
+            check_writable(Protocol.from_action(action), "clean up the log")
+        except UnsupportedProtocolError as exc:
+            return f"version {v} has a protocol deltalog does not support ({exc})"
+    return None
+
+
+def _plan(storage: Storage, listing: LogListing, checkpoint: int, cutoff: int, now: int) -> list[_Doomed]:
+    """Every file to delete when ``checkpoint`` becomes the oldest kept version, in deletion order."""
+    doomed = [_Doomed("commit", v, f) for v, f in listing.commits.items() if v < checkpoint]
+    doomed += [_Doomed("crc", v, f) for v, f in listing.crc.items() if v < checkpoint]
+    for v, cps in listing.checkpoints.items():
+        if v < checkpoint:
+            doomed += [_Doomed("checkpoint", v, f) for cp in cps for f in cp.files]
+    for v, parts in listing.incomplete_checkpoints.items():
+        if v < checkpoint:
+            doomed += [_Doomed("checkpoint", v, f) for f in parts]
+    doomed += [_Doomed("compacted", start, f) for start, _end, f in listing.compacted if start <= checkpoint]
+    for f in storage.list_dir(storage.join("_delta_log", STAGED_COMMITS_DIR)):
+        m = _STAGED_RE.match(f.name)
+        if m and int(m.group(1)) <= checkpoint:
+            doomed.append(_Doomed("staged", int(m.group(1)), f))
+    leftover_cutoff = min(cutoff, _midnight_utc(now) - DAY_MS)
+    doomed += [
+        _Doomed("temp", -1, f)
+        for f in listing.other
+        if _TEMP_RE.match(f.name) and f.modification_time < leftover_cutoff
+    ]
+    doomed.sort(key=lambda d: (d.version, _KIND_ORDER[d.kind], d.file.path))
+    doomed += _doomed_sidecars(storage, listing, checkpoint, leftover_cutoff)
+    return doomed
+
+
+def _doomed_sidecars(storage: Storage, listing: LogListing, checkpoint: int, older_than: int) -> list[_Doomed]:
+    """Sidecars (and temp files) in ``_sidecars`` that no kept checkpoint references and that are old enough.
+
+    The age limit protects sidecars of a checkpoint being written right now, whose
+    top-level file does not exist yet (PROTOCOL.md, Metadata Cleanup step 5).
+    """
+    files = storage.list_dir(storage.join("_delta_log", SIDECARS_DIR))
+    if not files:
+        return []
+    referenced: set[str] = set()
+    for v, cps in listing.checkpoints.items():
+        if v < checkpoint:
+            continue
+        for cp in cps:
+            try:
+                small = read_checkpoint_small_actions(storage, cp)
+            except CorruptCheckpointError:
+                # Cannot tell what it references: keep every sidecar rather than guess.
+                log.warning("keeping all sidecars: checkpoint %s is unreadable", cp.files[0].name)
+                return []
+            referenced.update(str(s.get("path", "")).rsplit("/", 1)[-1] for s in small.get("sidecar", []))
+    return [
+        _Doomed("sidecar", -1, f)
+        for f in sorted(files, key=lambda f: f.name)
+        if f.name not in referenced and f.modification_time < older_than
+    ]
+
+
+def _repoint_hint(storage: Storage, listing: LogListing, checkpoint: int) -> None:
+    """Point ``_last_checkpoint`` at the cutoff checkpoint if it names one about to be deleted."""
+    hint = listing.last_checkpoint
+    if hint is None or hint.get("version", -1) >= checkpoint:
+        return
+    preferred = listing.preferred_checkpoint(checkpoint)
+    doc = describe_checkpoint(storage, preferred).last_checkpoint
+    storage.write_atomic(storage.join("_delta_log", LAST_CHECKPOINT), json.dumps(doc, separators=(",", ":")).encode())
+
+
+# --- the automatic cleanup hook -----------------------------------------------------------
+
+
+def _cleanup_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
+    """Post-commit: after an automatic checkpoint, delete what has expired (when enabled)."""
+    if result.noop or result.version <= 0:
+        return None
+    table = table_for_storage(storage)
+    listing = list_log(storage)
+    _protocol, metadata = read_protocol_and_metadata(table, listing, result.version)
+    conf = metadata.configuration
+    if not checkpoint_due(conf, result.version) or not config_bool(conf, "delta.enableExpiredLogCleanup", True):
+        return None
+    if result.version not in listing.checkpoints:
+        return None  # the checkpoint hook did not write one (it reports why)
+    return cleanup_log(table).summary()
+
+
+register_hook("log_cleanup", _cleanup_hook)
+
+__all__ = ["LogCleanupResult", "cleanup_log"]
