@@ -1,0 +1,199 @@
+"""``DeltaTableHook``: turn an Airflow connection into a ``deltalog.DeltaTable``.
+
+The connection (type ``deltalog``) holds two things an operator should not
+repeat in every task: the storage options of the object store (credentials,
+endpoint) and, optionally, a table root so tasks can name a table (``events``)
+instead of spelling out its URI. Credentials are read from the connection and
+handed to fsspec; they are never logged, and never leave the worker (triggers
+receive the connection id, not the options).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlparse
+
+from deltalog import DeltaTable
+from deltalog.errors import InvalidArgumentError
+from deltalog_provider._compat import AirflowNotFoundException, BaseHook
+
+#: Extra keys that configure the hook itself rather than the filesystem.
+RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options"})
+
+_AZURE_SCHEMES = frozenset({"abfs", "abfss", "az", "adl"})
+_S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """What a ``deltalog`` connection resolves to: a table root and fsspec storage options."""
+
+    root: str | None = None
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def resolve(self, table: str) -> str:
+        """The URI of ``table``: itself when it is a URI or absolute path, else joined to the root."""
+        return resolve_table_uri(table, self.root)
+
+
+def is_absolute_location(table: str) -> bool:
+    """A URI (``s3://...``, ``file:...``) or an absolute local path, as opposed to a table name."""
+    parsed = urlparse(table)
+    return (len(parsed.scheme) > 1 and (table.startswith(parsed.scheme + ":"))) or os.path.isabs(table)
+
+
+def resolve_table_uri(table: str, root: str | None) -> str:
+    """Join a table name to ``root``; URIs and absolute paths pass through unchanged."""
+    if not isinstance(table, str) or not table.strip():
+        raise InvalidArgumentError("table must be a non-empty name, path or URI")
+    table = table.strip()
+    if is_absolute_location(table):
+        return table
+    if not root:
+        raise InvalidArgumentError(
+            f"table {table!r} is a name, but the connection defines no table root: "
+            "give a full URI/absolute path or set the connection's host (or extra 'root')"
+        )
+    return posixpath.join(root.rstrip("/"), table.strip("/"))
+
+
+def _credential_keys(scheme: str) -> tuple[str, str]:
+    """The storage-option names login/password map to for a filesystem protocol."""
+    if scheme in _AZURE_SCHEMES:
+        return "account_name", "account_key"
+    return "key", "secret"
+
+
+def settings_from_connection(conn: Any, extra: dict[str, Any] | None = None) -> ConnectionSettings:
+    """Build the settings from a ``Connection`` (sync or async-fetched; no I/O here).
+
+    Mapping: host (+ schema as a sub-path) or extra ``root`` -> table root; login/password ->
+    ``key``/``secret`` (``account_name``/``account_key`` for Azure); every other non-empty extra
+    key, plus an optional nested ``storage_options`` dict, -> storage options. For S3,
+    ``region_name`` goes into ``client_kwargs`` where s3fs expects it. Async callers pass
+    ``extra`` from ``await conn.aextra_dejson()`` (the sync property must not run in an event loop).
+    """
+    extra = dict(extra if extra is not None else (getattr(conn, "extra_dejson", None) or {}))
+    root = extra.get("root") or None
+    if not root and conn.host:
+        root = conn.host.rstrip("/")
+        if conn.schema:
+            root = posixpath.join(root, conn.schema.strip("/"))
+    scheme = urlparse(root).scheme if root else ""
+    options: dict[str, Any] = {k: v for k, v in extra.items() if k not in RESERVED_EXTRA_KEYS and v not in (None, "")}
+    nested = extra.get("storage_options")
+    if isinstance(nested, dict):
+        options.update(nested)
+    key_name, secret_name = _credential_keys(scheme)
+    if conn.login:
+        options.setdefault(key_name, conn.login)
+    if conn.password:
+        options.setdefault(secret_name, conn.password)
+    if "region_name" in options and (scheme in _S3_SCHEMES or not scheme):
+        client_kwargs = dict(options.get("client_kwargs") or {})
+        client_kwargs.setdefault("region_name", options.pop("region_name"))
+        options["client_kwargs"] = client_kwargs
+    return ConnectionSettings(root=root, storage_options=options)
+
+
+class DeltaTableHook(BaseHook):
+    """Resolve table names and storage options from a ``deltalog`` connection.
+
+    A missing *default* connection is not an error: tables given as full URIs or absolute
+    paths on storage that needs no credentials (local disks, instance-profile S3) work
+    without defining one. A missing connection that was named explicitly is an error.
+
+    :param deltalog_conn_id: the Airflow connection id (type ``deltalog``).
+    """
+
+    conn_name_attr = "deltalog_conn_id"
+    default_conn_name = "deltalog_default"
+    conn_type = "deltalog"
+    hook_name = "Delta Lake (deltalog)"
+
+    def __init__(self, deltalog_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.deltalog_conn_id = deltalog_conn_id
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Same UI behaviour as declared in get_provider_info (for Airflow releases that ask the hook)."""
+        from deltalog_provider.get_provider_info import get_provider_info
+
+        return get_provider_info()["connection-types"][0]["ui-field-behaviour"]
+
+    @cached_property
+    def settings(self) -> ConnectionSettings:
+        """The connection's root and storage options (fetched once per hook)."""
+        try:
+            conn = self.get_connection(self.deltalog_conn_id)
+        except AirflowNotFoundException:
+            if self.deltalog_conn_id != self.default_conn_name:
+                raise
+            self.log.info(
+                "connection %r is not defined; using no table root and no storage options", self.deltalog_conn_id
+            )
+            return ConnectionSettings()
+        settings = settings_from_connection(conn)
+        # Only option *names* are logged; values may be credentials.
+        self.log.info(
+            "connection %r: root=%s, storage options: %s",
+            self.deltalog_conn_id,
+            settings.root,
+            sorted(settings.storage_options) or "none",
+        )
+        return settings
+
+    @classmethod
+    async def aget_settings(cls, deltalog_conn_id: str = default_conn_name) -> ConnectionSettings:
+        """The settings fetched without blocking an event loop (for triggers)."""
+        try:
+            conn = await cls.aget_connection(deltalog_conn_id)
+        except AirflowNotFoundException:
+            if deltalog_conn_id != cls.default_conn_name:
+                raise
+            return ConnectionSettings()
+        aextra = getattr(conn, "aextra_dejson", None)
+        extra = await aextra() if aextra is not None else conn.extra_dejson
+        return settings_from_connection(conn, extra)
+
+    def get_conn(self) -> ConnectionSettings:
+        """The resolved connection settings (root and storage options)."""
+        return self.settings
+
+    @property
+    def root(self) -> str | None:
+        return self.settings.root
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return dict(self.settings.storage_options)
+
+    def resolve_uri(self, table: str) -> str:
+        """URI of ``table`` (a name under the connection root, a URI, or an absolute path)."""
+        return self.settings.resolve(table)
+
+    def get_table(self, table: str) -> DeltaTable:
+        """A ``DeltaTable`` for ``table`` with the connection's storage options."""
+        return DeltaTable(self.resolve_uri(table), self.settings.storage_options)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """List the table root, so a wrong endpoint, bucket or credential shows up in the UI."""
+        try:
+            root = self.settings.root
+            if not root:
+                return False, "the connection defines no table root (host or extra 'root') to list"
+            import fsspec
+
+            if is_absolute_location(root) and "://" not in root and not root.startswith("file:"):
+                fs, path = fsspec.filesystem("file"), root
+            else:
+                fs, path = fsspec.core.url_to_fs(root, **self.settings.storage_options)
+            entries = fs.ls(path, detail=False)
+            return True, f"listed {len(entries)} entries under {root}"
+        except Exception as exc:  # noqa: BLE001 - any failure is the answer the UI shows
+            return False, f"cannot list the table root: {type(exc).__name__}: {exc}"

@@ -1,0 +1,201 @@
+"""``DeltaTableOperator``: what every deltalog operator does around its one core call.
+
+A subclass only says which core function to call with which arguments
+(``run_operation``), how to phrase the result for a human (``summarize``) and
+which numbers describe its output for OpenLineage (``output_statistics``). This
+base class owns the rest, identically for every operation:
+
+* resolving the table (name under the connection root, URI or path) through the hook;
+* turning deltalog's refusals (``retryable = False``) into failures Airflow does not
+  retry, and everything else into ordinary, retryable failures;
+* the XCom value (the result's ``to_dict()``), the asset event on the table's Asset
+  with the version and metrics as extra, and the OpenLineage facets;
+* cancellation: ``on_kill`` sets an event the core checks at safe points (when its
+  entry point accepts ``cancel``), so a killed task stops between steps instead of
+  being cut off in the middle of a write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from deltalog import DeltaTable
+from deltalog.errors import DeltaLogError
+from deltalog_provider._compat import AirflowException, AirflowFailException, Asset, AssetAlias, BaseOperator
+from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
+from deltalog_provider.utils.lineage import build_operator_lineage
+from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+#: Names under which a core entry point may accept a cancellation event (checked in order).
+CANCEL_PARAMETERS = ("cancel", "cancel_event")
+
+
+@contextlib.contextmanager
+def deltalog_errors_as_task_failures() -> Iterator[None]:
+    """Re-raise deltalog errors as Airflow failures: refusals fail at once, the rest may retry."""
+    try:
+        yield
+    except DeltaLogError as exc:
+        message = f"{type(exc).__name__}: {exc}"
+        if getattr(exc, "retryable", False):
+            raise AirflowException(message) from exc
+        raise AirflowFailException(message) from exc
+
+
+def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
+    """Call a core entry point, passing the cancel event only when it accepts one."""
+    if cancel is not None:
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):  # builtins without a signature
+            params = {}
+        for name in CANCEL_PARAMETERS:
+            if name in params:
+                kwargs[name] = cancel
+                break
+    return fn(*args, **kwargs)
+
+
+class DeltaTableOperator(BaseOperator):
+    """Run one deltalog operation on one table and report it to Airflow.
+
+    :param table: a table name (joined to the connection's table root), a URI or an
+        absolute path. Templated.
+    :param deltalog_conn_id: connection holding storage options and the table root.
+    :param emit_asset: declare the table's Asset as an outlet (when the operation changes
+        the table) and attach the new version and metrics to its event. A table given as
+        a literal URI/path becomes ``Asset(uri)``; a templated one or a bare name (only known
+        at run time) is declared through an ``AssetAlias`` named ``deltalog:<dag>.<task>``,
+        which still produces the event on the concrete ``Asset(uri)``.
+    """
+
+    template_fields: Sequence[str] = ("table", "deltalog_conn_id")
+    ui_color = "#c7e9f1"
+
+    #: The name used in logs and in the asset-event extra (``"VACUUM"``, ...).
+    operation_name: str = "DELTA"
+    #: The OpenLineage lifecycle change this operation makes to the table, or None.
+    lineage_lifecycle: str | None = "ALTER"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        deltalog_conn_id: str = DeltaTableHook.default_conn_name,
+        emit_asset: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.deltalog_conn_id = deltalog_conn_id
+        self.emit_asset = emit_asset
+        self._cancel = threading.Event()
+        self._table_uri: str | None = None
+        self._metrics: dict[str, Any] | None = None
+        self._version: int | None = None
+        if emit_asset and self.changes_table():
+            self._declare_outlet()
+
+    # --- what subclasses define ---------------------------------------------------------
+
+    def changes_table(self) -> bool:
+        """Whether this task (as configured) may write to the table; dry runs and plans do not."""
+        return True
+
+    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
+        """Call the core operation; return its result object (anything with ``to_dict()``)."""
+        raise NotImplementedError
+
+    def summarize(self, metrics: dict[str, Any]) -> str:
+        """One human line: what changed, bytes reclaimed, the version."""
+        return f"{self.operation_name} on {self._table_uri}: {metrics}"
+
+    def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
+        """``row_count``/``size``/``file_count`` of what the operation wrote, for OpenLineage."""
+        return {}
+
+    # --- outlets --------------------------------------------------------------------
+
+    def _declare_outlet(self) -> None:
+        """Add the table's Asset (or an alias when the table is only known at run time) to outlets."""
+        outlets = list(self.outlets or [])
+        table = self.table
+        if isinstance(table, str) and not is_templated(table) and is_absolute_location(table):
+            uri = table_asset_uri(table)
+            if not any(isinstance(o, Asset) and o.uri == uri for o in outlets):
+                outlets.append(Asset(uri))
+        elif not any(isinstance(o, AssetAlias) for o in outlets):
+            owner = f"{self.dag.dag_id}." if self.has_dag() else ""
+            outlets.append(AssetAlias(f"deltalog:{owner}{self.task_id}"))
+        self.outlets = outlets
+
+    def _record_asset_event(self, context: Context, extra: dict[str, Any]) -> None:
+        """Put ``extra`` on the event of the table's Asset (direct outlet, else through an alias)."""
+        events = context.get("outlet_events") if hasattr(context, "get") else None
+        if events is None or not self.outlets:
+            return
+        uri = extra["table"]
+        for outlet in self.outlets:
+            if isinstance(outlet, Asset) and outlet.uri == uri:
+                events[outlet].extra = extra
+                return
+        for outlet in self.outlets:
+            if isinstance(outlet, AssetAlias):
+                events[outlet].add(Asset(uri), extra=extra)
+                return
+        self.log.debug("no outlet matches table asset %s; no event extra recorded", uri)
+
+    # --- execution ------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        hook = DeltaTableHook(deltalog_conn_id=self.deltalog_conn_id)
+        with deltalog_errors_as_task_failures():
+            table = hook.get_table(self.table)
+            self._table_uri = table.uri
+            self.raise_if_cancelled()
+            self.log.info("%s on %s", self.operation_name, self._table_uri)
+            result = self.run_operation(hook, table, context)
+            metrics = jsonable(result)
+            version = metrics.get("version")
+            if not isinstance(version, int) or isinstance(version, bool):
+                version = table.version()
+        self._metrics, self._version = metrics, version
+        self.log.info("%s", self.summarize(metrics))
+        if self.emit_asset and self.changes_table():
+            self._record_asset_event(context, event_extra(self._table_uri, self.operation_name, version, metrics))
+        return metrics
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call a core entry point with this task's cancel event (when the entry point takes one)."""
+        return call_core(fn, *args, cancel=self._cancel, **kwargs)
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise AirflowException(f"{self.operation_name} on {self._table_uri or self.table} was cancelled")
+
+    def on_kill(self) -> None:
+        """Ask the running core operation to stop at its next safe point."""
+        self.log.warning("kill requested: asking %s to stop at the next safe point", self.operation_name)
+        self._cancel.set()
+
+    # --- lineage --------------------------------------------------------------------
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any | None:
+        """The table as output dataset with version, lifecycle and output statistics (None without OL)."""
+        if self._table_uri is None or self._metrics is None:
+            return None
+        if not self.changes_table():  # dry runs, plans and checks only read the table
+            return build_operator_lineage(self._table_uri, version=self._version, lifecycle=None, as_input=True)
+        return build_operator_lineage(
+            self._table_uri,
+            version=self._version,
+            lifecycle=self.lineage_lifecycle,
+            **self.output_statistics(self._metrics),
+        )

@@ -1,0 +1,1 @@
+"""Airflow-free helpers shared by operators, sensors and triggers."""

@@ -1,0 +1,72 @@
+"""A real Airflow 3 for the provider tests: one temporary AIRFLOW_HOME per session.
+
+Airflow reads its configuration when first imported, so the environment is set
+here, at conftest import, before any test module imports ``airflow``. The
+metadata database (SQLite) is created once per session with ``airflow db
+migrate``; DAG files are written into the session's dags folder, because in
+Airflow 3.1+ ``dag.test()`` only runs DAGs it finds by parsing the bundles.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+if "airflow" in sys.modules and not os.environ.get("DELTALOG_TEST_AIRFLOW_HOME"):
+    raise RuntimeError("airflow was imported before tests/provider/conftest.py could set AIRFLOW_HOME")
+
+AIRFLOW_HOME = Path(os.environ.get("DELTALOG_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="deltalog-airflow-"))
+DAGS_FOLDER = AIRFLOW_HOME / "dags"
+DAGS_FOLDER.mkdir(parents=True, exist_ok=True)
+VENV_BIN = Path(sys.executable).parent
+os.environ.update(
+    {
+        "DELTALOG_TEST_AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/provider/ runs a real Airflow: mark it so it can be deselected."""
+    for item in items:
+        if "tests/provider/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.airflow)
+
+
+def _cleanup() -> None:
+    if not os.environ.get("DELTALOG_KEEP_AIRFLOW_HOME"):
+        shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Iterator[Path]:
+    """``airflow db migrate`` once per session (about 6 s); returns AIRFLOW_HOME."""
+    if not (AIRFLOW_HOME / "airflow.db").exists() or not (AIRFLOW_HOME / "airflow.cfg").exists():
+        started = time.monotonic()
+        proc = subprocess.run(
+            [str(VENV_BIN / "airflow"), "db", "migrate"],
+            env=os.environ.copy(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, f"airflow db migrate failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        print(f"airflow db migrate: {time.monotonic() - started:.1f}s")
+    yield AIRFLOW_HOME
+    _cleanup()
