@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "deltalog.cli.read",
     "deltalog.cli.write",
     "deltalog.cli.vacuum",
+    "deltalog.cli.maintenance",
 ]
 
 Handler = Callable[[argparse.Namespace], Any]

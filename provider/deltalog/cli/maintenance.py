@@ -1,0 +1,103 @@
+"""Log maintenance commands: ``checkpoint``, ``cleanup-log``, ``manifest``."""
+
+from __future__ import annotations
+
+import argparse
+
+from deltalog.checkpoint import CheckpointResult, create_checkpoint
+from deltalog.cli import emit
+from deltalog.log_cleanup import LogCleanupResult, cleanup_log
+from deltalog.manifest import ManifestResult, generate_manifest
+from deltalog.table import DeltaTable
+
+
+def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "checkpoint",
+        parents=[parent],
+        help="write a checkpoint (classic, or V2 with sidecars) and update _last_checkpoint",
+        description="Write a checkpoint of the latest version (or --version N), verify it, then point "
+        "_last_checkpoint at it. A complete checkpoint already at that version is reused.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument("--version", type=int, metavar="N", help="checkpoint this version instead of the latest")
+    p.set_defaults(handler=cmd_checkpoint)
+
+    p = sub.add_parser(
+        "cleanup-log",
+        parents=[parent],
+        help="delete expired _delta_log files (PROTOCOL.md Metadata Cleanup); --dry-run shows the plan",
+        description="Delete commits, checkpoints, .crc, log compaction files and unreferenced sidecars older than "
+        "the newest checkpoint before midnight UTC of now - delta.logRetentionDuration (default 30 days). "
+        "Deletes nothing when no checkpoint qualifies.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete nothing")
+    p.add_argument("--no-file-list", action="store_true", help="with --json: omit the per-file list")
+    p.set_defaults(handler=cmd_cleanup_log)
+
+    p = sub.add_parser(
+        "manifest",
+        parents=[parent],
+        help="write symlink-format manifests for Presto/Trino/Athena (incremental unless --full)",
+        description="Write _symlink_format_manifest/[<partition>/]manifest files listing the absolute URI of every "
+        "live data file. Incremental: only partitions changed since the previous generation.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument("--full", action="store_true", help="rewrite every manifest and delete stale ones")
+    p.set_defaults(handler=cmd_manifest)
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> None:
+    result = create_checkpoint(DeltaTable(args.table, args.storage_options), args.version)
+
+    def human(r: CheckpointResult) -> str:
+        lines = [
+            f"{r.kind} checkpoint of version {r.version}"
+            + (" (already existed, verified)" if r.already_existed else f" written in {r.duration_seconds:.2f} s"),
+            f"files: {', '.join(r.files)}" + (f" + {len(r.sidecars)} sidecars" if r.sidecars else ""),
+            f"{r.num_actions} actions ({r.num_add_files} add files, {r.num_remove_tombstones} tombstones), "
+            f"{r.size_in_bytes} bytes",
+            "_last_checkpoint " + ("updated" if r.last_checkpoint_updated else "left alone (names a newer checkpoint)"),
+        ]
+        return "\n".join(lines + [f"warning: {w}" for w in r.warnings])
+
+    emit(args, result, human)
+
+
+def cmd_cleanup_log(args: argparse.Namespace) -> None:
+    result = cleanup_log(DeltaTable(args.table, args.storage_options), dry_run=args.dry_run)
+
+    def human(r: LogCleanupResult) -> str:
+        if r.skipped_reason:
+            return f"nothing deleted: {r.skipped_reason}"
+        verb = "would delete" if r.dry_run else "deleted"
+        count = r.num_files if r.dry_run else r.num_deleted
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.by_kind.items()))
+        return (
+            f"cutoff {r.cutoff_time} (retention {r.log_retention}): cutoff commit {r.cutoff_commit}, "
+            f"cutoff checkpoint {r.cutoff_checkpoint}\n"
+            f"{verb} {count} files ({r.bytes} bytes: {kinds}); oldest version kept: {r.oldest_version_kept}"
+        )
+
+    if args.json and args.no_file_list:
+        emit(args, result.summary())
+        return
+    emit(args, result, human)
+
+
+def cmd_manifest(args: argparse.Namespace) -> None:
+    result = generate_manifest(DeltaTable(args.table, args.storage_options), full=args.full)
+
+    def human(r: ManifestResult) -> str:
+        head = f"{r.mode} manifest generation of version {r.version}"
+        if r.mode == "incremental":
+            head += f" (changes since version {r.since_version})"
+        elif r.full_reason:
+            head += f" ({r.full_reason})"
+        return (
+            f"{head}\n{len(r.manifests_written)} manifests written ({r.num_files} files), "
+            f"{len(r.manifests_deleted)} stale deleted; {r.num_partitions} partitions in the table"
+        )
+
+    emit(args, result, human)
