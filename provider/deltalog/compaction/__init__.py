@@ -1,0 +1,136 @@
+"""Compaction (OPTIMIZE): plan bins of small files, rewrite them with an engine, commit with dataChange=false.
+
+``compact()`` ties the three steps together::
+
+    plan = plan_compaction(table)           # nothing written; JSON-able
+    outputs = engine(plan)                  # local pyarrow, or a Spark job
+    commit_bins(table, plan, outputs)       # OPTIMIZE commit(s), per-bin conflict handling
+
+``plan_only=True`` is the dry run. With ``bins_per_commit`` a long run commits
+as it goes (local engine: rewrite a batch of bins, commit it, next batch), so a
+crash loses at most one batch of work.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from deltalog.compaction.commit import CommitRecord, commit_bins, discard
+from deltalog.compaction.local import LocalOptions, run_local
+from deltalog.compaction.outcome import BinOutput, BinSkipped
+from deltalog.compaction.plan import Bin, CompactionPlan, plan_compaction, plan_from_snapshot
+from deltalog.compaction.result import CompactionResult
+from deltalog.errors import DeltaLogError, InvalidArgumentError
+from deltalog.table import DeltaTable
+
+__all__ = [
+    "Bin",
+    "BinOutput",
+    "BinSkipped",
+    "CommitRecord",
+    "CompactionPlan",
+    "CompactionResult",
+    "LocalOptions",
+    "compact",
+    "plan_compaction",
+]
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("local", "spark")
+
+
+def _batches(bins: list[Bin], size: int | None) -> list[list[Bin]]:
+    if not size:
+        return [bins]
+    return [bins[i : i + size] for i in range(0, len(bins), size)]
+
+
+def compact(
+    table: DeltaTable | str,
+    target_size: int | str | None = None,
+    where: str | None = None,
+    engine: str = "local",
+    plan_only: bool = False,
+    *,
+    min_files: int = 2,
+    max_bins: int | None = None,
+    small_file_threshold: int | str | None = None,
+    plan: CompactionPlan | None = None,
+    bins_per_commit: int | None = None,
+    max_workers: int | None = None,
+    local_options: LocalOptions | None = None,
+    spark_options: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> CompactionResult:
+    """Compact the table's small files (see the module docstring).
+
+    ``plan`` runs a plan made earlier (planning arguments are then ignored).
+    ``spark_options`` go to :func:`deltalog.compaction.spark.run_spark`
+    (``master``, ``spark_submit``, ``conf``, ``timeout``).
+    """
+    started = time.perf_counter()
+    if engine not in ENGINES:
+        raise InvalidArgumentError(f"unknown compaction engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if bins_per_commit is not None and (not isinstance(bins_per_commit, int) or bins_per_commit < 1):
+        raise InvalidArgumentError(f"bins_per_commit must be a positive integer, got {bins_per_commit!r}")
+    dtable = table if isinstance(table, DeltaTable) else DeltaTable(table, storage_options)
+    if plan is None:
+        plan = plan_from_snapshot(
+            dtable.snapshot(), dtable.uri, target_size, where, min_files, max_bins, small_file_threshold
+        )
+    result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, plan_only=plan_only)
+    if plan_only or not plan.bins:
+        result.seconds = time.perf_counter() - started
+        return result
+    options = local_options or LocalOptions(max_workers=max_workers)
+    if engine == "spark":
+        from deltalog.compaction.spark import run_spark  # pyspark is optional; only this path needs it
+
+        t0 = time.perf_counter()
+        outputs, skipped = run_spark(dtable.storage, plan, **(spark_options or {}))
+        result.engine_seconds = time.perf_counter() - t0
+        result.skipped.extend(skipped)
+        by_bin = {o.bin_id: o for o in outputs}
+        work = [
+            (batch, [by_bin[b.id] for b in batch if b.id in by_bin]) for batch in _batches(plan.bins, bins_per_commit)
+        ]
+    else:
+        work = [(batch, None) for batch in _batches(plan.bins, bins_per_commit)]
+    for i, (batch, ready) in enumerate(work):
+        if ready is None:
+            t0 = time.perf_counter()
+            ready, skipped = run_local(dtable.storage, plan, batch, options)
+            result.engine_seconds += time.perf_counter() - t0
+            result.skipped.extend(skipped)
+        if not ready:
+            continue
+        try:
+            record, lost = commit_bins(dtable, plan, ready, engine=engine)
+        except DeltaLogError as exc:
+            # Nothing of this batch landed; later batches are not attempted.
+            rest = [o for _, outs in work[i + 1 :] if outs for o in outs]
+            discard(dtable.storage, rest)
+            if not result.commits:
+                raise
+            result.error = str(exc)
+            aborted = [b for later, _ in work[i:] for b in later]
+            result.skipped.extend(BinSkipped(b.id, f"not committed: {exc}", "aborted") for b in aborted)
+            break
+        result.skipped.extend(lost)
+        if record is not None:
+            result.commits.append(record)
+            result.outputs.extend(o for o in ready if o.bin_id in record.bins)
+    result.seconds = time.perf_counter() - started
+    log.info(
+        "compaction of %s: %d commit(s), %d of %d bins committed, %d skipped in %.2fs",
+        dtable.uri,
+        len(result.commits),
+        len(result.committed_bins),
+        len(plan.bins),
+        len(result.skipped),
+        result.seconds,
+    )
+    return result

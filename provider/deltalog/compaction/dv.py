@@ -1,0 +1,178 @@
+"""Reading deletion vectors (PROTOCOL.md: Deletion Vectors, Deletion Vector Format).
+
+Compaction applies a file's deletion vector while rewriting it, so the new
+file holds only the rows readers would see and carries no DV. A DV is a set
+of row positions in the data file, stored as a 64-bit RoaringBitmap in the
+"portable" serialisation behind a magic number, either inline in the log
+(storage type ``i``, Z85-encoded) or in a ``deletion_vector_<uuid>.bin`` file
+(``u``: path derived from a Z85-encoded UUID; ``p``: absolute path) framed by
+a big-endian size and a CRC-32.
+
+Decoding is vectorised with numpy; the result is a sorted ``uint64`` array.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+from typing import Any
+
+import fsspec
+import numpy as np
+
+from deltalog.compaction.layout import from_log_path
+from deltalog.errors import CorruptLogError
+from deltalog.storage import Storage
+
+MAGIC = 1681511377
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
+_SERIAL_COOKIE_NO_RUN = 12346
+_SERIAL_COOKIE = 12347
+_NO_OFFSET_THRESHOLD = 4
+_ARRAY_MAX = 4096
+
+
+def z85_decode(text: str) -> bytes:
+    """Z85 (ZeroMQ Base85) to bytes; Delta pads inline data to a multiple of 4 bytes."""
+    if len(text) % 5:
+        raise CorruptLogError(f"deletion vector: Z85 text of length {len(text)} is not a multiple of 5")
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        value = 0
+        for c in text[i : i + 5]:
+            try:
+                value = value * 85 + _Z85_INDEX[c]
+            except KeyError:
+                raise CorruptLogError(f"deletion vector: {c!r} is not a Z85 character") from None
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+def dv_file_path(storage: Storage, dv: dict[str, Any]) -> str:
+    """Where an on-disk DV lives (``u``: under the table root; ``p``: the absolute path given)."""
+    kind, payload = dv.get("storageType"), dv.get("pathOrInlineDv") or ""
+    if kind == "u":
+        if len(payload) < 20:
+            raise CorruptLogError(f"deletion vector: {payload!r} is too short to hold a Z85-encoded UUID")
+        prefix, encoded = payload[:-20], payload[-20:]
+        name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+        return storage.join(prefix, name) if prefix else storage.join(name)
+    if kind == "p":
+        return from_log_path(payload)
+    raise CorruptLogError(f"deletion vector storage type {kind!r} has no file")
+
+
+def _read_range(storage: Storage, path: str, offset: int, length: int) -> bytes:
+    if "://" in path and not path.startswith("file://"):
+        with fsspec.open(path, "rb", **storage.storage_options) as fh:
+            fh.seek(offset)
+            return fh.read(length)
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if storage.is_local or path.startswith("/"):
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(length)
+    with storage.fs.open(path, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(length)
+
+
+def load_bitmap_bytes(storage: Storage, dv: dict[str, Any]) -> bytes:
+    """The serialized bitmap (magic number + portable RoaringBitmap) of a DV descriptor."""
+    size = int(dv.get("sizeInBytes") or 0)
+    if dv.get("storageType") == "i":
+        return z85_decode(dv.get("pathOrInlineDv") or "")[:size]
+    path = dv_file_path(storage, dv)
+    offset = int(dv.get("offset") or 0)
+    try:
+        raw = _read_range(storage, path, offset, size + 8)
+    except FileNotFoundError:
+        raise CorruptLogError(f"deletion vector file {path} does not exist") from None
+    if len(raw) < size + 8:
+        raise CorruptLogError(f"deletion vector file {path} is truncated at offset {offset}")
+    (data_size,) = struct.unpack(">i", raw[:4])
+    if data_size != size:
+        raise CorruptLogError(
+            f"deletion vector in {path} at offset {offset} has {data_size} bytes, the log says {size}"
+        )
+    data = raw[4 : 4 + size]
+    (checksum,) = struct.unpack(">I", raw[4 + size : 8 + size])
+    if zlib.crc32(data) != checksum:
+        raise CorruptLogError(f"deletion vector in {path} at offset {offset} fails its CRC-32 check")
+    return data
+
+
+def _roaring32(buf: memoryview, pos: int) -> tuple[np.ndarray, int]:
+    """One 32-bit RoaringBitmap (portable format) starting at ``pos``: (values, end position)."""
+    (cookie,) = struct.unpack_from("<I", buf, pos)
+    pos += 4
+    if cookie & 0xFFFF == _SERIAL_COOKIE:
+        size = (cookie >> 16) + 1
+        run_flags = np.unpackbits(np.frombuffer(buf, np.uint8, (size + 7) // 8, pos), bitorder="little")[:size]
+        pos += (size + 7) // 8
+        has_offsets = size >= _NO_OFFSET_THRESHOLD
+    elif cookie == _SERIAL_COOKIE_NO_RUN:
+        (size,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        run_flags = np.zeros(size, np.uint8)
+        has_offsets = True
+    else:
+        raise CorruptLogError(f"deletion vector: unknown RoaringBitmap cookie {cookie}")
+    header = np.frombuffer(buf, "<u2", 2 * size, pos).reshape(size, 2)
+    pos += 4 * size
+    if has_offsets:
+        pos += 4 * size
+    parts = []
+    for i in range(size):
+        high = np.uint32(header[i, 0]) << np.uint32(16)
+        card = int(header[i, 1]) + 1
+        if run_flags[i]:
+            (n_runs,) = struct.unpack_from("<H", buf, pos)
+            runs = np.frombuffer(buf, "<u2", 2 * n_runs, pos + 2).reshape(n_runs, 2).astype(np.uint32)
+            pos += 2 + 4 * n_runs
+            lows = np.concatenate([np.arange(s, s + n + 1, dtype=np.uint32) for s, n in runs]) if n_runs else None
+        elif card > _ARRAY_MAX:
+            words = np.frombuffer(buf, np.uint8, 8192, pos)
+            pos += 8192
+            lows = np.flatnonzero(np.unpackbits(words, bitorder="little")).astype(np.uint32)
+        else:
+            lows = np.frombuffer(buf, "<u2", card, pos).astype(np.uint32)
+            pos += 2 * card
+        if lows is not None:
+            parts.append(lows | high)
+    values = np.concatenate(parts) if parts else np.empty(0, np.uint32)
+    return values, pos
+
+
+def decode_bitmap(data: bytes) -> np.ndarray:
+    """Row positions (sorted ``uint64``) of a serialized Delta bitmap (magic + 64-bit portable)."""
+    try:
+        buf = memoryview(data)
+        (magic,) = struct.unpack_from("<i", buf, 0)
+        if magic != MAGIC:
+            raise CorruptLogError(f"deletion vector: bad magic number {magic} (expected {MAGIC})")
+        (buckets,) = struct.unpack_from("<q", buf, 4)
+        pos = 12
+        out = []
+        for _ in range(buckets):
+            (key,) = struct.unpack_from("<I", buf, pos)
+            values, pos = _roaring32(buf, pos + 4)
+            out.append(values.astype(np.uint64) | (np.uint64(key) << np.uint64(32)))
+    except (struct.error, ValueError) as exc:
+        raise CorruptLogError(f"deletion vector: the bitmap is truncated or malformed ({exc})") from None
+    return np.sort(np.concatenate(out)) if out else np.empty(0, np.uint64)
+
+
+def read_deletion_vector(storage: Storage, dv: dict[str, Any]) -> np.ndarray:
+    """The deleted row positions of a DV descriptor; the count is checked against its cardinality."""
+    rows = decode_bitmap(load_bitmap_bytes(storage, dv))
+    cardinality = dv.get("cardinality")
+    if cardinality is not None and int(cardinality) != len(rows):
+        raise CorruptLogError(
+            f"deletion vector {dv.get('storageType')}{dv.get('pathOrInlineDv')} holds {len(rows)} rows, "
+            f"the log says {cardinality}"
+        )
+    return rows

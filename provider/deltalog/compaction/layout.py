@@ -1,0 +1,195 @@
+"""What a rewritten data file must look like: physical schema, file names, codec, paths.
+
+Both engines (local pyarrow and Spark) must produce files that a Delta reader
+resolves exactly like the files they replace, so the rules live here once:
+
+- columns are written under their *physical* names and, in column-mapping
+  ``id`` mode, carry the Parquet ``field_id`` readers resolve them by
+  (PROTOCOL.md, Column Mapping); partition columns are not written;
+- types, nullability and field metadata come from the table schema, not from
+  whichever input file happened to be read first;
+- the codec is ``delta.parquet.compression.codec`` when set, else zstd (the
+  protocol's recommended default);
+- log paths are URI-encoded (PROTOCOL.md, Add File): a file's storage path is
+  the decoded log path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import posixpath
+import re
+import uuid
+from typing import Any
+from urllib.parse import quote, unquote, urlparse
+
+import pyarrow as pa
+
+from deltalog.schema import parse_schema_string
+
+log = logging.getLogger(__name__)
+
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+COLUMN_ID = "delta.columnMapping.id"
+PARQUET_FIELD_ID = b"PARQUET:field_id"
+#: Spark's StructField metadata key that makes its Parquet writer emit a field id.
+SPARK_FIELD_ID = "parquet.field.id"
+
+_CODECS = {
+    "uncompressed": "none",
+    "none": "none",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "lz4": "lz4",
+    "lz4_raw": "lz4",
+    "zstd": "zstd",
+    "brotli": "brotli",
+}
+DEFAULT_CODEC = "zstd"
+#: Characters kept as they are when a storage path becomes a log path (RFC 2396 path characters).
+_LOG_PATH_SAFE = "/=:@&+$,;!*'()~"
+_BIN_IN_NAME = re.compile(r"^part-(\d{5,})-[0-9a-f]{32}\.")
+
+
+# --- paths ------------------------------------------------------------------------------
+
+
+def to_log_path(storage_path: str) -> str:
+    """The add/remove ``path`` for a file at ``storage_path`` (relative to the table root)."""
+    return quote(storage_path, safe=_LOG_PATH_SAFE)
+
+
+def from_log_path(log_path: str) -> str:
+    """The storage path of an add/remove ``path`` (URI-decoded; relative or absolute)."""
+    return unquote(log_path)
+
+
+def is_absolute(log_path: str) -> bool:
+    return log_path.startswith("/") or len(urlparse(log_path).scheme) > 1
+
+
+def output_file_name(bin_id: int, codec: str) -> str:
+    """A fresh data file name that also records which bin produced it.
+
+    The bin id in the name is how a commit request written by another engine
+    (the Spark job) is mapped back onto the plan's bins, so that a bin that
+    lost a race can be dropped on its own.
+    """
+    suffix = "" if codec == "none" else f".{codec}"
+    return f"part-{bin_id:05d}-{uuid.uuid4().hex}.c000{suffix}.parquet"
+
+
+def bin_id_from_name(path: str) -> int | None:
+    m = _BIN_IN_NAME.match(posixpath.basename(path))
+    return int(m.group(1)) if m else None
+
+
+def output_dir(first_input_log_path: str, partition_values: dict[str, str | None]) -> str:
+    """Storage directory (relative to the table) for a bin's output: next to its first input.
+
+    Keeping the input's directory preserves whatever layout the table uses
+    (hive-style ``col=value`` directories, Spark's random prefixes under column
+    mapping, or the root). Inputs given as absolute URIs (shallow clones) get a
+    hive-style directory built from the partition values instead.
+    """
+    if not is_absolute(first_input_log_path):
+        return posixpath.dirname(from_log_path(first_input_log_path))
+    parts = [f"{_hive_escape(k)}={_hive_escape(v)}" for k, v in partition_values.items()]
+    return "/".join(parts)
+
+
+def _hive_escape(value: str | None) -> str:
+    if value is None or value == "":
+        return "__HIVE_DEFAULT_PARTITION__"
+    return "".join(c if c.isalnum() or c in "-_.~ " else f"%{ord(c):02X}" for c in value)
+
+
+# --- codec ------------------------------------------------------------------------------
+
+
+def compression_codec(configuration: dict[str, str]) -> str:
+    """The pyarrow codec name for new data files of a table with this configuration."""
+    wanted = (configuration.get("delta.parquet.compression.codec") or DEFAULT_CODEC).strip().lower()
+    codec = _CODECS.get(wanted)
+    if codec is None:
+        log.warning("unknown delta.parquet.compression.codec %r; writing %s instead", wanted, DEFAULT_CODEC)
+        return DEFAULT_CODEC
+    return codec
+
+
+# --- schema -----------------------------------------------------------------------------
+
+
+def _physical_field(field: dict[str, Any], id_mode: bool, for_spark: bool) -> dict[str, Any]:
+    out = copy.deepcopy(field)
+    meta = out.get("metadata") or {}
+    if PHYSICAL_NAME in meta:
+        out["name"] = meta[PHYSICAL_NAME]
+    if for_spark:
+        # Spark keeps StructField metadata on write; only the field id matters in the file.
+        out["metadata"] = {SPARK_FIELD_ID: int(meta[COLUMN_ID])} if id_mode and COLUMN_ID in meta else {}
+    out["type"] = _physical_type(out["type"], id_mode, for_spark)
+    return out
+
+
+def _physical_type(dtype: Any, id_mode: bool, for_spark: bool) -> Any:
+    if not isinstance(dtype, dict):
+        return dtype
+    kind = dtype.get("type")
+    if kind == "struct":
+        return {**dtype, "fields": [_physical_field(f, id_mode, for_spark) for f in dtype.get("fields", [])]}
+    if kind == "array":
+        return {**dtype, "elementType": _physical_type(dtype["elementType"], id_mode, for_spark)}
+    if kind == "map":
+        return {
+            **dtype,
+            "keyType": _physical_type(dtype["keyType"], id_mode, for_spark),
+            "valueType": _physical_type(dtype["valueType"], id_mode, for_spark),
+        }
+    return dtype
+
+
+def physical_data_schema_json(
+    schema_string: str, partition_columns: list[str], column_mapping_mode: str, *, for_spark: bool = False
+) -> dict[str, Any]:
+    """The Delta/Spark JSON schema of the data files: physical names, no partition columns."""
+    doc = json.loads(schema_string)
+    parts = set(partition_columns)
+    id_mode = column_mapping_mode == "id"
+    fields = [_physical_field(f, id_mode, for_spark) for f in doc.get("fields", []) if f["name"] not in parts]
+    return {"type": "struct", "fields": fields}
+
+
+def _with_field_ids(field: pa.Field) -> pa.Field:
+    """Copy ``delta.columnMapping.id`` into the ``PARQUET:field_id`` pyarrow writes as the field id."""
+    meta = dict(field.metadata or {})
+    cid = meta.get(COLUMN_ID.encode())
+    if cid is not None:
+        meta[PARQUET_FIELD_ID] = cid
+    return field.with_type(_type_with_field_ids(field.type)).with_metadata(meta)
+
+
+def _type_with_field_ids(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_with_field_ids(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_type_with_field_ids(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_type_with_field_ids(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_type_with_field_ids(t.key_type)),
+            t.item_field.with_type(_type_with_field_ids(t.item_type)),
+        )
+    return t
+
+
+def physical_data_schema(schema_string: str, partition_columns: list[str], column_mapping_mode: str) -> pa.Schema:
+    """The pyarrow schema new data files are written with (see the module docstring)."""
+    doc = physical_data_schema_json(schema_string, partition_columns, column_mapping_mode)
+    schema = parse_schema_string(json.dumps(doc))
+    if column_mapping_mode == "id":
+        schema = pa.schema([_with_field_ids(f) for f in schema])
+    return schema

@@ -1,0 +1,46 @@
+"""What an engine hands to the committer for each bin: a rewritten file, or why not."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class BinOutput:
+    """One rewritten bin: the ``add`` action of its new file (None when every row was deleted)."""
+
+    bin_id: int
+    add: dict[str, Any] | None
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes_in: int = 0
+    deletion_vectors: int = 0
+    deleted_rows: int = 0
+    seconds: float = 0.0
+    #: Where the new file is on storage (for clean-up when the bin does not commit).
+    storage_path: str | None = None
+
+    @property
+    def bytes_out(self) -> int:
+        return int(self.add["size"]) if self.add else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("add")
+        d["path"] = self.add["path"] if self.add else None
+        d["bytes_out"] = self.bytes_out
+        return d
+
+
+@dataclass
+class BinSkipped:
+    """A bin that was not committed, and why (a lost race, or an engine error)."""
+
+    bin_id: int
+    reason: str
+    kind: str  # "conflict" (a concurrent commit took an input), "error" (the rewrite failed), "aborted"
+    paths: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,363 @@
+"""Compaction planning: which small files to merge into which new files.
+
+Per partition, files below the small-file threshold (half the target size by
+default) are sorted smallest first and packed greedily into bins of at most
+the target size (Delta Spark's ``groupFilesIntoBins``). Bins with fewer than
+``min_files`` files are dropped: rewriting one file alone buys nothing, and it
+is what makes a second run right after the first plan nothing.
+
+The plan is a JSON document carrying everything an engine needs to execute it
+(snapshot version, table id, schema, partition columns, column-mapping mode,
+codec, and per bin the input files with sizes, partition values and deletion
+vectors), so it can be written by one process and run by another (the Spark
+job, or a later Airflow task).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.compute as pc
+
+from deltalog.actions import dv_unique_id
+from deltalog.compaction.layout import compression_codec
+from deltalog.compaction.predicate import PartitionFilter, parse_where
+from deltalog.errors import InvalidArgumentError
+from deltalog.protocol import check_writable
+from deltalog.snapshot import Snapshot
+from deltalog.table import DeltaTable
+
+log = logging.getLogger(__name__)
+
+PLAN_FORMAT = 1
+DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(value: str | int, what: str) -> int:
+    """Bytes from ``134217728``, ``128m``, ``128MiB`` or ``1g`` (binary units, like Spark's byte strings)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise InvalidArgumentError(f"{what} {value!r} is not a size in bytes (e.g. 134217728 or 128m)")
+    unit = (m.group(2) or "").lower()[:1]
+    return int(m.group(1)) * _UNITS[unit]
+
+
+@dataclass
+class PlanFile:
+    """One input file of a bin, as the log names it."""
+
+    path: str
+    size: int
+    deletionVector: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"path": self.path, "size": self.size}
+        if self.deletionVector:
+            d["deletionVector"] = self.deletionVector
+        return d
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """(path, DV unique id): the logical file this entry stands for."""
+        return self.path, dv_unique_id(self.deletionVector)
+
+
+@dataclass
+class Bin:
+    """Files of one partition that become one new file."""
+
+    id: int
+    partitionValues: dict[str, str | None]
+    files: list[PlanFile]
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "partitionValues": dict(self.partitionValues),
+            "size": self.size,
+            "files": [f.to_dict() for f in self.files],
+        }
+
+
+@dataclass
+class CompactionPlan:
+    """What a compaction will do; JSON-able so another engine or process can run it."""
+
+    table_uri: str
+    table_id: str
+    snapshot_version: int
+    target_size: int
+    small_file_threshold: int
+    min_files: int
+    max_bins: int | None
+    where: str | None
+    predicate: list[str]
+    partition_columns: list[str]
+    schema_string: str
+    column_mapping_mode: str
+    codec: str
+    #: ``delta.dataSkipping*`` table properties: which columns get stats in new files.
+    stats_configuration: dict[str, str] = field(default_factory=dict)
+    bins: list[Bin] = field(default_factory=list)
+    num_files: int = 0
+    num_candidate_files: int = 0
+    num_bins_deferred: int = 0
+    created_at: str = ""
+
+    @property
+    def num_input_files(self) -> int:
+        return sum(len(b.files) for b in self.bins)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(b.size for b in self.bins)
+
+    @property
+    def num_partitions(self) -> int:
+        return len({tuple(sorted(b.partitionValues.items(), key=lambda kv: kv[0])) for b in self.bins})
+
+    def summary(self) -> dict[str, Any]:
+        """The plan without its bins (what a result or a log line needs)."""
+        return {
+            "snapshotVersion": self.snapshot_version,
+            "targetSize": self.target_size,
+            "smallFileThreshold": self.small_file_threshold,
+            "minFiles": self.min_files,
+            "maxBins": self.max_bins,
+            "where": self.where,
+            "numFiles": self.num_files,
+            "numCandidateFiles": self.num_candidate_files,
+            "numBins": len(self.bins),
+            "numBinsDeferred": self.num_bins_deferred,
+            "numInputFiles": self.num_input_files,
+            "inputBytes": self.input_bytes,
+            "numPartitions": self.num_partitions,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "formatVersion": PLAN_FORMAT,
+            "tableUri": self.table_uri,
+            "tableId": self.table_id,
+            "snapshotVersion": self.snapshot_version,
+            "targetSize": self.target_size,
+            "smallFileThreshold": self.small_file_threshold,
+            "minFiles": self.min_files,
+            "maxBins": self.max_bins,
+            "where": self.where,
+            "predicate": list(self.predicate),
+            "partitionColumns": list(self.partition_columns),
+            "schemaString": self.schema_string,
+            "columnMappingMode": self.column_mapping_mode,
+            "codec": self.codec,
+            "statsConfiguration": dict(self.stats_configuration),
+            "numFiles": self.num_files,
+            "numCandidateFiles": self.num_candidate_files,
+            "numBinsDeferred": self.num_bins_deferred,
+            "createdAt": self.created_at,
+            "bins": [b.to_dict() for b in self.bins],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> CompactionPlan:
+        """Rebuild a plan from :meth:`to_dict` output; InvalidArgumentError names what is wrong."""
+        if not isinstance(doc, dict):
+            raise InvalidArgumentError("a compaction plan must be a JSON object")
+        if doc.get("formatVersion") != PLAN_FORMAT:
+            raise InvalidArgumentError(
+                f"compaction plan formatVersion {doc.get('formatVersion')!r} is not supported (expected {PLAN_FORMAT})"
+            )
+        try:
+            bins = [
+                Bin(
+                    id=int(b["id"]),
+                    partitionValues=dict(b.get("partitionValues") or {}),
+                    files=[PlanFile(str(f["path"]), int(f["size"]), f.get("deletionVector")) for f in b["files"]],
+                )
+                for b in doc.get("bins", [])
+            ]
+            return cls(
+                table_uri=str(doc["tableUri"]),
+                table_id=str(doc["tableId"]),
+                snapshot_version=int(doc["snapshotVersion"]),
+                target_size=int(doc["targetSize"]),
+                small_file_threshold=int(doc["smallFileThreshold"]),
+                min_files=int(doc["minFiles"]),
+                max_bins=None if doc.get("maxBins") is None else int(doc["maxBins"]),
+                where=doc.get("where"),
+                predicate=list(doc.get("predicate") or []),
+                partition_columns=list(doc.get("partitionColumns") or []),
+                schema_string=str(doc["schemaString"]),
+                column_mapping_mode=str(doc.get("columnMappingMode") or "none"),
+                codec=str(doc.get("codec") or "zstd"),
+                stats_configuration={str(k): str(v) for k, v in (doc.get("statsConfiguration") or {}).items()},
+                bins=bins,
+                num_files=int(doc.get("numFiles") or 0),
+                num_candidate_files=int(doc.get("numCandidateFiles") or 0),
+                num_bins_deferred=int(doc.get("numBinsDeferred") or 0),
+                created_at=str(doc.get("createdAt") or ""),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"the compaction plan is malformed: {type(exc).__name__} {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> CompactionPlan:
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgumentError(f"the compaction plan is not valid JSON: {exc}") from None
+        return cls.from_dict(doc)
+
+
+def _as_table(table: DeltaTable | str) -> DeltaTable:
+    return table if isinstance(table, DeltaTable) else DeltaTable(table)
+
+
+def target_size_for(snapshot: Snapshot, target_size: int | str | None) -> int:
+    """The explicit target, else ``delta.targetFileSize``, else 128 MiB."""
+    if target_size is None:
+        configured = snapshot.metadata.configuration.get("delta.targetFileSize")
+        if configured is None:
+            return DEFAULT_TARGET_SIZE
+        target_size = parse_size(configured, "table property delta.targetFileSize")
+    size = parse_size(target_size, "target size")
+    if size <= 0:
+        raise InvalidArgumentError(f"target size must be positive, got {size}")
+    return size
+
+
+def _pack(files: list[PlanFile], target: int) -> list[list[PlanFile]]:
+    """Greedy bin packing, smallest file first (files arrive sorted)."""
+    bins: list[list[PlanFile]] = []
+    current: list[PlanFile] = []
+    current_size = 0
+    for f in files:
+        if current and current_size + f.size > target:
+            bins.append(current)
+            current, current_size = [], 0
+        current.append(f)
+        current_size += f.size
+    if current:
+        bins.append(current)
+    return bins
+
+
+def plan_from_snapshot(
+    snapshot: Snapshot,
+    table_uri: str,
+    target_size: int | str | None = None,
+    where: str | None = None,
+    min_files: int = 2,
+    max_bins: int | None = None,
+    small_file_threshold: int | str | None = None,
+) -> CompactionPlan:
+    """Plan against an already loaded snapshot (see :func:`plan_compaction`)."""
+    check_writable(snapshot.protocol, "compact")
+    target = target_size_for(snapshot, target_size)
+    threshold = (
+        target // 2 if small_file_threshold is None else parse_size(small_file_threshold, "small file threshold")
+    )
+    if threshold <= 0:
+        raise InvalidArgumentError(f"small file threshold must be positive, got {threshold}")
+    if not isinstance(min_files, int) or isinstance(min_files, bool) or min_files < 2:
+        raise InvalidArgumentError(f"min_files must be an integer of at least 2, got {min_files!r}")
+    if max_bins is not None and (not isinstance(max_bins, int) or isinstance(max_bins, bool) or max_bins < 1):
+        raise InvalidArgumentError(f"max_bins must be a positive integer, got {max_bins!r}")
+    md = snapshot.metadata
+    mapping = md.column_mapping_mode
+    pfilter: PartitionFilter | None = parse_where(where, md.partition_columns, md.schema, mapping != "none")
+
+    files = snapshot.files
+    mask = pc.less(files.column("size"), threshold)
+    if pfilter is not None and files.num_rows:
+        mask = pc.and_(mask, pfilter.mask(files.column("partitionValues")))
+    candidates = files.filter(mask) if files.num_rows else files
+    groups: dict[tuple, list[PlanFile]] = {}
+    pvs_by_key: dict[tuple, dict[str, str | None]] = {}
+    if candidates.num_rows:
+        paths = candidates.column("path").to_pylist()
+        sizes = candidates.column("size").to_pylist()
+        pvs = candidates.column("partitionValues").to_pylist()
+        dvs = candidates.column("deletionVector").to_pylist()
+        for path, size, pv, dv in zip(paths, sizes, pvs, dvs):
+            pv = dict(pv or [])
+            key = tuple(sorted(pv.items(), key=lambda kv: kv[0]))
+            groups.setdefault(key, []).append(
+                PlanFile(path, size, {k: v for k, v in dv.items() if v is not None} if dv else None)
+            )
+            pvs_by_key[key] = pv
+    packed: list[tuple[tuple, list[PlanFile]]] = []
+    for key in sorted(groups, key=lambda k: [(c, "" if v is None else v) for c, v in k]):
+        group = sorted(groups[key], key=lambda f: (f.size, f.path))
+        packed.extend((key, b) for b in _pack(group, target) if len(b) >= min_files)
+    deferred = 0
+    if max_bins is not None and len(packed) > max_bins:
+        # Keep the bins that remove the most files; the rest wait for the next run.
+        order = sorted(range(len(packed)), key=lambda i: (-len(packed[i][1]), i))
+        keep = sorted(order[:max_bins])
+        deferred = len(packed) - max_bins
+        packed = [packed[i] for i in keep]
+    bins = [Bin(id=i, partitionValues=dict(pvs_by_key[key]), files=fs) for i, (key, fs) in enumerate(packed)]
+    plan = CompactionPlan(
+        table_uri=table_uri,
+        table_id=md.id,
+        snapshot_version=snapshot.version,
+        target_size=target,
+        small_file_threshold=threshold,
+        min_files=min_files,
+        max_bins=max_bins,
+        where=where.strip() if where and where.strip() else None,
+        predicate=pfilter.describe() if pfilter else [],
+        partition_columns=list(md.partition_columns),
+        schema_string=md.schema_string,
+        column_mapping_mode=mapping,
+        codec=compression_codec(md.configuration),
+        stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
+        bins=bins,
+        num_files=files.num_rows,
+        num_candidate_files=candidates.num_rows,
+        num_bins_deferred=deferred,
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    log.info(
+        "compaction plan for %s at version %d: %d bins, %d of %d files (%d bytes)%s",
+        table_uri,
+        snapshot.version,
+        len(bins),
+        plan.num_input_files,
+        files.num_rows,
+        plan.input_bytes,
+        f", {deferred} bins deferred by max_bins" if deferred else "",
+    )
+    return plan
+
+
+def plan_compaction(
+    table: DeltaTable | str,
+    target_size: int | str | None = None,
+    where: str | None = None,
+    min_files: int = 2,
+    max_bins: int | None = None,
+    small_file_threshold: int | str | None = None,
+) -> CompactionPlan:
+    """Plan a compaction of the table's latest version (nothing is written)."""
+    dtable = _as_table(table)
+    return plan_from_snapshot(
+        dtable.snapshot(), dtable.uri, target_size, where, min_files, max_bins, small_file_threshold
+    )
