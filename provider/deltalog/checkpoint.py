@@ -1098,16 +1098,17 @@ def checkpoint_due(configuration: dict[str, str], version: int) -> bool:
     return version > 0 and version % checkpoint_interval(configuration) == 0
 
 
+def hook_configuration(result: CommitResult) -> dict[str, str]:
+    """The table properties as of the commit: carried by the CommitResult, so deciding costs no I/O."""
+    conf = getattr(result, "table_configuration", None)
+    return dict(conf) if isinstance(conf, dict) else {}
+
+
 def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
-    """Post-commit: checkpoint the committed version when the interval says so."""
-    if result.noop or result.version <= 0:
+    """Post-commit: checkpoint the committed version when ``delta.checkpointInterval`` says so."""
+    if result.noop or not checkpoint_due(hook_configuration(result), result.version):
         return None
-    table = table_for_storage(storage)
-    listing = list_log(storage)
-    _protocol, metadata = read_protocol_and_metadata(table, listing, result.version)
-    if not checkpoint_due(metadata.configuration, result.version):
-        return None
-    return create_checkpoint(table, result.version).to_dict()
+    return create_checkpoint(table_for_storage(storage), result.version).to_dict()
 
 
 register_hook("checkpoint", _checkpoint_hook)

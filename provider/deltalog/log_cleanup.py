@@ -43,6 +43,7 @@ from deltalog.checkpoint import (
     config_bool,
     config_interval_ms,
     describe_checkpoint,
+    hook_configuration,
     log_name,
     read_checkpoint_small_actions,
     read_protocol_and_metadata,
@@ -330,17 +331,14 @@ def _repoint_hint(storage: Storage, listing: LogListing, checkpoint: int) -> Non
 
 def _cleanup_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
     """Post-commit: after an automatic checkpoint, delete what has expired (when enabled)."""
-    if result.noop or result.version <= 0:
+    conf = hook_configuration(result)
+    if result.noop or not checkpoint_due(conf, result.version):
         return None
-    table = table_for_storage(storage)
-    listing = list_log(storage)
-    _protocol, metadata = read_protocol_and_metadata(table, listing, result.version)
-    conf = metadata.configuration
-    if not checkpoint_due(conf, result.version) or not config_bool(conf, "delta.enableExpiredLogCleanup", True):
+    if not config_bool(conf, "delta.enableExpiredLogCleanup", True):
         return None
-    if result.version not in listing.checkpoints:
+    if result.version not in list_log(storage, read_hint=False).checkpoints:
         return None  # the checkpoint hook did not write one (it reports why)
-    return cleanup_log(table).summary()
+    return cleanup_log(table_for_storage(storage)).summary()
 
 
 register_hook("log_cleanup", _cleanup_hook)

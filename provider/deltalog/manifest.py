@@ -33,10 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._version import __version__
-from deltalog.checkpoint import as_table, config_bool, read_protocol_and_metadata, table_for_storage
+from deltalog.checkpoint import as_table, config_bool, hook_configuration, table_for_storage
 from deltalog.errors import CorruptLogError, OperationRefusedError
 from deltalog.hooks import register_hook
-from deltalog.log import LogListing, list_log
+from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
@@ -286,14 +286,9 @@ def _remove_empty_parents(storage: Storage, partition: str) -> None:
 
 def _manifest_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
     """Post-commit: refresh the manifests incrementally when the table property asks for it."""
-    if result.noop:
+    if result.noop or not config_bool(hook_configuration(result), ENABLED_PROPERTY, False):
         return None
-    table = table_for_storage(storage)
-    listing = list_log(storage)
-    _protocol, metadata = read_protocol_and_metadata(table, listing, result.version)
-    if not config_bool(metadata.configuration, ENABLED_PROPERTY, False):
-        return None
-    return generate_manifest(table).summary()
+    return generate_manifest(table_for_storage(storage)).summary()
 
 
 register_hook("symlink_manifest", _manifest_hook)
