@@ -7,3 +7,5 @@ airflow db migrate
 airflow providers get airflow-provider-deltalog >/dev/null
 airflow providers get apache-airflow-providers-apache-spark >/dev/null
 airflow version
+# One slot: the example DAGs' rewrites of a table (compaction, vacuum) never overlap.
+airflow pools set deltalog_maintenance 1 "serialises compaction and vacuum of the example table"

@@ -54,8 +54,15 @@ DEFAULTS: dict[str, Any] = {
     # Compaction: target file size, and the table size above which Spark does the rewrite.
     "deltalog_target_file_size": str(128 * 1024 * 1024),
     "deltalog_spark_compaction_min_bytes": str(10 * 1024**3),
-    # Vacuum keeps the table's delta.deletedFileRetentionDuration (7 days) unless this is set.
+    # Health thresholds that make maintenance due (empty disables a check).
+    "deltalog_max_small_file_share": "0.2",
+    "deltalog_max_commits_since_checkpoint": "10",
+    "deltalog_max_tombstone_bytes": str(1024**3),
+    "deltalog_max_versions_since_vacuum": "100",
+    # Vacuum keeps the table's delta.deletedFileRetentionDuration (7 days) unless this is set;
+    # a shorter value is refused unless deltalog_vacuum_allow_short_retention is "true".
     "deltalog_vacuum_retention_hours": "",
+    "deltalog_vacuum_allow_short_retention": "false",
     "deltalog_maintenance_deadline_minutes": "60",
 }
 
@@ -78,6 +85,16 @@ def setting(name: str) -> str:
 def int_setting(name: str) -> int | None:
     raw = setting(name).strip()
     return int(raw) if raw else None
+
+
+def optional_setting(name: str) -> str | None:
+    """The setting, or None when it is empty (an unset threshold or override)."""
+    raw = setting(name).strip()
+    return raw or None
+
+
+def bool_setting(name: str) -> bool:
+    return setting(name).strip().lower() in ("1", "true", "yes", "on")
 
 
 def spark_conf(**overrides: str) -> dict[str, str]:

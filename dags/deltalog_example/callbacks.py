@@ -1,0 +1,33 @@
+"""Deadline-alert callback of the maintenance DAG (runs in the triggerer).
+
+Airflow 3.1+ Deadline Alerts replace the removed SLA feature: the scheduler notices a
+run that is still going past its deadline and hands this coroutine to the triggerer.
+It must be importable there, which is why it lives in a module on every component's
+``PYTHONPATH`` (docker-compose.yml adds the dags folder) rather than in the DAG file.
+Swap the body for a notifier (Slack, e-mail, PagerDuty) in a real deployment.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("deltalog.maintenance.deadline")
+
+
+def deadline_message(table: str, minutes: int, context: dict[str, Any] | None = None) -> str:
+    """One line naming the table, the run and the deadline it missed."""
+    dag_run = (context or {}).get("dag_run") or {}
+    run_id = dag_run.get("run_id") if isinstance(dag_run, dict) else getattr(dag_run, "run_id", None)
+    dag_id = (context or {}).get("dag_id") or (dag_run.get("dag_id") if isinstance(dag_run, dict) else None)
+    return (
+        f"deltalog maintenance of {table} missed its deadline: run {run_id or '?'} of {dag_id or 'deltalog_maintenance'} "
+        f"still not finished {minutes} minutes after it was queued"
+    )
+
+
+async def log_missed_deadline(table: str, minutes: int, context: dict[str, Any] | None = None, **_: Any) -> str:
+    """Log (at WARNING) that a maintenance run is late; returns the message for the callback record."""
+    message = deadline_message(table, minutes, context)
+    log.warning("%s", message)
+    return message

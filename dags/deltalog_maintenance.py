@@ -1,0 +1,210 @@
+"""Daily maintenance of a Delta table, decided by its health and watched by a deadline.
+
+1. ``health_check`` (``DeltaHealthBranchOperator``) measures the table; when no
+   threshold is crossed, everything but ``summary`` is skipped.
+2. ``choose_engine`` picks the compaction engine from the table's size: the local
+   pyarrow engine for small tables, Spark (``spark_jobs/compact.py`` via
+   ``SparkSubmitOperator``) above ``deltalog_spark_compaction_min_bytes``. The Spark path
+   plans in deltalog, rewrites in Spark and commits the result request in deltalog.
+3. ``checkpoint`` -> ``vacuum`` -> ``log_cleanup`` -> ``manifest``, each one core
+   operation with its own safety checks (vacuum keeps the table's retention unless
+   the Variables explicitly override it; log cleanup follows the protocol's
+   Metadata Cleanup rules).
+4. ``summary`` measures the table again and logs what changed and what was reclaimed.
+
+Scheduling guarantees: ``max_active_runs=1``, and every task that rewrites or
+deletes files runs in the ``deltalog_maintenance`` pool (one slot), shared with
+``deltalog_maintenance_on_change``, so two compactions of the table never overlap
+(and if one ever did, deltalog's conflict checks would fail the second commit).
+
+The SLA is a Deadline Alert (Airflow 3.1+): a run still going
+``deltalog_maintenance_deadline_minutes`` after it was queued fires
+``deltalog_example.callbacks.log_missed_deadline`` in the triggerer. Every task also
+has an ``execution_timeout``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference, task
+
+from deltalog_example import (
+    DEFAULT_TASK_ARGS,
+    MAINTENANCE_POOL,
+    SPARK_JOBS,
+    bool_setting,
+    int_setting,
+    optional_setting,
+    setting,
+    spark_conf,
+    spark_env,
+)
+from deltalog_example.callbacks import log_missed_deadline
+from deltalog_provider.operators import (
+    DeltaCheckpointOperator,
+    DeltaCommitOperator,
+    DeltaCompactOperator,
+    DeltaHealthBranchOperator,
+    DeltaLogCleanupOperator,
+    DeltaManifestOperator,
+    DeltaVacuumOperator,
+)
+
+TABLE = setting("deltalog_table_uri")
+CONN_ID = setting("deltalog_conn_id")
+#: 0 turns the deadline off: ``airflow dags test`` of a DAG with a deadline crashes after a
+#: successful run in Airflow 3.3.2 (apache/airflow#73428), so the demo and tests use 0.
+DEADLINE_MINUTES = int_setting("deltalog_maintenance_deadline_minutes") or 0
+DEADLINE = (
+    DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(minutes=DEADLINE_MINUTES),
+        callback=AsyncCallback(log_missed_deadline, kwargs={"table": TABLE, "minutes": DEADLINE_MINUTES}),
+    )
+    if DEADLINE_MINUTES > 0
+    else None
+)
+PLAN = "_compaction/plan-{{ ts_nodash }}.json"
+RESULT_REQUEST = "_compaction/result-{{ ts_nodash }}.json"
+#: Runs when at least one upstream path ran and none failed (the other path was skipped).
+AFTER_BRANCH = "none_failed_min_one_success"
+
+with DAG(
+    dag_id="deltalog_maintenance",
+    description="Health-driven compaction, checkpoint, vacuum, log cleanup and manifests for one Delta table",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_TASK_ARGS,
+    deadline=DEADLINE,
+    tags=["deltalog", "example", "maintenance"],
+    doc_md=__doc__,
+) as dag:
+    common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID}
+
+    health = DeltaHealthBranchOperator(
+        task_id="health_check",
+        max_small_file_share=optional_setting("deltalog_max_small_file_share"),
+        max_commits_since_checkpoint=optional_setting("deltalog_max_commits_since_checkpoint"),
+        max_tombstone_bytes=optional_setting("deltalog_max_tombstone_bytes"),
+        max_versions_since_vacuum=optional_setting("deltalog_max_versions_since_vacuum"),
+        target_file_size=optional_setting("deltalog_target_file_size"),
+        # summary is listed on both paths: a branch skips every direct downstream it does not follow.
+        follow_task_ids_if_due=["choose_engine", "summary"],
+        follow_task_ids_if_healthy="summary",
+        execution_timeout=timedelta(minutes=5),
+        **common,
+    )
+
+    @task.branch(execution_timeout=timedelta(minutes=1))
+    def choose_engine(report: dict[str, Any]) -> str:
+        """Spark for tables above the size threshold (read at run time), the local engine otherwise."""
+        size = int((report.get("health") or {}).get("size_in_bytes") or 0)
+        threshold = int_setting("deltalog_spark_compaction_min_bytes")
+        if threshold is not None and size >= threshold:
+            print(f"table holds {size} bytes >= {threshold}: compacting with Spark")
+            return "plan_compaction"
+        print(f"table holds {size} bytes < {threshold}: compacting with the local engine")
+        return "compact_local"
+
+    engine = choose_engine(health.output)
+
+    compact_local = DeltaCompactOperator(
+        task_id="compact_local",
+        engine="local",
+        target_size=optional_setting("deltalog_target_file_size"),
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(hours=1),
+        **common,
+    )
+
+    plan = DeltaCompactOperator(
+        task_id="plan_compaction",
+        plan_only=True,
+        plan_path=PLAN,
+        target_size=optional_setting("deltalog_target_file_size"),
+        execution_timeout=timedelta(minutes=10),
+        **common,
+    )
+    rewrite = SparkSubmitOperator(
+        task_id="compact_spark",
+        conn_id=setting("spark_conn_id"),
+        application=os.path.join(SPARK_JOBS, "compact.py"),
+        name="deltalog-compact-{{ ds_nodash }}",
+        conf=spark_conf(),
+        env_vars=spark_env(),
+        application_args=[
+            "--table",
+            TABLE,
+            "--plan",
+            f"{TABLE.rstrip('/')}/{PLAN}",
+            "--request",
+            f"{TABLE.rstrip('/')}/{RESULT_REQUEST}",
+        ],
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(hours=2),
+    )
+    commit_rewrite = DeltaCommitOperator(
+        task_id="commit_compaction",
+        request=RESULT_REQUEST,
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(minutes=10),
+        **common,
+    )
+
+    checkpoint = DeltaCheckpointOperator(
+        task_id="checkpoint", trigger_rule=AFTER_BRANCH, execution_timeout=timedelta(minutes=15), **common
+    )
+    vacuum = DeltaVacuumOperator(
+        task_id="vacuum",
+        retention_hours=optional_setting("deltalog_vacuum_retention_hours"),
+        allow_short_retention=bool_setting("deltalog_vacuum_allow_short_retention"),
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(hours=1),
+        **common,
+    )
+    log_cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", execution_timeout=timedelta(minutes=15), **common)
+    manifest = DeltaManifestOperator(task_id="manifest", execution_timeout=timedelta(minutes=15), **common)
+
+    @task(trigger_rule="none_failed", execution_timeout=timedelta(minutes=5))
+    def summary(table: str, conn_id: str, report: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Measure the table again and log a before/after table plus what each operation did."""
+        from deltalog_example.report import operations_since, table_report
+        from deltalog_provider.hooks.delta_table import DeltaTableHook
+
+        dtable = DeltaTableHook(deltalog_conn_id=conn_id).get_table(table)
+        before = (report or {}).get("health") or {}
+        after = table_report(dtable)
+        ops = operations_since(dtable, int(before.get("version", after.version)))
+        vacuumed = ops.get("VACUUM END", {})
+        result = {
+            "table": dtable.uri,
+            "maintenance_due": bool((report or {}).get("crossed")),
+            "version_before": before.get("version"),
+            "live_files_before": before.get("num_files"),
+            "small_files_before": before.get("num_small_files"),
+            "live_bytes_before": before.get("size_in_bytes"),
+            "after": after.to_dict(),
+            "files_compacted": ops.get("OPTIMIZE", {}).get("numRemovedFiles", 0),
+            "files_written_by_compaction": ops.get("OPTIMIZE", {}).get("numAddedFiles", 0),
+            "files_reclaimed_by_vacuum": vacuumed.get("numDeletedFiles", 0),
+            "operations": ops,
+        }
+        lines = [f"maintenance summary of {dtable.uri}"]
+        lines += [f"  {k}: {v}" for k, v in result.items() if k not in ("operations", "after")]
+        lines += [f"  after.{k}: {v}" for k, v in result["after"].items()]
+        lines += [f"  {op}: {metrics}" for op, metrics in ops.items()]
+        print("\n".join(lines))
+        return result
+
+    done = summary(TABLE, CONN_ID, health.output)
+
+    health >> [engine, done]
+    engine >> [compact_local, plan]
+    plan >> rewrite >> commit_rewrite
+    [compact_local, commit_rewrite] >> checkpoint >> vacuum >> log_cleanup >> manifest >> done

@@ -1,0 +1,86 @@
+"""Maintenance triggered by the table itself: runs after each commit to it, acts only when due.
+
+Scheduled on the table's Asset, so every commit the ingest DAG makes (through
+``DeltaCommitOperator``, which emits an asset event with the new version) queues a
+run. ``wait_until_due`` (``DeltaMaintenanceDueSensor``, reschedule mode) then checks
+the table's health: when small files or commits since the last checkpoint cross a
+threshold, it passes at once and the cheap, local maintenance runs (compaction with
+the local engine, then a checkpoint); when the table is healthy it gives up after
+``timeout`` and the run ends skipped (``soft_fail``), which is the normal outcome.
+
+The heavy work (vacuum, log cleanup, manifests, Spark compaction) stays in the daily
+``deltalog_maintenance``. The tasks here emit no asset events of their own, so a
+compaction does not queue yet another run of this DAG; compaction shares the
+``deltalog_maintenance`` pool with the daily DAG, so the two never compact the table
+at the same time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, Asset, task
+
+from deltalog_example import DEFAULT_TASK_ARGS, MAINTENANCE_POOL, optional_setting, setting
+from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
+from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
+from deltalog_provider.utils.results import table_asset_uri
+
+TABLE = setting("deltalog_table_uri")
+CONN_ID = setting("deltalog_conn_id")
+TABLE_ASSET = Asset(table_asset_uri(TABLE))
+
+with DAG(
+    dag_id="deltalog_maintenance_on_change",
+    description="Compact and checkpoint a Delta table after commits, when its health says so",
+    schedule=[TABLE_ASSET],
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_TASK_ARGS,
+    tags=["deltalog", "example", "maintenance", "asset"],
+    doc_md=__doc__,
+) as dag:
+    common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID}
+
+    due = DeltaMaintenanceDueSensor(
+        task_id="wait_until_due",
+        max_small_file_share=optional_setting("deltalog_max_small_file_share"),
+        max_commits_since_checkpoint=optional_setting("deltalog_max_commits_since_checkpoint"),
+        target_file_size=optional_setting("deltalog_target_file_size"),
+        mode="reschedule",
+        poke_interval=60,
+        timeout=15 * 60,
+        soft_fail=True,
+        **common,
+    )
+    compact = DeltaCompactOperator(
+        task_id="compact",
+        engine="local",
+        target_size=optional_setting("deltalog_target_file_size"),
+        emit_asset=False,
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(hours=1),
+        **common,
+    )
+    checkpoint = DeltaCheckpointOperator(
+        task_id="checkpoint", emit_asset=False, execution_timeout=timedelta(minutes=15), **common
+    )
+
+    @task(execution_timeout=timedelta(minutes=5))
+    def report(table: str, conn_id: str, health: dict[str, Any]) -> dict[str, Any]:
+        """Log the table's state after the run next to the health that triggered it."""
+        from deltalog_example.report import table_report
+        from deltalog_provider.hooks.delta_table import DeltaTableHook
+
+        after = table_report(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table)).to_dict()
+        before = (health or {}).get("health") or {}
+        print(
+            f"{table}: crossed {sorted((health or {}).get('crossed') or [])}; live files "
+            f"{before.get('num_files')} -> {after['live_files']}, small files {before.get('num_small_files')} -> "
+            f"{after['small_files']}, checkpoint at version {after['checkpoint_version']}"
+        )
+        return {"before": before, "after": after, "crossed": (health or {}).get("crossed")}
+
+    due >> compact >> checkpoint >> report(TABLE, CONN_ID, due.output)
