@@ -113,6 +113,15 @@ class DeltaTableOperator(BaseOperator):
         """Call the core operation; return its result object (anything with ``to_dict()``)."""
         raise NotImplementedError
 
+    def result_metrics(self, result: Any) -> dict[str, Any]:
+        """The XCom value: the result's ``to_dict()``, JSON-safe (override to trim large parts)."""
+        return jsonable(result)
+
+    def result_version(self, metrics: dict[str, Any]) -> int | None:
+        """The table version after the operation, when the result says (else the table is listed)."""
+        version = metrics.get("version")
+        return version if isinstance(version, int) and not isinstance(version, bool) else None
+
     def summarize(self, metrics: dict[str, Any]) -> str:
         """One human line: what changed, bytes reclaimed, the version."""
         return f"{self.operation_name} on {self._table_uri}: {metrics}"
@@ -162,9 +171,9 @@ class DeltaTableOperator(BaseOperator):
             self.raise_if_cancelled()
             self.log.info("%s on %s", self.operation_name, self._table_uri)
             result = self.run_operation(hook, table, context)
-            metrics = jsonable(result)
-            version = metrics.get("version")
-            if not isinstance(version, int) or isinstance(version, bool):
+            metrics = self.result_metrics(result)
+            version = self.result_version(metrics)
+            if version is None:
                 version = table.version()
         self._metrics, self._version = metrics, version
         self.log.info("%s", self.summarize(metrics))

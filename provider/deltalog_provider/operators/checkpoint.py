@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from deltalog import DeltaTable
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number, human_bytes, optional_int
+from deltalog_provider.utils.coerce import human_bytes, optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,9 +34,13 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         return self.call(create_checkpoint, table, version=optional_int(self.version, "version"))
 
     def summarize(self, metrics: dict[str, Any]) -> str:
-        size = first_number(metrics, "size_in_bytes", "bytes", "size")
-        files = first_number(metrics, "num_files", "num_actions", "num_add_files")
+        state = "already existed (verified)" if metrics.get("already_existed") else "written"
         return (
-            f"CHECKPOINT {self._table_uri}: checkpoint at version {self._version} written "
-            f"({human_bytes(size)}, {files if files is not None else '?'} live files)"
+            f"CHECKPOINT {self._table_uri}: {metrics.get('kind')} checkpoint at version {metrics.get('version')} "
+            f"{state} ({human_bytes(metrics.get('size_in_bytes'))}, {metrics.get('num_add_files')} live files, "
+            f"{metrics.get('num_remove_tombstones')} tombstones)"
         )
+
+    def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
+        files = metrics.get("files") or []
+        return {"file_count": len(files) + len(metrics.get("sidecars") or []), "size": metrics.get("size_in_bytes")}

@@ -125,12 +125,18 @@ class DeltaCommitOperator(DeltaTableOperator):
         from deltalog.commit_request import commit_request
 
         request = load_request(self.request, hook, table.uri)
-        app_id = optional_str(self.app_id) or derive_app_id(context)
-        txn_version = optional_int(self.txn_version, "txn_version")
-        if txn_version is None:
-            txn_version = derive_txn_version(context)
+        app_id, txn_version = self._app_transaction(request, context)
         self.log.info("app transaction %s version %d", app_id, txn_version)
-        result = self.call(commit_request, table, request, app_id=app_id, txn_version=txn_version)
+        # A request naming its own app transaction keeps it, unless the task names one too
+        # (then the core checks both agree).
+        own = request.get("appId") is not None and self.app_id is None and self.txn_version is None
+        result = self.call(
+            commit_request,
+            table,
+            request,
+            app_id=None if own else app_id,
+            txn_version=None if own else txn_version,
+        )
         if getattr(result, "noop", False):
             recorded = table.snapshot().app_transaction_version(app_id)
             if self.fail_if_superseded and recorded is not None and recorded > txn_version:
@@ -140,6 +146,14 @@ class DeltaCommitOperator(DeltaTableOperator):
                 )
             self.log.warning("nothing committed: %s", getattr(result, "reason", "already applied"))
         return result
+
+    def _app_transaction(self, request: dict[str, Any], context: Context) -> tuple[str, int]:
+        """Explicit parameters, else the request's own ``appId``/``txnVersion``, else derived from the run."""
+        app_id = optional_str(self.app_id)
+        txn_version = optional_int(self.txn_version, "txn_version")
+        if app_id is None and txn_version is None and request.get("appId") is not None:
+            return str(request["appId"]), optional_int(request.get("txnVersion"), "txnVersion") or 0
+        return app_id or derive_app_id(context), txn_version if txn_version is not None else derive_txn_version(context)
 
     def summarize(self, metrics: dict[str, Any]) -> str:
         if metrics.get("noop"):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from deltalog import DeltaTable
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number, human_bytes
+from deltalog_provider.utils.coerce import human_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -37,10 +37,16 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
         return self.call(cleanup_log, table, dry_run=self.dry_run)
 
     def summarize(self, metrics: dict[str, Any]) -> str:
+        if metrics.get("skipped_reason"):
+            return f"LOG CLEANUP {self._table_uri}: nothing deleted ({metrics['skipped_reason']})"
+        count = metrics.get("num_files") if self.dry_run else metrics.get("num_deleted")
         verb = "would delete" if self.dry_run else "deleted"
-        files = first_number(metrics, "num_files_deleted", "files_deleted", "num_deleted", "num_files")
-        size = first_number(metrics, "bytes_deleted", "bytes_reclaimed", "size_in_bytes")
         return (
-            f"LOG CLEANUP {self._table_uri}: {verb} {files if files is not None else '?'} log files "
-            f"({human_bytes(size)}); table at version {self._version}"
+            f"LOG CLEANUP {self._table_uri}: {verb} {count} log files ({human_bytes(metrics.get('bytes'))}) "
+            f"older than {metrics.get('cutoff_time')}; oldest version kept {metrics.get('oldest_version_kept')}, "
+            f"table at version {metrics.get('latest_version')}"
         )
+
+    def result_version(self, metrics: dict[str, Any]) -> int | None:
+        latest = metrics.get("latest_version")
+        return latest if isinstance(latest, int) else None

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from deltalog import DeltaTable
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,10 +33,13 @@ class DeltaManifestOperator(DeltaTableOperator):
         return self.call(generate_manifest, table, full=self.full)
 
     def summarize(self, metrics: dict[str, Any]) -> str:
-        written = first_number(metrics, "manifests_written", "num_manifests_written", "num_manifests")
-        files = first_number(metrics, "num_files", "files_listed", "num_data_files")
-        kind = "full" if self.full else "incremental"
+        reason = f" ({metrics['full_reason']})" if metrics.get("full_reason") else ""
         return (
-            f"GENERATE MANIFEST {self._table_uri}: {kind} run wrote {written if written is not None else '?'} "
-            f"manifest(s) listing {files if files is not None else '?'} files for version {self._version}"
+            f"GENERATE MANIFEST {self._table_uri}: {metrics.get('mode')}{reason} run wrote "
+            f"{len(metrics.get('manifests_written') or [])} and deleted {len(metrics.get('manifests_deleted') or [])} "
+            f"manifest(s) listing {metrics.get('num_files')} files, {metrics.get('num_partitions')} partition(s), "
+            f"version {metrics.get('version')}"
         )
+
+    def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
+        return {"file_count": len(metrics.get("manifests_written") or [])}

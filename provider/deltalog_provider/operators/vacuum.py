@@ -8,28 +8,33 @@ from typing import TYPE_CHECKING, Any
 from deltalog import DeltaTable
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number, human_bytes, optional_float, optional_str
+from deltalog_provider.utils.coerce import human_bytes, optional_float, optional_str
+from deltalog_provider.utils.results import jsonable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
 class DeltaVacuumOperator(DeltaTableOperator):
-    """Vacuum a table: plan, check safety, delete, and record VACUUM START/END commits.
+    """Vacuum a table: plan with every safety check, then delete and record VACUUM START/END.
 
     Safety refusals of the core (retention below ``delta.deletedFileRetentionDuration``
-    without ``allow_short_retention``, a protocol deltalog cannot write) fail the task
-    at once, without retries, and nothing is deleted.
+    without ``allow_short_retention``, lite mode without the commits it needs, a protocol
+    deltalog cannot write) fail the task at once, without retries, and nothing is deleted.
+    A kill while planning (the long part: listing storage) stops before any deletion.
 
     :param table: table name, URI or path (templated).
-    :param retention_hours: keep files removed less than this long ago (templated;
-        default: the table's ``delta.deletedFileRetentionDuration``, else 7 days).
-    :param mode: ``"full"`` (list the whole table folder) or ``"lite"`` (only files the
-        log removed) (templated).
+    :param retention_hours: keep files removed less than this long ago (templated; default
+        the table's ``delta.deletedFileRetentionDuration``, else 7 days).
+    :param mode: ``"full"`` (list the whole table folder) or ``"lite"`` (only files the log
+        removed since the last vacuum) (templated).
     :param dry_run: only report what would be deleted (no asset event is declared).
     :param allow_short_retention: explicitly allow a retention below the table's setting.
-    :param inventory: an inventory of the table's files to use instead of listing storage
-        (templated; passed through to the core).
+    :param inventory: path/URI of an inventory of the table's files (templated), used
+        instead of listing storage.
+    :param full_fallback: in lite mode, fall back to a full listing when the log no longer
+        holds the commits lite mode needs (instead of refusing).
+    :param include_files: keep the per-file plan in the XCom value (can be large).
     """
 
     template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "retention_hours", "mode", "inventory")
@@ -42,7 +47,9 @@ class DeltaVacuumOperator(DeltaTableOperator):
         mode: str = "full",
         dry_run: bool = False,
         allow_short_retention: bool = False,
-        inventory: Any = None,
+        inventory: str | None = None,
+        full_fallback: bool = False,
+        include_files: bool = False,
         **kwargs: Any,
     ) -> None:
         self.retention_hours = retention_hours
@@ -50,32 +57,49 @@ class DeltaVacuumOperator(DeltaTableOperator):
         self.dry_run = dry_run
         self.allow_short_retention = allow_short_retention
         self.inventory = inventory
+        self.full_fallback = full_fallback
+        self.include_files = include_files
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
         return not self.dry_run
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.vacuum import vacuum
+        from deltalog.vacuum import execute_vacuum, plan_vacuum, vacuum
 
-        return self.call(
-            vacuum,
-            table,
-            retention_hours=optional_float(self.retention_hours, "retention_hours"),
-            mode=optional_str(self.mode) or "full",
-            dry_run=self.dry_run,
-            allow_short_retention=self.allow_short_retention,
-            inventory=self.inventory or None,
-        )
+        options = {
+            "retention_hours": optional_float(self.retention_hours, "retention_hours"),
+            "mode": optional_str(self.mode) or "full",
+            "allow_short_retention": self.allow_short_retention,
+            "inventory": optional_str(self.inventory),
+            "full_fallback": self.full_fallback,
+        }
+        if self.dry_run:
+            return self.call(vacuum, table, dry_run=True, **options)
+        plan = self.call(plan_vacuum, table, **options)
+        self.log.info("vacuum plan: %d files (%s) to delete", plan.num_files, human_bytes(plan.size_in_bytes))
+        self.raise_if_cancelled()  # the safe point: planned, nothing deleted yet
+        return self.call(execute_vacuum, table, plan)
+
+    def result_metrics(self, result: Any) -> dict[str, Any]:
+        if hasattr(result, "to_dict"):
+            try:
+                return jsonable(result.to_dict(include_files=self.include_files))
+            except TypeError:  # a result without the include_files switch
+                pass
+        return jsonable(result)
+
+    def result_version(self, metrics: dict[str, Any]) -> int | None:
+        end = metrics.get("end_commit_version")
+        return end if isinstance(end, int) else super().result_version(metrics)
 
     def summarize(self, metrics: dict[str, Any]) -> str:
-        verb = "would delete" if self.dry_run else "deleted"
-        files = first_number(metrics, "num_files_deleted", "files_deleted", "num_deleted_files", "num_files")
-        size = first_number(metrics, "bytes_deleted", "size_of_data_to_delete", "bytes", "size_in_bytes")
+        if self.dry_run:
+            files, what = metrics.get("num_files_to_delete"), "would delete"
+        else:
+            files, what = metrics.get("num_deleted_files"), "deleted"
         return (
-            f"VACUUM {self._table_uri}: {verb} {files if files is not None else '?'} files "
-            f"({human_bytes(size)}) at version {self._version}"
+            f"VACUUM {self._table_uri}: {what} {files} files ({human_bytes(metrics.get('size_of_data_to_delete'))}), "
+            f"retention {metrics.get('retention_hours')} h, versions {metrics.get('fully_readable_versions')} "
+            f"stay fully readable; table at version {self._version}"
         )
-
-    def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
-        return {}

@@ -1,0 +1,125 @@
+"""Maintenance operators in one real DAG run: XCom metrics, asset events with extras, idempotent commits.
+
+The run: commit a request from a file, commit one handed over by XCom, a commit whose
+first try "loses the response" after committing (its retry must commit nothing),
+checkpoint (through a connection's table root, so the asset comes through an alias),
+log cleanup, manifest, a dry-run vacuum and a real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from airflow_helpers import asset_events, run_dag, task_instance, task_states, write_dag_file, xcom_value
+
+from deltalog import DeltaTable
+from helpers import append, make_table, rows, write_data_file
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+
+def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
+    warehouse = tmp_path / "warehouse"
+    table_path = str(warehouse / "events")
+    table = make_table(table_path, partition_by=["part"])
+    first = append(table, rows(5, part="a"), {"part": "a"})
+    assert first.version == 1
+    old_file = table.snapshot().file_paths()[0]
+
+    # A request file written next to the table (as a Spark job would), adding one file
+    # and removing the first one (so vacuum has something to delete).
+    add = write_data_file(table_path, rows(4, start=10, part="b"), {"part": "b"})
+    os.makedirs(os.path.join(table_path, "_requests"))
+    with open(os.path.join(table_path, "_requests", "one.json"), "w") as fh:
+        json.dump({"add": [{"path": add["path"]}], "remove": [old_file]}, fh)
+    xcom_add = write_data_file(table_path, rows(2, start=20, part="c"), {"part": "c"})
+    flaky_add = write_data_file(table_path, rows(3, start=30, part="d"), {"part": "d"})
+
+    monkeypatch.setenv("AIRFLOW_CONN_DELTALOG_WAREHOUSE", json.dumps({"conn_type": "deltalog", "host": str(warehouse)}))
+    dag_file = write_dag_file(
+        "deltalog_ops",
+        f'''
+        import datetime as dt
+        from airflow.sdk import DAG, task
+        from deltalog_provider.operators import (
+            DeltaCheckpointOperator, DeltaCommitOperator, DeltaLogCleanupOperator, DeltaManifestOperator,
+            DeltaVacuumOperator)
+
+        TABLE = {table_path!r}
+
+        class FlakyCommit(DeltaCommitOperator):
+            """Commits, then fails its first try as if the response had been lost."""
+            def execute(self, context):
+                result = super().execute(context)
+                if context["ti"].try_number == 1:
+                    raise RuntimeError("connection reset after the commit landed")
+                return result
+
+        with DAG("deltalog_ops", schedule=None, start_date=dt.datetime(2024, 1, 1),
+                 default_args={{"retries": 1, "retry_delay": dt.timedelta(seconds=0)}}) as dag:
+            @task
+            def make_request():
+                return {{"add": [{{"path": {xcom_add["path"]!r}}}], "operation": "WRITE"}}
+
+            commit_file = DeltaCommitOperator(task_id="commit_file", table=TABLE, request="_requests/one.json")
+            commit_xcom = DeltaCommitOperator(task_id="commit_xcom", table=TABLE, request=make_request())
+            commit_flaky = FlakyCommit(task_id="commit_flaky", table=TABLE,
+                                       request={{"add": [{{"path": {flaky_add["path"]!r}}}]}})
+            checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table="events",
+                                                 deltalog_conn_id="deltalog_warehouse")
+            cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", table=TABLE)
+            manifest = DeltaManifestOperator(task_id="manifest", table=TABLE, full=True)
+            vacuum_dry = DeltaVacuumOperator(task_id="vacuum_dry", table=TABLE, retention_hours=0,
+                                             allow_short_retention=True, dry_run=True)
+            vacuum = DeltaVacuumOperator(task_id="vacuum", table=TABLE, retention_hours="{{{{ 0 }}}}",
+                                         allow_short_retention=True)
+            (commit_file >> commit_xcom >> commit_flaky >> checkpoint >> cleanup >> manifest
+             >> vacuum_dry >> vacuum)
+        ''',
+    )
+    dr = run_dag(dag_file, "deltalog_ops")
+    states = task_states(dr)
+    assert set(states.values()) == {"success"}, states
+    assert str(dr.state) == "success"
+
+    # Commits: metrics in XCom; the flaky one committed exactly once over two tries.
+    c1, c2, c3 = (xcom_value(dr, t) for t in ("commit_file", "commit_xcom", "commit_flaky"))
+    assert (c1["version"], c2["version"]) == (2, 3)
+    assert c1["operation_metrics"]["numAddedFiles"] == 1 and c1["operation_metrics"]["numRemovedFiles"] == 1
+    assert task_instance(dr, "commit_flaky").try_number == 2
+    assert c3["noop"] is True and c3["version"] == 4
+    live = DeltaTable(table_path).snapshot()
+    paths = set(live.file_paths())
+    assert flaky_add["path"] in paths and xcom_add["path"] in paths and old_file not in paths
+    app_ids = live.app_transactions
+    assert any(str(k).startswith("airflow:deltalog_ops:commit_flaky") for k in app_ids), app_ids
+
+    checkpoint = xcom_value(dr, "checkpoint")
+    assert checkpoint["version"] == 4 and checkpoint["num_add_files"] == len(paths)
+    assert xcom_value(dr, "manifest")["num_files"] == len(paths)
+    dry = xcom_value(dr, "vacuum_dry")
+    assert dry["dry_run"] is True and dry["num_files_to_delete"] == 1 and "files" not in dry.get("plan", {})
+    vac = xcom_value(dr, "vacuum")
+    assert vac["num_deleted_files"] == 1 and vac["end_commit_version"] == 6
+    assert not os.path.exists(os.path.join(table_path, old_file))
+
+    # Asset events on the table's Asset, with version/operation/metrics as extra. Dry runs
+    # declare no outlet; the checkpoint (table name + connection root) reports through its alias.
+    events = asset_events(dr, "file://" + table_path)
+    by_task = {e["task_id"]: e["extra"] for e in events}
+    assert set(by_task) == {
+        "commit_file",
+        "commit_xcom",
+        "commit_flaky",
+        "checkpoint",
+        "log_cleanup",
+        "manifest",
+        "vacuum",
+    }
+    assert by_task["commit_file"]["version"] == 2 and by_task["commit_file"]["operation"] == "COMMIT"
+    assert by_task["commit_file"]["metrics"]["version"] == 2
+    assert by_task["checkpoint"]["operation"] == "CHECKPOINT" and by_task["checkpoint"]["version"] == 4
+    assert by_task["vacuum"]["version"] == 6 and by_task["vacuum"]["metrics"]["num_deleted_files"] == 1
+    assert all(e["extra"]["table"] == "file://" + table_path for e in events)
