@@ -152,22 +152,23 @@ def result_of_plan(plan: VacuumPlan, seconds: float) -> VacuumResult:
 # --- re-validation ---------------------------------------------------------------------------
 
 
-def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan) -> tuple[Snapshot, pa.Array]:
+def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delete: bool) -> tuple[Snapshot, pa.Array]:
     """Read the commits made since ``view``; return a view at the newest version and the paths they reference.
 
-    The returned snapshot keeps the planned file lists: it only carries the version,
-    protocol and metadata a commit-info-only transaction needs.
+    The returned snapshot keeps the planned file lists: it only carries what a
+    commit-info-only transaction needs (version, protocol, metadata and a fresh
+    listing, from which in-commit timestamps continue). ``before_delete`` also
+    checks that a retention change has not made the plan unsafe.
     """
     listing = list_log(storage)
     latest = listing.latest_commit
-    if latest is None or latest <= view.version:
-        return view, pa.array([], pa.string())
+    none = pa.array([], pa.string())
+    if latest is None or latest < view.version:
+        raise OperationRefusedError(f"the log of {storage.uri} went back to version {latest} during vacuum")
     versions = range(view.version + 1, latest + 1)
     missing = [v for v in versions if v not in listing.commits]
     if missing:
-        raise OperationRefusedError(
-            f"commit {missing[0]} disappeared while vacuum was running (log cleanup?); nothing was deleted, plan again"
-        )
+        raise OperationRefusedError(f"commit {missing[0]} disappeared while vacuum was running (log cleanup?)")
     refs = scan_commits(storage, [listing.commits[v] for v in versions])
     protocol, metadata = view.protocol, view.metadata
     if refs.protocol is not None:
@@ -177,26 +178,28 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan) -> tuple[Snapsh
         metadata = Metadata.from_action(refs.metadata)
         before = view.metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
         after = metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
-        if before != after:
+        if before_delete and before != after:
             # The plan's cutoff came from the old value: check it against the new one.
             specified = plan.retention.retention_hours if plan.retention.specified else None
             new = resolve_retention(metadata.configuration, specified, plan.retention.short_retention_allowed)
             if new.retention_ms > plan.retention.retention_ms:
                 raise OperationRefusedError(
-                    f"{DELETED_FILE_RETENTION_KEY} changed from {before!r} to {after!r} while vacuum was planning; "
+                    f"{DELETED_FILE_RETENTION_KEY} changed from {before!r} to {after!r} after vacuum planned; "
                     "nothing was deleted, plan again"
                 )
-    advanced = dataclasses.replace(view, version=latest, protocol=protocol, metadata=metadata)
+    segment = dataclasses.replace(view.segment, version=latest, listing=listing)
+    advanced = dataclasses.replace(view, version=latest, protocol=protocol, metadata=metadata, segment=segment)
+    if not before_delete:
+        return advanced, none
     return advanced, PathResolver(storage).resolve(refs.all_paths())
 
 
 def _commit_marker(
     storage: Storage, view: Snapshot, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]
-) -> tuple[CommitResult, Snapshot]:
-    """Write a commitInfo-only commit (VACUUM START/END) and return the view advanced to it."""
+) -> CommitResult:
+    """Write a commitInfo-only commit (VACUUM START/END) at the version after ``view``."""
     txn = Transaction(storage, view, operation=operation, operation_parameters=parameters)
-    result = txn.commit(metrics)
-    return result, dataclasses.replace(view, version=result.version)
+    return txn.commit(metrics)
 
 
 # --- deleting -------------------------------------------------------------------------------
@@ -211,6 +214,8 @@ class _Progress:
         self.gone = 0
         self.lock = threading.Lock()
         self.last = time.monotonic()
+        #: Set by the first failing worker so the others stop instead of deleting on.
+        self.stop = threading.Event()
 
     def add(self, deleted: int, gone: int) -> None:
         with self.lock:
@@ -230,20 +235,30 @@ def _delete_chunk_local(root: str, chunk: list[str], progress: _Progress) -> Non
     deleted = gone = 0
     try:
         for rel in chunk:
+            if progress.stop.is_set():
+                return
             try:
                 _unlink(os.path.join(root, rel))
                 deleted += 1
             except FileNotFoundError:
                 gone += 1
+    except BaseException:
+        progress.stop.set()
+        raise
     finally:
         progress.add(deleted, gone)
 
 
 def _delete_chunk_remote(storage: Storage, chunk: list[str], progress: _Progress) -> None:
+    if progress.stop.is_set():
+        return
     try:
         storage.fs.rm([storage.join(rel) for rel in chunk])
     except FileNotFoundError:
         pass
+    except BaseException:
+        progress.stop.set()
+        raise
     progress.add(len(chunk), 0)
 
 
@@ -326,7 +341,7 @@ def execute_vacuum(table: DeltaTable | str, plan: VacuumPlan, max_workers: int =
     if len(paths) and pc.any(rule.hidden_mask(paths)).as_py():
         raise OperationRefusedError("the vacuum plan names hidden paths (such as _delta_log); refusing to run it")
 
-    view, newly_referenced = _advance(storage, plan.snapshot, plan)
+    view, newly_referenced = _advance(storage, plan.snapshot, plan, before_delete=True)
     kept = 0
     if len(newly_referenced) and len(paths):
         keep = pc.is_in(paths, value_set=newly_referenced)
@@ -346,7 +361,7 @@ def execute_vacuum(table: DeltaTable | str, plan: VacuumPlan, max_workers: int =
     }
     if retention.specified:
         parameters["specifiedRetentionMillis"] = retention.retention_ms
-    start, view = _commit_marker(
+    start = _commit_marker(
         storage, view, START, parameters, {"numFilesToDelete": len(to_delete), "sizeOfDataToDelete": size}
     )
     log.info(
@@ -372,7 +387,8 @@ def execute_vacuum(table: DeltaTable | str, plan: VacuumPlan, max_workers: int =
     warnings = list(plan.warnings)
     end_version: int | None = None
     try:
-        end, view = _commit_marker(
+        view, _ = _advance(storage, view, plan, before_delete=False)
+        end = _commit_marker(
             storage, view, END, {"status": status}, {"numDeletedFiles": deleted, "numVacuumedDirectories": num_dirs}
         )
         end_version = end.version
