@@ -77,7 +77,7 @@ def remove_of(add: dict[str, Any], data_change: bool = True) -> dict[str, Any]:
 def files_on_disk(table_path: str) -> set[str]:
     """Every file under the table root outside ``_delta_log``, relative."""
     out = set()
-    for dirpath, dirs, files in os.walk(table_path):
+    for dirpath, _dirs, files in os.walk(table_path):
         if os.path.relpath(dirpath, table_path).split(os.sep)[0] == "_delta_log":
             continue
         for name in files:
