@@ -140,9 +140,12 @@ class Storage:
                 with os.scandir(path) as it:
                     out = []
                     for entry in it:
-                        if entry.is_file():
-                            st = entry.stat()
-                            out.append(FileInfo(entry.path, st.st_size, int(st.st_mtime * 1000)))
+                        try:
+                            if entry.is_file():
+                                st = entry.stat()
+                                out.append(FileInfo(entry.path, st.st_size, int(st.st_mtime * 1000)))
+                        except FileNotFoundError:
+                            continue  # removed while listing (a committer's temp file, log cleanup)
                     return out
             except FileNotFoundError:
                 return []
