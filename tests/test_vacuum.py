@@ -21,6 +21,7 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.errors import (
+    CorruptLogError,
     InvalidArgumentError,
     NotADeltaTableError,
     OperationRefusedError,
@@ -58,12 +59,11 @@ from vacuum_helpers import (
 
 def z85_encode(data: bytes) -> str:
     """Z85 encoding (4 bytes -> 5 characters), the inverse of the decoder under test."""
-    from deltalog.vacuum.paths import _Z85_ALPHABET
-
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
     out = []
     for i in range(0, len(data), 4):
         value = int.from_bytes(data[i : i + 4], "big")
-        out.append("".join(_Z85_ALPHABET[(value // 85**k) % 85] for k in range(4, -1, -1)))
+        out.append("".join(alphabet[(value // 85**k) % 85] for k in range(4, -1, -1)))
     return "".join(out)
 
 
@@ -78,7 +78,6 @@ def z85_encode(data: bytes) -> str:
         ("7 days", 168),
         ("INTERVAL 2 WEEKS", 336),
         ("interval 1 day 12 hours", 36),
-        ("36h", 36),
         ("interval 90 minutes", 1.5),
         ("interval 0 seconds", 0),
     ],
@@ -103,9 +102,9 @@ def test_dv_file_path_follows_the_protocol_examples():
         [0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B]
     )  # the Z85 spec's test vector
     assert z85_decode(z85_encode(bytes(range(16)))) == bytes(range(16))
-    with pytest.raises(ValueError):
+    with pytest.raises(CorruptLogError):
         dv_file_path("u", "short")
-    with pytest.raises(ValueError):
+    with pytest.raises(CorruptLogError):
         dv_file_path("q", "x" * 20)
 
 

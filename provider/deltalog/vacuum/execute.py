@@ -409,16 +409,10 @@ def execute_vacuum(table: DeltaTable | str, plan: VacuumPlan, max_workers: int =
         gone,
         num_dirs,
     )
-    return VacuumResult(
-        table=plan.table_uri,
-        mode=plan.mode,
+    return dataclasses.replace(
+        result_of_plan(plan, plan.planning_seconds + time.perf_counter() - t0),
         dry_run=False,
         status=status,
-        version=plan.version,
-        cutoff_ms=plan.cutoff_ms,
-        retention_hours=retention.retention_hours,
-        configured_retention_hours=retention.configured_hours,
-        fully_readable_from_version=plan.fully_readable_from,
         num_files_to_delete=len(to_delete),
         size_of_data_to_delete=size,
         num_deleted_files=deleted,
@@ -427,10 +421,7 @@ def execute_vacuum(table: DeltaTable | str, plan: VacuumPlan, max_workers: int =
         num_kept_by_revalidation=kept,
         start_commit_version=start.version,
         end_commit_version=end_version,
-        cursor=plan.cursor,
-        seconds=plan.planning_seconds + time.perf_counter() - t0,
         warnings=warnings,
-        plan=plan,
     )
 
 

@@ -24,12 +24,12 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.compaction.dv import z85_decode
+from deltalog.errors import CorruptLogError
 from deltalog.storage import LOG_DIR, Storage
 
 CHANGE_DATA_DIR = "_change_data"
 
-_Z85_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-_Z85_VALUE = {c: i for i, c in enumerate(_Z85_ALPHABET)}
 _Z85_UUID_LENGTH = 20
 
 #: Log paths containing any of these need more than a plain comparison: percent-encoded,
@@ -85,30 +85,12 @@ class HiddenRule:
         return pa.array(mask, pa.bool_())
 
 
-def z85_decode(text: str) -> bytes:
-    """Decode Z85 (the Base85 variant Delta uses for deletion vector UUIDs)."""
-    if len(text) % 5:
-        raise ValueError(f"Z85 text must be a multiple of 5 characters long, got {len(text)}")
-    out = bytearray()
-    for i in range(0, len(text), 5):
-        value = 0
-        for ch in text[i : i + 5]:
-            try:
-                value = value * 85 + _Z85_VALUE[ch]
-            except KeyError:
-                raise ValueError(f"{ch!r} is not a Z85 character") from None
-        if value > 0xFFFFFFFF:
-            raise ValueError(f"Z85 group {text[i : i + 5]!r} is out of range")
-        out += value.to_bytes(4, "big")
-    return bytes(out)
-
-
 def dv_file_path(storage_type: str | None, path_or_inline: str | None) -> str | None:
     """Where a deletion vector lives, per PROTOCOL.md (Deletion Vector Descriptor, absolutePath).
 
     ``u``: ``<random prefix>/deletion_vector_<uuid>.bin`` relative to the table root,
     the UUID being the last 20 Z85 characters; ``p``: the absolute path as given;
-    ``i`` (inline): None. Raises ValueError for a malformed descriptor.
+    ``i`` (inline): None. Raises CorruptLogError for a malformed descriptor.
     """
     if storage_type == "i" or not path_or_inline:
         return None
@@ -116,11 +98,11 @@ def dv_file_path(storage_type: str | None, path_or_inline: str | None) -> str | 
         return path_or_inline
     if storage_type == "u":
         if len(path_or_inline) < _Z85_UUID_LENGTH:
-            raise ValueError(f"deletion vector id {path_or_inline!r} is shorter than a Z85 UUID")
+            raise CorruptLogError(f"deletion vector id {path_or_inline!r} is shorter than a Z85-encoded UUID")
         prefix, encoded = path_or_inline[:-_Z85_UUID_LENGTH], path_or_inline[-_Z85_UUID_LENGTH:]
         name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
         return f"{prefix}/{name}" if prefix else name
-    raise ValueError(f"unknown deletion vector storage type {storage_type!r}")
+    raise CorruptLogError(f"unknown deletion vector storage type {storage_type!r}")
 
 
 def dv_paths_of(dv_column: pa.Array | pa.ChunkedArray) -> list[str]:
@@ -144,13 +126,8 @@ def dv_paths_of(dv_column: pa.Array | pa.ChunkedArray) -> list[str]:
 
 
 def dv_descriptor_path(dv: dict[str, Any]) -> str:
-    """:func:`dv_file_path` for one descriptor dict, with the error naming the descriptor."""
-    try:
-        path = dv_file_path(dv.get("storageType"), dv.get("pathOrInlineDv"))
-    except ValueError as exc:
-        from deltalog.errors import CorruptLogError
-
-        raise CorruptLogError(f"deletion vector descriptor {dv!r} is malformed: {exc}") from None
+    """:func:`dv_file_path` for one on-disk descriptor dict."""
+    path = dv_file_path(dv.get("storageType"), dv.get("pathOrInlineDv"))
     assert path is not None
     return path
 

@@ -20,7 +20,6 @@ and deletion time disagree.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ import pyarrow.compute as pc
 from deltalog.errors import CorruptLogError, VersionNotFoundError
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log import LogListing
-from deltalog.snapshot import Snapshot, read_commit_files
+from deltalog.snapshot import Snapshot, parse_commit, read_commit_files
 from deltalog.storage import FileInfo, Storage
 from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
@@ -61,20 +60,12 @@ def scan_commits(storage: Storage, files: list[FileInfo]) -> CommitRefs:
     contents = read_commit_files(storage, files)
     for f, data in zip(files, contents):
         refs.commits += 1
-        for lineno, line in enumerate(data.split(b"\n"), start=1):
-            if not line.strip() or line.startswith(b'{"commitInfo"'):
-                continue
-            try:
-                action = json.loads(line)
-            except ValueError as exc:
-                raise CorruptLogError(f"{f.name}: line {lineno} is not valid JSON ({exc})") from None
-            if not isinstance(action, dict) or len(action) != 1:
-                raise CorruptLogError(f"{f.name}: line {lineno} is not a single Delta action")
+        for action in parse_commit(data, f.name):
             ((kind, body),) = action.items()
             if kind in ("add", "remove", "cdc"):
                 path = body.get("path") if isinstance(body, dict) else None
                 if not isinstance(path, str):
-                    raise CorruptLogError(f"{f.name}: line {lineno}: {kind} action without a string 'path'")
+                    raise CorruptLogError(f"{f.name}: {kind} action without a string 'path'")
                 {"add": refs.added, "remove": refs.removed, "cdc": refs.cdc}[kind].append(path)
                 dv = body.get("deletionVector") if kind != "cdc" else None
                 if isinstance(dv, dict) and dv.get("storageType") != "i":

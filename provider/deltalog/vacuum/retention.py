@@ -7,7 +7,8 @@ retention breaks that promise, so it is refused unless the caller overrides it
 explicitly (a zero retention always needs the override, even on a table that
 configures zero). Delta writes the durations as Spark calendar intervals
 (``interval 1 week``, ``interval 168 hours``, ``7 days``); months and years have no
-fixed length, so Delta rejects them for retention and so do we.
+fixed length, so Delta rejects them for retention and so do we (the parser is
+the one checkpoint and log cleanup use for their table properties).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltalog.checkpoint import parse_interval_ms
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 
 DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
@@ -25,77 +27,6 @@ DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
 DEFAULT_LOG_RETENTION = "interval 30 days"
 
 HOUR_MS = 3_600_000
-
-_UNIT_MS: dict[str, float] = {
-    "nanosecond": 1e-6,
-    "ns": 1e-6,
-    "microsecond": 1e-3,
-    "us": 1e-3,
-    "millisecond": 1.0,
-    "ms": 1.0,
-    "msec": 1.0,
-    "second": 1_000.0,
-    "sec": 1_000.0,
-    "s": 1_000.0,
-    "minute": 60_000.0,
-    "min": 60_000.0,
-    "hour": 3_600_000.0,
-    "hr": 3_600_000.0,
-    "h": 3_600_000.0,
-    "day": 86_400_000.0,
-    "d": 86_400_000.0,
-    "week": 604_800_000.0,
-    "w": 604_800_000.0,
-}
-_CALENDAR_UNITS = ("month", "mon", "year", "yr")
-
-
-def _unit_ms(unit: str) -> float | None:
-    unit = unit.lower()
-    if unit in _UNIT_MS:
-        return _UNIT_MS[unit]
-    if unit.endswith("s") and unit[:-1] in _UNIT_MS:
-        return _UNIT_MS[unit[:-1]]
-    return None
-
-
-def parse_interval_ms(text: str, *, name: str = "interval") -> int:
-    """Milliseconds of a Delta/Spark interval string such as ``interval 1 week`` or ``36 hours``.
-
-    Several components add up (``interval 1 day 12 hours``). Raises
-    InvalidArgumentError naming ``name`` for anything else, including months and
-    years, whose length is not fixed.
-    """
-    if not isinstance(text, str):
-        raise InvalidArgumentError(f"{name} must be an interval string such as 'interval 1 week', got {text!r}")
-    body = text.strip().lower()
-    if body.startswith("interval"):
-        body = body[len("interval") :].strip()
-    tokens = body.replace("'", " ").split()
-    # "1week" / "36h" written without a space: split the number from the unit.
-    split: list[str] = []
-    for tok in tokens:
-        i = 0
-        while i < len(tok) and (tok[i].isdigit() or tok[i] in ".+-"):
-            i += 1
-        split.extend([tok[:i], tok[i:]] if 0 < i < len(tok) else [tok])
-    if not split or len(split) % 2:
-        raise InvalidArgumentError(f"{name} {text!r} is not an interval such as 'interval 1 week' or '168 hours'")
-    total = 0.0
-    for number, unit in zip(split[::2], split[1::2]):
-        try:
-            value = float(number)
-        except ValueError:
-            raise InvalidArgumentError(f"{name} {text!r} is not an interval: {number!r} is not a number") from None
-        if not math.isfinite(value) or value < 0:
-            raise InvalidArgumentError(f"{name} {text!r} must not be negative")
-        if unit.rstrip("s") in _CALENDAR_UNITS:
-            raise InvalidArgumentError(f"{name} {text!r} uses {unit}, which have no fixed length; use days or weeks")
-        per = _unit_ms(unit)
-        if per is None:
-            raise InvalidArgumentError(f"{name} {text!r} has an unknown unit {unit!r}")
-        total += value * per
-    return int(round(total))
 
 
 def format_hours(ms: int) -> str:
@@ -160,9 +91,9 @@ def resolve_retention(
     ``allow_short_retention``. Nothing has been touched when either is raised.
     """
     configured_text = configuration.get(DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION)
-    configured_ms = parse_interval_ms(configured_text, name=f"table property {DELETED_FILE_RETENTION_KEY}")
+    configured_ms = parse_interval_ms(configured_text, f"table property {DELETED_FILE_RETENTION_KEY}")
     log_text = configuration.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION)
-    log_ms = parse_interval_ms(log_text, name=f"table property {LOG_RETENTION_KEY}")
+    log_ms = parse_interval_ms(log_text, f"table property {LOG_RETENTION_KEY}")
 
     if retention_hours is None:
         retention_ms = configured_ms
