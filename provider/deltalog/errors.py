@@ -95,3 +95,10 @@ class NonAtomicStorageError(OperationRefusedError):
 
 class InvalidCommitRequestError(InvalidArgumentError):
     """A commit request (JSON document or dict) is malformed or does not match the table; nothing was written."""
+
+
+class EngineError(DeltaLogError):
+    """A data engine (e.g. the Spark compaction job) failed or is unavailable; nothing was committed."""
+
+    exit_code = 1
+    retryable = True
