@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from deltalog._version import __version__
 from deltalog.checkpoint import as_table, config_bool, hook_configuration, table_for_storage
-from deltalog.errors import CorruptLogError, OperationRefusedError
+from deltalog.errors import CorruptLogError, DeltaLogError, OperationRefusedError
 from deltalog.hooks import register_hook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
@@ -133,7 +133,7 @@ def _read_marker(storage: Storage) -> dict[str, Any] | None:
 
 
 def _touched_partitions(
-    storage: Storage, listing: LogListing, snapshot: Snapshot, marker: dict[str, Any] | None
+    table: DeltaTable, listing: LogListing, snapshot: Snapshot, marker: dict[str, Any] | None
 ) -> tuple[set[str] | None, str | None]:
     """Partition directories touched by the commits after the marker, or (None, why a full run is needed)."""
     if marker is None:
@@ -148,19 +148,40 @@ def _touched_partitions(
     missing = [v for v in range(since + 1, snapshot.version + 1) if v not in listing.commits]
     if missing:
         return None, f"commit {missing[0]} since the previous generation is no longer in the log"
-    touched: set[str] = set()
     cols = snapshot.partition_columns
+    touched: set[str] = set()
+    added: dict[str, str] = {}
+    unknown: set[str] = set()  # removes without partitionValues (the field is optional)
     for v in range(since + 1, snapshot.version + 1):
         f = listing.commits[v]
-        for lineno, line in enumerate(storage.read_bytes(f.path).split(b"\n"), start=1):
+        for lineno, line in enumerate(table.storage.read_bytes(f.path).split(b"\n"), start=1):
             head = line[:12]
             if b'"add"' not in head and b'"remove"' not in head:
                 continue
             try:
-                ((_kind, action),) = json.loads(line).items()
+                ((kind, action),) = json.loads(line).items()
             except ValueError as exc:
                 raise CorruptLogError(f"{f.name}: line {lineno} is not valid JSON ({exc})") from None
-            touched.add(partition_dir(cols, action.get("partitionValues") or {}))
+            values = action.get("partitionValues")
+            if values is None and cols:
+                unknown.add(action.get("path"))
+                continue
+            d = partition_dir(cols, values or {})
+            touched.add(d)
+            if kind == "add":
+                added[action.get("path")] = d
+    unknown -= added.keys()  # added within the range: its partition is already touched
+    if unknown:
+        # Where those files lived is in the state at the previous generation.
+        try:
+            before = table.snapshot(since, listing=listing)
+        except DeltaLogError as exc:
+            return None, f"removes without partitionValues and version {since} cannot be read ({exc})"
+        dirs = _partition_dirs(before.files, cols).to_pylist()
+        where = dict(zip(before.file_paths(), dirs))
+        if not unknown <= where.keys():
+            return None, "a remove without partitionValues names a file unknown at the previous generation"
+        touched.update(where[p] for p in unknown)
     return touched, None
 
 
@@ -197,7 +218,7 @@ def generate_manifest(table: DeltaTable | str, full: bool = False) -> ManifestRe
     scope: set[str] | None = None
     marker = _read_marker(storage)
     if not full:
-        scope, result.full_reason = _touched_partitions(storage, listing, snapshot, marker)
+        scope, result.full_reason = _touched_partitions(dtable, listing, snapshot, marker)
         if scope is not None:
             result.mode, result.since_version = "incremental", marker["version"]
 
