@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import fsspec
@@ -26,6 +27,7 @@ from deltalog.errors import CorruptLogError
 from deltalog.storage import Storage
 
 MAGIC = 1681511377
+NATIVE_MAGIC = 1681511376
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
 _SERIAL_COOKIE_NO_RUN = 12346
@@ -50,45 +52,51 @@ def z85_decode(text: str) -> bytes:
     return bytes(out)
 
 
-def dv_file_path(storage: Storage, dv: dict[str, Any]) -> str:
-    """Where an on-disk DV lives (``u``: under the table root; ``p``: the absolute path given)."""
+#: Reads ``length`` bytes at ``offset`` of a DV file: (path, is_absolute, offset, length) -> bytes.
+RangeReader = Callable[[str, bool, int, int], bytes]
+
+
+def dv_location(dv: dict[str, Any]) -> tuple[str, bool]:
+    """Where an on-disk DV lives: (path relative to the table root, False) or (absolute path/URI, True)."""
     kind, payload = dv.get("storageType"), dv.get("pathOrInlineDv") or ""
     if kind == "u":
         if len(payload) < 20:
             raise CorruptLogError(f"deletion vector: {payload!r} is too short to hold a Z85-encoded UUID")
         prefix, encoded = payload[:-20], payload[-20:]
         name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
-        return storage.join(prefix, name) if prefix else storage.join(name)
+        return (f"{prefix}/{name}" if prefix else name), False
     if kind == "p":
-        return from_log_path(payload)
+        return from_log_path(payload), True
     raise CorruptLogError(f"deletion vector storage type {kind!r} has no file")
 
 
-def _read_range(storage: Storage, path: str, offset: int, length: int) -> bytes:
-    if "://" in path and not path.startswith("file://"):
-        with fsspec.open(path, "rb", **storage.storage_options) as fh:
+def storage_reader(storage: Storage) -> RangeReader:
+    """A :data:`RangeReader` over the table's storage (absolute paths through fsspec)."""
+
+    def read(path: str, absolute: bool, offset: int, length: int) -> bytes:
+        if not absolute:
+            opener: Any = open if storage.is_local else storage.fs.open
+            target = storage.join(*path.split("/"))
+        elif path.startswith("file:") or path.startswith("/"):
+            opener, target = open, path[len("file://") :] if path.startswith("file://") else path
+        else:
+            opener, target = (lambda p, mode: fsspec.open(p, mode, **storage.storage_options).open()), path
+        with opener(target, "rb") as fh:
             fh.seek(offset)
             return fh.read(length)
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    if storage.is_local or path.startswith("/"):
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(length)
-    with storage.fs.open(path, "rb") as fh:
-        fh.seek(offset)
-        return fh.read(length)
+
+    return read
 
 
-def load_bitmap_bytes(storage: Storage, dv: dict[str, Any]) -> bytes:
+def load_bitmap_bytes(dv: dict[str, Any], read: RangeReader) -> bytes:
     """The serialized bitmap (magic number + portable RoaringBitmap) of a DV descriptor."""
     size = int(dv.get("sizeInBytes") or 0)
     if dv.get("storageType") == "i":
         return z85_decode(dv.get("pathOrInlineDv") or "")[:size]
-    path = dv_file_path(storage, dv)
+    path, absolute = dv_location(dv)
     offset = int(dv.get("offset") or 0)
     try:
-        raw = _read_range(storage, path, offset, size + 8)
+        raw = read(path, absolute, offset, size + 8)
     except FileNotFoundError:
         raise CorruptLogError(f"deletion vector file {path} does not exist") from None
     if len(raw) < size + 8:
@@ -148,27 +156,45 @@ def _roaring32(buf: memoryview, pos: int) -> tuple[np.ndarray, int]:
 
 
 def decode_bitmap(data: bytes) -> np.ndarray:
-    """Row positions (sorted ``uint64``) of a serialized Delta bitmap (magic + 64-bit portable)."""
+    """Row positions (sorted ``uint64``) of a serialized Delta bitmap.
+
+    The protocol's format is the magic number 1681511377 followed by the 64-bit
+    "portable" RoaringBitmap (little-endian). Delta Spark also reads its older
+    "native" layout (magic 1681511376: a bitmap count, then per bitmap its size
+    and a 32-bit RoaringBitmap for the next 2^32 positions); PROTOCOL.md's inline
+    example uses it with big-endian header integers, so both orders are accepted.
+    """
     try:
         buf = memoryview(data)
         (magic,) = struct.unpack_from("<i", buf, 0)
-        if magic != MAGIC:
-            raise CorruptLogError(f"deletion vector: bad magic number {magic} (expected {MAGIC})")
-        (buckets,) = struct.unpack_from("<q", buf, 4)
-        pos = 12
+        (magic_be,) = struct.unpack_from(">i", buf, 0)
         out = []
-        for _ in range(buckets):
-            (key,) = struct.unpack_from("<I", buf, pos)
-            values, pos = _roaring32(buf, pos + 4)
-            out.append(values.astype(np.uint64) | (np.uint64(key) << np.uint64(32)))
+        if magic == MAGIC:
+            (buckets,) = struct.unpack_from("<q", buf, 4)
+            pos = 12
+            for _ in range(buckets):
+                (key,) = struct.unpack_from("<I", buf, pos)
+                values, pos = _roaring32(buf, pos + 4)
+                out.append(values.astype(np.uint64) | (np.uint64(key) << np.uint64(32)))
+        elif NATIVE_MAGIC in (magic, magic_be):
+            order = "<" if magic == NATIVE_MAGIC else ">"
+            (count,) = struct.unpack_from(order + "i", buf, 4)
+            pos = 8
+            for key in range(count):
+                (size,) = struct.unpack_from(order + "i", buf, pos)
+                values, _ = _roaring32(buf, pos + 4)
+                pos += 4 + size
+                out.append(values.astype(np.uint64) | (np.uint64(key) << np.uint64(32)))
+        else:
+            raise CorruptLogError(f"deletion vector: bad magic number {magic} (expected {MAGIC})")
     except (struct.error, ValueError) as exc:
         raise CorruptLogError(f"deletion vector: the bitmap is truncated or malformed ({exc})") from None
     return np.sort(np.concatenate(out)) if out else np.empty(0, np.uint64)
 
 
-def read_deletion_vector(storage: Storage, dv: dict[str, Any]) -> np.ndarray:
+def deleted_rows(dv: dict[str, Any], read: RangeReader) -> np.ndarray:
     """The deleted row positions of a DV descriptor; the count is checked against its cardinality."""
-    rows = decode_bitmap(load_bitmap_bytes(storage, dv))
+    rows = decode_bitmap(load_bitmap_bytes(dv, read))
     cardinality = dv.get("cardinality")
     if cardinality is not None and int(cardinality) != len(rows):
         raise CorruptLogError(
@@ -176,3 +202,8 @@ def read_deletion_vector(storage: Storage, dv: dict[str, Any]) -> np.ndarray:
             f"the log says {cardinality}"
         )
     return rows
+
+
+def read_deletion_vector(storage: Storage, dv: dict[str, Any]) -> np.ndarray:
+    """:func:`deleted_rows` for a DV of a table on ``storage``."""
+    return deleted_rows(dv, storage_reader(storage))
