@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "deltalog.cli.write",
     "deltalog.cli.vacuum",
     "deltalog.cli.maintenance",
+    "deltalog.cli.compact",
 ]
 
 Handler = Callable[[argparse.Namespace], Any]

@@ -1,0 +1,148 @@
+"""``deltalog compact`` (merge small files, dataChange=false) and ``deltalog convert`` (Parquet -> Delta)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from deltalog.cli import emit
+from deltalog.compaction import CompactionPlan, CompactionResult, compact
+from deltalog.compaction.plan import parse_size
+from deltalog.convert import ConvertResult, convert_to_delta
+from deltalog.errors import CommitFailedError, EngineError, InvalidArgumentError
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text, "size")
+    except InvalidArgumentError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "compact",
+        parents=[parent],
+        help="merge small files per partition (OPTIMIZE, dataChange=false)",
+        description="Bin-pack files below the small-file threshold (half the target size) per partition into files "
+        "of about the target size (delta.targetFileSize, else 128 MiB), rewrite them with the local engine (pyarrow) "
+        "or Spark, and commit one OPTIMIZE commit with dataChange=false. Concurrent appends never conflict; bins "
+        "whose input files a concurrent commit removed are skipped and reported. --plan-only writes nothing.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument("--target-size", type=_size, metavar="BYTES", help="target file size (e.g. 134217728 or 128m)")
+    p.add_argument("--where", metavar="EXPR", help="partition filter: col = 'v', col IN ('a','b'), joined by AND")
+    p.add_argument("--engine", choices=("local", "spark"), default="local", help="who rewrites the bins")
+    p.add_argument("--plan-only", action="store_true", help="print the plan (bins and files); write nothing")
+    p.add_argument("--plan", metavar="FILE", help="run a plan printed earlier by --plan-only --json")
+    p.add_argument("--min-files", type=int, default=2, metavar="N", help="smallest number of files worth a bin")
+    p.add_argument("--max-bins", type=int, metavar="N", help="rewrite at most N bins (the fullest) this run")
+    p.add_argument("--small-file-threshold", type=_size, metavar="BYTES", help="default: half the target size")
+    p.add_argument("--bins-per-commit", type=int, metavar="N", help="commit every N bins instead of once")
+    p.add_argument("--max-workers", type=int, metavar="N", help="local engine: bins rewritten at once")
+    p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
+    p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
+    p.set_defaults(handler=cmd_compact)
+
+    p = sub.add_parser(
+        "convert",
+        parents=[parent],
+        help="make a Parquet directory a Delta table in place (commit 0, no data rewritten)",
+        description="List every Parquet file under PATH (hidden _/. paths skipped) in one commit 0 with sizes, "
+        "partition values and footer stats. The schema comes from the files; files that disagree on a column's "
+        "type are refused by name. Nothing is written unless every file passes.",
+    )
+    p.add_argument("path", help="directory path or URI")
+    p.add_argument(
+        "--partition-by", metavar="'COL TYPE, ...'", help='hive-style partition columns, e.g. "year int, region string"'
+    )
+    p.set_defaults(handler=cmd_convert)
+
+
+def _load_plan(path: str) -> CompactionPlan:
+    try:
+        doc: Any = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read plan {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InvalidArgumentError(f"plan {path} is not valid JSON: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("plan"), dict) and "bins" in doc["plan"]:
+        doc = doc["plan"]  # the whole --plan-only --json output
+    return CompactionPlan.from_dict(doc)
+
+
+def _spark_conf(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InvalidArgumentError(f"--spark-conf expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def _human(r: CompactionResult) -> str:
+    d = r.to_dict()
+    plan = r.plan
+    if r.plan_only or r.noop:
+        head = "plan" if r.plan_only else "nothing to compact"
+        lines = [
+            f"{head} for {r.table} at version {plan.snapshot_version}: {len(plan.bins)} bins, "
+            f"{plan.num_input_files} of {plan.num_files} files ({plan.input_bytes} bytes) in "
+            f"{plan.num_partitions} partitions; target {plan.target_size} bytes"
+        ]
+        for b in plan.bins[:20]:
+            lines.append(f"  bin {b.id}: {len(b.files)} files, {b.size} bytes, {b.partitionValues}")
+        if len(plan.bins) > 20:
+            lines.append(f"  ... and {len(plan.bins) - 20} more (use --json for all)")
+        return "\n".join(lines)
+    lines = [
+        f"compacted {r.table} with the {r.engine} engine: versions {d['versions'] or 'none'}",
+        f"{d['numFilesRemoved']} files ({d['bytesRemoved']} bytes) -> {d['numFilesAdded']} files "
+        f"({d['bytesAdded']} bytes) in {d['numPartitionsOptimized']} partitions, {r.seconds:.1f}s",
+    ]
+    for s in r.skipped:
+        lines.append(f"skipped bin {s.bin_id} ({s.kind}): {s.reason}")
+    return "\n".join(lines)
+
+
+def cmd_compact(args: argparse.Namespace) -> None:
+    plan = _load_plan(args.plan) if args.plan else None
+    spark_options = {"master": args.spark_master, "conf": _spark_conf(args.spark_conf)}
+    result = compact(
+        args.table,
+        target_size=args.target_size,
+        where=args.where,
+        engine=args.engine,
+        plan_only=args.plan_only,
+        min_files=args.min_files,
+        max_bins=args.max_bins,
+        small_file_threshold=args.small_file_threshold,
+        plan=plan,
+        bins_per_commit=args.bins_per_commit,
+        max_workers=args.max_workers,
+        spark_options=spark_options if args.engine == "spark" else None,
+        storage_options=args.storage_options,
+    )
+    emit(args, result, _human)
+    if result.error:
+        raise CommitFailedError(f"compaction stopped after {len(result.commits)} commit(s): {result.error}")
+    failed = [s for s in result.skipped if s.kind == "error"]
+    if failed:
+        raise EngineError(
+            f"{len(failed)} bin(s) could not be rewritten (first: {failed[0].reason}); the rest committed"
+        )
+
+
+def _human_convert(r: ConvertResult) -> str:
+    return (
+        f"converted {r.table} to Delta (version {r.version}): {r.num_files} files, {r.num_bytes} bytes, "
+        f"{r.num_records} records, partitioned by {r.partition_columns or 'nothing'}"
+    )
+
+
+def cmd_convert(args: argparse.Namespace) -> None:
+    result = convert_to_delta(args.path, partition_by=args.partition_by, storage_options=args.storage_options)
+    emit(args, result, _human_convert)
