@@ -5,7 +5,8 @@
 2. ``choose_engine`` picks the compaction engine from the table's size: the local
    pyarrow engine for small tables, Spark (``spark_jobs/compact.py`` via
    ``SparkSubmitOperator``) above ``deltalog_spark_compaction_min_bytes``. The Spark path
-   plans in deltalog, rewrites in Spark and commits the result request in deltalog.
+   plans in deltalog, rewrites in Spark (plain Parquet, no Delta jars) and commits the
+   job's request in deltalog, bin by bin (``deltalog_example.spark_compaction``).
 3. ``checkpoint`` -> ``vacuum`` -> ``log_cleanup`` -> ``manifest``, each one core
    operation with its own safety checks (vacuum keeps the table's retention unless
    the Variables explicitly override it; log cleanup follows the protocol's
@@ -46,7 +47,6 @@ from deltalog_example import (
 from deltalog_example.callbacks import log_missed_deadline
 from deltalog_provider.operators import (
     DeltaCheckpointOperator,
-    DeltaCommitOperator,
     DeltaCompactOperator,
     DeltaHealthBranchOperator,
     DeltaLogCleanupOperator,
@@ -68,8 +68,9 @@ DEADLINE = (
     if DEADLINE_MINUTES > 0
     else None
 )
+#: Hidden (leading ``_``) folder of the table: readers and vacuum ignore it.
 PLAN = "_compaction/plan-{{ ts_nodash }}.json"
-RESULT_REQUEST = "_compaction/result-{{ ts_nodash }}.json"
+RESULT_REQUEST = "_compaction/request-{{ ts_nodash }}.json"
 #: Runs when at least one upstream path ran and none failed (the other path was skipped).
 AFTER_BRANCH = "none_failed_min_one_success"
 
@@ -123,14 +124,15 @@ with DAG(
         **common,
     )
 
-    plan = DeltaCompactOperator(
-        task_id="plan_compaction",
-        plan_only=True,
-        plan_path=PLAN,
-        target_size=optional_setting("deltalog_target_file_size"),
-        execution_timeout=timedelta(minutes=10),
-        **common,
-    )
+    @task(task_id="plan_compaction", execution_timeout=timedelta(minutes=10))
+    def plan_compaction(table: str, conn_id: str, plan_path: str, target_size: str | None) -> dict[str, Any]:
+        """Plan the bins and leave the plan in the table folder for the Spark job."""
+        from deltalog_example.spark_compaction import write_plan
+        from deltalog_provider.hooks.delta_table import DeltaTableHook
+
+        return write_plan(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table), plan_path, target_size)
+
+    plan = plan_compaction(TABLE, CONN_ID, PLAN, optional_setting("deltalog_target_file_size"))
     rewrite = SparkSubmitOperator(
         task_id="compact_spark",
         conn_id=setting("spark_conn_id"),
@@ -143,19 +145,24 @@ with DAG(
             TABLE,
             "--plan",
             f"{TABLE.rstrip('/')}/{PLAN}",
-            "--request",
+            "--output-request",
             f"{TABLE.rstrip('/')}/{RESULT_REQUEST}",
         ],
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=2),
     )
-    commit_rewrite = DeltaCommitOperator(
-        task_id="commit_compaction",
-        request=RESULT_REQUEST,
-        pool=MAINTENANCE_POOL,
-        execution_timeout=timedelta(minutes=10),
-        **common,
-    )
+
+    @task(task_id="commit_compaction", pool=MAINTENANCE_POOL, execution_timeout=timedelta(minutes=10))
+    def commit_compaction(table: str, conn_id: str, plan_path: str, request_path: str) -> dict[str, Any]:
+        """Commit the Spark job's files bin by bin (a bin that lost a race is dropped, the rest commit)."""
+        from deltalog_example.spark_compaction import commit_result
+        from deltalog_provider.hooks.delta_table import DeltaTableHook
+        from deltalog_provider.operators.base import deltalog_errors_as_task_failures
+
+        with deltalog_errors_as_task_failures():
+            return commit_result(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table), plan_path, request_path)
+
+    commit_rewrite = commit_compaction(TABLE, CONN_ID, PLAN, RESULT_REQUEST)
 
     checkpoint = DeltaCheckpointOperator(
         task_id="checkpoint", trigger_rule=AFTER_BRANCH, execution_timeout=timedelta(minutes=15), **common
