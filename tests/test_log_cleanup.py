@@ -258,16 +258,23 @@ def test_old_file_times_do_not_count_when_in_commit_timestamps_are_recent(table_
     assert result.num_files == 0 and "no commit is older than the cutoff" in result.skipped_reason
 
 
-def test_a_commit_whose_time_was_bumped_never_becomes_the_oldest(table_path):
+def test_commits_a_kept_timestamp_depends_on_are_kept(table_path):
     history_table(table_path, checkpoints=(3, 6))
-    # Commit 6 was written with a clock behind commit 5's: time travel treats it as 5's time + 1 ms.
+    # Commits 5 and 6 were written with clocks behind commit 4's: time travel sees them at 4's time + 1 and + 2 ms.
     base = now_ms() - 40 * DAY_MS
-    set_mtime(commit_path(table_path, 6), base + 2500)
+    set_mtime(commit_path(table_path, 5), base + 2500)
+    set_mtime(commit_path(table_path, 6), base + 2600)
     stamps_before = commit_timestamps(table_path)
+    assert stamps_before[6] == stamps_before[4] + 2
     result = cleanup_log(table_path)
-    assert result.oldest_version_kept == 3, result
-    assert commit_timestamps(table_path) == {v: ts for v, ts in stamps_before.items() if v >= 3}
-    readable_versions_agree(table_path, [3, 12])
+    assert result.oldest_version_kept == 6 and result.commits_kept_for_timestamps == 2
+    assert result.by_kind == {"commit": 4, "checkpoint": 1}
+    assert {f"{v:020d}.json" for v in (4, 5)} <= log_files(table_path)
+    after = commit_timestamps(table_path)
+    assert {v: after[v] for v in range(6, 13)} == {v: stamps_before[v] for v in range(6, 13)}
+    readable_versions_agree(table_path, [6, 12])
+    with pytest.raises(VersionNotFoundError):
+        DeltaTable(table_path).snapshot(5)  # kept only for its timestamp
 
 
 # --- protocol and checkpointProtection ------------------------------------------------------------
@@ -428,3 +435,54 @@ def test_cli_cleanup_log_dry_run_json(table_path, capsys):
     assert "deleted 9 files" in capsys.readouterr().out
     assert main(["cleanup-log", os.path.join(table_path, "missing")]) == 2
     assert capsys.readouterr().err.startswith("error: no table at")
+
+
+# --- on S3 (moto server): checkpoint, cleanup and manifests over real HTTP ---------------------
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+@pytest.mark.parametrize("v2", [False, True])
+def test_checkpoint_cleanup_and_manifest_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options, v2):
+    from deltalog.manifest import generate_manifest
+    from deltalog.storage import Storage
+    from deltalog.transaction import Transaction
+
+    # In-commit timestamps: S3 keeps file times to the second, so commits made within one second
+    # would share them (and the cleanup would keep the chain); ICT makes the cutoff exact.
+    storage = Storage(s3_table_uri, s3_storage_options)
+    txn = Transaction(storage, None, operation="CREATE TABLE", run_hooks=False)
+    ict = ("inCommitTimestamp",)
+    txn.update_protocol(Protocol(3, 7, ("v2Checkpoint",), ("v2Checkpoint", *ict)) if v2 else Protocol(1, 7, None, ict))
+    schema = arrow_schema_to_schema_string(pa.schema([("id", pa.int64()), ("part", pa.string())]))
+    conf = {"delta.checkpointInterval": "1000", "delta.enableInCommitTimestamps": "true"}
+    txn.update_metadata(Metadata("s3t", schema, ["part"], conf))
+    txn.commit()
+    table = DeltaTable(s3_table_uri, s3_storage_options)
+    for v in range(1, 5):
+        txn = Transaction(storage, table.snapshot(), operation="WRITE", run_hooks=False)
+        add = {
+            "path": f"part=p{v % 2}/f{v}.parquet",
+            "partitionValues": {"part": f"p{v % 2}"},
+            "size": 10,
+            "modificationTime": 1,
+            "dataChange": True,
+            "stats": '{"numRecords":1}',
+        }
+        txn.add([add])
+        txn.commit()
+    result = create_checkpoint(table, sidecar_max_actions=3)
+    assert (
+        result.version == 4 and result.kind == ("v2" if v2 else "classic") and len(result.sidecars) == (2 if v2 else 0)
+    )
+    # A clock 60 days ahead puts every commit before the cutoff: everything before version 4 goes.
+    cleaned = cleanup_log(table, now_ms=now_ms() + 60 * DAY_MS)
+    assert cleaned.oldest_version_kept == 4 and cleaned.by_kind == {"commit": 4}
+    expected = {f"part=p{v % 2}/f{v}.parquet" for v in range(1, 5)}
+    assert set(DeltaTable(s3_table_uri, s3_storage_options).snapshot().file_paths()) == expected
+    theirs = deltalake.DeltaTable(s3_table_uri, storage_options=s3_deltalake_options)
+    assert set(theirs.get_add_actions(flatten=True).column("path").to_pylist()) == expected
+    manifests = generate_manifest(table)
+    assert sorted(manifests.manifests_written) == [f"_symlink_format_manifest/part=p{i}/manifest" for i in (0, 1)]
+    lines = storage.read_bytes(storage.join("_symlink_format_manifest/part=p1/manifest")).decode().splitlines()
+    assert lines == [f"{s3_table_uri}/part=p1/f1.parquet", f"{s3_table_uri}/part=p1/f3.parquet"]

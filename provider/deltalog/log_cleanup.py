@@ -7,15 +7,15 @@ The rules, in the order they are applied:
    in-commit timestamp from ``delta.inCommitTimestampEnablementVersion`` on, else the
    file modification time made monotonic, as time travel sees it).
 2. The ``cutOffCheckpoint`` is the newest checkpoint at or before the cutoff commit that
-   (a) can be read back completely (every part, every sidecar), (b) with the commits
-   after it rebuilds the latest version, and (c) keeps every retained commit's
-   timestamp unchanged (a commit whose modification time was bumped to stay monotonic
-   would move once its predecessor is gone, changing timestamp-based time travel).
-   None qualifies: nothing is deleted.
+   can be read back completely (every part, every sidecar) and, with the commits after
+   it, rebuilds the latest version. None qualifies: nothing is deleted.
 3. Deleted: commits, checkpoints of every kind and ``.crc`` files before the cutoff
    checkpoint, log compaction files starting at or before it, staged commits at or
    before it, and (older than both the cutoff and a day) sidecars no kept checkpoint
-   references plus temp files left by crashed writers.
+   references plus temp files left by crashed writers. Commit timestamps stay
+   monotonic and unchanged: a kept commit whose file time was raised to 1 ms after
+   its predecessor's keeps that predecessor's commit file (as Delta Spark does), since
+   deleting it would move the kept commit's time-travel timestamp.
 4. ``checkpointProtection``: when the cleanup would stop before
    ``delta.requireCheckpointProtectionBeforeVersion``, it proceeds only if deltalog
    supports every protocol in the history it deletes (the RFC's exception b).
@@ -80,7 +80,8 @@ class LogCleanupResult:
     cutoff_time: str | None = None
     cutoff_commit: int | None = None
     cutoff_checkpoint: int | None = None
-    oldest_version_kept: int | None = None
+    oldest_version_kept: int | None = None  # the oldest version that can still be read
+    commits_kept_for_timestamps: int = 0  # older commit files kept so kept commits' timestamps stay put
     files: list[str] = field(default_factory=list)  # names inside _delta_log, in deletion order
     num_files: int = 0
     bytes: int = 0
@@ -152,7 +153,7 @@ def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int |
         return done(f"no commit is older than the cutoff {format_ms(cutoff)}")
     result.cutoff_commit = cutoff_commit
 
-    checkpoint, why_not = _choose_cutoff_checkpoint(storage, listing, stamps, cutoff_commit)
+    checkpoint, why_not = _choose_cutoff_checkpoint(storage, listing, cutoff_commit)
     if checkpoint is None:
         return done(why_not)
     result.cutoff_checkpoint = result.oldest_version_kept = checkpoint
@@ -166,7 +167,9 @@ def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int |
                 f"delta.requireCheckpointProtectionBeforeVersion={protected}, and {unsupported}"
             )
 
-    doomed = _plan(storage, listing, checkpoint, cutoff, now)
+    keep_from = first_commit_to_keep(listing, stamps, checkpoint)
+    result.commits_kept_for_timestamps = checkpoint - keep_from
+    doomed = _plan(storage, listing, checkpoint, keep_from, cutoff, now)
     result.files = [log_name(storage, d.file.path) for d in doomed]
     result.num_files = len(doomed)
     result.bytes = sum(d.file.size for d in doomed)
@@ -191,16 +194,14 @@ def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int |
     return done()
 
 
-def _choose_cutoff_checkpoint(
-    storage: Storage, listing: LogListing, stamps: CommitTimestamps, cutoff_commit: int
-) -> tuple[int | None, str]:
+def _choose_cutoff_checkpoint(storage: Storage, listing: LogListing, cutoff_commit: int) -> tuple[int | None, str]:
     """The newest checkpoint at or before ``cutoff_commit`` that is safe to keep as the oldest state."""
     candidates = sorted((v for v in listing.checkpoints if v <= cutoff_commit), reverse=True)
     if not candidates:
         return None, f"no checkpoint at or before the cutoff commit {cutoff_commit}"
     reasons = []
     for version in candidates:
-        reason = _unsuitable(storage, listing, stamps, version)
+        reason = _unsuitable(storage, listing, version)
         if reason is None:
             return version, ""
         log.info("checkpoint %d cannot be the cutoff checkpoint: %s", version, reason)
@@ -208,7 +209,7 @@ def _choose_cutoff_checkpoint(
     return None, "no usable checkpoint at or before the cutoff commit (" + "; ".join(reasons[:3]) + ")"
 
 
-def _unsuitable(storage: Storage, listing: LogListing, stamps: CommitTimestamps, version: int) -> str | None:
+def _unsuitable(storage: Storage, listing: LogListing, version: int) -> str | None:
     """Why the checkpoint at ``version`` must not become the oldest kept state, or None if it may."""
     for cp in listing.checkpoints[version]:
         try:
@@ -221,15 +222,6 @@ def _unsuitable(storage: Storage, listing: LogListing, stamps: CommitTimestamps,
         build_segment(kept)
     except DeltaLogError as exc:
         return f"the commits after it do not rebuild the table ({exc})"
-    first_kept = min((v for v in listing.commits if v >= version), default=None)
-    if first_kept is not None and first_kept != min(listing.commits):
-        uses_ict = stamps.ict_from is not None and first_kept >= stamps.ict_from
-        raw = listing.commits[first_kept].modification_time
-        if not uses_ict and raw != stamps(first_kept):
-            return (
-                f"commit {first_kept}'s modification time was raised to stay after commit {first_kept - 1}'s; "
-                "deleting that commit would change its timestamp for time travel"
-            )
     return None
 
 
@@ -262,9 +254,30 @@ def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int)
     return None
 
 
-def _plan(storage: Storage, listing: LogListing, checkpoint: int, cutoff: int, now: int) -> list[_Doomed]:
+def first_commit_to_keep(listing: LogListing, stamps: CommitTimestamps, checkpoint: int) -> int:
+    """The oldest commit file to keep so that no kept commit's timestamp changes.
+
+    Without in-commit timestamps a commit's timestamp is its file time raised, when
+    needed, to 1 ms after its predecessor's; deleting that predecessor would lower it
+    and move timestamp-based time travel. Like Delta Spark, the commits before the
+    cutoff checkpoint that such a chain needs are kept (their versions are no longer
+    reconstructable, their timestamps still anchor the chain).
+    """
+    keep = checkpoint
+    while keep - 1 in listing.commits and keep in listing.commits:
+        if stamps.ict_from is not None and keep >= stamps.ict_from:
+            break
+        if listing.commits[keep].modification_time == stamps(keep):
+            break
+        keep -= 1
+    return keep
+
+
+def _plan(
+    storage: Storage, listing: LogListing, checkpoint: int, keep_commits_from: int, cutoff: int, now: int
+) -> list[_Doomed]:
     """Every file to delete when ``checkpoint`` becomes the oldest kept version, in deletion order."""
-    doomed = [_Doomed("commit", v, f) for v, f in listing.commits.items() if v < checkpoint]
+    doomed = [_Doomed("commit", v, f) for v, f in listing.commits.items() if v < keep_commits_from]
     doomed += [_Doomed("crc", v, f) for v, f in listing.crc.items() if v < checkpoint]
     for v, cps in listing.checkpoints.items():
         if v < checkpoint:
