@@ -139,7 +139,7 @@ class DeltaTableOperator(BaseOperator):
         if isinstance(table, str) and not is_templated(table) and is_absolute_location(table):
             uri = table_asset_uri(table)
             if not any(isinstance(o, Asset) and o.uri == uri for o in outlets):
-                outlets.append(Asset(uri))
+                outlets.append(Asset(uri=uri))
         elif not any(isinstance(o, AssetAlias) for o in outlets):
             owner = f"{self.dag.dag_id}." if self.has_dag() else ""
             outlets.append(AssetAlias(f"deltalog:{owner}{self.task_id}"))
@@ -157,7 +157,7 @@ class DeltaTableOperator(BaseOperator):
                 return
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
-                events[outlet].add(Asset(uri), extra=extra)
+                events[outlet].add(Asset(uri=uri), extra=extra)
                 return
         self.log.debug("no outlet matches table asset %s; no event extra recorded", uri)
 

@@ -1,0 +1,610 @@
+"""Provider pieces without DAG runs: discovery, hook, checks, triggers under asyncio, operators called directly.
+
+No metadata database is needed here (connections come from ``AIRFLOW_CONN_*``
+environment variables), so these run in a few seconds; the DAG-run suites cover
+the same pieces end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from deltalog import DeltaTable
+from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
+from deltalog_provider._compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    Asset,
+    AssetAlias,
+)
+from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
+from deltalog_provider.operators import (
+    DeltaCommitOperator,
+    DeltaHealthBranchOperator,
+    DeltaHealthCheckOperator,
+    DeltaVacuumOperator,
+)
+from deltalog_provider.operators.base import call_core, deltalog_errors_as_task_failures
+from deltalog_provider.operators.commit import derive_app_id, derive_txn_version, load_request
+from deltalog_provider.sensors import DeltaMaintenanceDueSensor, DeltaTableVersionSensor
+from deltalog_provider.triggers import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
+from deltalog_provider.utils import checks
+from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
+from deltalog_provider.utils.lineage import build_operator_lineage, openlineage_dataset_name
+from helpers import append, make_table, rows, write_data_file
+
+pytestmark = pytest.mark.airflow
+
+
+def conn_env(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "deltalog", **fields}))
+
+
+@dataclass
+class FakeTI:
+    dag_id: str = "dag"
+    task_id: str = "task"
+    map_index: int = -1
+    try_number: int = 1
+    pushed: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+# --- discovery --------------------------------------------------------------------------
+
+
+def test_providers_manager_discovers_provider_hook_and_connection_type():
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    pm = ProvidersManager()
+    info = pm.providers["airflow-provider-deltalog"]
+    assert info.data["package-name"] == "airflow-provider-deltalog"
+    hook = ProvidersManagerTaskRuntime().hooks["deltalog"]
+    assert hook.hook_class_name == "deltalog_provider.hooks.delta_table.DeltaTableHook"
+    assert hook.connection_id_attribute_name == "deltalog_conn_id" and hook.connection_testable
+    assert pm.field_behaviours["deltalog"]["relabeling"]["host"] == "Table root (URI or path)"
+    assert any(t.trigger_class_name.startswith("deltalog_provider.triggers") for t in pm.trigger)
+
+
+def test_cli_lists_the_provider():
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "airflow"), "providers", "list", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    listed = {p["package_name"]: p for p in json.loads(proc.stdout)}
+    assert listed["airflow-provider-deltalog"]["version"] == __import__("deltalog").__version__
+
+
+# --- hook ---------------------------------------------------------------------------------
+
+
+def test_connection_settings_map_credentials_root_and_extras():
+    from airflow.sdk import Connection
+
+    s3 = Connection(
+        conn_id="x",
+        conn_type="deltalog",
+        host="s3://bucket/warehouse",
+        schema="bronze",
+        login="AKIA",
+        password="s3cret",
+        extra=json.dumps({"endpoint_url": "http://127.0.0.1:9000", "region_name": "eu-west-1", "anon": None}),
+    )
+    settings = settings_from_connection(s3)
+    assert settings.root == "s3://bucket/warehouse/bronze"
+    assert settings.storage_options == {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "key": "AKIA",
+        "secret": "s3cret",
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+    assert settings.resolve("events") == "s3://bucket/warehouse/bronze/events"
+    assert settings.resolve("s3://other/t") == "s3://other/t"
+    assert settings.resolve("/abs/t") == "/abs/t"
+
+    azure = Connection(
+        conn_id="y",
+        conn_type="deltalog",
+        login="acct",
+        password="k",
+        extra=json.dumps({"root": "abfss://c@acct.dfs.core.windows.net/wh", "storage_options": {"anon": False}}),
+    )
+    settings = settings_from_connection(azure)
+    assert settings.root == "abfss://c@acct.dfs.core.windows.net/wh"
+    assert settings.storage_options == {"anon": False, "account_name": "acct", "account_key": "k"}
+
+
+def test_table_names_need_a_root():
+    with pytest.raises(InvalidArgumentError, match="defines no table root"):
+        resolve_table_uri("events", None)
+    with pytest.raises(InvalidArgumentError):
+        resolve_table_uri("  ", "/root")
+
+
+def test_hook_reads_the_connection_and_never_logs_secrets(monkeypatch, tmp_path, caplog, capfd):
+    (tmp_path / "events").mkdir()
+    conn_env(monkeypatch, "deltalog_test", host=str(tmp_path), login="user", password="very-secret-value")
+    hook = DeltaTableHook(deltalog_conn_id="deltalog_test")
+    with caplog.at_level(logging.DEBUG):
+        assert hook.resolve_uri("events") == str(tmp_path / "events")
+        assert hook.get_table("events").uri == "file://" + str(tmp_path / "events")
+        ok, message = hook.test_connection()
+    assert ok and "1 entries" in message
+    logged = caplog.text + "".join(capfd.readouterr())
+    assert "very-secret-value" not in logged
+    assert "'secret'" in logged  # the option name is logged, its value is not
+
+
+def test_hook_without_connection(monkeypatch, tmp_path):
+    assert DeltaTableHook().settings.root is None  # the default id may be missing
+    assert DeltaTableHook().resolve_uri(str(tmp_path)) == str(tmp_path)
+    with pytest.raises(AirflowNotFoundException):
+        DeltaTableHook(deltalog_conn_id="no_such_conn").settings  # noqa: B018
+    conn_env(monkeypatch, "deltalog_bad", host=str(tmp_path / "missing"))
+    ok, message = DeltaTableHook(deltalog_conn_id="deltalog_bad").test_connection()
+    assert not ok and "cannot list" in message
+
+
+@pytest.mark.s3
+def test_hook_operator_and_trigger_on_s3_through_the_connection(monkeypatch, s3_server, s3_bucket):
+    from deltalog.create import create_table
+
+    conn_env(
+        monkeypatch,
+        "deltalog_s3",
+        host=f"s3://{s3_bucket}/warehouse",
+        login="testing",
+        password="testing",
+        extra={"endpoint_url": s3_server, "region_name": "us-east-1"},
+    )
+    hook = DeltaTableHook(deltalog_conn_id="deltalog_s3")
+    uri = hook.resolve_uri("events")
+    create_table(uri, rows(1).schema, storage_options=hook.storage_options)
+    ok, message = hook.test_connection()
+    assert ok, message
+
+    op = DeltaHealthCheckOperator(task_id="h", table="events", deltalog_conn_id="deltalog_s3", max_tombstone_bytes=0)
+    report = op.execute({})
+    assert report["version"] == 0 and report["due"] is False
+    assert op.outlets == []  # a health check does not change the table
+
+    trigger = DeltaTableVersionTrigger(
+        table_uri=uri, after_version=-1, deltalog_conn_id="deltalog_s3", poke_interval=0.1
+    )
+    event = asyncio.run(asyncio.wait_for(anext(trigger.run()), 30))
+    assert event.payload["status"] == "success" and event.payload["version"] == 0
+
+
+# --- checks ------------------------------------------------------------------------------
+
+
+def _commit_operation(table: DeltaTable, operation: str) -> None:
+    from deltalog.transaction import Transaction
+
+    Transaction(table.storage, table.snapshot(), operation=operation).commit()
+
+
+def test_find_new_commit_and_operation_filter(tmp_path):
+    table = make_table(str(tmp_path / "t"))
+    append(table, rows(1))  # 1 WRITE
+    _commit_operation(table, "OPTIMIZE")  # 2
+    assert find_new_commit(table, 2) is None
+    assert find_new_commit(table, 0) == {"version": 2, "previous_version": 0, "operation": None}
+    assert find_new_commit(table, 0, ["write"])["version"] == 1
+    assert find_new_commit(table, 1, ["WRITE"]) is None
+    assert find_new_commit(DeltaTable(str(tmp_path / "nope")), -1, missing_ok=True) is None
+    assert checks.current_version(DeltaTable(str(tmp_path / "nope")), missing_ok=True) == -1
+
+
+def test_versions_since_vacuum_looks_back_only_as_far_as_needed(tmp_path, monkeypatch):
+    table = make_table(str(tmp_path / "t"))
+    for i in range(3):
+        append(table, rows(1, start=i))
+    _commit_operation(table, "VACUUM END")  # 4
+    append(table, rows(1, start=9))  # 5
+    listing = table.list_log()
+    assert checks.versions_since_vacuum(table, listing, 5, window=10) == 1
+    reads: list[int] = []
+    real = checks._operation_of
+    monkeypatch.setattr(checks, "_operation_of", lambda t, li, v: reads.append(v) or real(t, li, v))
+    assert checks.versions_since_vacuum(table, listing, 3, window=2) == 2  # lower bound, window exhausted
+    assert reads == [3, 2]
+    assert checks.versions_since_vacuum(table, listing, 3, window=100) == 4  # never vacuumed: 0..3
+
+
+def test_health_thresholds(tmp_path):
+    table = make_table(str(tmp_path / "t"))
+    append(table, rows(2))
+    report = evaluate_health(table, MaintenanceThresholds(max_small_file_share=0.5))
+    assert not report.due  # one small file: nothing to compact with
+    append(table, rows(2, start=5))
+    report = evaluate_health(
+        table,
+        MaintenanceThresholds(max_small_file_share=0.5, max_commits_since_checkpoint=1, max_versions_since_vacuum=5),
+    )
+    assert set(report.crossed) == {"small_file_share", "commits_since_checkpoint"}
+    assert report.crossed["commits_since_checkpoint"] == {"value": 3, "threshold": 1}
+    assert report.versions_since_vacuum == 3 and report.to_dict()["due"] is True
+    with pytest.raises(InvalidArgumentError, match="max_tombstone_bytes"):
+        MaintenanceThresholds.from_values(max_tombstone_bytes="lots")
+    with pytest.raises(InvalidArgumentError):
+        MaintenanceThresholds(max_small_file_share=-1)
+    assert MaintenanceThresholds.from_values(max_small_file_share="0.25", max_commits_since_checkpoint="None") == (
+        MaintenanceThresholds(max_small_file_share=0.25)
+    )
+
+
+# --- triggers ----------------------------------------------------------------------------
+
+
+def _roundtrip(trigger: Any) -> Any:
+    from airflow.sdk._shared.module_loading import import_string
+
+    classpath, kwargs = trigger.serialize()
+    json.dumps(kwargs)  # stored as JSON by the scheduler
+    clone = import_string(classpath)(**kwargs)
+    assert clone.serialize() == (classpath, kwargs)
+    return clone
+
+
+def test_triggers_serialize_round_trip():
+    version = DeltaTableVersionTrigger(table_uri="s3://b/t", after_version=3, operations=["WRITE"], poke_interval=5)
+    assert _roundtrip(version).operations == ["WRITE"]
+    due = DeltaMaintenanceDueTrigger(
+        table_uri="/data/t", thresholds=MaintenanceThresholds(max_tombstone_bytes=10).to_dict(), target_file_size=1024
+    )
+    assert _roundtrip(due)._thresholds.max_tombstone_bytes == 10
+    assert "secret" not in json.dumps(version.serialize()[1])
+
+
+def test_version_trigger_waits_for_a_new_commit(tmp_path):
+    table = make_table(str(tmp_path / "t"))
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, after_version=0, poke_interval=0.05)
+
+    async def scenario() -> Any:
+        gen = trigger.run()
+        pending = asyncio.ensure_future(anext(gen))
+        await asyncio.sleep(0.3)
+        assert not pending.done()  # nothing committed yet
+        await asyncio.to_thread(append, table, rows(1))
+        return await asyncio.wait_for(pending, 10)
+
+    event = asyncio.run(scenario())
+    assert event.payload == {"status": "success", "version": 1, "previous_version": 0, "operation": None}
+
+
+def test_triggers_never_block_the_event_loop(tmp_path, monkeypatch):
+    """The library call runs in a thread: a slow listing must not stop other coroutines."""
+    table = make_table(str(tmp_path / "t"))
+    append(table, rows(1))
+
+    def slow_check(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.5)
+        return {"version": 1}
+
+    monkeypatch.setattr("deltalog_provider.triggers.delta_table.find_new_commit", slow_check)
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, after_version=0, poke_interval=0.05)
+
+    async def scenario() -> tuple[Any, int]:
+        ticks = 0
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        beat = asyncio.ensure_future(heartbeat())
+        event = await anext(trigger.run())
+        beat.cancel()
+        return event, ticks
+
+    event, ticks = asyncio.run(scenario())
+    assert event.payload["status"] == "success"
+    assert ticks >= 20, f"event loop was blocked (only {ticks} heartbeats during a 0.5 s check)"
+
+
+def test_triggers_report_errors_with_retryability(tmp_path):
+    not_a_table = tmp_path / "plain"
+    not_a_table.mkdir()
+    trigger = DeltaMaintenanceDueTrigger(
+        table_uri=str(not_a_table), thresholds=MaintenanceThresholds(max_tombstone_bytes=0).to_dict()
+    )
+    event = asyncio.run(anext(trigger.run()))
+    assert event.payload["status"] == "error" and event.payload["retryable"] is False
+    assert "NotADeltaTableError" in event.payload["message"]
+
+
+def test_maintenance_trigger_fires_when_due(tmp_path):
+    table = make_table(str(tmp_path / "t"))
+    for i in range(3):
+        append(table, rows(1, start=i))
+    trigger = DeltaMaintenanceDueTrigger(
+        table_uri=table.uri, thresholds=MaintenanceThresholds(max_commits_since_checkpoint=2).to_dict()
+    )
+    event = asyncio.run(asyncio.wait_for(anext(trigger.run()), 10))
+    assert event.payload["status"] == "success" and event.payload["due"] is True
+    assert event.payload["crossed"]["commits_since_checkpoint"]["value"] == 4
+
+
+# --- sensors without a DAG run -------------------------------------------------------------
+
+
+def test_deferrable_sensors_defer_with_their_trigger(tmp_path):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    table = make_table(str(tmp_path / "t"))
+    sensor = DeltaTableVersionSensor(task_id="s", table=str(tmp_path / "t"), deferrable=True, timeout=30)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, DeltaTableVersionTrigger) and trigger.after_version == 0
+    assert deferred.value.method_name == "execute_complete"
+    append(table, rows(1))
+    assert sensor.execute_complete({}, {"status": "success", "version": 1})["version"] == 1
+    with pytest.raises(AirflowFailException, match="unsupported"):
+        sensor.execute_complete({}, {"status": "error", "message": "unsupported", "retryable": False})
+    with pytest.raises(AirflowException) as retryable:
+        sensor.execute_complete({}, {"status": "error", "message": "network", "retryable": True})
+    assert not isinstance(retryable.value, AirflowFailException)
+
+    due = DeltaMaintenanceDueSensor(
+        task_id="d", table=str(tmp_path / "t"), max_commits_since_checkpoint=5, deferrable=True, poke_interval=2
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        due.execute({})
+    assert deferred.value.trigger.thresholds["max_commits_since_checkpoint"] == 5
+    assert deferred.value.trigger.poke_interval == 2
+
+
+def test_sensor_deferrable_default_comes_from_config(monkeypatch, tmp_path):
+    from airflow.sdk.configuration import conf
+
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+    assert conf.getboolean("operators", "default_deferrable") is True
+    assert DeltaTableVersionSensor(task_id="s", table=str(tmp_path)).deferrable is True
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
+    assert DeltaTableVersionSensor(task_id="s2", table=str(tmp_path)).deferrable is False
+
+
+def test_version_sensor_remembers_its_baseline(tmp_path):
+    """Reschedule mode builds a new operator per poke: the baseline lives in task_state_store."""
+    table = make_table(str(tmp_path / "t"))
+
+    class Store(dict):
+        def set(self, key: str, value: Any) -> None:
+            self[key] = value
+
+    store = Store()
+    sensor = DeltaTableVersionSensor(task_id="s", table=str(tmp_path / "t"))
+    assert sensor.poke({"task_state_store": store}) is False
+    assert store == {"deltalog_baseline_version": 0}
+    append(table, rows(1))
+    again = DeltaTableVersionSensor(task_id="s", table=str(tmp_path / "t"))
+    result = again.poke({"task_state_store": store})
+    assert result.is_done and result.xcom_value["version"] == 1
+
+
+# --- operators without a DAG run ------------------------------------------------------------
+
+
+def test_outlets_follow_the_table():
+    literal = DeltaVacuumOperator(task_id="a", table="/data/t/")
+    assert literal.outlets == [Asset(uri="file:///data/t")]
+    templated = DeltaVacuumOperator(task_id="b", table="{{ params.table }}")
+    assert isinstance(templated.outlets[0], AssetAlias)
+    assert DeltaVacuumOperator(task_id="c", table="/data/t", dry_run=True).outlets == []
+    assert DeltaVacuumOperator(task_id="d", table="/data/t", emit_asset=False).outlets == []
+    mine = Asset(uri="file:///data/t", name="events")
+    assert DeltaVacuumOperator(task_id="e", table="/data/t", outlets=[mine]).outlets == [mine]
+    assert DeltaHealthCheckOperator(task_id="f", table="/data/t", max_tombstone_bytes=1).outlets == []
+
+
+def test_errors_map_to_failures_by_retryability():
+    with pytest.raises(AirflowFailException, match="OperationRefusedError: unsafe"):
+        with deltalog_errors_as_task_failures():
+            raise OperationRefusedError("unsafe")
+    with pytest.raises(AirflowException) as caught:
+        with deltalog_errors_as_task_failures():
+            raise StorageError("network down")
+    assert not isinstance(caught.value, AirflowFailException)
+
+
+def test_call_core_passes_cancel_only_when_accepted():
+    event = threading.Event()
+    assert call_core(lambda table, cancel=None: cancel, "t", cancel=event) is event
+    assert call_core(lambda table: table, "t", cancel=event) == "t"
+
+
+def test_kill_during_vacuum_planning_deletes_nothing(tmp_path, monkeypatch):
+    import deltalog.vacuum as vacuum_module
+    from deltalog.transaction import Transaction
+
+    table = make_table(str(tmp_path / "t"))
+    append(table, rows(2))
+    snap = table.snapshot()
+    old = snap.file_paths()[0]
+    txn = Transaction(table.storage, snap, operation="DELETE")
+    txn.remove([{"path": old, "dataChange": True, "deletionTimestamp": 0}])
+    txn.commit()
+    before = sorted(os.listdir(os.path.join(str(tmp_path / "t"), "_delta_log")))
+
+    op = DeltaVacuumOperator(task_id="v", table=str(tmp_path / "t"), retention_hours=0, allow_short_retention=True)
+    real_plan = vacuum_module.plan_vacuum
+
+    def plan_then_sigterm(*args: Any, **kwargs: Any) -> Any:
+        plan = real_plan(*args, **kwargs)
+        assert plan.num_files == 1
+        op.on_kill()  # what the task runner's SIGTERM handler calls
+        return plan
+
+    monkeypatch.setattr(vacuum_module, "plan_vacuum", plan_then_sigterm)
+    with pytest.raises(AirflowException, match="cancelled"):
+        op.execute({})
+    assert os.path.exists(os.path.join(str(tmp_path / "t"), old))
+    assert sorted(os.listdir(os.path.join(str(tmp_path / "t"), "_delta_log"))) == before
+
+
+def test_health_branch_chooses_paths_per_check():
+    op = DeltaHealthBranchOperator(
+        task_id="b",
+        table="/t",
+        max_tombstone_bytes=0,
+        follow_task_ids_if_due={"small_file_share": "compact", "tombstone_bytes": ["vacuum", "compact"]},
+        follow_task_ids_if_healthy="done",
+    )
+    assert op.choose_branch({"crossed": {"tombstone_bytes": {}, "small_file_share": {}}}) == ["vacuum", "compact"]
+    assert op.choose_branch({"crossed": {"commits_since_checkpoint": {}}}) == []
+    assert op.choose_branch({"crossed": {}}) == ["done"]
+
+
+def test_health_check_needs_a_threshold(tmp_path):
+    make_table(str(tmp_path / "t"))
+    with pytest.raises(AirflowFailException, match="no health threshold"):
+        DeltaHealthCheckOperator(task_id="h", table=str(tmp_path / "t")).execute({})
+
+
+def test_commit_app_transaction_identity():
+    import datetime as dt
+
+    assert derive_app_id({"ti": FakeTI()}) == "airflow:dag:task"
+    assert derive_app_id({"ti": FakeTI(map_index=3)}) == "airflow:dag:task:3"
+    when = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+    assert derive_txn_version({"logical_date": when}) == int(when.timestamp() * 1000)
+    run = types.SimpleNamespace(run_after=when + dt.timedelta(hours=1))
+    assert derive_txn_version({"logical_date": None, "dag_run": run}) == int(when.timestamp() * 1000) + 3_600_000
+
+
+def test_commit_request_forms(tmp_path):
+    hook = DeltaTableHook()
+    root = str(tmp_path)
+    (tmp_path / "_requests").mkdir()
+    (tmp_path / "_requests" / "r.json").write_text('{"add": []}')
+    assert load_request({"add": []}, hook, root) == {"add": []}
+    assert load_request('{"add": [{"path": "a"}]}', hook, root) == {"add": [{"path": "a"}]}
+    assert load_request("{'add': []}", hook, root) == {"add": []}  # a dict rendered by Jinja
+    assert load_request("_requests/r.json", hook, "file://" + root) == {"add": []}
+    assert load_request(str(tmp_path / "_requests" / "r.json"), hook, "/elsewhere") == {"add": []}
+    with pytest.raises(InvalidArgumentError, match="not found"):
+        load_request("_requests/missing.json", hook, root)
+    with pytest.raises(InvalidArgumentError, match="JSON"):
+        load_request("{not json", hook, root)
+
+
+def test_commit_retry_is_a_noop_and_an_older_run_fails(tmp_path):
+    import datetime as dt
+
+    table = make_table(str(tmp_path / "t"))
+    add = write_data_file(str(tmp_path / "t"), rows(3))
+    context = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 2, tzinfo=dt.UTC)}
+    op = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": add["path"]}]})
+    first = op.execute(context)
+    assert first["version"] == 1 and not first["noop"]
+    retry = op.execute(context)
+    assert retry["noop"] is True and table.version() == 1
+    assert op.get_openlineage_facets_on_complete(None) is None  # OpenLineage provider not installed
+
+    older = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 1, tzinfo=dt.UTC)}
+    with pytest.raises(AirflowFailException, match="newer than this run"):
+        op.execute(older)
+    lenient = DeltaCommitOperator(
+        task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": add["path"]}]}, fail_if_superseded=False
+    )
+    assert lenient.execute(older)["noop"] is True
+    assert table.version() == 1
+
+
+# --- OpenLineage ------------------------------------------------------------------------------
+
+
+def test_openlineage_dataset_naming():
+    assert openlineage_dataset_name("/data/t/") == ("file", "/data/t")
+    assert openlineage_dataset_name("file:///data/t") == ("file", "/data/t")
+    assert openlineage_dataset_name("s3a://bucket/wh/t") == ("s3://bucket", "wh/t")
+    assert openlineage_dataset_name("abfss://c@a.dfs.core.windows.net/t") == ("abfss://c@a.dfs.core.windows.net", "t")
+
+
+def test_openlineage_without_the_provider_is_none():
+    assert build_operator_lineage("/data/t", version=3, file_count=1) is None
+
+
+@pytest.fixture
+def fake_openlineage(monkeypatch):
+    """Stand-ins for the OpenLineage provider and client modules (neither is installed here)."""
+
+    @dataclass
+    class Record:
+        kwargs: dict[str, Any]
+
+    def cls(name: str) -> type:
+        return type(name, (), {"__init__": lambda self, **kw: setattr(self, "kwargs", kw)})
+
+    @dataclass
+    class OperatorLineage:
+        inputs: list = field(default_factory=list)
+        outputs: list = field(default_factory=list)
+
+    modules = {
+        "airflow.providers.openlineage": {},
+        "airflow.providers.openlineage.extractors": {"OperatorLineage": OperatorLineage},
+        "openlineage": {},
+        "openlineage.client": {},
+        "openlineage.client.generated": {},
+        "openlineage.client.generated.base": {
+            "InputDataset": cls("InputDataset"),
+            "OutputDataset": cls("OutputDataset"),
+        },
+        "openlineage.client.generated.dataset_version_dataset": {"DatasetVersionDatasetFacet": cls("Version")},
+        "openlineage.client.generated.lifecycle_state_change_dataset": {
+            "LifecycleStateChange": types.SimpleNamespace(ALTER="ALTER", CREATE="CREATE"),
+            "LifecycleStateChangeDatasetFacet": cls("Lifecycle"),
+        },
+        "openlineage.client.generated.output_statistics_output_dataset": {
+            "OutputStatisticsOutputDatasetFacet": cls("OutputStatistics")
+        },
+    }
+    for name, attrs in modules.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, module)
+    return Record
+
+
+def test_openlineage_facets_on_complete(fake_openlineage, tmp_path):
+    import datetime as dt
+
+    make_table(str(tmp_path / "t"))
+    add = write_data_file(str(tmp_path / "t"), rows(3))
+    op = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": add["path"]}]})
+    op.execute({"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 2, tzinfo=dt.UTC)})
+    lineage = op.get_openlineage_facets_on_complete(None)
+    (out,) = lineage.outputs
+    assert out.kwargs["namespace"] == "file" and out.kwargs["name"] == str(tmp_path / "t")
+    assert out.kwargs["facets"]["version"].kwargs == {"datasetVersion": "1"}
+    assert out.kwargs["facets"]["lifecycleStateChange"].kwargs == {"lifecycleStateChange": "ALTER"}
+    stats = out.kwargs["outputFacets"]["outputStatistics"].kwargs
+    assert stats == {"rowCount": 3, "size": add["size"], "fileCount": 1}
+
+    health = DeltaHealthCheckOperator(task_id="h", table=str(tmp_path / "t"), max_tombstone_bytes=10**9)
+    health.execute({})
+    (read,) = health.get_openlineage_facets_on_complete(None).inputs
+    assert read.kwargs["name"] == str(tmp_path / "t")
