@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import logging
 import os
@@ -378,7 +377,6 @@ class _Layout:
     add_type: pa.StructType
     write_stats_json: bool
     parsed: _ParsedColumns | None
-    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def for_table(cls, metadata: Metadata) -> _Layout:
@@ -442,9 +440,17 @@ def _parse_stats(stats: pa.Array, read_type: pa.StructType, final_type: pa.Struc
     """``stats`` JSON strings as the typed ``stats_parsed`` struct, with pyarrow's JSON reader."""
     filled = pc.fill_null(stats, "{}")
     filled = pc.if_else(pc.equal(filled, ""), "{}", filled)
-    text = "\n".join(pc.replace_substring(filled, "\n", " ").to_pylist()).encode() + b"\n"
+    # One object per line: a raw newline can only be JSON whitespace, so it becomes a space. The
+    # string array's data buffer then *is* the newline-delimited document (no Python strings).
+    lines = pc.binary_join_element_wise(pc.replace_substring(filled, "\n", " "), "", "\n")
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    buffers = lines.buffers()
+    offset_type = pa.int64() if pa.types.is_large_string(lines.type) else pa.int32()
+    offsets = pa.Array.from_buffers(offset_type, len(lines) + 1, [None, buffers[1]], offset=lines.offset)
+    start, end = offsets[0].as_py(), offsets[len(lines)].as_py()
+    text = buffers[2][start:end] if len(lines) else pa.py_buffer(b"")
     table = pa_json.read_json(
-        io.BytesIO(text),
+        pa.BufferReader(text),
         read_options=pa_json.ReadOptions(block_size=max(1 << 20, len(text) + 1)),
         parse_options=pa_json.ParseOptions(
             explicit_schema=pa.schema(list(read_type)), unexpected_field_behavior="ignore"
