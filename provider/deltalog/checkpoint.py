@@ -223,14 +223,18 @@ def read_protocol_and_metadata(
     return snap.protocol, snap.metadata
 
 
-def read_checkpoint_small_actions(storage: Storage, checkpoint: Checkpoint) -> dict[str, list[dict[str, Any]]]:
-    """protocol, metaData, txn, domainMetadata, checkpointMetadata and sidecar actions of one checkpoint.
+SMALL_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
 
-    Reads only those columns (and never the file actions), so it is cheap enough for
-    log cleanup to call on every checkpoint it keeps. Raises CorruptCheckpointError
-    when a file cannot be read.
+
+def read_checkpoint_small_actions(
+    storage: Storage, checkpoint: Checkpoint, kinds: tuple[str, ...] = SMALL_ACTIONS
+) -> dict[str, list[dict[str, Any]]]:
+    """The non-file actions of one checkpoint (``kinds`` of them: all by default).
+
+    Reads only those columns (never the file actions), so it is cheap enough for log
+    cleanup to call on every checkpoint it keeps. Raises CorruptCheckpointError when a
+    file cannot be read.
     """
-    kinds = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
     out: dict[str, list[dict[str, Any]]] = {}
     for f in checkpoint.files:
         try:

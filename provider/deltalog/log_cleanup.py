@@ -241,7 +241,8 @@ def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int)
     protocols: list[tuple[int, dict[str, Any]]] = []
     if oldest is not None and oldest not in listing.commits and oldest in listing.checkpoints:
         for cp in listing.checkpoints[oldest]:
-            protocols += [(oldest, p) for p in read_checkpoint_small_actions(storage, cp).get("protocol", [])]
+            small = read_checkpoint_small_actions(storage, cp, ("protocol",))
+            protocols += [(oldest, p) for p in small.get("protocol", [])]
     for v in sorted(c for c in listing.commits if c <= checkpoint):
         for line in storage.read_bytes(listing.commits[v].path).split(b"\n"):
             if b'"protocol"' in line[:24]:
@@ -316,7 +317,7 @@ def _doomed_sidecars(storage: Storage, listing: LogListing, checkpoint: int, old
             continue
         for cp in cps:
             try:
-                small = read_checkpoint_small_actions(storage, cp)
+                small = read_checkpoint_small_actions(storage, cp, ("sidecar",))
             except CorruptCheckpointError:
                 # Cannot tell what it references: keep every sidecar rather than guess.
                 log.warning("keeping all sidecars: checkpoint %s is unreadable", cp.files[0].name)
