@@ -30,7 +30,7 @@ _TOKEN = re.compile(
       | (?P<num>[-+]?\d+(?:\.\d+)?)
       | (?P<qid>`(?:[^`]|``)+`)
       | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
-      | (?P<op>=|\(|\)|,)
+      | (?P<op>==|=|<>|!=|>=|<=|<|>|\(|\)|,)
     )""",
     re.VERBOSE,
 )
@@ -193,7 +193,7 @@ def parse_where(
         pf.types[key] = f.type
         kind, text = take()
         upper = text.upper() if kind == "word" else text
-        if upper == "=":
+        if upper in ("=", "=="):
             values = [literal(f.type, column)]
         elif upper == "IN":
             if take()[1] != "(":

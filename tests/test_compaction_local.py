@@ -1,0 +1,280 @@
+"""The local engine end to end: rows survive (read back by deltalake), files are exact, commits are OPTIMIZE."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import deltalake
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from deltalog import DeltaTable
+from deltalog.compaction import LocalOptions, compact
+from deltalog.compaction.layout import physical_data_schema
+from deltalog.create import create_table
+from deltalog.log import commit_name
+from helpers import append, make_table, rows
+from test_compaction_support import (
+    RICH_SCHEMA,
+    add_deletion_vector,
+    make_rich_table,
+    read_multiset,
+    rich_rows,
+)
+
+GOLDEN = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "conformance", "golden"
+)
+
+
+def _golden_copy(name: str, tmp_path) -> str:
+    src = os.path.join(GOLDEN, name)
+    if not os.path.isdir(src):
+        pytest.skip(f"golden table {name} not available")
+    dst = str(tmp_path / name)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _commit_actions(path: str, version: int) -> list[dict]:
+    with open(os.path.join(path, "_delta_log", commit_name(version))) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+@pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
+def test_rows_survive_and_second_run_is_a_noop(tmp_path, partitioned):
+    path = make_rich_table(str(tmp_path / "t"), partitioned, appends=6, rows_per_append=40)
+    before = read_multiset(path)
+    version_before = deltalake.DeltaTable(path).version()
+
+    result = compact(path)
+
+    assert result.ok and len(result.commits) == 1
+    assert read_multiset(path) == before
+    d = result.to_dict()
+    assert d["numFilesRemoved"] == (12 if partitioned else 6)
+    assert d["numFilesAdded"] == (2 if partitioned else 1)
+    assert d["numPartitionsOptimized"] == (2 if partitioned else 1)
+    version = result.commits[0].version
+    assert version == version_before + 1
+    actions = _commit_actions(path, version)
+    info = actions[0]["commitInfo"]
+    assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
+    assert info["operationMetrics"]["numRemovedFiles"] == str(d["numFilesRemoved"])
+    assert info["operationMetrics"]["p50FileSize"] == str(result.commits[0].operation_metrics["p50FileSize"])
+    files = [a for a in actions if "add" in a or "remove" in a]
+    assert files and all(next(iter(a.values()))["dataChange"] is False for a in files)
+    assert deltalake.DeltaTable(path).history(1)[0]["operation"] == "OPTIMIZE"
+
+    again = compact(path)
+    assert again.noop and not again.commits
+    assert deltalake.DeltaTable(path).version() == version
+
+
+def test_new_files_have_the_table_schema_and_true_stats(tmp_path):
+    path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=30)
+    compact(path)
+    snap = DeltaTable(path).snapshot()
+    expected = physical_data_schema(snap.metadata.schema_string, ["part"], "none")
+    for row in snap.files.to_pylist():
+        data_file = os.path.join(path, row["path"])
+        schema = pq.read_schema(data_file)
+        assert schema.names == expected.names
+        for f in expected:
+            got = schema.field(f.name)
+            assert got.type.equals(f.type) and got.nullable == f.nullable, f.name
+        assert schema.field("id").nullable is False  # the table says NOT NULL; deltalake's files did too
+        data = pq.read_table(data_file)
+        stats = json.loads(row["stats"])
+        assert stats["numRecords"] == data.num_rows
+        assert stats["nullCount"]["name"] == data.column("name").null_count
+        assert stats["nullCount"]["amount"] == data.column("amount").null_count
+        assert stats["minValues"]["id"] == pc.min(data.column("id")).as_py()
+        assert stats["maxValues"]["id"] == pc.max(data.column("id")).as_py()
+        assert stats["minValues"]["nested"]["a"] == pc.min(pc.struct_field(data.column("nested"), "a")).as_py()
+        assert pq.ParquetFile(data_file).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_codec_follows_the_table_property(tmp_path):
+    path = str(tmp_path / "t")
+    t = make_table(path, configuration={"delta.parquet.compression.codec": "snappy"})
+    for i in range(3):
+        append(t, rows(10, i * 10))
+    compact(path)
+    (new,) = DeltaTable(path).snapshot().file_paths()
+    assert new.endswith(".snappy.parquet")
+    assert pq.ParquetFile(os.path.join(path, new)).metadata.row_group(0).column(0).compression == "SNAPPY"
+
+
+@pytest.mark.parametrize(
+    "name, mode", [("table-with-columnmapping-mode-id", "id"), ("table-with-columnmapping-mode-name", "name")]
+)
+def test_column_mapping_files_use_physical_names_and_field_ids(tmp_path, name, mode):
+    path = _golden_copy(name, tmp_path)
+    before = read_multiset(path)
+    result = compact(path)
+    assert result.ok and result.to_dict()["numFilesRemoved"] == 2
+    assert read_multiset(path) == before
+    snap = DeltaTable(path).snapshot()
+    (row,) = snap.files.to_pylist()
+    schema = pq.read_schema(os.path.join(path, row["path"]))
+    logical = snap.metadata.schema
+    physical = [(f.metadata or {})[b"delta.columnMapping.physicalName"].decode() for f in logical]
+    assert schema.names == physical
+    if mode == "id":
+        ids = [int(schema.field(n).metadata[b"PARQUET:field_id"]) for n in schema.names]
+        assert ids == [int(f.metadata[b"delta.columnMapping.id"]) for f in logical]
+    stats = json.loads(row["stats"])
+    assert set(stats["nullCount"]) <= set(physical)  # stats keyed by physical names
+
+
+def _append_next_to_dv_files(path: str) -> list[str]:
+    """Give each partition holding a (Spark-written) DV file a second small file, so the DV file gets binned."""
+    t = DeltaTable(path)
+    snap = t.snapshot()
+    fields = {f.name: f for f in snap.metadata.schema}
+    phys = {
+        n: (f.metadata or {}).get(b"delta.columnMapping.physicalName", n.encode()).decode() for n, f in fields.items()
+    }
+    dv_rows = [r for r in snap.files.to_pylist() if r["deletionVector"]]
+    for i, r in enumerate(dv_rows):
+        pv = dict(r["partitionValues"])
+        data = pa.table({phys["col1"]: pa.array([1000 + i, 2000 + i], pa.int32()), phys["col2"]: ["new", None]})
+        append(t, data, pv)
+    return [r["path"] for r in dv_rows]
+
+
+@pytest.mark.parametrize("name", ["dv-partitioned-with-checkpoint", "dv-with-columnmapping"])
+def test_deletion_vectors_written_by_spark_are_applied(tmp_path, name):
+    path = _golden_copy(name, tmp_path)
+    dv_files = _append_next_to_dv_files(path)
+    before = read_multiset(path)
+    result = compact(path)
+    assert result.ok
+    assert read_multiset(path) == before
+    assert result.to_dict()["numDeletionVectorsApplied"] == len(dv_files) == 2
+    snap = DeltaTable(path).snapshot()
+    assert all(dv is None for dv in snap.files.column("deletionVector").to_pylist())
+    removes = [a["remove"] for a in _commit_actions(path, result.commits[0].version) if "remove" in a]
+    assert {r["path"] for r in removes if r.get("deletionVector")} == set(dv_files)
+
+
+@pytest.mark.parametrize("runs", [False, True], ids=["array-bitmap", "runs"])
+def test_own_deletion_vectors_on_disk_and_inline(tmp_path, runs, monkeypatch):
+    import test_compaction_support as support
+
+    path = str(tmp_path / "t")
+    create_table(path, RICH_SCHEMA, ["part"], {"delta.enableDeletionVectors": "true"})
+    make_rich_table(path, True, appends=3, rows_per_append=6000)
+    paths = DeltaTable(path).snapshot().file_paths()
+    serialize = support.serialize_bitmap
+    monkeypatch.setattr(support, "serialize_bitmap", lambda r: serialize(r, runs))
+    add_deletion_vector(path, paths[0], list(range(0, 5000)) + [5999])  # a bitmap container (> 4096 values)
+    add_deletion_vector(path, paths[1], [1, 2, 3, 100], inline=True)
+    before = read_multiset(path)
+    assert sum(before.values()) == 6 * 6000 - 5001 - 4  # deltalake applies our DVs
+    result = compact(path)
+    assert result.ok and result.to_dict()["numDeletionVectorsApplied"] == 2
+    assert read_multiset(path) == before
+    stats = [json.loads(s) for s in DeltaTable(path).snapshot().files.column("stats").to_pylist()]
+    assert sum(s["numRecords"] for s in stats) == sum(before.values())
+
+
+def test_old_files_missing_a_new_column_get_nulls(tmp_path):
+    path = str(tmp_path / "t")
+    write = lambda data, **kw: deltalake.write_deltalake(path, data, mode="append", **kw)  # noqa: E731
+    write(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    write(pa.table({"id": [3], "v": ["c"]}))
+    write(pa.table({"id": [4], "v": ["d"], "extra": [1.5]}), schema_mode="merge")
+    before = read_multiset(path)
+    assert compact(path).ok
+    assert read_multiset(path) == before
+    (f,) = DeltaTable(path).snapshot().file_paths()
+    data = pq.read_table(os.path.join(path, f))
+    assert data.column("extra").null_count == 3
+
+
+def test_batches_commit_as_they_go_and_where_limits_partitions(tmp_path):
+    path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=20)
+    before = read_multiset(path)
+    only_a = compact(path, where="part = 'a'")
+    assert [b.partitionValues for b in only_a.plan.bins] == [{"part": "a"}]
+    assert json.loads(
+        _commit_actions(path, only_a.commits[0].version)[0]["commitInfo"]["operationParameters"]["predicate"]
+    ) == ["part = 'a'"]
+    for i in range(3):
+        deltalake.write_deltalake(path, rich_rows(5, 10_000 + i * 5, "a"), mode="append", partition_by=["part"])
+    result = compact(path, bins_per_commit=1)
+    assert len(result.commits) == 2 and [c.bins for c in result.commits] == [[0], [1]]
+    assert result.commits[1].version == result.commits[0].version + 1
+    assert sum(read_multiset(path).values()) == sum(before.values()) + 15
+
+
+def test_output_row_groups_are_bounded_by_the_buffer(tmp_path):
+    path = make_rich_table(str(tmp_path / "t"), False, appends=5, rows_per_append=100)
+    before = read_multiset(path)
+    result = compact(path, local_options=LocalOptions(batch_rows=16, row_group_rows=64))
+    assert read_multiset(path) == before
+    (f,) = DeltaTable(path).snapshot().file_paths()
+    md = pq.ParquetFile(os.path.join(path, f)).metadata
+    assert md.num_rows == 500 and md.num_row_groups == 8  # 7 groups of 64 rows (+/- a batch) and the rest
+    assert all(md.row_group(i).num_rows <= 64 + 15 for i in range(md.num_row_groups))
+    assert result.outputs[0].rows_out == 500
+
+
+@pytest.fixture(scope="module")
+def big_bin_table(tmp_path_factory):
+    """One bin of 12 files holding ~49 MB of decoded Arrow data (480k rows of 90-character strings)."""
+    path = str(tmp_path_factory.mktemp("big") / "t")
+    t = make_table(path, pa.schema([("id", pa.int64()), ("value", pa.string())]))
+    n = 40_000
+    for i in range(12):
+        ids = range(i * n, (i + 1) * n)
+        append(t, pa.table({"id": pa.array(ids, pa.int64()), "value": pa.array([f"{j:0>90}" for j in ids])}))
+    return path
+
+
+@pytest.mark.parametrize("row_group_bytes, bounded", [(2 << 20, True), (256 << 20, False)], ids=["2MB", "256MB"])
+def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(tmp_path, big_bin_table, row_group_bytes, bounded):
+    """Peak Arrow memory of a fresh process rewriting the bin follows the buffer size, not the bin size."""
+    path = str(tmp_path / "t")
+    shutil.copytree(big_bin_table, path)
+    script = textwrap.dedent(
+        f"""
+        import json
+        import pyarrow as pa
+        from deltalog.compaction import LocalOptions, compact
+        r = compact({path!r}, local_options=LocalOptions(row_group_bytes={row_group_bytes}, batch_rows=8192))
+        print(json.dumps({{"ok": r.ok, "rows": r.outputs[0].rows_out, "peak": pa.default_memory_pool().max_memory()}}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["ok"] and doc["rows"] == 480_000
+    decoded = 480_000 * (8 + 90 + 4)
+    if bounded:
+        assert doc["peak"] < decoded / 4, doc
+    else:  # the measurement can tell: a buffer as big as the bin holds the whole bin
+        assert doc["peak"] > decoded / 2, doc
+
+
+def test_a_missing_input_file_fails_only_its_bin(tmp_path):
+    path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=10)
+    snap = DeltaTable(path).snapshot()
+    victim = next(p for p in snap.file_paths() if p.startswith("part=a/"))
+    os.remove(os.path.join(path, victim))
+    result = compact(path)
+    assert not result.ok
+    (skipped,) = result.skipped
+    assert skipped.kind == "error" and "does not exist" in skipped.reason
+    assert [b.partitionValues for b in result.plan.bins if b.id in result.committed_bins] == [{"part": "b"}]
+    on_disk = {os.path.join("part=a", n) for n in os.listdir(os.path.join(path, "part=a"))}
+    live = set(DeltaTable(path).snapshot().file_paths())
+    assert on_disk <= live  # the failed bin left no half-written file behind
