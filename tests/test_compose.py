@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import subprocess
 import sys
 from typing import Any
 
@@ -232,18 +233,40 @@ def test_spark_conf_reaches_minio_with_a_matching_hadoop_aws(services: dict[str,
     assert conf["spark.driver.host"] == services["airflow-scheduler"]["hostname"]
 
 
-def test_deltalog_connection_resolves_to_minio_storage_options(services: dict[str, Any]) -> None:
-    """The provider's own parser turns the env connection into s3fs options for MinIO."""
-    from airflow.models.connection import Connection
+def test_deltalog_connection_resolves_to_minio_storage_options(services: dict[str, Any], tmp_path: Any) -> None:
+    """The provider's own parser turns the env connection into s3fs options for MinIO.
 
-    from deltalog_provider.hooks.delta_table import settings_from_connection
-
-    env = _env(services["airflow-scheduler"])
-    conn = Connection.from_json(env["AIRFLOW_CONN_DELTALOG_DEFAULT"], conn_id="deltalog_default")
-    settings = settings_from_connection(conn)
+    Run in a subprocess with a throw-away AIRFLOW_HOME: importing Airflow here would
+    configure it for the whole test session.
+    """
+    env_vars = _env(services["airflow-scheduler"])
+    code = (
+        "import json, sys\n"
+        "from airflow.models.connection import Connection\n"
+        "from deltalog_provider.hooks.delta_table import settings_from_connection\n"
+        "conn = Connection.from_json(sys.argv[1], conn_id='deltalog_default')\n"
+        "s = settings_from_connection(conn)\n"
+        "print(json.dumps({'root': s.root, 'options': s.storage_options, 'table': s.resolve(sys.argv[2])}))\n"
+    )
+    env = dict(os.environ, AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            env_vars["AIRFLOW_CONN_DELTALOG_DEFAULT"],
+            env_vars["AIRFLOW_VAR_DELTALOG_TABLE_URI"],
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    settings = json.loads(proc.stdout.strip().splitlines()[-1])
     minio_env = _env(services["minio"])
-    assert settings.root == "s3://deltalog/warehouse"
-    assert settings.storage_options["endpoint_url"] == "http://minio:9000"
-    assert settings.storage_options["key"] == minio_env["MINIO_ROOT_USER"]
-    assert settings.storage_options["secret"] == minio_env["MINIO_ROOT_PASSWORD"]
-    assert settings.resolve(env["AIRFLOW_VAR_DELTALOG_TABLE_URI"]) == "s3://deltalog/warehouse/events"
+    assert settings["root"] == "s3://deltalog/warehouse"
+    assert settings["options"]["endpoint_url"] == "http://minio:9000"
+    assert settings["options"]["key"] == minio_env["MINIO_ROOT_USER"]
+    assert settings["options"]["secret"] == minio_env["MINIO_ROOT_PASSWORD"]
+    assert settings["table"] == "s3://deltalog/warehouse/events"

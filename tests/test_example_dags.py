@@ -1,0 +1,247 @@
+"""The example DAGs end to end: real Airflow 3 (``airflow dags test``, SQLite) and real Spark.
+
+One AIRFLOW_HOME for the module, every Airflow command in a subprocess (so this
+module never configures Airflow for the rest of the session), two Spark
+submissions in all (the ingest job, the compaction job). The environment is the
+one ``scripts/demo.py`` uses, so these tests also cover the main job's set-up.
+
+Table A (42 days of history): ingest with Spark -> re-commit (idempotent) ->
+maintenance with the Spark compaction path. Table B: the asset-scheduled DAG.
+Results are read back with deltalake, an independent reader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DAGS = REPO / "dags"
+sys.path[:0] = [str(DAGS), str(REPO / "scripts")]
+
+from demo import airflow_env, task_states  # noqa: E402
+
+VENV_BIN = str(Path(sys.executable).parent)
+TODAY = dt.datetime.now(dt.UTC).date()
+INGEST_ROWS, INGEST_FILES = 3000, 4
+SPARK_PATH = ["plan_compaction", "compact_spark", "commit_compaction"]
+CORE = ["health_check", "choose_engine", "checkpoint", "vacuum", "log_cleanup", "manifest", "summary"]
+
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
+
+
+def _airflow(env: dict[str, str], *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [os.path.join(VENV_BIN, "airflow"), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert proc.returncode == 0, f"airflow {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def _rows(table: str) -> Any:
+    from deltalake import DeltaTable as RsTable
+
+    return RsTable(table).to_pyarrow_table()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    path = str(tmp_path_factory.mktemp("airflow_home"))
+    _airflow(airflow_env(path, "/unused", VENV_BIN), "db", "migrate", timeout=300)
+    yield path
+
+
+@pytest.fixture(scope="module")
+def pipeline(home: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Seed table A, run ingest, re-run its commit, run maintenance on the Spark path; record every step."""
+    from deltalog import DeltaTable
+    from deltalog_example.report import table_report
+    from deltalog_example.seed import seed_history
+
+    table = str(tmp_path_factory.mktemp("tables") / "events_a")
+    seeded = seed_history(table, days=42, files_per_day=2, rows_per_file=100, reingested_days=(20,), orphans=1)
+    env = airflow_env(home, table, VENV_BIN)
+    env.update(
+        {
+            "AIRFLOW_VAR_DELTALOG_INGEST_ROWS": str(INGEST_ROWS),
+            "AIRFLOW_VAR_DELTALOG_INGEST_FILES": str(INGEST_FILES),
+            # Every table counts as large: exercise the Spark compaction path.
+            "AIRFLOW_VAR_DELTALOG_SPARK_COMPACTION_MIN_BYTES": "0",
+        }
+    )
+    out: dict[str, Any] = {"table": table, "seeded": seeded, "seeded_rows": _rows(table).num_rows}
+    started = time.monotonic()
+    _airflow(env, "dags", "test", "deltalog_ingest", TODAY.isoformat())
+    out["ingest_seconds"] = time.monotonic() - started
+    out["ingest_states"] = task_states(home, "deltalog_ingest")
+    out["after_ingest"] = table_report(DeltaTable(table))
+    out["rows_after_ingest"] = _rows(table)
+    # A retry of the commit after a lost response: same run, same request, same app transaction.
+    recommit = _airflow(env, "tasks", "test", "deltalog_ingest", "commit", TODAY.isoformat())
+    out["recommit_log"] = recommit.stdout + recommit.stderr
+    out["after_recommit"] = table_report(DeltaTable(table))
+    log_before = set(os.listdir(os.path.join(table, "_delta_log")))
+    started = time.monotonic()
+    _airflow(env, "dags", "test", "deltalog_maintenance", TODAY.isoformat())
+    out["maintenance_seconds"] = time.monotonic() - started
+    out["maintenance_states"] = task_states(home, "deltalog_maintenance")
+    out["after_maintenance"] = table_report(DeltaTable(table))
+    out["log_removed"] = sorted(log_before - set(os.listdir(os.path.join(table, "_delta_log"))))
+    return out
+
+
+def test_dag_files_import_cleanly_with_their_scheduling_guarantees(home: str) -> None:
+    """DagBag (as the DAG processor builds it) has no import errors; timeouts, pools, deadline, asset wired."""
+    code = r"""
+import json
+from airflow.dag_processing.dagbag import BundleDagBag
+bag = BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, bundle_name="dags-folder")
+from deltalog_example import MAINTENANCE_POOL  # importable now: the bag put the bundle on sys.path
+m = bag.dags["deltalog_maintenance"]
+out = {
+    "errors": {k: v[-500:] for k, v in bag.import_errors.items()},
+    "dags": sorted(bag.dags),
+    "no_timeout": sorted(f"{d.dag_id}.{t.task_id}" for d in bag.dags.values() for t in d.tasks
+                         if t.execution_timeout is None and not t.task_id.startswith("wait_")),
+    "max_active_runs": {d.dag_id: d.max_active_runs for d in bag.dags.values()},
+    "rewrite_pools": {f"{d.dag_id}.{t.task_id}": t.pool for d in bag.dags.values() for t in d.tasks
+                      if t.task_id in ("compact_local", "compact_spark", "commit_compaction", "vacuum", "compact")},
+    "deadline": [(type(a.reference).__name__, a.interval.total_seconds(), a.callback.path) for a in (m.deadline or [])],
+    "on_change_schedule": [a.uri for a in bag.dags["deltalog_maintenance_on_change"].schedule],
+    "commit_outlets": [o.uri for o in bag.dags["deltalog_ingest"].get_task("commit").outlets],
+    "pool": MAINTENANCE_POOL,
+}
+print(json.dumps(out))
+""".replace("DAGS", repr(str(DAGS)))
+    env = airflow_env(home, "/data/events", VENV_BIN)
+    env["AIRFLOW_VAR_DELTALOG_MAINTENANCE_DEADLINE_MINUTES"] = "45"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["errors"] == {}
+    assert info["dags"] == ["deltalog_ingest", "deltalog_maintenance", "deltalog_maintenance_on_change"]
+    assert info["no_timeout"] == []
+    assert set(info["max_active_runs"].values()) == {1}
+    assert info["rewrite_pools"] and set(info["rewrite_pools"].values()) == {info["pool"]}
+    assert info["deadline"] == [["DagRunQueuedAtDeadline", 45 * 60.0, "deltalog_example.callbacks.log_missed_deadline"]]
+    # The on-change DAG listens to exactly the asset the ingest commit emits.
+    assert info["commit_outlets"] == ["file:///data/events"]
+    assert info["on_change_schedule"] == ["file:///data/events"]
+
+
+def test_deadline_callback_logs_the_missed_run(caplog: pytest.LogCaptureFixture) -> None:
+    import asyncio
+
+    from deltalog_example.callbacks import log_missed_deadline
+
+    context = {"dag_run": {"run_id": "scheduled__2026-11-21", "dag_id": "deltalog_maintenance"}}
+    with caplog.at_level("WARNING", logger="deltalog.maintenance.deadline"):
+        message = asyncio.run(log_missed_deadline(table="s3://b/t", minutes=60, context=context))
+    assert "s3://b/t" in message and "scheduled__2026-11-21" in message and "60 minutes" in message
+    assert message in caplog.text
+
+
+def test_ingest_commits_exactly_the_spark_rows(pipeline: dict[str, Any]) -> None:
+    assert pipeline["ingest_states"] == (
+        "success",
+        {"ensure_table": "success", "ingest_events": "success", "commit": "success"},
+    )
+    data = pipeline["rows_after_ingest"]
+    assert data.num_rows == pipeline["seeded_rows"] + INGEST_ROWS
+    assert len(set(data.column("event_id").to_pylist())) == data.num_rows
+    today = [d for d in data.column("event_date").to_pylist() if d == TODAY]
+    assert len(today) == INGEST_ROWS
+    before, after = pipeline["seeded"], pipeline["after_ingest"]
+    assert after.version == before.versions  # exactly one new commit
+    assert after.live_files == before.live_files + INGEST_FILES
+
+
+def test_commit_retry_is_a_noop(pipeline: dict[str, Any]) -> None:
+    assert pipeline["after_recommit"].version == pipeline["after_ingest"].version
+    assert pipeline["after_recommit"].live_files == pipeline["after_ingest"].live_files
+    assert "already committed" in pipeline["recommit_log"]
+
+
+def test_maintenance_takes_the_spark_path_and_every_task_succeeds(pipeline: dict[str, Any]) -> None:
+    run_state, states = pipeline["maintenance_states"]
+    assert run_state == "success"
+    assert {t: states[t] for t in CORE + SPARK_PATH} == dict.fromkeys(CORE + SPARK_PATH, "success")
+    assert states["compact_local"] == "skipped"
+
+
+def test_maintenance_keeps_every_row_and_compacts_each_partition(pipeline: dict[str, Any]) -> None:
+    from deltalog import DeltaTable
+
+    data = _rows(pipeline["table"])
+    before = pipeline["rows_after_ingest"]
+    assert data.num_rows == before.num_rows
+    assert sorted(data.column("event_id").to_pylist()) == sorted(before.column("event_id").to_pylist())
+    snapshot = DeltaTable(pipeline["table"]).snapshot()
+    days = [pv[0][1] for pv in snapshot.files.column("partitionValues").to_pylist()]
+    assert len(days) == len(set(days)), "a partition still has more than one file"
+    after = pipeline["after_maintenance"]
+    assert after.live_files == len({d for d in data.column("event_date").to_pylist()})
+    assert after.live_files < pipeline["after_ingest"].live_files
+
+
+def test_checkpoint_and_log_cleanup(pipeline: dict[str, Any]) -> None:
+    after = pipeline["after_maintenance"]
+    assert after.checkpoint_version is not None and after.checkpoint_version > pipeline["after_ingest"].version
+    # 42 dated-back days: commits older than 30 days before the checkpoint at version 10 are gone.
+    assert after.oldest_version == 10
+    assert [n for n in pipeline["log_removed"] if n.endswith(".json")] == [f"{v:020d}.json" for v in range(10)]
+
+
+def test_vacuum_reclaimed_only_files_past_retention(pipeline: dict[str, Any]) -> None:
+    """Vacuum deleted the old re-ingested files and the orphan; today's compacted inputs stay (7-day retention)."""
+    from deltalog import DeltaTable
+    from deltalog.vacuum import vacuum
+
+    table = DeltaTable(pipeline["table"])
+    ends = [r for r in table.history() if r.operation == "VACUUM END"]
+    assert len(ends) == 1 and int(ends[0].operationMetrics["numDeletedFiles"]) == 2 + 1  # re-ingested day + orphan
+    plan = vacuum(table, dry_run=True).to_dict()
+    assert plan["num_files_to_delete"] == 0
+    # With the retention overridden to zero, exactly the files the compaction removed would go.
+    short = vacuum(table, retention_hours=0, dry_run=True, allow_short_retention=True).to_dict()
+    optimize = next(r for r in table.history() if r.operation == "OPTIMIZE")
+    assert short["num_files_to_delete"] == int(optimize.operationMetrics["numRemovedFiles"])
+    after = pipeline["after_maintenance"]
+    assert after.data_files_on_storage == after.live_files + short["num_files_to_delete"]
+
+
+def test_manifest_lists_the_live_files(pipeline: dict[str, Any]) -> None:
+    from deltalog import DeltaTable
+
+    root = Path(pipeline["table"]) / "_symlink_format_manifest"
+    listed = {line.strip() for m in root.rglob("manifest") for line in m.read_text().splitlines() if line.strip()}
+    live = DeltaTable(pipeline["table"]).snapshot().files.column("path").to_pylist()
+    assert len(listed) == len(live)
+    assert all(any(entry.endswith(p) for entry in listed) for p in live)
+
+
+def test_on_change_dag_compacts_and_checkpoints_a_due_table(home: str, tmp_path: Path) -> None:
+    from deltalog import DeltaTable
+    from deltalog_example.report import table_report
+    from deltalog_example.seed import seed_history
+
+    table = str(tmp_path / "events_b")
+    seeded = seed_history(table, days=4, files_per_day=3, rows_per_file=50, reingested_days=(), orphans=0)
+    rows = _rows(table).num_rows
+    _airflow(airflow_env(home, table, VENV_BIN), "dags", "test", "deltalog_maintenance_on_change")
+    run_state, states = task_states(home, "deltalog_maintenance_on_change")
+    assert run_state == "success"
+    assert states == dict.fromkeys(["wait_until_due", "compact", "checkpoint", "report"], "success")
+    after = table_report(DeltaTable(table))
+    assert after.live_files == 4 and seeded.live_files == 12
+    assert after.checkpoint_version == after.version
+    assert _rows(table).num_rows == rows
