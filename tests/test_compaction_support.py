@@ -100,6 +100,11 @@ def read_multiset(path: str) -> Counter:
         data = pa.table(QueryBuilder().register("t", table).execute("select * from t").read_all())
     else:
         data = table.to_pyarrow_table()
+    return multiset_of(data)
+
+
+def multiset_of(data: pa.Table) -> Counter:
+    """Rows of ``data`` as a multiset of canonical tuples (columns in name order)."""
     cols = sorted(data.column_names)
     return Counter(tuple(_canonical(r[c]) for c in cols) for r in data.to_pylist())
 
