@@ -305,10 +305,10 @@ def run_local(
         try:
             return BinWriter(storage, plan, options).rewrite(b)
         except DeltaLogError as exc:
-            log.warning("bin %d was not rewritten: %s", b.id, exc)
+            log.info("bin %d was not rewritten: %s", b.id, exc)  # reported in the result
             return BinSkipped(b.id, f"rewrite failed: {exc}", "error", [f.path for f in b.files])
         except Exception as exc:  # noqa: BLE001 - one bad bin must not lose the others' work
-            log.exception("bin %d was not rewritten", b.id)
+            log.info("bin %d was not rewritten: %s", b.id, exc, exc_info=log.isEnabledFor(logging.DEBUG))
             return BinSkipped(b.id, f"rewrite failed: {type(exc).__name__}: {exc}", "error", [f.path for f in b.files])
 
     if workers == 1:
