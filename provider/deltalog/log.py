@@ -10,11 +10,12 @@ or a hint pointing to a deleted file, never makes the table unreadable.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.errors import MissingCommitError, NotADeltaTableError, VersionNotFoundError
+from deltalog.errors import MissingCommitError, NotADeltaTableError, StorageError, VersionNotFoundError
 from deltalog.storage import FileInfo, Storage, ensure_table_root
 
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
@@ -88,19 +89,67 @@ class LogListing:
         return min(self.checkpoints) if self.checkpoints else None
 
 
+class _LocalLogFile(FileInfo):
+    """A local ``_delta_log`` entry whose size and mtime are read by the first use.
+
+    Building a snapshot needs only the names of the log files; the ``stat`` per entry
+    that a full listing does was the largest cost of opening a local table with a
+    long log (55,000 entries: about a third of a second). History, health and log
+    cleanup still get the same values, stat'ed when they ask.
+    """
+
+    def __init__(self, path: str) -> None:  # the dataclass fields size and mtime become lazy properties
+        object.__setattr__(self, "path", path)
+
+    def _stat(self) -> os.stat_result:
+        st = self.__dict__.get("_st")
+        if st is None:
+            st = os.stat(self.path)
+            object.__setattr__(self, "_st", st)
+        return st
+
+    @property  # type: ignore[override]
+    def size(self) -> int:
+        return self._stat().st_size
+
+    @property  # type: ignore[override]
+    def modification_time(self) -> int:
+        return int(self._stat().st_mtime * 1000)
+
+
+def _list_log_files(storage: Storage) -> list[FileInfo]:
+    """The files in ``_delta_log``: names only for a local table (see _LocalLogFile), else the storage listing."""
+    if not storage.is_local:
+        return storage.list_log()
+    try:
+        with os.scandir(storage.log_dir) as entries:
+            return [_LocalLogFile(e.path) for e in entries if e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise StorageError(f"cannot list {storage.log_dir}: {exc}") from None
+
+
+def _commit_version(name: str) -> int | None:
+    """The version of a ``<20 digits>.json`` commit name (the common case, without a regex)."""
+    if len(name) == 25 and name.endswith(".json") and name[:20].isascii() and name[:20].isdigit():
+        return int(name[:20])
+    return None
+
+
 def list_log(storage: Storage, *, read_hint: bool = True) -> LogListing:
     """List ``_delta_log`` once and classify every file in it."""
     ensure_table_root(storage)
-    files = storage.list_log()
+    files = _list_log_files(storage)
     if not files:
         raise NotADeltaTableError(f"not a Delta table: no _delta_log with commits at {storage.uri}")
     listing = LogListing()
     parts: dict[tuple[int, int], dict[int, FileInfo]] = {}
     for f in files:
         name = f.name
-        m = COMMIT_RE.match(name)
-        if m:
-            listing.commits[int(m.group(1))] = f
+        version = _commit_version(name)
+        if version is not None:
+            listing.commits[version] = f
             continue
         m = CLASSIC_CHECKPOINT_RE.match(name)
         if m:
@@ -165,7 +214,9 @@ class LogSegment:
         return list(range(start, self.version + 1))
 
 
-def build_segment(listing: LogListing, version: int | None = None, *, exclude_checkpoints: set[int] | None = None) -> LogSegment:
+def build_segment(
+    listing: LogListing, version: int | None = None, *, exclude_checkpoints: set[int] | None = None
+) -> LogSegment:
     """Choose the checkpoint and commits for ``version`` (default: the latest)."""
     latest = listing.latest_version
     assert latest is not None

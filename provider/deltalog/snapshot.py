@@ -8,6 +8,7 @@ the keys the commits touched. File actions stay in Arrow end to end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from deltalog.actions import (
     Metadata,
     file_key,
 )
+from deltalog.arrow_replay import FILE_LINE_PREFIXES, file_keys, newest_per_key, parse_file_lines
 from deltalog.arrow_utils import table_from_struct
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
@@ -186,9 +188,94 @@ class _Replay:
                 self.domains[domain] = action
 
 
-def _replay_commits(storage: Storage, segment: LogSegment, replay: _Replay) -> None:
+@dataclass
+class _CommitState:
+    """What the JSON commits of a segment decided, reconciled newest first.
+
+    ``adds`` and ``removes`` hold the newest action per file key (newest first);
+    ``keys`` every distinct file key the commits touched, so older checkpoint rows
+    with those keys can be dropped.
+    """
+
+    adds: pa.Table
+    removes: pa.Table
+    keys: pa.Array
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    txns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: A file action of the wrong type; raised after the protocol checks, whose errors come first.
+    error: CorruptLogError | None = None
+
+
+def _replay_commits(storage: Storage, segment: LogSegment) -> _CommitState:
+    """Replay the segment's JSON commits: the Arrow path, or the exact per-line path when it declines."""
     contents = read_commit_files(storage, segment.commits)
-    for f, data in zip(reversed(segment.commits), reversed(contents)):
+    state = _replay_commits_arrow(contents)
+    if state is None:
+        state = _replay_commits_python(segment.commits, contents)
+    return state
+
+
+def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
+    """File actions through pyarrow.json and a hash aggregation; the rare other actions in Python.
+
+    Returns None when the result might differ from the per-line path (a corrupt or
+    unusually spelled line), which then runs instead and names the exact problem.
+    """
+    file_lines: list[bytes] = []
+    others: list[bytes] = []
+    skip = (*FILE_LINE_PREFIXES, b'{"commitInfo"')
+    for data in contents:
+        lines = data.split(b"\n")
+        file_lines += [line for line in lines if line.startswith(FILE_LINE_PREFIXES)]
+        others += [line for line in lines if line and not line.startswith(skip)]
+    replay = _Replay()
+    try:
+        for line in reversed(others):  # newest first, like the per-line path
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if not isinstance(action, dict) or len(action) != 1:
+                return None
+            ((kind, body),) = action.items()
+            if kind in ("add", "remove"):
+                return None  # a file action spelled differently: its order among the others matters
+            replay.other_action(kind, body, "")
+    except (ValueError, CorruptLogError):
+        return None
+    del others
+    parsed = parse_file_lines(file_lines)
+    del file_lines
+    if parsed is None:
+        return None
+    add, remove = parsed
+    state = _CommitState(
+        ADD_SCHEMA.empty_table(),
+        REMOVE_SCHEMA.empty_table(),
+        pa.array([], pa.string()),
+        protocol=replay.protocol,
+        metadata=replay.metadata,
+        txns=replay.txns,
+        domains=replay.domains,
+    )
+    if len(add) == 0:
+        return state
+    keys = pc.coalesce(
+        file_keys(pc.struct_field(add, "path"), pc.struct_field(add, "deletionVector")),
+        file_keys(pc.struct_field(remove, "path"), pc.struct_field(remove, "deletionVector")),
+    )
+    winners, state.keys = newest_per_key(keys)
+    winner_is_add = add.is_valid().take(winners)
+    state.adds = table_from_struct(add.take(winners.filter(winner_is_add)), ADD_SCHEMA)
+    state.removes = table_from_struct(remove.take(winners.filter(pc.invert(winner_is_add))), REMOVE_SCHEMA)
+    return state
+
+
+def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _CommitState:
+    """The exact path: one json.loads per line, newest first; names the file and line of any problem."""
+    replay = _Replay()
+    for f, data in zip(reversed(files), reversed(contents)):
         name = f.name
         lines = data.split(b"\n")
         for idx in range(len(lines) - 1, -1, -1):
@@ -209,35 +296,95 @@ def _replay_commits(storage: Storage, segment: LogSegment, replay: _Replay) -> N
                 replay.file_action(kind, body, where)
             else:
                 replay.other_action(kind, body, where)
+    state = _CommitState(
+        ADD_SCHEMA.empty_table(),
+        REMOVE_SCHEMA.empty_table(),
+        pa.array(list(replay.seen), pa.string()),
+        protocol=replay.protocol,
+        metadata=replay.metadata,
+        txns=replay.txns,
+        domains=replay.domains,
+    )
+    try:
+        state.adds = table_from_struct(pa.array(replay.adds, type=ADD_TYPE), ADD_SCHEMA)
+        state.removes = table_from_struct(pa.array(replay.removes, type=REMOVE_TYPE), REMOVE_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        state.error = CorruptLogError(f"a file action in the commits has a field of the wrong type: {exc}")
+    return state
 
 
 # --- checkpoints ----------------------------------------------------------------------
 
 _CHECKPOINT_ACTIONS = ("metaData", "protocol", "txn", "domainMetadata", "sidecar", "checkpointMetadata")
+#: Rows per batch when streaming a checkpoint: superseded rows are dropped batch by
+#: batch, so a 500,000-file checkpoint is never held twice.
+_CHECKPOINT_BATCH_ROWS = 65_536
+_READ_BUFFER = 1 << 20
 
 
-def _read_parquet_actions(storage: Storage, path: str, name: str) -> dict[str, Any]:
-    """Read the action columns deltalog needs from one checkpoint/sidecar Parquet file."""
+def _filter_superseded(table: pa.Table, keys: pa.Array | None) -> pa.Table:
+    """Drop checkpoint rows whose file key a newer JSON commit already decided."""
+    if keys is None or len(keys) == 0 or table.num_rows == 0:
+        return table
+    row_keys = file_keys(table.column("path"), table.column("deletionVector"))
+    superseded = pc.is_in(row_keys, value_set=keys)
+    if not pc.any(superseded).as_py():
+        return table
+    return table.filter(pc.invert(superseded))
+
+
+def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: pa.Array | None) -> _CheckpointState:
+    """Stream the action columns deltalog needs from one checkpoint/sidecar Parquet file.
+
+    Only the known add/remove fields are read (never ``stats_parsed`` or
+    ``partitionValues_parsed``), and rows superseded by newer commits are dropped
+    batch by batch.
+    """
+    state = _CheckpointState()
     try:
-        with storage.open_input(path) as fh:
-            pf = pq.ParquetFile(fh)
+        # Local files go to Arrow's native reader (no Python file object, no GIL per read)
+        # and are streamed through a read buffer: pre-buffering would hold every column
+        # chunk whole (on a 500,000-file checkpoint, as much again as the result). Remote
+        # files keep pre-buffering, which coalesces the ranged reads.
+        with contextlib.nullcontext(path) if storage.is_local else storage.open_input(path) as source:
+            pf = pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=not storage.is_local)
             top = {f.name: f for f in pf.schema_arrow}
-            out: dict[str, Any] = {}
-            for kind, typ in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
-                if kind not in top:
+            columns: list[str] = []
+            kinds = []
+            for kind, typ, schema in (("add", ADD_TYPE, ADD_SCHEMA), ("remove", REMOVE_TYPE, REMOVE_SCHEMA)):
+                if kind not in top or not pa.types.is_struct(top[kind].type):
                     continue
                 present = {top[kind].type.field(i).name for i in range(top[kind].type.num_fields)}
                 wanted = [n for n in (f.name for f in typ) if n in present]
-                out[kind] = pf.read(columns=[f"{kind}.{n}" for n in wanted])
+                if "path" not in wanted:
+                    continue
+                columns += [f"{kind}.{n}" for n in wanted]
+                kinds.append((kind, schema))
             small = [k for k in _CHECKPOINT_ACTIONS if k in top]
-            if small:
-                table = pf.read(columns=small)
-                out["small"] = {k: [v for v in table.column(k).to_pylist() if v is not None] for k in small}
-            return out
+            columns += small
+            if not columns:
+                return state
+            found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
+            for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=columns):
+                table = pa.Table.from_batches([batch])
+                for kind, schema in kinds:
+                    part = _filter_superseded(_struct_to_table(table, kind, schema), exclude_keys)
+                    if part.num_rows:
+                        found[kind].append(part)
+                for k in small:
+                    column = table.column(k)
+                    if column.null_count < len(column):
+                        state.small.setdefault(k, []).extend(column.filter(column.is_valid()).to_pylist())
+            for kind, schema in kinds:
+                tables = found[kind] or [schema.empty_table()]
+                (state.adds if kind == "add" else state.removes).append(
+                    pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+                )
+            return state
     except FileNotFoundError:
         raise CorruptLogError(f"checkpoint file {name} disappeared while reading it") from None
-    except (OSError, pa.ArrowException, ValueError, KeyError, IndexError, TypeError) as exc:
-        # A damaged footer surfaces as any of these (even UnicodeDecodeError from column paths).
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        # A damaged footer or page can also surface as invalid UTF-8 in names or strings.
         raise CorruptCheckpointError(f"checkpoint file {name} is not a readable Parquet file: {exc}") from None
 
 
@@ -258,27 +405,34 @@ class _CheckpointState:
     removes: list[pa.Table] = field(default_factory=list)
     small: dict[str, list[Any]] = field(default_factory=dict)
 
-    def take(self, parsed: dict[str, Any]) -> None:
-        if "add" in parsed:
-            self.adds.append(_struct_to_table(parsed["add"], "add", ADD_SCHEMA))
-        if "remove" in parsed:
-            self.removes.append(_struct_to_table(parsed["remove"], "remove", REMOVE_SCHEMA))
-        for k, values in parsed.get("small", {}).items():
+    def take(self, other: _CheckpointState) -> None:
+        self.adds += other.adds
+        self.removes += other.removes
+        for k, values in other.small.items():
             self.small.setdefault(k, []).extend(values)
 
 
-def _read_json_checkpoint(storage: Storage, f: FileInfo) -> dict[str, Any]:
+def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array | None) -> _CheckpointState:
     actions = parse_commit(storage.read_bytes(f.path), f.name)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
-    out: dict[str, Any] = {"small": {}}
+    state = _CheckpointState()
     for a in actions:
         ((kind, body),) = a.items()
         if kind in _CHECKPOINT_ACTIONS:
-            out["small"].setdefault(kind, []).append(body)
-    out["adds_table"] = table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA)
-    out["removes_table"] = table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA)
-    return out
+            state.small.setdefault(kind, []).append(body)
+    try:
+        state.adds.append(
+            _filter_superseded(table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA), exclude_keys)
+        )
+        state.removes.append(
+            _filter_superseded(table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA), exclude_keys)
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise CorruptCheckpointError(
+            f"checkpoint file {f.name} has a file action with a field of the wrong type: {exc}"
+        ) from None
+    return state
 
 
 def sidecar_path(storage: Storage, path: str) -> str:
@@ -287,27 +441,28 @@ def sidecar_path(storage: Storage, path: str) -> str:
     return storage.join("_delta_log", SIDECARS_DIR, path)
 
 
-def read_checkpoint(storage: Storage, checkpoint: Checkpoint) -> _CheckpointState:
+def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.Array | None = None) -> _CheckpointState:
+    """The actions of a complete checkpoint (all parts, all sidecars).
+
+    ``exclude_keys``: file keys decided by newer commits; their rows are dropped while
+    reading, so superseded rows never occupy memory.
+    """
     state = _CheckpointState()
     for f in checkpoint.files:
         if f.name.endswith(".json"):
-            parsed = _read_json_checkpoint(storage, f)
-            state.adds.append(parsed["adds_table"])
-            state.removes.append(parsed["removes_table"])
-            for k, v in parsed["small"].items():
-                state.small.setdefault(k, []).extend(v)
+            state.take(_read_json_checkpoint(storage, f, exclude_keys))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name))
+            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys))
     sidecars = state.small.get("sidecar", [])
     if sidecars:
         paths = [sidecar_path(storage, s["path"]) for s in sidecars]
 
-        def load(p: str) -> dict[str, Any]:
+        def load(p: str) -> _CheckpointState:
             if not storage.exists(p):
                 raise CorruptLogError(
                     f"checkpoint {checkpoint.files[0].name} references sidecar {p.rsplit('/', 1)[-1]} which is missing"
                 )
-            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1])
+            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
             for parsed in pool.map(load, paths):
@@ -315,33 +470,14 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint) -> _CheckpointStat
     return state
 
 
-def _filter_superseded(table: pa.Table, replay: _Replay) -> pa.Table:
-    """Drop checkpoint rows whose file key a newer JSON commit already decided."""
-    if not replay.seen_paths or table.num_rows == 0:
-        return table
-    candidates = pc.is_in(table.column("path"), value_set=pa.array(list(replay.seen_paths), pa.string()))
-    idx = pc.indices_nonzero(candidates).to_pylist()
-    if not idx:
-        return table
-    sub = table.take(idx)
-    paths = sub.column("path").to_pylist()
-    dvs = sub.column("deletionVector").to_pylist()
-    drop = {i for i, p, dv in zip(idx, paths, dvs) if file_key(p, dv) in replay.seen}
-    if not drop:
-        return table
-    keep = pc.invert(pc.is_in(pa.array(range(table.num_rows)), value_set=pa.array(sorted(drop))))
-    return table.filter(keep)
-
-
 # --- putting it together --------------------------------------------------------------
 
 
 def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
     """Reconstruct the snapshot of ``segment`` (checkpoint + commits)."""
-    replay = _Replay()
-    _replay_commits(storage, segment, replay)
+    replay = _replay_commits(storage, segment)
 
-    cp_state = read_checkpoint(storage, segment.checkpoint) if segment.checkpoint else None
+    cp_state = read_checkpoint(storage, segment.checkpoint, replay.keys) if segment.checkpoint else None
     cp_name = segment.checkpoint.files[0].name if segment.checkpoint else None
 
     protocol_action = replay.protocol
@@ -377,16 +513,13 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
         raise CorruptLogError("the metaData action lacks a string 'id' or 'schemaString'")
     metadata = Metadata.from_action(metadata_action)
 
-    try:
-        json_adds = table_from_struct(pa.array(replay.adds, type=ADD_TYPE), ADD_SCHEMA)
-        json_removes = table_from_struct(pa.array(replay.removes, type=REMOVE_TYPE), REMOVE_SCHEMA)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise CorruptLogError(f"a file action in the commits has a field of the wrong type: {exc}") from None
-    add_tables = [json_adds]
-    remove_tables = [json_removes]
+    if replay.error is not None:
+        raise replay.error
+    add_tables = [replay.adds]
+    remove_tables = [replay.removes]
     if cp_state is not None:
-        add_tables += [_filter_superseded(t, replay) for t in cp_state.adds]
-        remove_tables += [_filter_superseded(t, replay) for t in cp_state.removes]
+        add_tables += cp_state.adds
+        remove_tables += cp_state.removes
     files = pa.concat_tables(add_tables) if len(add_tables) > 1 else add_tables[0]
     tombstones = pa.concat_tables(remove_tables) if len(remove_tables) > 1 else remove_tables[0]
 

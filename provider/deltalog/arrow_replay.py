@@ -1,0 +1,256 @@
+"""Vectorised log replay: add/remove lines parsed by pyarrow.json, file keys, newest action per key.
+
+A JSON-only log of 100,000 file actions costs about 1.5 s with one ``json.loads``
+per line plus per-action Python bookkeeping; parsing the same lines in one
+``pyarrow.json`` call and reconciling with a hash aggregation takes a fraction of
+that. The Arrow parser is less forgiving and less precise than ``json.loads`` in a
+few corners (it cannot tell a missing map key from a null one, infers timestamps
+from strings, accepts two objects on one line), so :func:`parse_file_lines` returns
+None whenever its result could differ from the per-line reading, and the caller
+falls back to that exact path, which also produces the precise error for a
+corrupt log.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from deltalog.actions import ADD_TYPE, REMOVE_TYPE
+from deltalog.arrow_utils import conform
+
+#: Lines starting with these are file actions handled here; any other spelling
+#: (spaces, a different key order) goes to the per-line path.
+FILE_LINE_PREFIXES = (b'{"add":', b'{"remove":')
+#: Map-typed action fields: JSON objects with free-form keys, which pyarrow.json can
+#: only read as structs (their keys are inferred, then turned into map entries).
+_MAP_FIELDS = ("partitionValues", "tags")
+_BLOCK_SIZE = 1 << 20
+
+
+def _without_maps(typ: pa.StructType) -> pa.StructType:
+    return pa.struct([f for f in typ if f.name not in _MAP_FIELDS])
+
+
+_BASE_SCHEMA = pa.schema([("add", _without_maps(ADD_TYPE)), ("remove", _without_maps(REMOVE_TYPE))])
+
+
+class _NotExact(Exception):
+    """The Arrow reading could differ from json.loads: use the per-line path."""
+
+
+def _read(data: bytes, schema: pa.Schema) -> pa.Table:
+    try:
+        return pj.read_json(
+            io.BytesIO(data),
+            read_options=pj.ReadOptions(use_threads=True, block_size=_BLOCK_SIZE),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
+        )
+    except (pa.ArrowException, ValueError) as exc:
+        raise _NotExact(str(exc)) from None
+
+
+def _map_key_fixups(table: pa.Table) -> dict[tuple[str, str], list[str]]:
+    """Map fields whose inferred struct children are not all strings, with their key names.
+
+    pyarrow.json turns a string that looks like a timestamp into a timestamp, so such
+    fields are read again with every key declared as a string. Anything else that is
+    not a string (a number, a nested object) is not a valid Delta map: per-line path.
+    """
+    fixups: dict[tuple[str, str], list[str]] = {}
+    for kind in ("add", "remove"):
+        typ = table.schema.field(kind).type
+        for name in _MAP_FIELDS:
+            idx = typ.get_field_index(name)
+            if idx < 0:
+                continue
+            ftype = typ.field(idx).type
+            if pa.types.is_null(ftype):
+                continue
+            if not pa.types.is_struct(ftype):
+                raise _NotExact(f"{kind}.{name} is not an object")
+            children = [ftype.field(i) for i in range(ftype.num_fields)]
+            if any(pa.types.is_timestamp(c.type) for c in children):
+                fixups[(kind, name)] = [c.name for c in children]
+            elif not all(pa.types.is_string(c.type) or pa.types.is_null(c.type) for c in children):
+                raise _NotExact(f"{kind}.{name} holds a value that is not a string")
+    return fixups
+
+
+def _schema_with_string_maps(fixups: dict[tuple[str, str], list[str]]) -> pa.Schema:
+    fields = []
+    for kind, typ in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
+        children = list(_without_maps(typ))
+        for name in _MAP_FIELDS:
+            keys = fixups.get((kind, name))
+            if keys is not None:
+                children.append(pa.field(name, pa.struct([(k, pa.string()) for k in keys])))
+        fields.append((kind, pa.struct(children)))
+    return pa.schema(fields)
+
+
+def _arange(n: int, start: int = 0) -> pa.Array:
+    # pa.array(range) stays inside pyarrow; converting a numpy array would import pandas (40 MB).
+    return pa.array(range(start, start + n), pa.int64())
+
+
+def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
+    """A map<string,string> from an inferred struct, plus the rows it cannot represent exactly.
+
+    A struct child that is null may have been a JSON null or a missing key; those rows
+    (the second result) must be read by json.loads.
+    """
+    n = len(struct)
+    k = struct.type.num_fields
+    valid = struct.is_valid()
+    children = [struct.field(i) for i in range(k)]
+    ambiguous: set[int] = set()
+    for child in children:
+        if child.null_count:
+            ambiguous.update(pc.indices_nonzero(pc.and_(valid, child.is_null())).to_pylist())
+    counts = pc.if_else(valid, pa.scalar(k, pa.int32()), pa.scalar(0, pa.int32()))
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(counts)])
+    rows = pc.indices_nonzero(valid) if struct.null_count else _arange(n)
+    if k == 0 or len(rows) == 0:
+        keys = values = pa.array([], pa.string())
+    elif k == 1:
+        keys = pa.repeat(pa.scalar(struct.type.field(0).name, pa.string()), len(rows))
+        value = children[0] if pa.types.is_string(children[0].type) else children[0].cast(pa.string())
+        values = value if len(rows) == n else value.take(rows)
+    else:
+        # entry p (row rows[p // k], key p % k) takes child p % k at that row
+        pos = _arange(len(rows) * k)
+        row_of = pc.divide(pos, k)
+        key_of = pc.subtract(pos, pc.multiply(row_of, k))
+        keys = pa.array([struct.type.field(i).name for i in range(k)], pa.string()).take(key_of)
+        flat = pa.concat_arrays([c if pa.types.is_string(c.type) else c.cast(pa.string()) for c in children])
+        values = flat.take(pc.add(pc.multiply(key_of, n), rows.take(row_of).cast(pa.int64())))
+    mask = pc.invert(valid) if struct.null_count else None
+    result = pa.MapArray.from_arrays(offsets, keys, values, mask=mask)
+    if result.type != pa.map_(pa.string(), pa.string()):
+        result = result.cast(pa.map_(pa.string(), pa.string()))
+    return result, ambiguous
+
+
+def _to_action_type(column: pa.StructArray, target: pa.StructType) -> tuple[pa.StructArray, list[int]]:
+    """The parsed column as ``target`` (ADD_TYPE / REMOVE_TYPE) and the rows needing json.loads."""
+    n = len(column)
+    children = []
+    redo: set[int] = set()
+    for f in target:
+        idx = column.type.get_field_index(f.name)
+        if idx < 0:
+            children.append(pa.nulls(n, f.type))
+            continue
+        child = column.field(idx)
+        if f.name in _MAP_FIELDS:
+            if pa.types.is_null(child.type):
+                children.append(pa.nulls(n, f.type))
+                continue
+            child, ambiguous = _struct_to_map(child)
+            redo |= ambiguous
+        elif child.type != f.type:
+            child = conform(child, f.type)
+        children.append(child)
+    mask = column.is_null() if column.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=mask), sorted(redo)
+
+
+def _replace_rows(array: pa.StructArray, rows: list[int], values: list[dict[str, Any]]) -> pa.StructArray:
+    exact = pa.array(values, type=array.type)
+    n = len(array)
+    mask = pc.is_in(_arange(n), value_set=pa.array(rows, pa.int64()))
+    index = pc.replace_with_mask(_arange(n), mask, _arange(len(rows), start=n))
+    return pa.concat_arrays([array, exact]).take(index)
+
+
+def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
+    """The per-line path's validation, vectorised: one action per line, a path, an add's size."""
+    if not pc.all(pc.xor(add.is_valid(), remove.is_valid())).as_py():
+        raise _NotExact("a line holds no file action or more than one")
+    for kind, column in (("add", add), ("remove", remove)):
+        if pc.struct_field(column, "path").null_count != column.null_count:
+            raise _NotExact(f"{kind} without a path")
+        dv = pc.struct_field(column, "deletionVector")
+        if pc.struct_field(dv, "storageType").null_count != dv.null_count:
+            raise _NotExact(f"{kind} with an incomplete deletion vector")
+    if pc.struct_field(add, "size").null_count != add.null_count:
+        raise _NotExact("add without a size")
+
+
+def parse_file_lines(lines: list[bytes]) -> tuple[pa.StructArray, pa.StructArray] | None:
+    """The add and remove actions of ``lines`` (each starting with a FILE_LINE_PREFIXES entry).
+
+    Returns two arrays of ADD_TYPE and REMOVE_TYPE, one row per line in line order,
+    null where the line is the other kind; None when only the per-line path is exact.
+    """
+    if not lines:
+        return pa.array([], ADD_TYPE), pa.array([], REMOVE_TYPE)
+    try:
+        data = b"\n".join(lines)
+        table = _read(data, _BASE_SCHEMA)
+        fixups = _map_key_fixups(table)
+        if fixups:
+            table = _read(data, _schema_with_string_maps(fixups))
+            if _map_key_fixups(table):
+                raise _NotExact("map values are still not strings")
+        del data
+        if table.num_rows != len(lines) or table.column_names != ["add", "remove"]:
+            raise _NotExact("line count or top-level keys differ")
+        out = []
+        for kind, target in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
+            column, redo = _to_action_type(table.column(kind).combine_chunks(), target)
+            if len(redo):
+                exact = []
+                for i in redo:
+                    action = json.loads(lines[i])
+                    if not isinstance(action, dict) or list(action) != [kind]:
+                        raise _NotExact("re-read line is not a single action")
+                    exact.append(action[kind])
+                column = _replace_rows(column, redo, exact)
+            out.append(column)
+        _check(out[0], out[1])
+        return out[0], out[1]
+    except (_NotExact, ValueError, TypeError, pa.ArrowException):
+        return None
+
+
+# --- file keys and reconciliation -----------------------------------------------------
+
+
+def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
+    """Vectorised :func:`deltalog.actions.file_key`: path, plus NUL and the DV id where there is a DV."""
+    if deletion_vectors is None or deletion_vectors.null_count == len(deletion_vectors):
+        return paths
+    dv = deletion_vectors
+    storage_type = pc.fill_null(pc.struct_field(dv, "storageType"), "")
+    where = pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), "")
+    offset = pc.struct_field(dv, "offset")
+    at = pc.fill_null(pc.binary_join_element_wise("@", pc.cast(offset, pa.string()), ""), "")
+    uid = pc.binary_join_element_wise(storage_type, where, at, "")
+    with_dv = pc.binary_join_element_wise(paths, uid, "\x00")
+    return pc.if_else(dv.is_valid(), with_dv, paths)
+
+
+def newest_per_key(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """For actions in log order: the row of the newest action per key (newest first), and the distinct keys.
+
+    Hash kernels on the reversed keys (``unique`` keeps first appearances, which are
+    the newest; ``index_in`` finds where each first appears) rather than
+    ``Table.group_by``, which loads Arrow's query engine: 40 MB of resident memory
+    for one aggregation.
+    """
+    n = len(keys)
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    newest_first = keys.take(pa.array(range(n - 1, -1, -1), pa.int64()))
+    distinct = pc.unique(newest_first)
+    if len(distinct) == n:  # no key repeats: every action is the newest for its key
+        return pa.array(range(n - 1, -1, -1), pa.int64()), distinct
+    position = pc.index_in(distinct, value_set=newest_first).cast(pa.int64())
+    return pc.subtract(pa.scalar(n - 1, pa.int64()), position), distinct
