@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: set-up, then a demo table with many small files and its health.
+# The main job: set-up, then the example DAGs end to end on a demo table (scripts/demo.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
