@@ -78,7 +78,8 @@ def run_airflow(args: list[str], env: dict[str, str], log_path: str, what: str) 
     """Run one ``airflow`` CLI command, output to ``log_path``; raise DemoError on failure."""
     started = time.perf_counter()
     with open(log_path, "w", encoding="utf-8") as out:
-        proc = subprocess.run(["airflow", *args], env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
+        airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
+        proc = subprocess.run([airflow, *args], env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         with open(log_path, encoding="utf-8") as f:
