@@ -6,6 +6,11 @@ value for partitioned tables) is listed by its own worker, hidden directories
 (``_delta_log`` above all, whose thousands of commits vacuum never touches) are
 pruned instead of listed, and the result is kept as Arrow columns for the
 vectorised diff against the log.
+
+On a local filesystem the listing collects names only: size and modification
+time cost one ``stat`` per file, and only the files that no retained version
+references need them (:func:`fill_stats`), typically a small fraction. Object
+store listings return both for free, so they are kept.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyarrow as pa
 
@@ -23,14 +29,19 @@ from deltalog.vacuum.paths import HiddenRule
 
 log = logging.getLogger(__name__)
 
+LISTING_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())])
+STAT_CHUNK = 512
+
 
 @dataclass
 class FileListing:
     """Files under the table root that vacuum may consider: relative path, size, modification time (ms).
 
-    ``directories`` maps relative directory paths to their modification time; it is
-    filled for filesystems that have real directories (local) so that directories
-    left empty can be removed. ``modificationTime`` is 0 when storage did not report one.
+    ``size``/``modificationTime`` are null until :func:`fill_stats` when the listing
+    collected names only (``has_stats`` False); a modification time of 0 means storage
+    did not report one. ``directories`` maps relative directory paths to their
+    modification time (filesystems with real directories only), so that directories
+    left empty can be removed.
     """
 
     files: pa.Table
@@ -38,18 +49,34 @@ class FileListing:
     hidden_skipped: int = 0
     outside_table: int = 0
     source: str = "listing"
+    has_stats: bool = True
+    #: Entries (hidden ones included) directly inside each listed directory (local listings).
+    entries: dict[str, int] = field(default_factory=dict)
 
     @property
     def num_files(self) -> int:
         return self.files.num_rows
 
+    @cached_property
+    def _children(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for d in self.directories:
+            out.setdefault(d.rpartition("/")[0], []).append(d)
+        return out
 
-LISTING_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64())])
+    def children(self, directory: str) -> list[str]:
+        """The listed subdirectories directly inside ``directory`` ("" is the root)."""
+        return self._children.get(directory, [])
 
 
-def _table(paths: list[str], sizes: list[int], mtimes: list[int]) -> pa.Table:
+def _table(paths: list[str], sizes: list[int] | None, mtimes: list[int] | None) -> pa.Table:
+    n = len(paths)
     return pa.Table.from_arrays(
-        [pa.array(paths, pa.string()), pa.array(sizes, pa.int64()), pa.array(mtimes, pa.int64())],
+        [
+            pa.array(paths, pa.string()),
+            pa.array(sizes, pa.int64()) if sizes is not None else pa.nulls(n, pa.int64()),
+            pa.array(mtimes, pa.int64()) if mtimes is not None else pa.nulls(n, pa.int64()),
+        ],
         schema=LISTING_SCHEMA,
     )
 
@@ -60,11 +87,12 @@ class _Part:
     sizes: list[int] = field(default_factory=list)
     mtimes: list[int] = field(default_factory=list)
     dirs: dict[str, int] = field(default_factory=dict)
+    entries: dict[str, int] = field(default_factory=dict)
     hidden: int = 0
 
 
 def _scan_local(top: str, rel_top: str, rule: HiddenRule) -> _Part:
-    """Walk one local subtree (iteratively: partition nesting can be deep)."""
+    """Names of the files in one local subtree (iteratively: partition nesting can be deep)."""
     part = _Part()
     stack = [(top, rel_top)]
     while stack:
@@ -75,24 +103,26 @@ def _scan_local(top: str, rel_top: str, rule: HiddenRule) -> _Part:
             continue  # removed while we were listing
         except OSError as exc:
             raise StorageError(f"cannot list {directory}: {exc}") from None
+        prefix = f"{rel_dir}/" if rel_dir else ""
+        count = 0
         with it:
             for entry in it:
+                count += 1
                 name = entry.name
                 if rule.hidden_name(name):
                     part.hidden += 1
                     continue
-                rel = f"{rel_dir}/{name}" if rel_dir else name
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        part.dirs[rel] = int(entry.stat(follow_symlinks=False).st_mtime * 1000)
-                        stack.append((entry.path, rel))
-                        continue
-                    st = entry.stat()
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    if is_dir:
+                        part.dirs[prefix + name] = int(entry.stat(follow_symlinks=False).st_mtime * 1000)
                 except FileNotFoundError:
                     continue
-                part.paths.append(rel)
-                part.sizes.append(st.st_size)
-                part.mtimes.append(int(st.st_mtime * 1000))
+                if is_dir:
+                    stack.append((entry.path, prefix + name))
+                else:
+                    part.paths.append(prefix + name)
+        part.entries[rel_dir] = count
     return part
 
 
@@ -121,9 +151,8 @@ def _scan_fsspec(storage: Storage, top: str, rule: HiddenRule) -> _Part:
     return part
 
 
-def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -> FileListing:
-    """Every non-hidden file under the table root, listed with one worker per top-level directory."""
-    parts: list[_Part] = []
+def _top_level(storage: Storage, rule: HiddenRule) -> tuple[_Part, list[tuple[str, str]]]:
+    """The root's own files (with stats) and its non-hidden subdirectories."""
     top = _Part()
     subdirs: list[tuple[str, str]] = []
     if storage.is_local:
@@ -140,39 +169,47 @@ def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -
                 if entry.is_dir(follow_symlinks=False):
                     top.dirs[entry.name] = int(entry.stat(follow_symlinks=False).st_mtime * 1000)
                     subdirs.append((entry.path, entry.name))
-                    continue
-                st = entry.stat()
+                else:
+                    top.paths.append(entry.name)
             except FileNotFoundError:
                 continue
-            top.paths.append(entry.name)
-            top.sizes.append(st.st_size)
-            top.mtimes.append(int(st.st_mtime * 1000))
+        return top, subdirs
+    try:
+        storage.fs.invalidate_cache(storage.root)
+        entries = storage.fs.ls(storage.root, detail=True)
+    except FileNotFoundError:
+        entries = []
+    except OSError as exc:
+        raise StorageError(f"cannot list {storage.uri}: {exc}") from None
+    for info in entries:
+        full = storage.fs._strip_protocol(info["name"]).rstrip("/")
+        name = full.rsplit("/", 1)[-1]
+        if full == storage.root:
+            continue
+        if rule.hidden_name(name):
+            top.hidden += 1
+            continue
+        if info.get("type") == "directory":
+            top.dirs[name] = _mtime_ms(info)
+            subdirs.append((full, name))
+            continue
+        top.paths.append(name)
+        top.sizes.append(int(info.get("size") or 0))
+        top.mtimes.append(_mtime_ms(info))
+    return top, subdirs
+
+
+def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -> FileListing:
+    """Every non-hidden file under the table root, listed with one worker per top-level directory.
+
+    Local listings carry names only (``has_stats`` False): see :func:`fill_stats`.
+    """
+    top, subdirs = _top_level(storage, rule)
+    parts = [top]
+    if storage.is_local:
         scan = lambda d: _scan_local(d[0], d[1], rule)  # noqa: E731
     else:
-        try:
-            storage.fs.invalidate_cache(storage.root)
-            entries = storage.fs.ls(storage.root, detail=True)
-        except FileNotFoundError:
-            entries = []
-        except OSError as exc:
-            raise StorageError(f"cannot list {storage.uri}: {exc}") from None
-        for info in entries:
-            full = storage.fs._strip_protocol(info["name"]).rstrip("/")
-            name = full.rsplit("/", 1)[-1]
-            if full == storage.root:
-                continue
-            if rule.hidden_name(name):
-                top.hidden += 1
-                continue
-            if info.get("type") == "directory":
-                top.dirs[name] = _mtime_ms(info)
-                subdirs.append((full, name))
-                continue
-            top.paths.append(name)
-            top.sizes.append(int(info.get("size") or 0))
-            top.mtimes.append(_mtime_ms(info))
         scan = lambda d: _scan_fsspec(storage, d[0], rule)  # noqa: E731
-    parts.append(top)
     if subdirs:
         workers = max(1, min(max_workers, len(subdirs)))
         if workers == 1:
@@ -184,12 +221,48 @@ def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -
     sizes: list[int] = []
     mtimes: list[int] = []
     dirs: dict[str, int] = {}
+    entries: dict[str, int] = {}
     hidden = 0
     for p in parts:
         paths += p.paths
         sizes += p.sizes
         mtimes += p.mtimes
         dirs.update(p.dirs)
+        entries.update(p.entries)
         hidden += p.hidden
     log.info("listed %d files in %d directories (%d hidden entries skipped)", len(paths), len(dirs), hidden)
+    if storage.is_local:
+        return FileListing(_table(paths, None, None), dirs, hidden, has_stats=False, entries=entries)
     return FileListing(_table(paths, sizes, mtimes), dirs, hidden)
+
+
+def fill_stats(storage: Storage, files: pa.Table, max_workers: int = 8) -> pa.Table:
+    """``files`` with size and modification time from storage; files gone meanwhile are dropped."""
+    paths = files.column("path").to_pylist()
+    if not paths:
+        return files
+
+    def stat_chunk(chunk: list[str]) -> list[tuple[str, int, int] | None]:
+        out: list[tuple[str, int, int] | None] = []
+        for rel in chunk:
+            try:
+                if storage.is_local:
+                    st = os.stat(os.path.join(storage.root, rel))
+                    out.append((rel, st.st_size, int(st.st_mtime * 1000)))
+                else:
+                    info = storage.info(storage.join(rel))
+                    out.append((rel, info.size, info.modification_time))
+            except FileNotFoundError:
+                out.append(None)
+        return out
+
+    size = STAT_CHUNK if storage.is_local else 16
+    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    workers = max(1, min(max_workers, len(chunks)))
+    if workers == 1:
+        results = [stat_chunk(c) for c in chunks]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vacuum-stat") as pool:
+            results = list(pool.map(stat_chunk, chunks))
+    found = [r for chunk in results for r in chunk if r is not None]
+    return _table([r[0] for r in found], [r[1] for r in found], [r[2] for r in found])

@@ -29,7 +29,7 @@ from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable
 from deltalog.vacuum.inventory import read_inventory
-from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, list_table_files
+from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
 from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
 from deltalog.vacuum.retained import RetainedState, retained_state, scan_commits
 from deltalog.vacuum.retention import Retention, resolve_retention
@@ -164,41 +164,32 @@ def read_cursor(storage: Storage) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _parents(paths: pa.Array) -> set[str]:
-    """Every ancestor directory (table-relative, without the root) of the given file paths."""
-    if len(paths) == 0:
-        return set()
-    # split_pattern is ~10x faster than a regex here; files at the root have no parent to add.
-    parts = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
-    nested = pc.equal(pc.list_value_length(parts), 2)
-    dirs = pc.list_element(parts.filter(nested), 0)
-    out: set[str] = set()
-    for d in pc.unique(dirs).to_pylist():
-        while d and d not in out:
-            out.add(d)
-            d = d.rpartition("/")[0]
-    return out
-
-
-def _empty_directories(listing: FileListing, deleted: pa.Array, remaining: pa.Array, cutoff_ms: int) -> list[str]:
+def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) -> list[str]:
     """Directories that hold nothing once ``deleted`` is gone, deepest first.
 
-    A directory qualifies when no remaining file lies below it and it either held a
-    deleted file or was last modified before the cutoff (a fresh empty directory may
-    belong to a writer about to put a file in it).
+    Counts come from the listing (hidden entries such as ``.crc`` files included), so
+    no pass over the remaining files is needed. A directory qualifies when it ends up
+    empty and either lost something to this vacuum or was last modified before the
+    cutoff (a fresh empty directory may belong to a writer about to put a file in it).
     """
-    if not listing.directories:
+    if not listing.entries or not listing.directories:
         return []
-    nonempty = _parents(remaining)
-    touched = _parents(deleted)
-    candidates = [d for d in listing.directories if d not in nonempty]
-    children: dict[str, list[str]] = {}
-    for d in listing.directories:
-        children.setdefault(d.rpartition("/")[0], []).append(d)
+    parts = pc.split_pattern(deleted, "/", max_splits=1, reverse=True)
+    nested = pc.equal(pc.list_value_length(parts), 2)
+    parents = pc.list_element(parts.filter(nested), 0)
+    lost: dict[str, int] = {}
+    if len(parents):
+        counts = pc.value_counts(parents)
+        lost = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
     eligible: set[str] = set()
-    for d in sorted(candidates, key=lambda p: p.count("/"), reverse=True):
-        old = 0 < listing.directories[d] < cutoff_ms
-        if (old or d in touched) and all(c in eligible for c in children.get(d, [])):
+    for d in sorted(listing.directories, key=lambda p: p.count("/"), reverse=True):
+        if d not in listing.entries:
+            continue  # not scanned (vanished while listing): leave it alone
+        children_gone = sum(1 for c in listing.children(d) if c in eligible)
+        gone = lost.get(d, 0) + children_gone
+        if listing.entries[d] - gone != 0:
+            continue
+        if gone or 0 < listing.directories[d] < cutoff_ms:
             eligible.add(d)
     return sorted(eligible, key=lambda p: (-p.count("/"), p))
 
@@ -218,24 +209,20 @@ def _plan_full(
     storage: Storage,
     retained: RetainedState,
     rule: HiddenRule,
-    inventory: str | pa.Table | None,
+    listing: FileListing,
     max_workers: int,
 ) -> tuple[pa.Table, list[str], str, dict[str, int]]:
-    listing = (
-        read_inventory(storage, inventory, rule)
-        if inventory is not None
-        else list_table_files(storage, rule, max_workers)
-    )
+    """Diff the listing against the protected set; stat only what is not protected."""
     files = listing.files
     cutoff = retained.cutoff_ms
-    paths = files.column("path")
-    mtime = files.column("modificationTime")
-    protected = pc.is_in(paths, value_set=retained.protected)
+    protected = pc.is_in(files.column("path"), value_set=retained.protected)
+    candidates = files.filter(pc.invert(protected))
+    if not listing.has_stats:
+        candidates = fill_stats(storage, candidates, max_workers)
+    mtime = candidates.column("modificationTime")
     known = pc.greater(mtime, 0)
     old = pc.and_(known, pc.less(mtime, cutoff))
-    delete = pc.and_(old, pc.invert(protected))
-    to_delete = files.filter(delete).sort_by("path")
-    remaining = files.filter(pc.invert(delete)).column("path").combine_chunks()
+    to_delete = candidates.filter(old).sort_by("path")
     del_paths = to_delete.column("path").combine_chunks()
     plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
 
@@ -245,13 +232,13 @@ def _plan_full(
     stats = {
         "files_listed": files.num_rows,
         "files_protected": count(protected),
-        "files_too_new": count(pc.and_(pc.invert(old), pc.and_(known, pc.invert(protected)))),
-        "files_without_modification_time": count(pc.and_(pc.invert(known), pc.invert(protected))),
+        "files_too_new": count(pc.and_(known, pc.invert(old))),
+        "files_without_modification_time": count(pc.invert(known)),
         "hidden_entries_skipped": listing.hidden_skipped,
         "rows_outside_table": listing.outside_table,
         "directories_listed": len(listing.directories),
     }
-    dirs = _empty_directories(listing, del_paths, remaining, cutoff) if storage.is_local and inventory is None else []
+    dirs = _empty_directories(listing, del_paths, cutoff) if storage.is_local and listing.source == "listing" else []
     return plan, dirs, listing.source, stats
 
 
@@ -394,7 +381,11 @@ def plan_vacuum(
             warnings.append(f"{exc}; falling back to a full vacuum as requested")
             effective_mode = "full"
     if effective_mode == "full":
-        files, dirs, source, stats = _plan_full(storage, retained, rule, inventory, max_workers)
+        if inventory is not None:
+            file_listing = read_inventory(storage, inventory, rule)
+        else:
+            file_listing = list_table_files(storage, rule, max_workers)
+        files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers)
     stats["commits_read_for_window"] = retained.commits_read
     stats["protected_paths"] = len(retained.protected)
     cursor = retained.window_start if retained.window_start is not None else previous_cursor
