@@ -18,13 +18,15 @@ work is done, whatever else happened in between.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltalog.actions import as_dict
-from deltalog.errors import CommitFailedError, CorruptLogError
+from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
 from deltalog.log import commit_name
 from deltalog.snapshot import parse_commit
+from deltalog.storage import Storage
 
 if TYPE_CHECKING:
     from deltalog.transaction import Transaction
@@ -140,6 +142,26 @@ class ConflictCheck:
     last_timestamp: int | None = None
 
 
+def read_fresh(storage: Storage, path: str) -> bytes:
+    """Read a log file that may have been created after this process listed the log.
+
+    fsspec filesystems cache directory listings, and s3fs answers "not found" from
+    a cached listing of ``_delta_log`` without asking S3; a conflict check must see
+    commits that appeared a moment ago, so it never trusts that cache.
+    """
+    if storage.is_local:
+        return storage.read_bytes(path)
+    try:
+        if storage.protocol in ("s3", "s3a"):
+            return storage.fs.cat_file(path, max_concurrency=1)  # one GET, no HEAD, no listing cache
+        storage.fs.invalidate_cache(posixpath.dirname(path))
+        return storage.fs.cat_file(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc}") from None
+
+
 def read_winning_commits(txn: Transaction, first_version: int) -> list[WinningCommit]:
     """Every commit from ``first_version`` on, in order, up to the first version not yet written."""
     out: list[WinningCommit] = []
@@ -147,7 +169,7 @@ def read_winning_commits(txn: Transaction, first_version: int) -> list[WinningCo
     while True:
         path = txn.storage.join("_delta_log", commit_name(version))
         try:
-            data = txn.storage.read_bytes(path)
+            data = read_fresh(txn.storage, path)
         except FileNotFoundError:
             return out
         out.append(WinningCommit.parse(version, data))
