@@ -1,0 +1,225 @@
+"""Compaction throughput, deltalog vs deltalake (issue #6, section 6).
+
+The table (built in the same run with ``deltalake.write_deltalake``): 200 appends
+of 20,000 rows, each append into one of 4 partitions (``part = i % 4``), columns
+``id`` (long), ``value`` (string), ``amount`` (float): 200 files of ~360 KB, about
+70 MB. ``--scale small`` uses 40 appends for development.
+
+Cases, each in a fresh process on a fresh copy of the table, ours and theirs
+interleaved so that load from other work on the machine hits both alike:
+
+- local engine: ``deltalog.compaction.compact(path)`` (load, plan, rewrite, commit)
+  against ``deltalake.DeltaTable(path).optimize.compact()`` (load, rewrite, commit).
+  Both turn the 200 files into 4. Target: throughput at least 1.0x deltalake's,
+  i.e. time ratio ours/theirs at most 1.0. Peak RSS reported.
+- naive pyarrow (informational): per partition ``read_table`` every file,
+  ``concat_tables``, one ``write_table`` (no commit).
+- Spark engine (informational, once): ``compact(path, engine="spark")`` with
+  ``spark-submit --master local[2]``; the time includes JVM start-up. Its peak is
+  the largest process of the job (the JVM), from ``RUSAGE_CHILDREN``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from common import CACHE, Measurement, compare_row, measure
+
+log = logging.getLogger("benchmarks.compaction")
+
+SCALES = {"full": 200, "small": 40}
+ROWS_PER_APPEND = 20_000
+PARTITIONS = 4
+#: pandas: pyarrow imports it lazily on some calls of the snapshot reader (~0.5 s once per process);
+#: that is start-up cost, not compaction work, so it is paid before the clock like the other imports.
+OURS_PRELOAD = [
+    "pyarrow",
+    "pyarrow.parquet",
+    "pyarrow.compute",
+    "numpy",
+    "pandas",
+    "deltalog.compaction",
+    "deltalog.table",
+]
+THEIRS_PRELOAD = ["pyarrow", "deltalake"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark engine case (about a minute)")
+
+
+# --- measured in a fresh process (see common.measure) ----------------------------------
+
+
+def ours_local(path: str) -> dict[str, Any]:
+    from deltalog.compaction import compact
+
+    result = compact(path)
+    d = result.to_dict()
+    return {"removed": d["numFilesRemoved"], "added": d["numFilesAdded"], "bytes": d["bytesRemoved"], "ok": result.ok}
+
+
+def ours_spark(path: str) -> dict[str, Any]:
+    import resource
+
+    from deltalog.compaction import compact
+
+    result = compact(path, engine="spark", spark_options={"master": "local[2]"})
+    d = result.to_dict()
+    return {
+        "removed": d["numFilesRemoved"],
+        "added": d["numFilesAdded"],
+        "bytes": d["bytesRemoved"],
+        "ok": result.ok,
+        "children_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "engine_s": d["engineSeconds"],
+    }
+
+
+def deltalake_compact(path: str) -> dict[str, Any]:
+    import deltalake
+
+    metrics = deltalake.DeltaTable(path).optimize.compact()
+    removed = metrics["filesRemoved"]
+    removed = json.loads(removed) if isinstance(removed, str) else removed
+    return {"removed": metrics["numFilesRemoved"], "added": metrics["numFilesAdded"], "bytes": removed["totalSize"]}
+
+
+def naive_pyarrow(path: str) -> dict[str, Any]:
+    """Read every file of a partition whole, concatenate, write one file: the obvious implementation."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    removed = 0
+    total = 0
+    for part in sorted(p for p in os.listdir(path) if p.startswith("part=")):
+        d = os.path.join(path, part)
+        files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".parquet"))
+        total += sum(os.path.getsize(f) for f in files)
+        pq.write_table(pa.concat_tables([pq.read_table(f) for f in files]), os.path.join(d, "naive.out"))
+        removed += len(files)
+    return {"removed": removed, "added": PARTITIONS, "bytes": total}
+
+
+# --- the table ---------------------------------------------------------------------------
+
+
+def build_table(path: Path, appends: int) -> dict[str, Any]:
+    """200 deltalake appends of 20,000 rows, one of 4 partitions each (written fresh in this run)."""
+    import numpy as np
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    shutil.rmtree(path, ignore_errors=True)
+    rng = np.random.default_rng(6)
+    t0 = time.perf_counter()
+    for i in range(appends):
+        ids = np.arange(i * ROWS_PER_APPEND, (i + 1) * ROWS_PER_APPEND, dtype=np.int64)
+        data = pa.table(
+            {
+                "id": ids,
+                "value": pa.array([f"v{j}" for j in ids]),
+                "amount": rng.random(ROWS_PER_APPEND, dtype=np.float32),
+                "part": pa.array([f"p{i % PARTITIONS}"] * ROWS_PER_APPEND),
+            }
+        )
+        write_deltalake(str(path), data, mode="append", partition_by=["part"])
+    dt = DeltaTable(str(path))
+    size = sum(pa.table(dt.get_add_actions(flatten=True)).column("size_bytes").to_pylist())
+    info = {"appends": appends, "files": len(dt.file_uris()), "bytes": size}
+    log.info("built %s: %d files, %.1f MB in %.1f s", path, info["files"], size / 1e6, time.perf_counter() - t0)
+    return info
+
+
+def _fresh(base: Path, name: str) -> str:
+    dst = base.parent / name
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(base, dst)
+    return str(dst)
+
+
+def _merge(runs: list[Measurement]) -> Measurement:
+    return Measurement(
+        seconds=min(m.seconds for m in runs),
+        peak_mb=max(m.peak_mb for m in runs),
+        base_mb=runs[0].base_mb,
+        runs=[m.seconds for m in runs],
+        result=runs[0].result,
+    )
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    appends = SCALES[args.scale]
+    work = CACHE / "compaction"
+    base = work / "base"
+    work.mkdir(parents=True, exist_ok=True)
+    info = build_table(base, appends)
+    mb = info["bytes"] / 1e6
+    ours_runs: list[Measurement] = []
+    theirs_runs: list[Measurement] = []
+    naive_runs: list[Measurement] = []
+    for i in range(max(1, args.repeat)):
+        # Interleaved, each on a fresh copy, so that a busy moment on the machine hits both sides alike.
+        theirs_runs.append(
+            measure(__name__, "deltalake_compact", [_fresh(base, f"theirs-{i}")], preload=THEIRS_PRELOAD)
+        )
+        ours_runs.append(measure(__name__, "ours_local", [_fresh(base, f"ours-{i}")], preload=OURS_PRELOAD))
+        naive_runs.append(measure(__name__, "naive_pyarrow", [_fresh(base, f"naive-{i}")], preload=THEIRS_PRELOAD))
+        log.info(
+            "round %d: ours %.3fs, deltalake %.3fs, naive %.3fs",
+            i + 1,
+            ours_runs[-1].seconds,
+            theirs_runs[-1].seconds,
+            naive_runs[-1].seconds,
+        )
+    ours, theirs, naive = _merge(ours_runs), _merge(theirs_runs), _merge(naive_runs)
+    for m in (ours, theirs, naive):
+        assert m.result["removed"] == info["files"] and m.result["added"] == PARTITIONS, m.result
+    assert ours.result["ok"] and ours.result["bytes"] == theirs.result["bytes"] == info["bytes"]
+    shape = f"{info['files']} files, {mb:.0f} MB, {PARTITIONS} partitions -> {PARTITIONS} files"
+    rows = [
+        compare_row(
+            f"local engine: compact {shape}",
+            ours,
+            theirs,
+            time_target=1.0,
+            note=f"throughput ours {mb / ours.seconds:.0f} MB/s vs deltalake {mb / theirs.seconds:.0f} MB/s "
+            f"({theirs.seconds / ours.seconds:.2f}x); runs ours {_fmt_runs(ours)}, deltalake {_fmt_runs(theirs)}",
+        ),
+        compare_row(
+            "naive pyarrow read_table+concat+write_table (no commit), informational",
+            naive,
+            theirs,
+            note=f"{mb / naive.seconds:.0f} MB/s; runs {_fmt_runs(naive)}",
+        ),
+    ]
+    if not getattr(args, "no_spark", False):
+        spark = measure(__name__, "ours_spark", [_fresh(base, "spark")], preload=OURS_PRELOAD, timeout=900)
+        assert spark.result["ok"] and spark.result["removed"] == info["files"], spark.result
+        spark.peak_mb = max(spark.peak_mb, spark.result["children_peak_mb"])
+        rows.append(
+            compare_row(
+                f"Spark engine (spark-submit --master local[2]): compact {shape}",
+                spark,
+                theirs,
+                note=f"{mb / spark.seconds:.1f} MB/s including JVM start-up (job {spark.result['engine_s']:.1f} s); "
+                "peak = largest process (the JVM)",
+            )
+        )
+    for i in range(max(1, args.repeat)):
+        for name in (f"ours-{i}", f"theirs-{i}", f"naive-{i}"):
+            shutil.rmtree(work / name, ignore_errors=True)
+    shutil.rmtree(work / "spark", ignore_errors=True)
+    return rows
+
+
+def _fmt_runs(m: Measurement) -> str:
+    return "/".join(f"{s:.2f}" for s in m.runs)
