@@ -1,0 +1,156 @@
+"""Vacuum planning, deltalog vs deltalake (issue #5, section 5).
+
+Case (``--scale full``; ``small`` uses a tenth of the commits for development):
+
+- Full-mode dry run on the synthetic 10,000-commit table with its data files on
+  disk (``make_synthetic_table.py --data-files``: ~90,000 live files, ~10,000
+  removed, 16 partitions, JSON log only). Both sides use a zero retention with the
+  safety check overridden, so that every removed file is a candidate (the
+  generator dates the log in 2023 but the empty data files are written now):
+  ``vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True)``
+  against deltalake's ``vacuum(retention_hours=0, dry_run=True,
+  enforce_retention_duration=False, full=True)``. Target: time at most 0.5x
+  deltalake's; peak memory reported. Both must name the same files.
+- Lite-mode dry run on the same table (informational): ours reads the remove
+  actions of the log since the last vacuum; deltalake's lite mode lists the
+  snapshot's expired tombstones.
+
+Dry runs only, so the cached table is reused unchanged across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import CACHE, GENERATOR, compare_row, measure
+
+log = logging.getLogger("benchmarks.vacuum")
+
+SCALES = {"full": 10_000, "small": 1_000}
+#: Imports are done before the clock starts (common.measure). pandas is on both lists because
+#: pyarrow imports it lazily the first time the snapshot replay builds certain scalars
+#: (``pa.scalar`` in arrow_replay), a one-off ~0.5 s in a fresh process that is import time,
+#: not vacuum work; reported to the snapshot owner.
+OURS_PRELOAD = ["pyarrow", "pyarrow.compute", "pyarrow.parquet", "pandas", "deltalog.table", "deltalog.vacuum"]
+THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
+
+
+def _digest(paths: list[str]) -> dict[str, Any]:
+    """What both sides must agree on: how many files, and which."""
+    return {"files": len(paths), "sha1": hashlib.sha1("\n".join(sorted(paths)).encode()).hexdigest()}
+
+
+# --- measured in a fresh process (see common.measure) ----------------------------------
+
+
+def ours_full_dry_run(path: str) -> dict[str, Any]:
+    from deltalog.vacuum import vacuum
+
+    result = vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True)
+    return _digest(result.plan.files.column("path").to_pylist())
+
+
+def deltalake_full_dry_run(path: str) -> dict[str, Any]:
+    import deltalake
+
+    dt = deltalake.DeltaTable(path)
+    return _digest(dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False, full=True))
+
+
+def ours_lite_dry_run(path: str) -> dict[str, Any]:
+    from deltalog.vacuum import vacuum
+
+    result = vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True, mode="lite")
+    return _digest(result.plan.files.column("path").to_pylist())
+
+
+def deltalake_lite_dry_run(path: str) -> dict[str, Any]:
+    import deltalake
+
+    dt = deltalake.DeltaTable(path)
+    return _digest(dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False, full=False))
+
+
+# --- the table ---------------------------------------------------------------------------
+
+
+def synthetic_table_with_files(commits: int, adds: int = 10, partitions: int = 16) -> tuple[Path, dict[str, Any]]:
+    """The generator's table with (empty) data files on disk, cached under ``.bench/tables``."""
+    params = {"kind": "json+data", "commits": commits, "adds_per_commit": adds, "partitions": partitions}
+    path = CACHE / "tables" / f"data-c{commits}-a{adds}-p{partitions}"
+    marker = path / ".complete"
+    try:
+        info = json.loads(marker.read_text())
+        if {k: info.get(k) for k in params} == params:
+            return path, info
+    except (OSError, ValueError):
+        pass
+    shutil.rmtree(path, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log.info("generating %s (%d commits x %d adds, data files)", path.name, commits, adds)
+    t0 = time.perf_counter()
+    cmd = [sys.executable, str(GENERATOR), str(path), "--commits", str(commits), "--adds-per-commit", str(adds)]
+    cmd += ["--partitions", str(partitions), "--data-files"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    info = dict(params, live_files=json.loads(out.strip().splitlines()[-1])["live_files"])
+    marker.write_text(json.dumps(info))
+    log.info("generated %s in %.1f s", path.name, time.perf_counter() - t0)
+    return path, info
+
+
+# --- the benchmark ---------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--case", choices=["full", "lite"], action="append", help="only these cases (repeatable)")
+
+
+def _compare(case: str, path: str, ours_fn: str, theirs_fn: str, repeat: int, **kw: Any) -> dict[str, Any]:
+    log.info("%s: deltalog", case)
+    ours = measure("bench_vacuum", ours_fn, [path], preload=OURS_PRELOAD, repeat=repeat)
+    log.info("%s: deltalog %.2f s, %.0f MiB; now deltalake", case, ours.seconds, ours.peak_mb)
+    theirs = measure("bench_vacuum", theirs_fn, [path], preload=THEIRS_PRELOAD, repeat=repeat)
+    log.info("%s: deltalake %.2f s, %.0f MiB", case, theirs.seconds, theirs.peak_mb)
+    same = ours.result == theirs.result
+    row = compare_row(case, ours, theirs, **kw)
+    row["files"] = f"{ours.result['files']:,} vs {theirs.result['files']:,}"
+    row["note"] = (row.get("note") or "") + ("same files" if same else "DIFFERENT file lists")
+    return row
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    cases = set(getattr(args, "case", None) or ["full", "lite"])
+    path, info = synthetic_table_with_files(SCALES[args.scale])
+    shape = f"{info['commits']:,} JSON commits, {info['live_files']:,} live files + removed ones on disk"
+    rows = []
+    if "full" in cases:
+        row = _compare(
+            f"vacuum full dry run: {shape}",
+            str(path),
+            "ours_full_dry_run",
+            "deltalake_full_dry_run",
+            args.repeat,
+            time_target=0.5,
+        )
+        if "DIFFERENT" in row["note"]:
+            raise RuntimeError(f"full dry run: deltalog and deltalake disagree on the files to delete ({row['files']})")
+        rows.append(row)
+    if "lite" in cases:
+        row = _compare(
+            f"vacuum lite dry run: {shape}", str(path), "ours_lite_dry_run", "deltalake_lite_dry_run", args.repeat
+        )
+        row["note"] = (
+            "ours: removes in the log since the last vacuum; deltalake: the snapshot's expired tombstones; "
+            + row["note"]
+        )
+        rows.append(row)
+    return rows
