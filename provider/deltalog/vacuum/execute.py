@@ -325,10 +325,21 @@ def write_cursor(storage: Storage, version: int) -> None:
 # --- entry points -----------------------------------------------------------------------------
 
 
-def execute_vacuum(table: DeltaTable | str, plan: VacuumPlan, max_workers: int = DEFAULT_MAX_WORKERS) -> VacuumResult:
-    """Carry out ``plan`` (from :func:`plan_vacuum`) after re-validating it against the latest log."""
+def execute_vacuum(
+    table: DeltaTable | str,
+    plan: VacuumPlan,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> VacuumResult:
+    """Carry out ``plan`` (from :func:`plan_vacuum`) after re-validating it against the latest log.
+
+    A table given as a URI without ``storage_options`` reuses the planned snapshot's storage options.
+    """
     t0 = time.perf_counter()
-    dt = as_table(table)
+    if isinstance(table, str) and storage_options is None and plan.snapshot is not None:
+        storage_options = plan.snapshot.storage.storage_options
+    dt = as_table(table, storage_options)
     storage = dt.storage
     if plan.snapshot is None:
         raise OperationRefusedError("this vacuum plan carries no snapshot (was it rebuilt from JSON?); plan again")
