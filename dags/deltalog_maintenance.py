@@ -26,6 +26,7 @@ has an ``execution_timeout``.
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,6 +54,8 @@ from deltalog_provider.operators import (
     DeltaManifestOperator,
     DeltaVacuumOperator,
 )
+
+log = logging.getLogger(__name__)
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
@@ -108,9 +111,9 @@ with DAG(
         size = int((report.get("health") or {}).get("size_in_bytes") or 0)
         threshold = int_setting("deltalog_spark_compaction_min_bytes")
         if threshold is not None and size >= threshold:
-            print(f"table holds {size} bytes >= {threshold}: compacting with Spark")
+            log.info("table holds %d bytes >= %s: compacting with Spark", size, threshold)
             return "plan_compaction"
-        print(f"table holds {size} bytes < {threshold}: compacting with the local engine")
+        log.info("table holds %d bytes < %s: compacting with the local engine", size, threshold)
         return "compact_local"
 
     engine = choose_engine(health.output)
@@ -206,7 +209,7 @@ with DAG(
         lines += [f"  {k}: {v}" for k, v in result.items() if k not in ("operations", "after")]
         lines += [f"  after.{k}: {v}" for k, v in result["after"].items()]
         lines += [f"  {op}: {metrics}" for op, metrics in ops.items()]
-        print("\n".join(lines))
+        log.info("%s", "\n".join(lines))
         return result
 
     done = summary(TABLE, CONN_ID, health.output)

@@ -17,6 +17,7 @@ at the same time.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,8 @@ from deltalog_example import DEFAULT_TASK_ARGS, MAINTENANCE_POOL, optional_setti
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
 from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
 from deltalog_provider.utils.results import table_asset_uri
+
+log = logging.getLogger(__name__)
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
@@ -76,7 +79,7 @@ with DAG(
 
         after = table_report(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table)).to_dict()
         before = (health or {}).get("health") or {}
-        print(
+        log.info(
             f"{table}: crossed {sorted((health or {}).get('crossed') or [])}; live files "
             f"{before.get('num_files')} -> {after['live_files']}, small files {before.get('num_small_files')} -> "
             f"{after['small_files']}, checkpoint at version {after['checkpoint_version']}"
