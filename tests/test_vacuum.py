@@ -702,3 +702,70 @@ def test_cli_dry_run_json_and_errors(tmp_path):
     human = _cli("vacuum", path)
     assert human.returncode == 0 and "deleted 4 files" in human.stdout
     assert h["a"]["path"] not in files_on_disk(path)
+
+
+# --- commits written by hand: change data files, in-commit timestamps ---------------------------
+
+
+def write_commit(path: str, version: int, actions: list[dict], at_ms: int) -> None:
+    with open(commit_path(path, version), "x") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    set_mtime(commit_path(path, version), at_ms)
+
+
+def test_change_data_files_of_retained_commits_are_kept(tmp_path):
+    path = str(tmp_path / "t")
+    now = now_ms()
+    make_table_at(path, now - 20 * DAY_MS)
+    os.makedirs(os.path.join(path, "_change_data"))
+    for name, at in (("cdc-old.parquet", now - 20 * DAY_MS), ("cdc-new.parquet", now - DAY_MS)):
+        with open(os.path.join(path, "_change_data", name), "wb") as fh:
+            fh.write(b"cdc")
+        set_mtime(os.path.join(path, "_change_data", name), now - 20 * DAY_MS)  # both files look old
+        version = 1 if name == "cdc-old.parquet" else 2
+        cdc = {"cdc": {"path": f"_change_data/{name}", "partitionValues": {}, "size": 3, "dataChange": False}}
+        write_commit(path, version, [{"commitInfo": {"timestamp": at, "operation": "UPDATE"}}, cdc], at)
+    plan = plan_vacuum(path)
+    assert plan.files.to_pylist() == [
+        {
+            "path": "_change_data/cdc-old.parquet",
+            "size": 3,
+            "modificationTime": plan.files.column("modificationTime")[0].as_py(),
+            "reason": "change data file of a commit before the cutoff",
+        }
+    ]
+
+
+def test_in_commit_timestamps_decide_the_window_not_file_times(tmp_path):
+    """With ICT enabled, commit files copied or rewritten today still count from their in-commit time."""
+    path = str(tmp_path / "t")
+    now = now_ms()
+    proto = Protocol(1, 7, None, ("inCommitTimestamp",))
+    conf = {"delta.enableInCommitTimestamps": "true", "delta.inCommitTimestampEnablementVersion": "0"}
+    table = make_table_at(path, now, protocol=proto, configuration=conf)
+    a, b = new_file(table, rows(2)), new_file(table, rows(2, 10))
+    history = [
+        (now - 20 * DAY_MS, [{"add": dict(a, modificationTime=now - 20 * DAY_MS)}, {"add": b}]),
+        (now - 15 * DAY_MS, [{"remove": dict(remove_of(a), deletionTimestamp=now - 15 * DAY_MS)}]),
+        (now - 1 * DAY_MS, [{"remove": dict(remove_of(b), deletionTimestamp=now - 1 * DAY_MS)}]),
+    ]
+    # Rewrite version 0's commitInfo with an in-commit timestamp older than everything.
+    with open(commit_path(path, 0)) as fh:
+        v0 = [json.loads(line) for line in fh if line.strip()]
+    for act in v0:
+        if "commitInfo" in act:
+            act["commitInfo"]["inCommitTimestamp"] = now - 21 * DAY_MS
+    os.remove(commit_path(path, 0))
+    write_commit(path, 0, v0, now)
+    for version, (ict, actions) in enumerate(history, start=1):
+        info = {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "WRITE"}}
+        write_commit(path, version, [info, *actions], now)  # every file dated today
+    for f in (a, b):
+        set_mtime(os.path.join(path, f["path"]), now - 20 * DAY_MS)
+    plan = plan_vacuum(path)
+    assert plan.window_start == 2 and plan.fully_readable_from == 2
+    assert plan.files.column("path").to_pylist() == [a["path"]]
+    result = vacuum(path)
+    assert result.num_deleted_files == 1
+    start = read_commit_info(table.storage, commit_path(path, result.start_commit_version), "start")
+    assert start["inCommitTimestamp"] > now - DAY_MS  # our marker commits carry in-commit timestamps too
