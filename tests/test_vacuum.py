@@ -677,30 +677,45 @@ def test_lite_mode_refuses_when_commits_were_cleaned_and_can_fall_back(tmp_path)
 # --- CLI -----------------------------------------------------------------------------------------
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "deltalog", *args], capture_output=True, text=True, timeout=120)
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    """Run the CLI in-process (the subprocess case below checks the real entry point once)."""
+    from deltalog.cli import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
-def test_cli_dry_run_json_and_errors(tmp_path):
+def test_cli_dry_run_json_and_errors(tmp_path, capsys):
     path = str(tmp_path / "t")
     h = build_history(path)
-    out = _cli("vacuum", path, "--dry-run", "--json")
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
+    code, out, err = _cli(capsys, "vacuum", path, "--dry-run", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
     assert doc["status"] == "DRY_RUN" and doc["num_files_to_delete"] == 4
     assert {f["path"] for f in doc["plan"]["files"]} == {h["a"]["path"], h["b"]["path"], h["c"]["path"], h["junk"]}
     assert doc["fully_readable_versions"] == "3..4"
-    brief = json.loads(_cli("vacuum", path, "--dry-run", "--json", "--no-file-list").stdout)
-    assert "files" not in brief["plan"]
-    refused = _cli("vacuum", path, "--retention-hours", "1")
-    assert refused.returncode == 1 and refused.stderr.startswith("error: refusing to vacuum")
-    assert "Traceback" not in refused.stderr
-    missing = _cli("vacuum", str(tmp_path / "nope"), "--json")
-    assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    bad_inv = _cli("vacuum", path, "--inventory", str(tmp_path / "nope.parquet"))
-    assert bad_inv.returncode == 2
-    human = _cli("vacuum", path)
-    assert human.returncode == 0 and "deleted 4 files" in human.stdout
+    code, out, _ = _cli(capsys, "vacuum", path, "--dry-run", "--json", "--no-file-list")
+    assert code == 0 and "files" not in json.loads(out)["plan"]
+    code, _, err = _cli(capsys, "vacuum", path, "--retention-hours", "1")
+    assert code == 1 and err.startswith("error: refusing to vacuum") and "Traceback" not in err
+    code, _, err = _cli(capsys, "vacuum", str(tmp_path / "nope"), "--json")
+    assert code == 2 and err.startswith("error: ")
+    code, _, err = _cli(capsys, "vacuum", path, "--inventory", str(tmp_path / "nope.parquet"))
+    assert code == 2 and "does not exist" in err
+    code, _, err = _cli(capsys, "vacuum", path, "--mode", "lite", "--inventory", "x.parquet")
+    assert code == 2
+    assert h["a"]["path"] in files_on_disk(path)  # nothing so far deleted anything
+
+
+def test_cli_subprocess_deletes_and_reports(tmp_path):
+    path = str(tmp_path / "t")
+    h = build_history(path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "deltalog", "vacuum", path], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "deleted 4 files" in proc.stdout and "versions 3..4 (and later) keep all their files" in proc.stdout
     assert h["a"]["path"] not in files_on_disk(path)
 
 
