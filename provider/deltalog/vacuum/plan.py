@@ -289,7 +289,7 @@ def _plan_lite(
             f"{'and later ones are' if len(missing) > 1 else 'is'} gone (log cleanup); run a full vacuum "
             "(mode='full', or full_fallback=True; CLI: --mode full or --full-fallback)"
         )
-    refs = scan_commits(storage, [listing.commits[v] for v in range(start, end + 1)])
+    refs = scan_commits(storage, [listing.commits[v] for v in range(start, end + 1)], kinds=("remove", "cdc"))
     resolver = PathResolver(storage)
     kinds = [
         (resolver.resolve(refs.removed), REASON_LITE_REMOVED),

@@ -20,6 +20,7 @@ and deletion time disagree.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,11 +31,13 @@ import pyarrow.compute as pc
 from deltalog.errors import CorruptLogError, VersionNotFoundError
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log import LogListing
-from deltalog.snapshot import Snapshot, parse_commit, read_commit_files
+from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import FileInfo, Storage
 from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
 log = logging.getLogger(__name__)
+
+FILE_ACTIONS = ("add", "remove", "cdc")
 
 
 @dataclass
@@ -54,18 +57,35 @@ class CommitRefs:
         return self.added + self.removed + self.cdc + self.added_dvs + self.removed_dvs
 
 
-def scan_commits(storage: Storage, files: list[FileInfo]) -> CommitRefs:
-    """Collect add/remove/cdc paths, their deletion vectors and the newest protocol/metaData of the commits."""
+def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...] = FILE_ACTIONS) -> CommitRefs:
+    """Collect the ``kinds`` file actions' paths, their deletion vectors and the newest protocol/metaData.
+
+    Lines of other kinds (commitInfo above all, or adds when only removes matter) are
+    skipped by their ``{"kind"`` prefix without being parsed; a line written in another
+    JSON layout is parsed in full, so nothing is missed.
+    """
+    wanted = {k.encode() for k in (*kinds, "protocol", "metaData")}
     refs = CommitRefs()
     contents = read_commit_files(storage, files)
     for f, data in zip(files, contents):
         refs.commits += 1
-        for action in parse_commit(data, f.name):
+        for lineno, line in enumerate(data.split(b"\n"), start=1):
+            if line.startswith(b'{"'):
+                if line[2 : line.find(b'"', 2)] not in wanted:
+                    continue
+            elif not line.strip():
+                continue
+            try:
+                action = json.loads(line)
+            except ValueError as exc:
+                raise CorruptLogError(f"{f.name}: line {lineno} is not valid JSON ({exc})") from None
+            if not isinstance(action, dict) or len(action) != 1:
+                raise CorruptLogError(f"{f.name}: line {lineno} is not a single Delta action")
             ((kind, body),) = action.items()
-            if kind in ("add", "remove", "cdc"):
+            if kind in kinds:
                 path = body.get("path") if isinstance(body, dict) else None
                 if not isinstance(path, str):
-                    raise CorruptLogError(f"{f.name}: {kind} action without a string 'path'")
+                    raise CorruptLogError(f"{f.name}: line {lineno}: {kind} action without a string 'path'")
                 {"add": refs.added, "remove": refs.removed, "cdc": refs.cdc}[kind].append(path)
                 dv = body.get("deletionVector") if kind != "cdc" else None
                 if isinstance(dv, dict) and dv.get("storageType") != "i":
