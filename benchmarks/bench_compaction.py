@@ -17,6 +17,10 @@ interleaved so that load from other work on the machine hits both alike:
 - Spark engine (informational, once): ``compact(path, engine="spark")`` with
   ``spark-submit --master local[2]``; the time includes JVM start-up. Its peak is
   the largest process of the job (the JVM), from ``RUSAGE_CHILDREN``.
+
+The note of the local-engine row also gives the CPU seconds of both sides (all
+threads): on a shared 2-core machine the wall time of a parallel job depends on
+what else runs, the CPU time much less.
 """
 
 from __future__ import annotations
@@ -60,9 +64,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def ours_local(path: str) -> dict[str, Any]:
     from deltalog.compaction import compact
 
+    cpu = time.process_time()
     result = compact(path)
     d = result.to_dict()
-    return {"removed": d["numFilesRemoved"], "added": d["numFilesAdded"], "bytes": d["bytesRemoved"], "ok": result.ok}
+    return {
+        "removed": d["numFilesRemoved"],
+        "added": d["numFilesAdded"],
+        "bytes": d["bytesRemoved"],
+        "ok": result.ok,
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 def ours_spark(path: str) -> dict[str, Any]:
@@ -85,10 +96,16 @@ def ours_spark(path: str) -> dict[str, Any]:
 def deltalake_compact(path: str) -> dict[str, Any]:
     import deltalake
 
+    cpu = time.process_time()
     metrics = deltalake.DeltaTable(path).optimize.compact()
     removed = metrics["filesRemoved"]
     removed = json.loads(removed) if isinstance(removed, str) else removed
-    return {"removed": metrics["numFilesRemoved"], "added": metrics["numFilesAdded"], "bytes": removed["totalSize"]}
+    return {
+        "removed": metrics["numFilesRemoved"],
+        "added": metrics["numFilesAdded"],
+        "bytes": removed["totalSize"],
+        "cpu_s": time.process_time() - cpu,
+    }
 
 
 def naive_pyarrow(path: str) -> dict[str, Any]:
@@ -163,6 +180,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     work.mkdir(parents=True, exist_ok=True)
     info = build_table(base, appends)
     mb = info["bytes"] / 1e6
+    cpu: dict[str, list[float]] = {"ours": [], "theirs": []}
     ours_runs: list[Measurement] = []
     theirs_runs: list[Measurement] = []
     naive_runs: list[Measurement] = []
@@ -173,6 +191,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
         ours_runs.append(measure(__name__, "ours_local", [_fresh(base, f"ours-{i}")], preload=OURS_PRELOAD))
         naive_runs.append(measure(__name__, "naive_pyarrow", [_fresh(base, f"naive-{i}")], preload=THEIRS_PRELOAD))
+        cpu["ours"].append(ours_runs[-1].result["cpu_s"])
+        cpu["theirs"].append(theirs_runs[-1].result["cpu_s"])
         log.info(
             "round %d: ours %.3fs, deltalake %.3fs, naive %.3fs",
             i + 1,
@@ -192,7 +212,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             theirs,
             time_target=1.0,
             note=f"throughput ours {mb / ours.seconds:.0f} MB/s vs deltalake {mb / theirs.seconds:.0f} MB/s "
-            f"({theirs.seconds / ours.seconds:.2f}x); runs ours {_fmt_runs(ours)}, deltalake {_fmt_runs(theirs)}",
+            f"({theirs.seconds / ours.seconds:.2f}x); runs ours {_fmt_runs(ours)}, deltalake {_fmt_runs(theirs)}; "
+            f"CPU s (all threads, best) ours {min(cpu['ours']):.2f} vs deltalake {min(cpu['theirs']):.2f}",
         ),
         compare_row(
             "naive pyarrow read_table+concat+write_table (no commit), informational",
