@@ -301,7 +301,7 @@ def test_revalidation_keeps_a_file_re_added_after_planning(tmp_path):
 def test_a_crash_mid_way_is_finished_by_running_again(tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     h = build_history(path)
-    import deltalog.vacuum.execute as ex
+    import deltalog.vacuum.delete as ex
 
     calls = {"n": 0}
     real = ex._unlink

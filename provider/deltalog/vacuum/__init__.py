@@ -5,11 +5,13 @@
 latest log and deletes. Modules: ``retention`` (how long and the cutoff),
 ``paths`` (log paths vs physical paths, the hidden rule, deletion vector files),
 ``listing`` / ``inventory`` (what is on storage), ``retained`` (what the retained
-versions reference), ``plan`` and ``execute``.
+versions reference), ``plan``, ``execute`` (re-validation, START/END commits),
+``delete`` (the bounded worker pool) and ``result``.
 """
 
-from deltalog.vacuum.execute import VacuumResult, execute_vacuum, vacuum
+from deltalog.vacuum.execute import execute_vacuum, vacuum
 from deltalog.vacuum.plan import LiteVacuumUnavailableError, VacuumPlan, plan_vacuum, read_cursor
+from deltalog.vacuum.result import VacuumResult
 from deltalog.vacuum.retention import parse_interval_ms
 
 __all__ = [

@@ -17,12 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -30,13 +25,13 @@ import pyarrow.compute as pc
 
 from deltalog.actions import Metadata
 from deltalog.errors import CommitFailedError, DeltaLogError, OperationRefusedError, StorageError
-from deltalog.history import format_ms
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable
 from deltalog.transaction import CommitResult, Transaction
+from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs
 from deltalog.vacuum.paths import HiddenRule, PathResolver
 from deltalog.vacuum.plan import (
     CURSOR_KEY,
@@ -47,6 +42,7 @@ from deltalog.vacuum.plan import (
     partition_dir_names,
     plan_vacuum,
 )
+from deltalog.vacuum.result import COMPLETED, FAILED, VacuumResult, result_of_plan
 from deltalog.vacuum.retained import scan_commits
 from deltalog.vacuum.retention import DELETED_FILE_RETENTION_KEY, resolve_retention
 
@@ -54,99 +50,6 @@ log = logging.getLogger(__name__)
 
 START = "VACUUM START"
 END = "VACUUM END"
-COMPLETED = "COMPLETED"
-FAILED = "FAILED"
-DRY_RUN = "DRY_RUN"
-
-#: Files per unit of work handed to a delete worker (object stores: one bulk request).
-LOCAL_CHUNK = 256
-REMOTE_CHUNK = 1000
-PROGRESS_EVERY_S = 5.0
-
-
-@dataclass
-class VacuumResult:
-    """What a vacuum did (or, for a dry run, would do); ``to_dict()`` is what operators push to XCom.
-
-    Every version from ``fully_readable_from_version`` to ``version`` (and every later
-    one) still has all of its files after this vacuum.
-    """
-
-    table: str
-    mode: str
-    dry_run: bool
-    status: str
-    version: int
-    cutoff_ms: int
-    retention_hours: float
-    configured_retention_hours: float
-    fully_readable_from_version: int
-    num_files_to_delete: int
-    size_of_data_to_delete: int
-    num_deleted_files: int = 0
-    num_already_gone: int = 0
-    num_vacuumed_directories: int = 0
-    num_kept_by_revalidation: int = 0
-    start_commit_version: int | None = None
-    end_commit_version: int | None = None
-    cursor: int | None = None
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    plan: VacuumPlan | None = field(default=None, repr=False)
-
-    @property
-    def fully_readable_versions(self) -> str:
-        return f"{self.fully_readable_from_version}..{self.version}"
-
-    def to_dict(self, include_files: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "table": self.table,
-            "mode": self.mode,
-            "dry_run": self.dry_run,
-            "status": self.status,
-            "version": self.version,
-            "cutoff": format_ms(self.cutoff_ms),
-            "cutoff_ms": self.cutoff_ms,
-            "retention_hours": self.retention_hours,
-            "configured_retention_hours": self.configured_retention_hours,
-            "fully_readable_from_version": self.fully_readable_from_version,
-            "fully_readable_versions": self.fully_readable_versions,
-            "num_files_to_delete": self.num_files_to_delete,
-            "size_of_data_to_delete": self.size_of_data_to_delete,
-            "num_deleted_files": self.num_deleted_files,
-            "num_already_gone": self.num_already_gone,
-            "num_vacuumed_directories": self.num_vacuumed_directories,
-            "num_kept_by_revalidation": self.num_kept_by_revalidation,
-            "start_commit_version": self.start_commit_version,
-            "end_commit_version": self.end_commit_version,
-            "cursor": self.cursor,
-            "seconds": round(self.seconds, 3),
-            "warnings": list(self.warnings),
-        }
-        if self.plan is not None:
-            out["plan"] = self.plan.to_dict(include_files=include_files)
-        return out
-
-
-def result_of_plan(plan: VacuumPlan, seconds: float) -> VacuumResult:
-    """The dry-run result: the plan, nothing done."""
-    return VacuumResult(
-        table=plan.table_uri,
-        mode=plan.mode,
-        dry_run=True,
-        status=DRY_RUN,
-        version=plan.version,
-        cutoff_ms=plan.cutoff_ms,
-        retention_hours=plan.retention.retention_hours,
-        configured_retention_hours=plan.retention.configured_hours,
-        fully_readable_from_version=plan.fully_readable_from,
-        num_files_to_delete=plan.num_files,
-        size_of_data_to_delete=plan.size_in_bytes,
-        cursor=plan.cursor,
-        seconds=seconds,
-        warnings=list(plan.warnings),
-        plan=plan,
-    )
 
 
 # --- re-validation ---------------------------------------------------------------------------
@@ -200,121 +103,6 @@ def _commit_marker(
     """Write a commitInfo-only commit (VACUUM START/END) at the version after ``view``."""
     txn = Transaction(storage, view, operation=operation, operation_parameters=parameters)
     return txn.commit(metrics)
-
-
-# --- deleting -------------------------------------------------------------------------------
-
-
-class _Progress:
-    """Thread-safe counters with a log line every few seconds."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.deleted = 0
-        self.gone = 0
-        self.lock = threading.Lock()
-        self.last = time.monotonic()
-        #: Set by the first failing worker so the others stop instead of deleting on.
-        self.stop = threading.Event()
-
-    def add(self, deleted: int, gone: int) -> None:
-        with self.lock:
-            self.deleted += deleted
-            self.gone += gone
-            now = time.monotonic()
-            if now - self.last >= PROGRESS_EVERY_S:
-                self.last = now
-                log.info("vacuum: %d of %d files deleted (%d already gone)", self.deleted, self.total, self.gone)
-
-
-def _unlink(path: str) -> None:
-    os.unlink(path)
-
-
-def _delete_chunk_local(root: str, chunk: list[str], progress: _Progress) -> None:
-    deleted = gone = 0
-    try:
-        for rel in chunk:
-            if progress.stop.is_set():
-                return
-            try:
-                _unlink(os.path.join(root, rel))
-                deleted += 1
-            except FileNotFoundError:
-                gone += 1
-    except BaseException:
-        progress.stop.set()
-        raise
-    finally:
-        progress.add(deleted, gone)
-
-
-def _delete_chunk_remote(storage: Storage, chunk: list[str], progress: _Progress) -> None:
-    if progress.stop.is_set():
-        return
-    try:
-        storage.fs.rm([storage.join(rel) for rel in chunk])
-    except FileNotFoundError:
-        pass
-    except BaseException:
-        progress.stop.set()
-        raise
-    progress.add(len(chunk), 0)
-
-
-def delete_files(storage: Storage, paths: list[str], max_workers: int, progress: _Progress) -> None:
-    """Delete table-relative ``paths`` with at most ``max_workers`` concurrent workers.
-
-    Stops at the first failure (the exception propagates once the running chunks
-    have finished); ``progress`` says how far it got either way.
-    """
-    if not paths:
-        return
-    size = LOCAL_CHUNK if storage.is_local else REMOTE_CHUNK
-    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
-    work: Callable[[list[str]], None]
-    if storage.is_local:
-        work = lambda c: _delete_chunk_local(storage.root, c, progress)  # noqa: E731
-    else:
-        work = lambda c: _delete_chunk_remote(storage, c, progress)  # noqa: E731
-    workers = max(1, min(max_workers, len(chunks)))
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vacuum-delete")
-    try:
-        futures = [pool.submit(work, c) for c in chunks]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        for f in futures:
-            if f.done() and f.exception() is not None:
-                for other in futures:
-                    other.cancel()
-                raise f.exception()  # type: ignore[misc]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def remove_empty_dirs(storage: Storage, dirs: list[str], rule: HiddenRule) -> int:
-    """Remove the directories that are empty now, deepest first; a non-empty one is left alone."""
-    if not storage.is_local:
-        return 0  # object stores have no directories to leave behind
-    removed = 0
-    for d in sorted(set(dirs), key=lambda p: (-p.count("/"), p)):
-        if not d or rule.hidden_path(d):
-            continue
-        try:
-            os.rmdir(os.path.join(storage.root, d))
-            removed += 1
-        except OSError:
-            continue  # not empty (a hidden .crc, a new file) or already gone
-    return removed
-
-
-def _ancestors(paths: list[str]) -> list[str]:
-    out: set[str] = set()
-    for p in paths:
-        d = p.rpartition("/")[0]
-        while d and d not in out:
-            out.add(d)
-            d = d.rpartition("/")[0]
-    return list(out)
 
 
 def write_cursor(storage: Storage, version: int) -> None:
@@ -386,13 +174,13 @@ def execute_vacuum(
 
     status = COMPLETED
     failure: BaseException | None = None
-    progress = _Progress(len(to_delete))
+    progress = Progress(len(to_delete))
     try:
         delete_files(storage, to_delete, max_workers, progress)
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised as a StorageError
         status, failure = FAILED, exc
     deleted, gone = progress.deleted, progress.gone
-    dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else _ancestors(to_delete)
+    dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else ancestors(to_delete)
     num_dirs = remove_empty_dirs(storage, dirs, rule) if failure is None else 0
 
     warnings = list(plan.warnings)
