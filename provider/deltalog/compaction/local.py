@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -72,32 +73,48 @@ def storage_path(storage: Storage, log_path: str) -> str:
     return storage.join(*decoded.split("/"))
 
 
-def _dictionary_columns(metadata: pq.FileMetaData) -> list[str] | bool:
-    """Leaf columns worth dictionary-encoding, judged from an input file's first row group.
+def _leaf_paths(t: pa.DataType, prefix: str) -> list[str]:
+    """Parquet column paths of a field as pyarrow writes it (compliant nested names)."""
+    if pa.types.is_struct(t):
+        return [p for i in range(t.num_fields) for p in _leaf_paths(t.field(i).type, f"{prefix}.{t.field(i).name}")]
+    if pa.types.is_map(t):
+        return _leaf_paths(t.key_type, f"{prefix}.key_value.key") + _leaf_paths(
+            t.item_type, f"{prefix}.key_value.value"
+        )
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _leaf_paths(t.value_type, f"{prefix}.list.element")
+    return [prefix]
 
-    A chunk whose dictionary page takes most of its bytes holds (nearly) unique
-    values: pyarrow would build a dictionary, overflow it and fall back to plain
-    encoding anyway, spending time and bytes. Small chunks give no verdict.
+
+def _dictionary_columns(metadata: pq.FileMetaData, target: pa.Schema) -> list[str] | bool:
+    """Columns worth dictionary-encoding, judged from an input file's first row group.
+
+    A flat column whose dictionary page takes most of its chunk holds (nearly)
+    unique values: pyarrow would build a dictionary, overflow it and fall back to
+    plain encoding anyway, spending time and bytes. Small chunks and nested
+    columns give no verdict and keep the default (a dictionary).
     """
     if metadata.num_row_groups == 0:
         return True
     group = metadata.row_group(0)
-    keep, dropped = [], False
+    flat = {f.name for f in target if not pa.types.is_nested(f.type)}
+    dropped = set()
     for i in range(group.num_columns):
         c = group.column(i)
         dict_off, data_off = c.dictionary_page_offset, c.data_page_offset
         if (
-            c.has_dictionary_page
+            c.path_in_schema in flat
+            and c.has_dictionary_page
             and dict_off is not None
             and data_off is not None
             and data_off > dict_off
             and c.num_values >= _DICT_MIN_VALUES
             and (data_off - dict_off) > _DICT_SHARE * c.total_compressed_size
         ):
-            dropped = True
-        else:
-            keep.append(c.path_in_schema)
-    return keep if dropped else True
+            dropped.add(c.path_in_schema)
+    if not dropped:
+        return True
+    return [p for f in target for p in _leaf_paths(f.type, f.name) if p not in dropped]
 
 
 class BinWriter:
@@ -163,7 +180,11 @@ class BinWriter:
             deleted = read_deletion_vector(self.storage, f.deletionVector)
             counters["dvs"] += 1
             counters["deleted"] += len(deleted)
-        source: Any = path if self.storage.is_local or is_absolute(f.path) else self.storage.open_input(path)
+        if is_absolute(f.path) and "://" in path and not path.startswith("file:"):
+            # A file outside the table (e.g. a shallow clone): same filesystem options as the table.
+            source: Any = fsspec.open(path, "rb", **self.storage.storage_options).open()
+        else:
+            source = path if self.storage.is_local or is_absolute(f.path) else self.storage.open_input(path)
         try:
             pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=True)
         except FileNotFoundError:
@@ -226,7 +247,7 @@ class BinWriter:
                             sink,
                             self.target,
                             compression=self.plan.codec,
-                            use_dictionary=_dictionary_columns(pf.metadata),
+                            use_dictionary=_dictionary_columns(pf.metadata, self.target),
                             write_statistics=True,
                         )
                     for batch in self._read(pf, f, deleted):
