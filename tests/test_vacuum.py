@@ -784,3 +784,13 @@ def test_in_commit_timestamps_decide_the_window_not_file_times(tmp_path):
     assert result.num_deleted_files == 1
     start = read_commit_info(table.storage, commit_path(path, result.start_commit_version), "start")
     assert start["inCommitTimestamp"] > now - DAY_MS  # our marker commits carry in-commit timestamps too
+
+
+def test_a_cursor_beyond_the_table_is_ignored(tmp_path):
+    path = str(tmp_path / "t")
+    h = build_lite_history(path)
+    with open(os.path.join(path, "_delta_log", "_last_vacuum_info"), "w") as fh:
+        json.dump({"latestCommitVersionOutsideOfRetentionWindow": 99}, fh)
+    result = vacuum(path, mode="lite", dry_run=True)
+    assert result.plan.lite_range == (0, 3) and any("re-created" in w for w in result.warnings)
+    assert result.num_files_to_delete == 2 and h["a"]["path"] in files_on_disk(path)

@@ -368,6 +368,12 @@ def plan_vacuum(
     retained = retained_state(snapshot, listing, retention.cutoff_ms)
     warnings = list(retention.warnings) + retained.warnings
     previous_cursor = read_cursor(storage)
+    if previous_cursor is not None and previous_cursor > snapshot.version:
+        warnings.append(
+            f"_delta_log/{LAST_VACUUM_INFO} says version {previous_cursor} was vacuumed, but the table is at version "
+            f"{snapshot.version} (re-created?); ignoring it"
+        )
+        previous_cursor = None
     lite_range: tuple[int, int] | None = None
     dirs: list[str] = []
     effective_mode = mode
