@@ -210,6 +210,9 @@ class SparkBinRewriter:
         self._frame(b).coalesce(1).write.mode("overwrite").option("compression", self.plan.codec).parquet(staged)
         staged_path = self.fs.path(staged).toUri().getPath().rstrip("/")
         written = [p for p, _, _ in self.fs.list_files(staged) if _is_data_file(posixpath.basename(p))]
+        if not written:  # no row survived the deletion vectors (Spark may then write no file at all)
+            self.fs.delete(staged)
+            return None
         if len(written) != 1:
             raise OperationRefusedError(f"bin {b.id}: Spark wrote {len(written)} data files, expected 1")
         src = f"{staged}/{written[0][len(staged_path) + 1 :]}"
