@@ -2,8 +2,9 @@
 
 The run: commit a request from a file, commit one handed over by XCom, a commit whose
 first try "loses the response" after committing (its retry must commit nothing),
-checkpoint (through a connection's table root, so the asset comes through an alias),
-log cleanup, manifest, a dry-run vacuum and a real one.
+a compaction plan for Spark and a local compaction, checkpoint (through a connection's
+table root, so the asset comes through an alias), log cleanup, manifest, a dry-run
+vacuum and a real one, and a conversion of a Parquet folder.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 
+import deltalake
 import pytest
 from airflow_helpers import asset_events, run_dag, task_instance, task_states, write_dag_file, xcom_value
 
@@ -26,6 +28,9 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     table = make_table(table_path, partition_by=["part"])
     first = append(table, rows(5, part="a"), {"part": "a"})
     assert first.version == 1
+    plain = tmp_path / "plain_parquet"
+    for part in ("x", "y"):
+        write_data_file(str(plain), rows(3, part=part), {"part": part})
     old_file = table.snapshot().file_paths()[0]
 
     # A request file written next to the table (as a Spark job would), adding one file
@@ -35,6 +40,8 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     with open(os.path.join(table_path, "_requests", "one.json"), "w") as fh:
         json.dump({"add": [{"path": add["path"]}], "remove": [old_file]}, fh)
     xcom_add = write_data_file(table_path, rows(2, start=20, part="c"), {"part": "c"})
+    for i in range(3):  # small files for compaction
+        append(table, rows(2, start=100 + i * 2, part="e"), {"part": "e"})  # versions 2..4
     flaky_add = write_data_file(table_path, rows(3, start=30, part="d"), {"part": "d"})
 
     monkeypatch.setenv("AIRFLOW_CONN_DELTALOG_WAREHOUSE", json.dumps({"conn_type": "deltalog", "host": str(warehouse)}))
@@ -44,8 +51,8 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
         import datetime as dt
         from airflow.sdk import DAG, task
         from deltalog_provider.operators import (
-            DeltaCheckpointOperator, DeltaCommitOperator, DeltaLogCleanupOperator, DeltaManifestOperator,
-            DeltaVacuumOperator)
+            DeltaCheckpointOperator, DeltaCommitOperator, DeltaCompactOperator, DeltaConvertOperator,
+            DeltaLogCleanupOperator, DeltaManifestOperator, DeltaVacuumOperator)
 
         TABLE = {table_path!r}
 
@@ -67,6 +74,10 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
             commit_xcom = DeltaCommitOperator(task_id="commit_xcom", table=TABLE, request=make_request())
             commit_flaky = FlakyCommit(task_id="commit_flaky", table=TABLE,
                                        request={{"add": [{{"path": {flaky_add["path"]!r}}}]}})
+            plan = DeltaCompactOperator(task_id="plan", table=TABLE, plan_only=True,
+                                        plan_path="_compaction/plan-{{{{ ts_nodash }}}}.json")
+            compact = DeltaCompactOperator(task_id="compact", table=TABLE, target_size="{{{{ 64 * 1024 * 1024 }}}}")
+            convert = DeltaConvertOperator(task_id="convert", table={str(plain)!r}, partition_by="part string")
             checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table="events",
                                                  deltalog_conn_id="deltalog_warehouse")
             cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", table=TABLE)
@@ -75,7 +86,7 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
                                              allow_short_retention=True, dry_run=True)
             vacuum = DeltaVacuumOperator(task_id="vacuum", table=TABLE, retention_hours="{{{{ 0 }}}}",
                                          allow_short_retention=True)
-            (commit_file >> commit_xcom >> commit_flaky >> checkpoint >> cleanup >> manifest
+            (commit_file >> commit_xcom >> commit_flaky >> plan >> compact >> checkpoint >> cleanup >> manifest
              >> vacuum_dry >> vacuum)
         ''',
     )
@@ -86,23 +97,36 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
 
     # Commits: metrics in XCom; the flaky one committed exactly once over two tries.
     c1, c2, c3 = (xcom_value(dr, t) for t in ("commit_file", "commit_xcom", "commit_flaky"))
-    assert (c1["version"], c2["version"]) == (2, 3)
+    assert (c1["version"], c2["version"]) == (5, 6)
     assert c1["operation_metrics"]["numAddedFiles"] == 1 and c1["operation_metrics"]["numRemovedFiles"] == 1
     assert task_instance(dr, "commit_flaky").try_number == 2
-    assert c3["noop"] is True and c3["version"] == 4
+    assert c3["noop"] is True and c3["version"] == 7
     live = DeltaTable(table_path).snapshot()
     paths = set(live.file_paths())
     assert flaky_add["path"] in paths and xcom_add["path"] in paths and old_file not in paths
     app_ids = live.app_transactions
     assert any(str(k).startswith("airflow:deltalog_ops:commit_flaky") for k in app_ids), app_ids
 
+    # Compaction: the plan (XCom and file, readable by the Spark side) then the local rewrite.
+    from deltalog.compaction import CompactionPlan
+
+    plan = xcom_value(dr, "plan")
+    assert plan["planOnly"] is True and plan["numBins"] == 1 and plan["snapshotVersion"] == 7
+    plan_file = os.path.join(table_path, plan["planPath"])
+    with open(plan_file, "rb") as fh:
+        assert len(CompactionPlan.from_json(fh.read()).bins) == 1
+    compacted = xcom_value(dr, "compact")
+    assert (compacted["numFilesRemoved"], compacted["numFilesAdded"], compacted["versions"]) == (3, 1, [8])
+    expected_ids = [*range(10, 14), 20, 21, *range(30, 33), *range(100, 106)]
+    assert sorted(deltalake.DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected_ids
+
     checkpoint = xcom_value(dr, "checkpoint")
-    assert checkpoint["version"] == 4 and checkpoint["num_add_files"] == len(paths)
+    assert checkpoint["version"] == 8 and checkpoint["num_add_files"] == len(paths)
     assert xcom_value(dr, "manifest")["num_files"] == len(paths)
     dry = xcom_value(dr, "vacuum_dry")
-    assert dry["dry_run"] is True and dry["num_files_to_delete"] == 1 and "files" not in dry.get("plan", {})
+    assert dry["dry_run"] is True and dry["num_files_to_delete"] == 4 and "files" not in dry.get("plan", {})
     vac = xcom_value(dr, "vacuum")
-    assert vac["num_deleted_files"] == 1 and vac["end_commit_version"] == 6
+    assert vac["num_deleted_files"] == 4 and vac["end_commit_version"] == 10
     assert not os.path.exists(os.path.join(table_path, old_file))
 
     # Asset events on the table's Asset, with version/operation/metrics as extra. Dry runs
@@ -113,13 +137,23 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
         "commit_file",
         "commit_xcom",
         "commit_flaky",
+        "compact",
         "checkpoint",
         "log_cleanup",
         "manifest",
         "vacuum",
     }
-    assert by_task["commit_file"]["version"] == 2 and by_task["commit_file"]["operation"] == "COMMIT"
-    assert by_task["commit_file"]["metrics"]["version"] == 2
-    assert by_task["checkpoint"]["operation"] == "CHECKPOINT" and by_task["checkpoint"]["version"] == 4
-    assert by_task["vacuum"]["version"] == 6 and by_task["vacuum"]["metrics"]["num_deleted_files"] == 1
+    assert by_task["commit_file"]["version"] == 5 and by_task["commit_file"]["operation"] == "COMMIT"
+    assert by_task["commit_file"]["metrics"]["version"] == 5
+    assert by_task["compact"]["operation"] == "OPTIMIZE" and by_task["compact"]["version"] == 8
+    assert by_task["compact"]["metrics"]["numFilesRemoved"] == 3
+    assert by_task["checkpoint"]["operation"] == "CHECKPOINT" and by_task["checkpoint"]["version"] == 8
+    assert by_task["vacuum"]["version"] == 10 and by_task["vacuum"]["metrics"]["num_deleted_files"] == 4
     assert all(e["extra"]["table"] == "file://" + table_path for e in events)
+
+    # Convert: a Parquet folder became a Delta table that deltalake reads; its own asset got the event.
+    converted = xcom_value(dr, "convert")
+    assert (converted["version"], converted["numFiles"], converted["numRecords"]) == (0, 2, 6)
+    assert deltalake.DeltaTable(str(plain)).to_pyarrow_table().num_rows == 6
+    (event,) = asset_events(dr, "file://" + str(plain))
+    assert event["task_id"] == "convert" and event["extra"]["operation"] == "CONVERT"

@@ -10,42 +10,46 @@ from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number, human_bytes
+from deltalog_provider.utils.coerce import human_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
 def _partition_spec(value: Any) -> Any:
-    """``partition_by`` as given, or parsed from its rendered JSON / comma-separated form."""
-    if value is None or isinstance(value, list | tuple | dict):
-        return list(value) if isinstance(value, tuple) else value
+    """``partition_by`` as the core takes it; a rendered JSON list/object is parsed back first."""
+    if isinstance(value, tuple):
+        return list(value)
     if isinstance(value, str):
         text = value.strip()
-        if not text or text in ("None", "null"):
+        if text in ("", "None", "null"):
             return None
         if text[0] in "[{":
             try:
                 return json.loads(text)
             except ValueError:
                 raise InvalidArgumentError(f"partition_by is not valid JSON: {value!r}") from None
-        return [part.strip() for part in text.split(",") if part.strip()]
-    raise InvalidArgumentError(f"partition_by must be a list or a mapping, got {value!r}")
+        return text
+    return value
 
 
 class DeltaConvertOperator(DeltaTableOperator):
     """Write version 0 of a Delta log over existing Parquet files (no data is rewritten).
 
+    Like ``CONVERT TO DELTA``: refuses an existing Delta table, a folder without Parquet
+    files, and files whose schemas or partition directories disagree, naming the file, and
+    then writes nothing.
+
     :param table: the Parquet folder: name, URI or path (templated).
-    :param partition_by: the partition columns of a hive-style layout, in the form the
-        core's ``convert_to_delta`` takes (templated; JSON or comma-separated when rendered).
+    :param partition_by: the partition columns of a hive-style layout with their types:
+        ``"year int, region string"``, ``{"year": "int"}`` or ``[["year", "int"]]`` (templated).
     """
 
     template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "partition_by")
     operation_name = "CONVERT"
     lineage_lifecycle = "CREATE"
 
-    def __init__(self, *, partition_by: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *, partition_by: str | dict[str, str] | list[Any] | None = None, **kwargs: Any) -> None:
         self.partition_by = partition_by
         super().__init__(**kwargs)
 
@@ -60,19 +64,16 @@ class DeltaConvertOperator(DeltaTableOperator):
         )
 
     def summarize(self, metrics: dict[str, Any]) -> str:
-        files = first_number(metrics, "num_files", "files_added", "num_files_added")
-        size = first_number(metrics, "size_in_bytes", "bytes", "num_bytes")
+        parts = metrics.get("partitionColumns") or []
         return (
-            f"CONVERT {self._table_uri}: {files if files is not None else '?'} Parquet files "
-            f"({human_bytes(size)}) registered as Delta version {self._version}"
+            f"CONVERT {self._table_uri}: {metrics.get('numFiles')} Parquet files ({human_bytes(metrics.get('numBytes'))}, "
+            f"{metrics.get('numRecords')} rows{', partitioned by ' + ', '.join(parts) if parts else ''}) "
+            f"registered as Delta version {metrics.get('version')}"
         )
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
-        files = first_number(metrics, "num_files", "files_added", "num_files_added")
-        size = first_number(metrics, "size_in_bytes", "bytes", "num_bytes")
-        rows = first_number(metrics, "num_rows", "num_records")
         return {
-            "file_count": int(files) if files is not None else None,
-            "size": int(size) if size is not None else None,
-            "row_count": int(rows) if rows is not None else None,
+            "file_count": metrics.get("numFiles"),
+            "size": metrics.get("numBytes"),
+            "row_count": metrics.get("numRecords"),
         }

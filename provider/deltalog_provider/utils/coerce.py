@@ -35,6 +35,18 @@ def optional_int(value: Any, name: str) -> int | None:
         raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
 
 
+def optional_size(value: Any, name: str) -> int | str | None:
+    """A size in bytes (int, or a numeric string) or a size string such as ``"128MB"`` for the core to parse."""
+    if _blank(value):
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be a size, got {value!r}")
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    return int(text) if text.isdigit() else text
+
+
 def optional_float(value: Any, name: str) -> float | None:
     if _blank(value):
         return None
