@@ -278,3 +278,16 @@ def test_a_missing_input_file_fails_only_its_bin(tmp_path):
     on_disk = {os.path.join("part=a", n) for n in os.listdir(os.path.join(path, "part=a"))}
     live = set(DeltaTable(path).snapshot().file_paths())
     assert on_disk <= live  # the failed bin left no half-written file behind
+
+
+def test_a_file_without_any_current_column_keeps_its_rows(tmp_path):
+    """Rows of a file whose columns were all dropped since are rows of nulls, not lost rows."""
+    path = str(tmp_path / "t")
+    t = make_table(path, pa.schema([("id", pa.int64()), ("value", pa.string())]))
+    append(t, pa.table({"id": [1, 2], "value": ["a", "b"]}))
+    append(t, pa.table({"gone": [10, 20, 30]}))  # written before id/value existed
+    before = read_multiset(path)
+    assert sum(before.values()) == 5
+    result = compact(path)
+    assert result.ok and result.outputs[0].rows_out == 5
+    assert read_multiset(path) == before
