@@ -197,9 +197,9 @@ class BinWriter:
     def _read(self, pf: pq.ParquetFile, f: PlanFile, deleted: np.ndarray | None) -> Iterator[pa.RecordBatch]:
         """The file's live rows, conformed to the table schema, batch by batch."""
         mapping = self._resolve(pf.schema_arrow)
-        # A file holding none of the table's columns (all dropped or renamed since) still has rows:
-        # read its first column only to count them; every table column becomes null.
-        columns = sorted(set(mapping.values())) or pf.schema_arrow.names[:1]
+        # With no column left to read (all dropped since the file was written) pyarrow still
+        # yields the row counts, so the rows survive as nulls.
+        columns = sorted(set(mapping.values()))
         offset = 0
         for batch in pf.iter_batches(batch_size=self.options.batch_rows, columns=columns, use_threads=False):
             n = batch.num_rows
