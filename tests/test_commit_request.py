@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import subprocess
 import sys
 
 import deltalake
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -349,3 +351,27 @@ def test_rows_helper_table_round_trip(table_path: str) -> None:
     rel = put(table_path, "part=q/f.parquet", rows(5, part="q").drop_columns(["part"]))
     commit_request(t, {"add": [rel]}, run_hooks=False)
     assert sorted(r["id"] for r in read_rows(table_path)) == list(range(5))
+
+
+@pytest.mark.s3
+def test_commit_request_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options) -> None:
+    from deltalog.create import create_table
+
+    create_table(s3_table_uri, SCHEMA, partition_by=["part"], storage_options=s3_storage_options, run_hooks=False)
+    storage = DeltaTable(s3_table_uri, s3_storage_options).storage
+    buf = io.BytesIO()
+    pq.write_table(data(4), buf)
+    storage.fs.pipe_file(storage.join("part=x y", "f0.parquet"), buf.getvalue())
+    storage.list_dir(storage.join("part=x y"))  # this process now has a cached listing of the folder...
+    other = fsspec.filesystem("s3", skip_instance_cache=True, **s3_storage_options)
+    other.pipe_file(storage.join("part=x y", "f1.parquet"), buf.getvalue())  # ...that another writer outdates
+    request = {"add": ["part=x y/f1.parquet"], "appId": "s3.app", "txnVersion": 1}
+    first = commit_request(s3_table_uri, request, storage_options=s3_storage_options, run_hooks=False)
+    again = commit_request(s3_table_uri, request, storage_options=s3_storage_options, run_hooks=False)
+    assert (first.version, first.noop, again.noop) == (1, False, True)
+    add = DeltaTable(s3_table_uri, s3_storage_options).snapshot().files.to_pylist()[0]
+    assert add["size"] == len(buf.getvalue()) and json.loads(add["stats"])["numRecords"] == 4
+    got = deltalake.DeltaTable(s3_table_uri, storage_options=s3_deltalake_options).to_pyarrow_table().to_pylist()
+    assert sorted(r["id"] for r in got) == [0, 1, 2, 3] and {r["part"] for r in got} == {"x y"}
+    with pytest.raises(FileExistsError):
+        storage.put_if_absent(storage.join("_delta_log", f"{1:020d}.json"), b"{}\n")

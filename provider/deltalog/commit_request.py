@@ -366,6 +366,10 @@ def _fill_add(
     storage: Storage, snapshot: Snapshot, view: _TableView, spec: AddSpec, rel: str, data_change: bool
 ) -> dict[str, Any]:
     full = storage.join(*rel.split("/"))
+    if not storage.is_local:
+        # The writer created the file after this process may have listed its folder;
+        # fsspec would answer from that cached listing.
+        storage.fs.invalidate_cache(posixpath.dirname(full))
     try:
         info = storage.info(full)
     except FileNotFoundError:
