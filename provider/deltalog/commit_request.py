@@ -343,7 +343,11 @@ class _TableView:
     partition_keys: list[str]
     partition_types: dict[str, pa.DataType]
     file_columns: set[str]
-    live: dict[str, dict[str, Any]]  # storage path -> live add row (as in the snapshot)
+    live: dict[str, int]  # storage path (URI-decoded) -> row of snapshot.files
+    files: pa.Table
+
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        return self.files.take(indices).to_pylist() if indices else []
 
 
 def _view(snapshot: Snapshot) -> _TableView:
@@ -352,14 +356,10 @@ def _view(snapshot: Snapshot) -> _TableView:
     fields = {f.name: f for f in md.schema}
     types = {k: fields[c].type for k, c in zip(keys, md.partition_columns) if c in fields}
     file_columns = {physical_name(f) for f in md.schema}
-    files = snapshot.files
-    live: dict[str, dict[str, Any]] = {}
-    if files.num_rows:
-        cols = ("path", "partitionValues", "size", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion")
-        data = {c: files.column(c).to_pylist() for c in cols}
-        for i, p in enumerate(data["path"]):
-            live[from_log_path(p)] = {c: data[c][i] for c in cols}
-    return _TableView(keys, types, file_columns, live)
+    # Decoded, so a file is recognised whichever writer encoded its path (unquote is
+    # a no-op for the common path without '%').
+    live = {from_log_path(p): i for i, p in enumerate(snapshot.files.column("path").to_pylist())}
+    return _TableView(keys, types, file_columns, live, snapshot.files)
 
 
 def _fill_add(
@@ -444,32 +444,34 @@ def _remove_action(row: dict[str, Any], data_change: bool, now: int) -> dict[str
     return action
 
 
+def _no_duplicates(paths: list[str], where: str) -> None:
+    seen: set[str] = set()
+    for p in paths:
+        if p in seen:
+            raise _bad(f"{p!r} is listed twice under {where!r}")
+        seen.add(p)
+
+
 def prepare_actions(
     storage: Storage, snapshot: Snapshot, request: CommitRequest
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Validate ``request`` against the table and build its add and remove actions (nothing is written)."""
     view = _view(snapshot)
     rels = [_relative(storage, a.path) for a in request.add]
-    dup = sorted({r for r in rels if rels.count(r) > 1})
-    if dup:
-        raise _bad(f"{dup[0]!r} is listed twice under 'add'")
+    _no_duplicates(rels, "add")
     for rel in rels:
         if rel in view.live:
             raise _bad(f"{rel!r} is already in the table (version {snapshot.version}); it cannot be added again")
     remove_rels = [_relative(storage, p) for p in request.remove]
-    dup = sorted({r for r in remove_rels if remove_rels.count(r) > 1})
-    if dup:
-        raise _bad(f"{dup[0]!r} is listed twice under 'remove'")
+    _no_duplicates(remove_rels, "remove")
     both = sorted(set(rels) & set(remove_rels))
     if both:
         raise _bad(f"{both[0]!r} is both added and removed")
     now = int(time.time() * 1000)
-    removes = []
     for rel in remove_rels:
-        row = view.live.get(rel)
-        if row is None:
+        if rel not in view.live:
             raise _bad(f"cannot remove {rel!r}: it is not a live file of the table at version {snapshot.version}")
-        removes.append(_remove_action(row, request.dataChange, now))
+    removes = [_remove_action(row, request.dataChange, now) for row in view.rows([view.live[r] for r in remove_rels])]
 
     def fill(pair: tuple[AddSpec, str]) -> dict[str, Any]:
         return _fill_add(storage, snapshot, view, pair[0], pair[1], request.dataChange)

@@ -18,6 +18,7 @@ work is done, whatever else happened in between.
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -153,7 +154,8 @@ def read_fresh(storage: Storage, path: str) -> bytes:
         return storage.read_bytes(path)
     try:
         if storage.protocol in ("s3", "s3a"):
-            return storage.fs.cat_file(path, max_concurrency=1)  # one GET, no HEAD, no listing cache
+            with contextlib.suppress(TypeError):  # s3fs before max_concurrency existed: fall through
+                return storage.fs.cat_file(path, max_concurrency=1)  # one GET, no HEAD, no listing cache
         storage.fs.invalidate_cache(posixpath.dirname(path))
         return storage.fs.cat_file(path)
     except FileNotFoundError:
