@@ -11,6 +11,11 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator, BaseSensorOperator, Pok
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+try:
+    from airflow.sdk.bases.operator import BaseOperatorMeta
+except ImportError:  # pragma: no cover - older Airflow 3.x
+    from airflow.models.baseoperator import BaseOperatorMeta  # type: ignore[no-redef]
+
 try:  # Airflow >= 3.1
     from airflow.sdk import BaseHook
 except ImportError:  # pragma: no cover - Airflow 3.0
@@ -40,6 +45,7 @@ __all__ = [
     "AssetAlias",
     "BaseHook",
     "BaseOperator",
+    "BaseOperatorMeta",
     "BaseSensorOperator",
     "BaseTrigger",
     "BranchMixIn",

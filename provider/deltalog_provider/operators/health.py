@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
-from deltalog_provider._compat import AirflowFailException, BranchMixIn
+from deltalog_provider._compat import AirflowFailException, BaseOperatorMeta, BranchMixIn
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.checks import HealthReport, MaintenanceThresholds, evaluate_health
@@ -29,13 +29,9 @@ THRESHOLD_FIELDS = (
 )
 
 
-class DeltaHealthCheckOperator(DeltaTableOperator):
-    """Compute table health; fail (without retry) when any threshold is crossed.
+class HealthThresholdsMixin:
+    """The threshold parameters shared by the health-check operators and the maintenance-due sensor.
 
-    Returns the health report (``health``, ``versions_since_vacuum``, ``crossed``, ``due``)
-    to XCom when the table is healthy.
-
-    :param table: table name, URI or path (templated).
     :param max_small_file_share: fraction (0..1) of files below half the target size
         (templated); counted only when at least ``min_small_files`` small files exist.
     :param max_commits_since_checkpoint: commits since the last checkpoint (templated).
@@ -46,9 +42,7 @@ class DeltaHealthCheckOperator(DeltaTableOperator):
     :param min_small_files: fewer small files than this never make the share count.
     """
 
-    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, *THRESHOLD_FIELDS, "target_file_size")
-    operation_name = "HEALTH CHECK"
-
+    @BaseOperatorMeta._apply_defaults  # as Airflow's own mixins do (ResumableJobMixin)
     def __init__(
         self,
         *,
@@ -60,27 +54,44 @@ class DeltaHealthCheckOperator(DeltaTableOperator):
         min_small_files: int = 2,
         **kwargs: Any,
     ) -> None:
+        super().__init__(**kwargs)
         self.max_small_file_share = max_small_file_share
         self.max_commits_since_checkpoint = max_commits_since_checkpoint
         self.max_tombstone_bytes = max_tombstone_bytes
         self.max_versions_since_vacuum = max_versions_since_vacuum
         self.target_file_size = target_file_size
         self.min_small_files = min_small_files
-        super().__init__(**kwargs)
+
+    def thresholds(self) -> MaintenanceThresholds:
+        """The rendered thresholds; at least one must be set."""
+        thresholds = MaintenanceThresholds.from_values(
+            **{name: getattr(self, name) for name in THRESHOLD_FIELDS}, min_small_files=self.min_small_files
+        )
+        if thresholds.empty:
+            raise InvalidArgumentError("no health threshold given: set at least one max_* parameter")
+        return thresholds
+
+    def rendered_target_file_size(self) -> int | None:
+        return optional_int(self.target_file_size, "target_file_size")
+
+
+class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):
+    """Compute table health; fail (without retry) when any threshold is crossed.
+
+    Returns the health report (``health``, ``versions_since_vacuum``, ``crossed``, ``due``)
+    to XCom when the table is healthy. Thresholds: see ``HealthThresholdsMixin``.
+
+    :param table: table name, URI or path (templated).
+    """
+
+    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, *THRESHOLD_FIELDS, "target_file_size")
+    operation_name = "HEALTH CHECK"
 
     def changes_table(self) -> bool:
         return False
 
-    def thresholds(self) -> MaintenanceThresholds:
-        return MaintenanceThresholds.from_values(
-            **{name: getattr(self, name) for name in THRESHOLD_FIELDS}, min_small_files=self.min_small_files
-        )
-
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> HealthReport:
-        thresholds = self.thresholds()
-        if thresholds.empty:
-            raise InvalidArgumentError("no health threshold given: set at least one max_* parameter")
-        report = evaluate_health(table, thresholds, optional_int(self.target_file_size, "target_file_size"))
+        report = evaluate_health(table, self.thresholds(), self.rendered_target_file_size())
         self.on_report(report)
         return report
 

@@ -22,7 +22,7 @@ from deltalog_provider._compat import (
 )
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import deltalog_errors_as_task_failures
-from deltalog_provider.operators.health import THRESHOLD_FIELDS
+from deltalog_provider.operators.health import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils.checks import MaintenanceThresholds, current_version, evaluate_health, find_new_commit
 from deltalog_provider.utils.coerce import optional_int, optional_list
@@ -149,7 +149,7 @@ class DeltaTableVersionSensor(_DeltaSensor):
         )
 
 
-class DeltaMaintenanceDueSensor(_DeltaSensor):
+class DeltaMaintenanceDueSensor(HealthThresholdsMixin, _DeltaSensor):
     """Wait until the table crosses a health threshold (see ``DeltaHealthCheckOperator``).
 
     Thresholds (all templated, at least one required): ``max_small_file_share``,
@@ -159,37 +159,10 @@ class DeltaMaintenanceDueSensor(_DeltaSensor):
 
     template_fields: Sequence[str] = (*_DeltaSensor.template_fields, *THRESHOLD_FIELDS, "target_file_size")
 
-    def __init__(
-        self,
-        *,
-        max_small_file_share: float | str | None = None,
-        max_commits_since_checkpoint: int | str | None = None,
-        max_tombstone_bytes: int | str | None = None,
-        max_versions_since_vacuum: int | str | None = None,
-        target_file_size: int | str | None = None,
-        min_small_files: int = 2,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.max_small_file_share = max_small_file_share
-        self.max_commits_since_checkpoint = max_commits_since_checkpoint
-        self.max_tombstone_bytes = max_tombstone_bytes
-        self.max_versions_since_vacuum = max_versions_since_vacuum
-        self.target_file_size = target_file_size
-        self.min_small_files = min_small_files
-
-    def _thresholds(self) -> MaintenanceThresholds:
-        thresholds = MaintenanceThresholds.from_values(
-            **{name: getattr(self, name) for name in THRESHOLD_FIELDS}, min_small_files=self.min_small_files
-        )
-        if thresholds.empty:
-            raise AirflowFailException("no health threshold given: set at least one max_* parameter")
-        return thresholds
-
     def _evaluate(self) -> tuple[DeltaTable, MaintenanceThresholds, int | None, dict[str, Any] | None]:
         table = self._table()
-        thresholds = self._thresholds()
-        target = optional_int(self.target_file_size, "target_file_size")
+        thresholds = self.thresholds()
+        target = self.rendered_target_file_size()
         report = evaluate_health(table, thresholds, target)
         self.log.info("%s", report.summary())
         return table, thresholds, target, (report.to_dict() if report.due else None)
