@@ -1,7 +1,10 @@
 """A real Airflow 3 for the provider tests: one temporary AIRFLOW_HOME per session.
 
 Airflow reads its configuration when first imported, so the environment is set
-here, at conftest import, before any test module imports ``airflow``. The
+here, at conftest import, before any test module imports ``airflow``. Only what
+the default configuration derives from AIRFLOW_HOME is changed (the SQLite URL
+follows AIRFLOW_HOME), so other suites' ``airflow`` subprocesses that set their
+own AIRFLOW_HOME are not pointed at this session's database. The
 metadata database (SQLite) is created once per session with ``airflow db
 migrate``; DAG files are written into the session's dags folder, because in
 Airflow 3.1+ ``dag.test()`` only runs DAGs it finds by parsing the bundles.
@@ -20,23 +23,20 @@ from pathlib import Path
 
 import pytest
 
-if "airflow" in sys.modules and not os.environ.get("DELTALOG_TEST_AIRFLOW_HOME"):
+#: A fixed home can be given (to inspect logs afterwards); otherwise a temporary one is made and removed.
+_GIVEN_HOME = os.environ.get("DELTALOG_TEST_AIRFLOW_HOME")
+AIRFLOW_HOME = Path(_GIVEN_HOME or tempfile.mkdtemp(prefix="deltalog-airflow-"))
+if "airflow" in sys.modules and os.environ.get("AIRFLOW_HOME") != str(AIRFLOW_HOME):
     raise RuntimeError("airflow was imported before tests/provider/conftest.py could set AIRFLOW_HOME")
-
-AIRFLOW_HOME = Path(os.environ.get("DELTALOG_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="deltalog-airflow-"))
 DAGS_FOLDER = AIRFLOW_HOME / "dags"
 DAGS_FOLDER.mkdir(parents=True, exist_ok=True)
 VENV_BIN = Path(sys.executable).parent
 os.environ.update(
     {
-        "DELTALOG_TEST_AIRFLOW_HOME": str(AIRFLOW_HOME),
         "AIRFLOW_HOME": str(AIRFLOW_HOME),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 )
@@ -50,7 +50,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _cleanup() -> None:
-    if not os.environ.get("DELTALOG_KEEP_AIRFLOW_HOME"):
+    if not _GIVEN_HOME:
         shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
 
 
