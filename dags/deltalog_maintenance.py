@@ -127,15 +127,15 @@ with DAG(
         **common,
     )
 
-    @task(task_id="plan_compaction", execution_timeout=timedelta(minutes=10))
-    def plan_compaction(table: str, conn_id: str, plan_path: str, target_size: str | None) -> dict[str, Any]:
-        """Plan the bins and leave the plan in the table folder for the Spark job."""
-        from deltalog_example.spark_compaction import write_plan
-        from deltalog_provider.hooks.delta_table import DeltaTableHook
-
-        return write_plan(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table), plan_path, target_size)
-
-    plan = plan_compaction(TABLE, CONN_ID, PLAN, optional_setting("deltalog_target_file_size"))
+    # Plan only: the plan goes to XCom and to PLAN in the table folder, where the Spark job reads it.
+    plan = DeltaCompactOperator(
+        task_id="plan_compaction",
+        plan_only=True,
+        plan_path=PLAN,
+        target_size=optional_setting("deltalog_target_file_size"),
+        execution_timeout=timedelta(minutes=10),
+        **common,
+    )
     rewrite = SparkSubmitOperator(
         task_id="compact_spark",
         conn_id=setting("spark_conn_id"),

@@ -1,20 +1,17 @@
-"""The deltalog ends of a Spark compaction run by SparkSubmitOperator: the plan before, the commit after.
+"""The commit end of a Spark compaction run by SparkSubmitOperator.
 
 ``compact(engine="spark")`` does plan -> spark-submit -> commit in one call; in a DAG the
 middle step belongs to ``SparkSubmitOperator`` (the Spark connection, cluster tracking,
-``on_kill``), so the two deltalog steps run as their own tasks around it:
-
-* ``write_plan``: plan the bins and store the plan in the table folder, where the Spark
-  job (``spark_jobs/compact.py``) reads it;
-* ``commit_result``: read the job's commit request back and commit it bin by bin with
-  the compaction committer, so a bin whose input a concurrent writer removed is
-  dropped (its new file deleted) while the other bins still commit.
+``on_kill``), so the deltalog steps run as tasks around it: ``DeltaCompactOperator``
+with ``plan_only`` and ``plan_path`` writes the plan the Spark job (``spark_jobs/compact.py``)
+reads, and ``commit_result`` reads the job's commit request back and commits it bin by
+bin with the compaction committer, so a bin whose input a concurrent writer removed is
+dropped (its new file deleted) while the other bins still commit.
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
 from typing import Any
 
 from deltalog import DeltaTable
@@ -23,17 +20,6 @@ from deltalog import DeltaTable
 def _location(table: DeltaTable, relative: str) -> str:
     """``relative`` (a path under the table root) as the table's storage names it."""
     return table.storage.join(*relative.split("/"))
-
-
-def write_plan(table: DeltaTable, plan_path: str, target_size: int | str | None = None) -> dict[str, Any]:
-    """Plan the compaction of ``table`` and write it to ``plan_path`` (relative to the table root)."""
-    from deltalog.compaction import plan_compaction
-
-    plan = plan_compaction(table, target_size=target_size)
-    location = _location(table, plan_path)
-    table.storage.makedirs(posixpath.dirname(location))
-    table.storage.write_atomic(location, plan.to_json().encode("utf-8"))
-    return {"plan_path": plan_path, **plan.summary()}
 
 
 def commit_result(table: DeltaTable, plan_path: str, request_path: str) -> dict[str, Any]:
