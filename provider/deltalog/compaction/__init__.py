@@ -77,10 +77,10 @@ def compact(
     if bins_per_commit is not None and (not isinstance(bins_per_commit, int) or bins_per_commit < 1):
         raise InvalidArgumentError(f"bins_per_commit must be a positive integer, got {bins_per_commit!r}")
     dtable = table if isinstance(table, DeltaTable) else DeltaTable(table, storage_options)
+    snapshot = None
     if plan is None:
-        plan = plan_from_snapshot(
-            dtable.snapshot(), dtable.uri, target_size, where, min_files, max_bins, small_file_threshold
-        )
+        snapshot = dtable.snapshot()
+        plan = plan_from_snapshot(snapshot, dtable.uri, target_size, where, min_files, max_bins, small_file_threshold)
     result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, plan_only=plan_only)
     if plan_only or not plan.bins:
         result.seconds = time.perf_counter() - started
@@ -108,7 +108,8 @@ def compact(
         if not ready:
             continue
         try:
-            record, lost = commit_bins(dtable, plan, ready, engine=engine)
+            record, lost = commit_bins(dtable, plan, ready, engine=engine, snapshot=snapshot)
+            snapshot = None  # after our own commit the table has moved on
         except DeltaLogError as exc:
             # Nothing of this batch landed; later batches are not attempted.
             rest = [o for _, outs in work[i + 1 :] if outs for o in outs]

@@ -164,11 +164,14 @@ def commit_bins(
     *,
     engine: str = "local",
     max_conflict_retries: int | None = None,
+    snapshot: Snapshot | None = None,
 ) -> tuple[CommitRecord | None, list[BinSkipped]]:
     """Commit ``outputs`` in one OPTIMIZE commit; bins that lost a race are returned as skipped.
 
-    Raises (after deleting every output file) when the table no longer matches
-    the plan or the commit fails for a reason other than a concurrent delete.
+    ``snapshot`` (the one the plan was made from) is reused when the table is
+    still at its version, saving a log replay. Raises (after deleting every
+    output file) when the table no longer matches the plan or the commit fails
+    for a reason other than a concurrent delete.
     """
     storage = table.storage
     bins_by_id = {b.id: b for b in plan.bins}
@@ -182,7 +185,11 @@ def commit_bins(
             skipped.append(BinSkipped(bid, reason, "conflict", paths_by_bin.get(bid, [])))
 
     try:
-        latest = table.snapshot()
+        listing = table.list_log()
+        if snapshot is not None and listing.latest_version == snapshot.version:
+            latest = snapshot
+        else:
+            latest = table.snapshot(listing=listing)
         check_table_matches(latest, plan)
         all_paths = [f.path for bid in pending for f in bins_by_id[bid].files]
         live = live_keys(latest, all_paths)
