@@ -8,7 +8,9 @@ few corners (it cannot tell a missing map key from a null one, infers timestamps
 from strings, accepts two objects on one line), so :func:`parse_file_lines` returns
 None whenever its result could differ from the per-line reading, and the caller
 falls back to that exact path, which also produces the precise error for a
-corrupt log.
+corrupt log. One deliberate difference: map entries (partitionValues, tags) come in
+the first-seen key order of the whole batch rather than each line's own order;
+JSON objects are unordered, and Delta gives that order no meaning.
 """
 
 from __future__ import annotations

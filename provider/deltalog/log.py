@@ -116,6 +116,13 @@ class _LocalLogFile(FileInfo):
     def modification_time(self) -> int:
         return int(self._stat().st_mtime * 1000)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileInfo):
+            return NotImplemented
+        return (self.path, self.size, self.modification_time) == (other.path, other.size, other.modification_time)
+
+    __hash__ = FileInfo.__hash__
+
 
 def _list_log_files(storage: Storage) -> list[FileInfo]:
     """The files in ``_delta_log``: names only for a local table (see _LocalLogFile), else the storage listing."""
