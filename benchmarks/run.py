@@ -135,11 +135,23 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows, args.all_columns))
     print(
         f"\n{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, "
-        f"{_cpu_count()} CPUs; total {elapsed:.0f} s"
+        f"{_cpu_count()} CPUs, {_versions()}; total {elapsed:.0f} s"
     )
     if args.json:
         print(json.dumps({"area": args.area, "scale": args.scale, "rows": rows}, default=str))
     return 0
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for dist in ("airflow-provider-deltalog", "deltalake", "pyarrow"):
+        try:
+            out.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            continue
+    return ", ".join(out)
 
 
 def _cpu_count() -> int:
