@@ -214,7 +214,11 @@ class Storage:
     @property
     def supports_atomic_create(self) -> bool:
         """Whether :meth:`put_if_absent` is atomic on this filesystem."""
-        return self.is_local or self.protocol in ("s3", "s3a", "memory")
+        return (
+            self.is_local
+            or self.protocol in ("s3", "s3a", "memory")
+            or bool(getattr(self.fs, "deltalog_atomic_create", False))
+        )
 
     @property
     def fsync(self) -> bool:
@@ -266,6 +270,11 @@ class Storage:
             if self.fs.exists(path):
                 raise FileExistsError(path)
             self.fs.pipe_file(path, data)
+            return
+        if getattr(self.fs, "deltalog_atomic_create", False):
+            # A filesystem that declares an atomic ``pipe_file(mode="create")`` (raising
+            # FileExistsError when the target exists), e.g. a wrapper around one of the above.
+            self.fs.pipe_file(path, data, mode="create")
             return
         if not single_writer:
             raise NonAtomicStorageError(
