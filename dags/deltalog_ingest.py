@@ -19,23 +19,13 @@ table's Asset, which schedules ``deltalog_maintenance_on_change``.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, task
 
-from deltalog_example import (
-    DEFAULT_TASK_ARGS,
-    EVENTS_SCHEMA,
-    PARTITION_BY,
-    REQUESTS_DIR,
-    SPARK_JOBS,
-    setting,
-    spark_conf,
-    spark_env,
-)
+from deltalog_example import DEFAULT_TASK_ARGS, EVENTS_SCHEMA, PARTITION_BY, REQUESTS_DIR, setting, spark_submit_args
 from deltalog_provider.operators.commit import DeltaCommitOperator
 
 TABLE = setting("deltalog_table_uri")
@@ -72,25 +62,13 @@ with DAG(
 
     ingest = SparkSubmitOperator(
         task_id="ingest_events",
-        conn_id=setting("spark_conn_id"),
-        application=os.path.join(SPARK_JOBS, "ingest_events.py"),
-        name="deltalog-ingest-events-{{ ds_nodash }}",
-        conf=spark_conf(),
-        env_vars=spark_env(),
-        application_args=[
-            "--table",
-            TABLE,
-            "--date",
-            "{{ ds }}",
-            "--run-id",
-            "{{ run_id }}",
-            "--request",
-            f"{TABLE.rstrip('/')}/{REQUEST}",
-            "--rows",
-            setting("deltalog_ingest_rows"),
-            "--files",
-            setting("deltalog_ingest_files"),
-        ],
+        **spark_submit_args(
+            "ingest_events.py",
+            "deltalog-ingest-events-{{ ds_nodash }}",
+            ["--table", TABLE, "--date", "{{ ds }}", "--run-id", "{{ run_id }}"]
+            + ["--request", f"{TABLE.rstrip('/')}/{REQUEST}"]
+            + ["--rows", setting("deltalog_ingest_rows"), "--files", setting("deltalog_ingest_files")],
+        ),
         execution_timeout=timedelta(minutes=30),
     )
 

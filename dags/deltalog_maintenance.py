@@ -27,7 +27,6 @@ has an ``execution_timeout``.
 from __future__ import annotations
 
 import logging
-import os
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,13 +36,12 @@ from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference, ta
 from deltalog_example import (
     DEFAULT_TASK_ARGS,
     MAINTENANCE_POOL,
-    SPARK_JOBS,
     bool_setting,
+    health_thresholds,
     int_setting,
     optional_setting,
     setting,
-    spark_conf,
-    spark_env,
+    spark_submit_args,
 )
 from deltalog_example.callbacks import log_missed_deadline
 from deltalog_provider.operators import (
@@ -93,11 +91,7 @@ with DAG(
 
     health = DeltaHealthBranchOperator(
         task_id="health_check",
-        max_small_file_share=optional_setting("deltalog_max_small_file_share"),
-        max_commits_since_checkpoint=optional_setting("deltalog_max_commits_since_checkpoint"),
-        max_tombstone_bytes=optional_setting("deltalog_max_tombstone_bytes"),
-        max_versions_since_vacuum=optional_setting("deltalog_max_versions_since_vacuum"),
-        target_file_size=optional_setting("deltalog_target_file_size"),
+        **health_thresholds(),
         # summary is listed on both paths: a branch skips every direct downstream it does not follow.
         follow_task_ids_if_due=["choose_engine", "summary"],
         follow_task_ids_if_healthy="summary",
@@ -138,19 +132,12 @@ with DAG(
     )
     rewrite = SparkSubmitOperator(
         task_id="compact_spark",
-        conn_id=setting("spark_conn_id"),
-        application=os.path.join(SPARK_JOBS, "compact.py"),
-        name="deltalog-compact-{{ ds_nodash }}",
-        conf=spark_conf(),
-        env_vars=spark_env(),
-        application_args=[
-            "--table",
-            TABLE,
-            "--plan",
-            f"{TABLE.rstrip('/')}/{PLAN}",
-            "--output-request",
-            f"{TABLE.rstrip('/')}/{RESULT_REQUEST}",
-        ],
+        **spark_submit_args(
+            "compact.py",
+            "deltalog-compact-{{ ds_nodash }}",
+            ["--table", TABLE, "--plan", f"{TABLE.rstrip('/')}/{PLAN}"]
+            + ["--output-request", f"{TABLE.rstrip('/')}/{RESULT_REQUEST}"],
+        ),
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=2),
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
-from deltalog_example import DEFAULT_TASK_ARGS, MAINTENANCE_POOL, optional_setting, setting
+from deltalog_example import DEFAULT_TASK_ARGS, MAINTENANCE_POOL, health_thresholds, optional_setting, setting
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
 from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
 from deltalog_provider.utils.results import table_asset_uri
@@ -49,9 +49,7 @@ with DAG(
 
     due = DeltaMaintenanceDueSensor(
         task_id="wait_until_due",
-        max_small_file_share=optional_setting("deltalog_max_small_file_share"),
-        max_commits_since_checkpoint=optional_setting("deltalog_max_commits_since_checkpoint"),
-        target_file_size=optional_setting("deltalog_target_file_size"),
+        **health_thresholds(),
         mode="reschedule",
         poke_interval=60,
         timeout=15 * 60,

@@ -88,6 +88,11 @@ def run_airflow(args: list[str], env: dict[str, str], log_path: str, what: str) 
     return seconds
 
 
+def dags_test(dag_id: str, day: str, env: dict[str, str], logs: str) -> float:
+    """``airflow dags test DAG DAY`` with its output in ``logs/<dag_id>.log``; returns the seconds taken."""
+    return run_airflow(["dags", "test", dag_id, day], env, os.path.join(logs, f"{dag_id}.log"), dag_id)
+
+
 def task_states(home: str, dag_id: str) -> tuple[str, dict[str, str]]:
     """State of the latest run of ``dag_id`` and of each of its task instances (from the SQLite metadata DB)."""
     with sqlite3.connect(os.path.join(home, "airflow.db")) as db:
@@ -162,12 +167,7 @@ def run(keep_home: bool = False) -> int:
 
         today = dt.datetime.now(dt.UTC).date().isoformat()
         print(f"[3/5] airflow dags test deltalog_ingest {today}  (Spark local[2] + DeltaCommitOperator)")
-        secs = run_airflow(
-            ["dags", "test", "deltalog_ingest", today],
-            env,
-            os.path.join(logs, "deltalog_ingest.log"),
-            "deltalog_ingest",
-        )
+        secs = dags_test("deltalog_ingest", today, env, logs)
         check_ingest(home)
         before = table_report(DeltaTable(table))
         log_before = set(os.listdir(os.path.join(table, "_delta_log")))
@@ -175,12 +175,7 @@ def run(keep_home: bool = False) -> int:
         print(f"      ingest: all 3 tasks succeeded in {secs:.0f} s, {rows_ingested - rows_before} rows committed")
 
         print(f"[4/5] airflow dags test deltalog_maintenance {today}")
-        secs = run_airflow(
-            ["dags", "test", "deltalog_maintenance", today],
-            env,
-            os.path.join(logs, "deltalog_maintenance.log"),
-            "deltalog_maintenance",
-        )
+        secs = dags_test("deltalog_maintenance", today, env, logs)
         engine, states = check_maintenance(home)
         ran = sum(1 for s in states.values() if s == "success")
         print(f"      maintenance: {ran} tasks succeeded ({engine} compaction path) in {secs:.0f} s")

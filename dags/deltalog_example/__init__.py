@@ -108,6 +108,26 @@ def spark_conf(**overrides: str) -> dict[str, str]:
     return conf
 
 
+def health_thresholds() -> dict[str, str | None]:
+    """The thresholds that make maintenance due, for the health check and the maintenance-due sensor."""
+    names = ("max_small_file_share", "max_commits_since_checkpoint", "max_tombstone_bytes", "max_versions_since_vacuum")
+    out: dict[str, str | None] = {name: optional_setting(f"deltalog_{name}") for name in names}
+    out["target_file_size"] = optional_setting("deltalog_target_file_size")
+    return out
+
+
+def spark_submit_args(job: str, name: str, application_args: list[str]) -> dict[str, Any]:
+    """Arguments of a ``SparkSubmitOperator`` for one of ``spark_jobs/`` (connection, conf, driver env)."""
+    return {
+        "conn_id": setting("spark_conn_id"),
+        "application": os.path.join(SPARK_JOBS, job),
+        "name": name,
+        "conf": spark_conf(),
+        "env_vars": spark_env(),
+        "application_args": application_args,
+    }
+
+
 def spark_env() -> dict[str, str]:
     """Driver environment: the PySpark driver runs Airflow's interpreter, where deltalog is installed.
 
