@@ -414,3 +414,25 @@ def test_default_hook_modules_are_imported_lazily_and_missing_ones_skipped(monke
     names = hooks_mod.registered_hooks()
     assert hooks_mod._defaults_loaded and hooks_mod._import_errors == []
     assert isinstance(names, list)
+
+
+def test_filesystem_without_hard_links_is_refused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    storage = Storage(str(tmp_path))
+    path = storage.join("_delta_log", f"{0:020d}.json")
+
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(NonAtomicStorageError, match="refused a hard link"):
+        storage.put_if_absent(path, b"x\n")
+    assert os.listdir(tmp_path / "_delta_log") == [], "neither the version nor the temp file is left"
+
+    def denied(src, dst):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(os, "link", denied)
+    with pytest.raises(PermissionError):
+        storage.put_if_absent(path, b"x\n")

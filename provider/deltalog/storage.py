@@ -27,6 +27,9 @@ from deltalog.errors import InvalidArgumentError, NonAtomicStorageError, Storage
 
 LOG_DIR = "_delta_log"
 
+#: errno values meaning "this filesystem does not do hard links".
+_NO_LINK_ERRNOS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV, errno.EMLINK}
+
 #: How often a conditional PUT is re-sent after S3's 409 ConditionalRequestConflict.
 _S3_CONFLICT_RETRIES = 5
 
@@ -290,11 +293,11 @@ class Storage:
         tmp = self._write_temp(path, data)
         try:
             os.link(tmp, path)
-        except FileExistsError:
-            raise
         except OSError as exc:
-            # Some filesystems (FUSE mounts, SMB) refuse hard links; there is no other
-            # portable create-if-absent that never exposes a partial file.
+            if exc.errno not in _NO_LINK_ERRNOS:
+                raise  # FileExistsError (another writer won), permissions, a full disk
+            # Some filesystems (FUSE mounts, SMB, FAT) refuse hard links; there is no
+            # other portable create-if-absent that never exposes a partial file.
             raise NonAtomicStorageError(
                 f"cannot commit to {self.root}: the local filesystem refused a hard link ({exc.strerror or exc}), "
                 "which deltalog needs for an atomic create-if-absent"
