@@ -177,6 +177,10 @@ def test_escapes_crlf_key_order_and_other_actions():
     )
 
 
+def test_lines_longer_than_a_parser_block():
+    assert_same([[PROTOCOL, metadata()], [add("a" * 10, stats="x" * (3 << 20)), add("b")]])
+
+
 def test_no_file_actions_at_all():
     assert_same([[PROTOCOL, metadata()], [{"commitInfo": {}}]])
 

@@ -46,11 +46,13 @@ class _NotExact(Exception):
     """The Arrow reading could differ from json.loads: use the per-line path."""
 
 
-def _read(data: bytes, schema: pa.Schema) -> pa.Table:
+def _read(data: bytes, schema: pa.Schema, longest_line: int) -> pa.Table:
+    # A line must fit in one block (pyarrow.json cannot split an object across blocks).
+    block_size = max(_BLOCK_SIZE, longest_line + 2)
     try:
         return pj.read_json(
             io.BytesIO(data),
-            read_options=pj.ReadOptions(use_threads=True, block_size=_BLOCK_SIZE),
+            read_options=pj.ReadOptions(use_threads=True, block_size=block_size),
             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
         )
     except (pa.ArrowException, ValueError) as exc:
@@ -195,10 +197,11 @@ def parse_file_lines(lines: list[bytes]) -> tuple[pa.StructArray, pa.StructArray
         return pa.array([], ADD_TYPE), pa.array([], REMOVE_TYPE)
     try:
         data = b"\n".join(lines)
-        table = _read(data, _BASE_SCHEMA)
+        longest = max(map(len, lines))
+        table = _read(data, _BASE_SCHEMA, longest)
         fixups = _map_key_fixups(table)
         if fixups:
-            table = _read(data, _schema_with_string_maps(fixups))
+            table = _read(data, _schema_with_string_maps(fixups), longest)
             if _map_key_fixups(table):
                 raise _NotExact("map values are still not strings")
         del data
