@@ -234,24 +234,9 @@ def test_adding_a_live_file_again_is_refused(table: DeltaTable, table_path: str)
 
 
 def test_protocol_gate_runs_before_anything(table_path: str) -> None:
-    os.makedirs(os.path.join(table_path, "_delta_log"))
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
-    with open(os.path.join(table_path, "_delta_log", f"{0:020d}.json"), "w") as fh:
-        fh.write(json.dumps({"protocol": Protocol(1, 7, None, ("identityColumns",)).to_dict()}) + "\n")
-        fh.write(
-            json.dumps(
-                {
-                    "metaData": {
-                        "id": "x",
-                        "format": {"provider": "parquet"},
-                        "schemaString": schema,
-                        "partitionColumns": [],
-                        "configuration": {},
-                    }
-                }
-            )
-            + "\n"
-        )
+    from test_transaction import write_table_with_protocol
+
+    write_table_with_protocol(table_path, Protocol(1, 7, None, ("identityColumns",)))
     rel = put(table_path, "f.parquet", pa.table({"id": [1]}))
     with pytest.raises(UnsupportedProtocolError, match="identityColumns"):
         commit_request(table_path, {"add": [rel]}, run_hooks=False)

@@ -272,28 +272,23 @@ def test_append_only_table_refuses_data_removes(table_path: str) -> None:
     assert rewrite.commit().version == 2
 
 
-def test_unsupported_writer_feature_is_refused_before_writing(table_path: str) -> None:
-    os.makedirs(os.path.join(table_path, "_delta_log"))
+def write_table_with_protocol(table_path: str, protocol: Protocol) -> None:
+    """Version 0 written by hand: a table whose protocol deltalog itself would refuse to create."""
     schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    metadata = {
+        "id": "x",
+        "format": {"provider": "parquet"},
+        "schemaString": schema,
+        "partitionColumns": [],
+        "configuration": {},
+    }
+    os.makedirs(os.path.join(table_path, "_delta_log"))
     with open(os.path.join(table_path, "_delta_log", f"{0:020d}.json"), "w") as fh:
-        fh.write(
-            json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking"]}})
-        )
-        fh.write(
-            "\n"
-            + json.dumps(
-                {
-                    "metaData": {
-                        "id": "x",
-                        "format": {"provider": "parquet"},
-                        "schemaString": schema,
-                        "partitionColumns": [],
-                        "configuration": {},
-                    }
-                }
-            )
-            + "\n"
-        )
+        fh.write(json.dumps({"protocol": protocol.to_dict()}) + "\n" + json.dumps({"metaData": metadata}) + "\n")
+
+
+def test_unsupported_writer_feature_is_refused_before_writing(table_path: str) -> None:
+    write_table_with_protocol(table_path, Protocol(1, 7, None, ("rowTracking",)))
     table = DeltaTable(table_path)
     txn = new_txn(table)
     txn.add([{"path": "x.parquet", "size": 1}])

@@ -163,6 +163,16 @@ def _check_schema(schema: Any, partition_by: list[str]) -> None:
         raise InvalidArgumentError("every column is a partition column; a table needs at least one data column")
 
 
+def existing_table_version(storage: Storage) -> int | None:
+    """The latest version of the Delta table at ``storage``, or None when there is none (yet)."""
+    if not storage.root_exists():
+        return None
+    try:
+        return list_log(storage).latest_version
+    except NotADeltaTableError:
+        return None
+
+
 def create_table(
     uri: str,
     schema: pa.Schema,
@@ -186,16 +196,11 @@ def create_table(
         schema, max_id = _with_column_mapping(schema)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     storage = Storage(uri, storage_options)
-    if storage.root_exists():
-        try:
-            listing = list_log(storage)
-        except NotADeltaTableError:
-            listing = None
-        if listing is not None:
-            raise TableAlreadyExistsError(
-                f"a Delta table already exists at {storage.uri} (version {listing.latest_version}); "
-                "refusing to create another"
-            )
+    existing = existing_table_version(storage)
+    if existing is not None:
+        raise TableAlreadyExistsError(
+            f"a Delta table already exists at {storage.uri} (version {existing}); refusing to create another"
+        )
     now = int(time.time() * 1000)
     metadata = Metadata(
         id=str(uuid.uuid4()),
