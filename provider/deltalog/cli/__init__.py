@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from deltalog._version import __version__
-from deltalog.errors import DeltaLogError
+from deltalog.errors import DeltaLogError, InvalidArgumentError
 
 #: Modules whose ``register(subparsers)`` adds commands, in help order.
 COMMAND_MODULES = [
@@ -32,14 +32,19 @@ COMMAND_MODULES = [
 Handler = Callable[[argparse.Namespace], Any]
 
 
-def storage_options(values: list[str] | None) -> dict[str, str]:
+def key_values(values: list[str] | None, option: str) -> dict[str, str]:
+    """``KEY=VALUE`` items of a repeatable option as a dict (bad input names the option)."""
     out: dict[str, str] = {}
     for item in values or []:
         if "=" not in item:
-            raise DeltaLogError(f"--storage-option expects KEY=VALUE, got {item!r}")
+            raise InvalidArgumentError(f"{option} expects KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         out[key.strip()] = value
     return out
+
+
+def storage_options(values: list[str] | None) -> dict[str, str]:
+    return key_values(values, "--storage-option")
 
 
 def common_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ import argparse
 import fsspec
 import pyarrow.parquet as pq
 
-from deltalog.cli import emit
+from deltalog.cli import emit, key_values
 from deltalog.errors import InvalidArgumentError
 from deltalog.transaction import CommitResult
 
@@ -68,20 +68,10 @@ def cmd_commit(args: argparse.Namespace) -> None:
     emit(args, result, _human)
 
 
-def _properties(values: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values or []:
-        if "=" not in item:
-            raise InvalidArgumentError(f"--property expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value
-    return out
-
-
 def cmd_create(args: argparse.Namespace) -> None:
     from deltalog.create import create_table
 
-    config = _properties(args.property)
+    config = key_values(args.property, "--property")
     partition_by = [c.strip() for v in args.partition_by or [] for c in v.split(",") if c.strip()]
     try:
         with fsspec.open(args.schema_from, "rb", **args.storage_options) as fh:
