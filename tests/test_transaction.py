@@ -18,6 +18,7 @@ from deltalog.errors import (
     InvalidArgumentError,
     NonAtomicStorageError,
     OperationRefusedError,
+    StorageError,
     TableAlreadyExistsError,
     UnsupportedProtocolError,
 )
@@ -431,3 +432,19 @@ def test_filesystem_without_hard_links_is_refused(tmp_path, monkeypatch: pytest.
     monkeypatch.setattr(os, "link", denied)
     with pytest.raises(PermissionError):
         storage.put_if_absent(path, b"x\n")
+
+
+def test_a_taken_version_that_cannot_be_read_stops_the_retries(
+    table_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storage that says 'exists' but serves 'not found' must not make a writer spin through every attempt."""
+    table = make_table(table_path)
+    txn = new_txn(table)
+    txn.add([write_data_file(table_path, rows(1))])
+
+    def always_taken(self, path, data, *, single_writer=False):
+        raise FileExistsError(path)
+
+    monkeypatch.setattr(Storage, "put_if_absent", always_taken)
+    with pytest.raises(StorageError, match="cannot be read back"):
+        txn.commit()

@@ -30,6 +30,7 @@ from deltalog.errors import (
     CommitFailedError,
     InvalidArgumentError,
     OperationRefusedError,
+    StorageError,
     TableAlreadyExistsError,
 )
 from deltalog.log import commit_name
@@ -52,6 +53,8 @@ DEFAULT_MAX_ATTEMPTS = 1000
 #: ones sleep a random time up to BASE * 2**n, capped.
 BACKOFF_BASE = 0.002
 BACKOFF_CAP = 0.5
+#: Lost races in a row whose winning version could not be read: storage is inconsistent.
+_MAX_UNREADABLE = 5
 
 ICT_ENABLED = "delta.enableInCommitTimestamps"
 ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
@@ -477,7 +480,7 @@ class Transaction:
         ict_on = self.ict_enabled()
         previous_ts = self._previous_commit_timestamp() if ict_on else None
         path_for = self.storage.join
-        winners = 0
+        winners = unreadable = 0
         for attempt in range(1, self.max_attempts + 1):
             body, ict = self._serialize(version, previous_ts, operation_metrics)
             try:
@@ -488,8 +491,18 @@ class Transaction:
                 log.info("%s: version %d was taken by another writer; checking for conflicts", self.operation, version)
                 check = check_conflicts(self, version)
                 winners += len(check.winners)
+                unreadable = 0 if check.winners else unreadable + 1
+                if unreadable >= _MAX_UNREADABLE:
+                    raise StorageError(
+                        f"version {version} of {self.storage.uri} exists but cannot be read back; the storage "
+                        "answers inconsistently, so committing is unsafe"
+                    ) from None
                 if check.own_version is not None:
-                    log.info("%s: version %d is this transaction's own commit (lost response)", self.operation, version)
+                    log.info(
+                        "%s: version %d is this transaction's own commit (lost response)",
+                        self.operation,
+                        check.own_version,
+                    )
                     return self._landed(check.own_version, attempt, winners, operation_metrics, None)
                 if check.app_txn_commit is not None:
                     return self._noop(
