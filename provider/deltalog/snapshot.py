@@ -1,9 +1,12 @@
 """Snapshot reconstruction: one consistent table state from a log segment.
 
-Replay walks the JSON commits newest first, so the first action seen for a file
-key wins and everything older with that key is skipped; the checkpoint (already
-reconciled by its writer) is then filtered with one vectorised ``is_in`` against
-the keys the commits touched. File actions stay in Arrow end to end.
+The newest action per file key wins. The JSON commits' add/remove lines are parsed
+in one ``pyarrow.json`` call and reconciled with hash kernels (``arrow_replay``);
+a per-line ``json.loads`` replay, newest first, takes over whenever the Arrow
+reading could differ, and names the file and line of a corrupt action. The
+checkpoint (already reconciled by its writer) is then streamed in batches, each
+filtered with one vectorised ``is_in`` against the keys the commits touched. File
+actions stay in Arrow end to end.
 """
 
 from __future__ import annotations
@@ -175,7 +178,6 @@ class _Replay:
     """Accumulates reconciled state while commits are replayed newest first."""
 
     seen: set[str] = field(default_factory=set)
-    seen_paths: set[str] = field(default_factory=set)
     adds: list[dict[str, Any]] = field(default_factory=list)
     removes: list[dict[str, Any]] = field(default_factory=list)
     protocol: dict[str, Any] | None = None
@@ -192,7 +194,6 @@ class _Replay:
         if key in self.seen:
             return
         self.seen.add(key)
-        self.seen_paths.add(path)
         if kind == "add":
             if not isinstance(action.get("size"), int):
                 raise CorruptLogError(f"{where}: add action for {path!r} has no integer 'size'")
@@ -251,7 +252,7 @@ def _replay_commits(storage: Storage, segment: LogSegment) -> _CommitState:
 
 
 def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
-    """File actions through pyarrow.json and a hash aggregation; the rare other actions in Python.
+    """File actions through pyarrow.json and hash kernels; the rare other actions in Python.
 
     Returns None when the result might differ from the per-line path (a corrupt or
     unusually spelled line), which then runs instead and names the exact problem.
