@@ -81,6 +81,22 @@ def _mtime_ms(info: dict[str, Any]) -> int:
     return 0
 
 
+#: Storage options deltalog itself interprets; they are not passed to fsspec.
+_DELTALOG_OPTIONS = frozenset({"fsync"})
+
+
+def _fsspec_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Options for fsspec, with its directory-listing cache off unless asked for.
+
+    The log is re-listed to find new commits; fsspec's cached listings (s3fs keeps
+    them per instance, and instances are shared) would answer "not found" for a
+    commit another process wrote after the first listing.
+    """
+    out = {k: v for k, v in options.items() if k not in _DELTALOG_OPTIONS}
+    out.setdefault("use_listings_cache", False)
+    return out
+
+
 class Storage:
     """A table location: ``uri`` as given, ``fs`` and ``root`` (path inside ``fs``)."""
 
@@ -100,7 +116,7 @@ class Storage:
         else:
             self.is_local = False
             try:
-                self.fs, root = fsspec.core.url_to_fs(uri, **self.storage_options)
+                self.fs, root = fsspec.core.url_to_fs(uri, **_fsspec_options(self.storage_options))
             except (ImportError, ValueError) as exc:
                 raise InvalidArgumentError(f"cannot open {uri!r}: {exc}") from None
             self.protocol = scheme
