@@ -15,8 +15,10 @@ JSON objects are unordered, and Delta gives that order no meaning.
 
 from __future__ import annotations
 
+import array
 import io
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -98,9 +100,56 @@ def _schema_with_string_maps(fixups: dict[tuple[str, str], list[str]]) -> pa.Sch
     return pa.schema(fields)
 
 
-def _arange(n: int, start: int = 0) -> pa.Array:
-    # pa.array(range) stays inside pyarrow; converting a numpy array would import pandas (40 MB).
-    return pa.array(range(start, start + n), pa.int64())
+# --- Arrow values built from buffers ---------------------------------------------------
+# pyarrow converts any Python value (pa.array([...]), pa.scalar(1), pc.add(x, 1)) through
+# a check that imports pandas on first use: about 0.3 s and 40 MB of resident memory,
+# more than reading a 500,000-file checkpoint's add actions costs. The hot paths build
+# their few constants from buffers instead, which never asks for pandas.
+
+
+def int64_array(values: Iterable[int]) -> pa.Array:
+    """An int64 array from Python ints, without pyarrow's Python-object conversion."""
+    buf = array.array("q", values)
+    return pa.Array.from_buffers(pa.int64(), len(buf), [None, pa.py_buffer(buf)])
+
+
+def _int32_array(values: Iterable[int]) -> pa.Array:
+    buf = array.array("i", values)
+    assert buf.itemsize == 4
+    return pa.Array.from_buffers(pa.int32(), len(buf), [None, pa.py_buffer(buf)])
+
+
+def string_array(values: list[str]) -> pa.Array:
+    """A string array from Python strings, without pyarrow's Python-object conversion."""
+    encoded = [v.encode() for v in values]
+    offsets = array.array("i", [0])
+    for e in encoded:
+        offsets.append(offsets[-1] + len(e))
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )
+
+
+def arange(n: int, start: int = 0, step: int = 1) -> pa.Array:
+    """``start, start + step, ...`` (``n`` values) as int64."""
+    return int64_array(range(start, start + n * step, step))
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """``schema.empty_table()`` without its Python-object conversion."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+
+
+def _int64(value: int) -> pa.Scalar:
+    return int64_array([value])[0]
+
+
+def _int32(value: int) -> pa.Scalar:
+    return _int32_array([value])[0]
+
+
+def _string(value: str) -> pa.Scalar:
+    return string_array([value])[0]
 
 
 def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
@@ -117,23 +166,23 @@ def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
     for child in children:
         if child.null_count:
             ambiguous.update(pc.indices_nonzero(pc.and_(valid, child.is_null())).to_pylist())
-    counts = pc.if_else(valid, pa.scalar(k, pa.int32()), pa.scalar(0, pa.int32()))
-    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(counts)])
-    rows = pc.indices_nonzero(valid) if struct.null_count else _arange(n)
+    counts = pc.if_else(valid, _int32(k), _int32(0))
+    offsets = pa.concat_arrays([_int32_array([0]), pc.cumulative_sum(counts)])
+    rows = pc.indices_nonzero(valid) if struct.null_count else arange(n)
     if k == 0 or len(rows) == 0:
-        keys = values = pa.array([], pa.string())
+        keys = values = pa.nulls(0, pa.string())
     elif k == 1:
-        keys = pa.repeat(pa.scalar(struct.type.field(0).name, pa.string()), len(rows))
+        keys = pa.repeat(_string(struct.type.field(0).name), len(rows))
         value = children[0] if pa.types.is_string(children[0].type) else children[0].cast(pa.string())
         values = value if len(rows) == n else value.take(rows)
     else:
         # entry p (row rows[p // k], key p % k) takes child p % k at that row
-        pos = _arange(len(rows) * k)
-        row_of = pc.divide(pos, k)
-        key_of = pc.subtract(pos, pc.multiply(row_of, k))
-        keys = pa.array([struct.type.field(i).name for i in range(k)], pa.string()).take(key_of)
+        pos = arange(len(rows) * k)
+        row_of = pc.divide(pos, _int64(k))
+        key_of = pc.subtract(pos, pc.multiply(row_of, _int64(k)))
+        keys = string_array([struct.type.field(i).name for i in range(k)]).take(key_of)
         flat = pa.concat_arrays([c if pa.types.is_string(c.type) else c.cast(pa.string()) for c in children])
-        values = flat.take(pc.add(pc.multiply(key_of, n), rows.take(row_of).cast(pa.int64())))
+        values = flat.take(pc.add(pc.multiply(key_of, _int64(n)), rows.take(row_of).cast(pa.int64())))
     mask = pc.invert(valid) if struct.null_count else None
     result = pa.MapArray.from_arrays(offsets, keys, values, mask=mask)
     if result.type != pa.map_(pa.string(), pa.string()):
@@ -165,12 +214,12 @@ def _to_action_type(column: pa.StructArray, target: pa.StructType) -> tuple[pa.S
     return pa.StructArray.from_arrays(children, fields=list(target), mask=mask), sorted(redo)
 
 
-def _replace_rows(array: pa.StructArray, rows: list[int], values: list[dict[str, Any]]) -> pa.StructArray:
-    exact = pa.array(values, type=array.type)
-    n = len(array)
-    mask = pc.is_in(_arange(n), value_set=pa.array(rows, pa.int64()))
-    index = pc.replace_with_mask(_arange(n), mask, _arange(len(rows), start=n))
-    return pa.concat_arrays([array, exact]).take(index)
+def _replace_rows(column: pa.StructArray, rows: list[int], values: list[dict[str, Any]]) -> pa.StructArray:
+    exact = pa.array(values, type=column.type)
+    n = len(column)
+    mask = pc.is_in(arange(n), value_set=int64_array(rows))
+    index = pc.replace_with_mask(arange(n), mask, arange(len(rows), start=n))
+    return pa.concat_arrays([column, exact]).take(index)
 
 
 def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
@@ -194,7 +243,7 @@ def parse_file_lines(lines: list[bytes]) -> tuple[pa.StructArray, pa.StructArray
     null where the line is the other kind; None when only the per-line path is exact.
     """
     if not lines:
-        return pa.array([], ADD_TYPE), pa.array([], REMOVE_TYPE)
+        return pa.nulls(0, ADD_TYPE), pa.nulls(0, REMOVE_TYPE)
     try:
         data = b"\n".join(lines)
         longest = max(map(len, lines))
@@ -233,12 +282,13 @@ def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
     if deletion_vectors is None or deletion_vectors.null_count == len(deletion_vectors):
         return paths
     dv = deletion_vectors
-    storage_type = pc.fill_null(pc.struct_field(dv, "storageType"), "")
-    where = pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), "")
+    empty, at_sign, nul = _string(""), _string("@"), _string("\x00")
+    storage_type = pc.fill_null(pc.struct_field(dv, "storageType"), empty)
+    where = pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), empty)
     offset = pc.struct_field(dv, "offset")
-    at = pc.fill_null(pc.binary_join_element_wise("@", pc.cast(offset, pa.string()), ""), "")
-    uid = pc.binary_join_element_wise(storage_type, where, at, "")
-    with_dv = pc.binary_join_element_wise(paths, uid, "\x00")
+    at = pc.fill_null(pc.binary_join_element_wise(at_sign, pc.cast(offset, pa.string()), empty), empty)
+    uid = pc.binary_join_element_wise(storage_type, where, at, empty)
+    with_dv = pc.binary_join_element_wise(paths, uid, nul)
     return pc.if_else(dv.is_valid(), with_dv, paths)
 
 
@@ -253,9 +303,10 @@ def newest_per_key(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
     n = len(keys)
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
-    newest_first = keys.take(pa.array(range(n - 1, -1, -1), pa.int64()))
+    backwards = arange(n, start=n - 1, step=-1)
+    newest_first = keys.take(backwards)
     distinct = pc.unique(newest_first)
     if len(distinct) == n:  # no key repeats: every action is the newest for its key
-        return pa.array(range(n - 1, -1, -1), pa.int64()), distinct
+        return backwards, distinct
     position = pc.index_in(distinct, value_set=newest_first).cast(pa.int64())
-    return pc.subtract(pa.scalar(n - 1, pa.int64()), position), distinct
+    return pc.subtract(_int64(n - 1), position), distinct

@@ -30,7 +30,14 @@ from deltalog.actions import (
     Metadata,
     file_key,
 )
-from deltalog.arrow_replay import FILE_LINE_PREFIXES, file_keys, newest_per_key, parse_file_lines
+from deltalog.arrow_replay import (
+    FILE_LINE_PREFIXES,
+    empty_table,
+    file_keys,
+    newest_per_key,
+    parse_file_lines,
+    string_array,
+)
 from deltalog.arrow_utils import table_from_struct
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
@@ -285,9 +292,9 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
         return None
     add, remove = parsed
     state = _CommitState(
-        ADD_SCHEMA.empty_table(),
-        REMOVE_SCHEMA.empty_table(),
-        pa.array([], pa.string()),
+        empty_table(ADD_SCHEMA),
+        empty_table(REMOVE_SCHEMA),
+        pa.nulls(0, pa.string()),
         protocol=replay.protocol,
         metadata=replay.metadata,
         txns=replay.txns,
@@ -331,9 +338,9 @@ def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _Com
             else:
                 replay.other_action(kind, body, where)
     state = _CommitState(
-        ADD_SCHEMA.empty_table(),
-        REMOVE_SCHEMA.empty_table(),
-        pa.array(list(replay.seen), pa.string()),
+        empty_table(ADD_SCHEMA),
+        empty_table(REMOVE_SCHEMA),
+        string_array(list(replay.seen)),
         protocol=replay.protocol,
         metadata=replay.metadata,
         txns=replay.txns,
@@ -410,7 +417,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
                     if column.null_count < len(column):
                         state.small.setdefault(k, []).extend(column.filter(column.is_valid()).to_pylist())
             for kind, schema in kinds:
-                tables = found[kind] or [schema.empty_table()]
+                tables = found[kind] or [empty_table(schema)]
                 (state.adds if kind == "add" else state.removes).append(
                     pa.concat_tables(tables) if len(tables) > 1 else tables[0]
                 )
