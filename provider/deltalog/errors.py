@@ -102,3 +102,11 @@ class EngineError(DeltaLogError):
 
     exit_code = 1
     retryable = True
+
+
+class CommitOutcomeUnknownError(StorageError):
+    """Writing a version failed and reading it back failed too: the commit may or may not have landed.
+
+    Callers must keep every file the commit would reference (a cleanup that deletes
+    them could break a version that did land); reading the table again tells.
+    """

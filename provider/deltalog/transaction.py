@@ -28,6 +28,7 @@ from deltalog._version import __version__
 from deltalog.actions import Metadata, file_key, to_json_line
 from deltalog.errors import (
     CommitFailedError,
+    CommitOutcomeUnknownError,
     InvalidArgumentError,
     OperationRefusedError,
     StorageError,
@@ -484,9 +485,7 @@ class Transaction:
         for attempt in range(1, self.max_attempts + 1):
             body, ict = self._serialize(version, previous_ts, operation_metrics)
             try:
-                self.storage.put_if_absent(
-                    path_for("_delta_log", commit_name(version)), body, single_writer=self.single_writer
-                )
+                self._put(path_for("_delta_log", commit_name(version)), body)
             except FileExistsError:
                 log.info("%s: version %d was taken by another writer; checking for conflicts", self.operation, version)
                 check = check_conflicts(self, version)
@@ -529,6 +528,38 @@ class Transaction:
             f"gave up committing {self.operation} after {self.max_attempts} attempts: every version was taken "
             "by concurrent writers (raise max_attempts to wait longer)"
         )
+
+    def _put(self, path: str, body: bytes) -> None:
+        """Create the version file; FileExistsError when the version exists, ours or another writer's.
+
+        A write that fails may still have landed (a timeout or reset connection after the
+        store accepted it). Reporting that as a failure would let callers delete files the
+        landed version references, so the version is read back: absent means nothing
+        landed (the error stands), present goes through the lost-race path, which
+        recognises our own ``txnId``; unreadable too means the outcome is unknown.
+        """
+        try:
+            self.storage.put_if_absent(path, body, single_writer=self.single_writer)
+            return
+        except (OSError, StorageError) as exc:
+            if isinstance(exc, FileExistsError):
+                raise
+            failure = exc
+        from deltalog.conflicts import read_fresh  # conflicts imports this module
+
+        try:
+            read_fresh(self.storage, path)
+        except FileNotFoundError:
+            raise failure from None
+        except (OSError, StorageError) as again:
+            raise CommitOutcomeUnknownError(
+                f"writing {path} failed ({failure}) and reading it back failed too ({again}); the commit may "
+                "have landed: read the table to find out before deleting any file it names"
+            ) from None
+        log.warning(
+            "%s: writing %s reported %s but the version exists; checking whose it is", self.operation, path, failure
+        )
+        raise FileExistsError(path)
 
     def _landed(
         self,

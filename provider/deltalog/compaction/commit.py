@@ -32,7 +32,7 @@ from deltalog.actions import dv_unique_id
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
-from deltalog.errors import OperationRefusedError
+from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
@@ -242,6 +242,8 @@ def commit_bins(
             log.info("OPTIMIZE committed version %d with %d bin(s)", result.version, len(pending))
             return record, skipped
         return None, skipped
+    except CommitOutcomeUnknownError:
+        raise  # the commit may have landed and reference the new files: keep them
     except BaseException:
         discard(storage, list(pending.values()))
         raise

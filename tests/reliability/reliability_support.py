@@ -1,0 +1,481 @@
+"""Shared parts of the reliability suite: the tables each operation runs on, and the checks.
+
+Why one module: fault, crash and race tests must hold every operation to the
+same guarantees, so they share the builders (small real tables with history
+dated where the operation decides by time) and one checker:
+
+- deltalog and deltalake both read the table (the latest version and every
+  version that must still be readable),
+- no file a retained version references is missing,
+- the rows deltalake reads equal the expected multiset.
+
+Every check adds to :mod:`reliability_recorder` before asserting, so the report
+counts files lost and tables left unreadable even when a test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import deltalake
+import pyarrow as pa
+import reliability_recorder as recorder
+
+import faults
+from deltalog import DeltaTable
+from deltalog.checkpoint import create_checkpoint
+from deltalog.commit_request import commit_request
+from deltalog.compaction import compact, plan_compaction
+from deltalog.errors import DeltaLogError
+from deltalog.log_cleanup import cleanup_log
+from deltalog.manifest import generate_manifest
+from deltalog.vacuum import plan_vacuum, vacuum
+from helpers import append, make_table, rows, write_data_file
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+#: "small" trims seeds and sampled steps for quick development runs; anything else is the full suite.
+SCALE = os.environ.get("DELTALOG_RELIABILITY_SCALE", "default")
+APP_ID = "reliability.ingest"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def set_mtime(path: str, ms: int) -> None:
+    os.utime(path, (ms / 1000, ms / 1000))
+
+
+def commit_file(path: str, version: int) -> str:
+    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+
+
+def copy_table(src: str, dst: str) -> str:
+    """A copy keeping modification times (vacuum and log cleanup decide by them)."""
+    shutil.copytree(src, dst, copy_function=shutil.copy2)
+    return dst
+
+
+# --- reading and checking ---------------------------------------------------------------------
+
+
+def row_multiset(path: str, version: int | None = None) -> Counter:
+    """(id, value) pairs as deltalake reads them: a lost or duplicated row changes the multiset."""
+    table = deltalake.DeltaTable(path, version=version).to_pyarrow_table(columns=["id", "value"])
+    return Counter(zip(table.column("id").to_pylist(), table.column("value").to_pylist()))
+
+
+def rows_of(data: pa.Table) -> Counter:
+    return Counter(zip(data.column("id").to_pylist(), data.column("value").to_pylist()))
+
+
+@dataclass
+class CheckResult:
+    """What one check found; empty lists mean the guarantees hold."""
+
+    version: int | None = None
+    unreadable: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    rows: Counter | None = None
+
+    def problems(self) -> str:
+        return "; ".join(self.unreadable + [f"missing file {p}" for p in self.lost])
+
+
+def check_table(
+    path: str,
+    versions: list[int] | Callable[[int], list[int]] | None = None,
+    expected_rows: Counter | list[Counter] | None = None,
+    suite: str | None = None,
+    context: str = "",
+) -> CheckResult:
+    """Both readers read ``path``; every version in ``versions`` (or ``versions(latest)``) has all its files.
+
+    ``expected_rows``: the multiset deltalake must read at the latest version (or one of several).
+    Counts into the recorder, then asserts.
+    """
+    out = CheckResult()
+    try:
+        snap = DeltaTable(path).snapshot()
+        out.version = snap.version
+    except DeltaLogError as exc:
+        out.unreadable.append(f"deltalog cannot read the latest version: {exc}")
+        snap = None
+    try:
+        theirs = deltalake.DeltaTable(path)
+        if snap is not None and theirs.version() != snap.version:
+            out.unreadable.append(f"deltalake reads version {theirs.version()}, deltalog {snap.version}")
+        out.rows = row_multiset(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is what this check reports
+        out.unreadable.append(f"deltalake cannot read the latest version: {type(exc).__name__}: {exc}")
+    if snap is not None:
+        wanted = versions(snap.version) if callable(versions) else (versions or [])
+        for v in sorted(set(wanted) | {snap.version}):
+            _check_version(path, v, out)
+    recorder.add("checks", 1, suite)
+    recorder.add("files_lost", len(out.lost), suite)
+    recorder.add("tables_unreadable", 1 if out.unreadable else 0, suite)
+    where = f" ({context})" if context else ""
+    assert not out.unreadable and not out.lost, f"after {context or 'the operation'}: {out.problems()}"
+    if expected_rows is not None:
+        allowed = expected_rows if isinstance(expected_rows, list) else [expected_rows]
+        assert out.rows in allowed, f"rows changed{where}: {_diff(out.rows, allowed[0])}"
+    return out
+
+
+def _check_version(path: str, version: int, out: CheckResult) -> None:
+    try:
+        mine = DeltaTable(path).snapshot(version).file_paths()
+    except DeltaLogError as exc:
+        out.unreadable.append(f"deltalog cannot read version {version}: {exc}")
+        return
+    for p in mine:
+        if not os.path.exists(os.path.join(path, unquote(p))):
+            out.lost.append(f"{p} (version {version})")
+    try:
+        theirs = deltalake.DeltaTable(path, version=version)
+        listed = set(theirs.get_add_actions(flatten=True).column("path").to_pylist())
+    except Exception as exc:  # noqa: BLE001
+        out.unreadable.append(f"deltalake cannot read version {version}: {type(exc).__name__}: {exc}")
+        return
+    if {unquote(p) for p in listed} != {unquote(p) for p in mine}:
+        out.unreadable.append(f"deltalake and deltalog disagree on the files of version {version}")
+
+
+def _diff(got: Counter | None, want: Counter) -> str:
+    if got is None:
+        return "unreadable"
+    missing, extra = want - got, got - want
+    return f"{sum(missing.values())} rows missing, {sum(extra.values())} extra (e.g. {list(missing or extra)[:3]})"
+
+
+# --- operations under test ----------------------------------------------------------------------
+
+
+@dataclass
+class Operation:
+    """One operation the suite exercises: how to build its table, run it, and tell it finished.
+
+    ``retained(path, latest)`` names the versions that must stay readable;
+    ``rows_after(template_rows)`` the multisets a faulted run may leave;
+    ``done(path, info)`` asserts that a fault-free rerun completed the work.
+    """
+
+    name: str
+    build: Callable[[str], dict[str, Any]]
+    run: Callable[[str, dict[str, Any]], Any]
+    done: Callable[[str, dict[str, Any]], None]
+    retained: Callable[[str, dict[str, Any], int], list[int]]
+    rows_after: Callable[[dict[str, Any]], list[Counter]] = lambda info: [info["rows"]]
+    rows_final: Callable[[dict[str, Any]], Counter] = lambda info: info["rows"]
+
+
+def all_versions(path: str, info: dict[str, Any], latest: int) -> list[int]:
+    return list(range(0, latest + 1))
+
+
+# commit: a commit request with an app transaction, landing on a version whose hooks
+# write a checkpoint, clean the log and refresh manifests.
+
+
+def build_commit(path: str) -> dict[str, Any]:
+    conf = {"delta.checkpointInterval": "4", "delta.compatibility.symlinkFormatManifest.enabled": "true"}
+    table = make_table(path, partition_by=["part"], configuration=conf)
+    for i in range(3):
+        append(table, rows(4, i * 4, part="ab"[i % 2]), partition={"part": "ab"[i % 2]})
+    before = row_multiset(path)
+    new_a, new_b = rows(3, 100, part="a"), rows(2, 200, part="c")
+    adds = [write_data_file(path, new_a, {"part": "a"}), write_data_file(path, new_b, {"part": "c"})]
+    snap = DeltaTable(path).snapshot()
+    victim = sorted(snap.file_paths())[0]
+    victim_rows = row_multiset_of_file(path, victim)
+    request = {
+        "operation": "WRITE",
+        "add": [a["path"] for a in adds],
+        "remove": [victim],
+        "appId": APP_ID,
+        "txnVersion": 7,
+    }
+    after = before - victim_rows + rows_of(new_a) + rows_of(new_b)
+    return {"rows": before, "after": after, "request": request, "version": snap.version + 1}
+
+
+def row_multiset_of_file(path: str, rel: str) -> Counter:
+    import pyarrow.parquet as pq
+
+    return rows_of(pq.read_table(os.path.join(path, unquote(rel)), columns=["id", "value"]))
+
+
+def run_commit(uri: str, info: dict[str, Any]) -> Any:
+    return commit_request(uri, dict(info["request"]))
+
+
+def done_commit(path: str, info: dict[str, Any]) -> None:
+    theirs = deltalake.DeltaTable(path)
+    assert theirs.transaction_version(APP_ID) == 7
+    assert theirs.version() == info["version"], "the request landed exactly once, at the next version"
+
+
+# checkpoint: a partitioned table with removes, an app transaction and an older checkpoint.
+
+
+def build_checkpoint(path: str) -> dict[str, Any]:
+    table = make_table(path, partition_by=["part"], configuration={"delta.checkpointInterval": "1000"})
+    for i in range(4):
+        append(table, rows(4, i * 4, part="ab"[i % 2]), partition={"part": "ab"[i % 2]})
+    create_checkpoint(table)
+    from deltalog.transaction import Transaction
+
+    snap = table.snapshot()
+    first = snap.files.to_pylist()[0]
+    txn = Transaction(table.storage, snap, operation="DELETE", run_hooks=False)
+    txn.remove([{"path": first["path"], "partitionValues": dict(first["partitionValues"]), "size": first["size"]}])
+    txn.set_app_transaction(APP_ID, 3)
+    txn.commit()
+    for i in range(2):
+        append(table, rows(4, 60 + i * 4, part="c"), partition={"part": "c"})
+    return {"rows": row_multiset(path)}
+
+
+def run_checkpoint(uri: str, info: dict[str, Any]) -> Any:
+    return create_checkpoint(uri)
+
+
+def done_checkpoint(path: str, info: dict[str, Any]) -> None:
+    import json
+
+    table = DeltaTable(path)
+    latest = table.version()
+    with open(os.path.join(path, "_delta_log", "_last_checkpoint")) as fh:
+        assert json.load(fh)["version"] == latest, "_last_checkpoint names the new checkpoint"
+    snap = table.snapshot()
+    assert snap.segment.checkpoint is not None and snap.segment.checkpoint.version == latest, "the checkpoint is used"
+    assert deltalake.DeltaTable(path).transaction_version(APP_ID) == 3
+
+
+# log cleanup: commits 0..9 dated 40 days ago, checkpoints at 4 and 8, commits 10..12 recent.
+
+
+def build_cleanup(path: str) -> dict[str, Any]:
+    table = make_table(path, partition_by=["part"], configuration={"delta.checkpointInterval": "1000"})
+    for i in range(12):
+        append(table, rows(2, i * 2, part=f"p{i % 3}"), partition={"part": f"p{i % 3}"})
+    for v in (4, 8):
+        create_checkpoint(table, v)
+    base = now_ms() - 40 * DAY_MS
+    for v in range(10):
+        set_mtime(commit_file(path, v), base + v * 1000)
+    plan = cleanup_log(path, dry_run=True)
+    assert plan.num_files > 0 and plan.oldest_version_kept == 8
+    return {"rows": row_multiset(path), "keep_from": plan.oldest_version_kept}
+
+
+def run_cleanup(uri: str, info: dict[str, Any]) -> Any:
+    return cleanup_log(uri)
+
+
+def done_cleanup(path: str, info: dict[str, Any]) -> None:
+    assert cleanup_log(path, dry_run=True).num_files == 0, "nothing left to clean up"
+    assert min(DeltaTable(path).list_log().commits) >= info["keep_from"] - 1
+
+
+def retained_cleanup(path: str, info: dict[str, Any], latest: int) -> list[int]:
+    return list(range(info["keep_from"], latest + 1))
+
+
+# vacuum: a history dated 10 days back, files removed 9 and 8 days ago (deletable), one an hour
+# ago (kept), untracked old files (deletable), a fresh untracked file of an in-flight writer (kept).
+
+
+def build_vacuum(path: str) -> dict[str, Any]:
+    from vacuum_helpers import commit_at, new_file, remove_of
+
+    t0 = now_ms() - 10 * DAY_MS
+    table = make_table(path, partition_by=["part"], configuration={"delta.checkpointInterval": "1000"})
+    set_mtime(commit_file(path, 0), t0)
+    f = [new_file(table, rows(3, i * 3, part="ab"[i % 2]), {"part": "ab"[i % 2]}) for i in range(4)]
+    commit_at(table, t0 + 1000, adds=f[:3])
+    commit_at(table, t0 + DAY_MS, adds=[f[3]], removes=[remove_of(f[0])])
+    commit_at(table, t0 + 2 * DAY_MS, removes=[remove_of(f[1])])
+    f5 = new_file(table, rows(3, 40, part="a"), {"part": "a"})
+    commit_at(table, now_ms() - HOUR_MS, adds=[f5], removes=[remove_of(f[2])])
+    untracked = [
+        write_data_file(path, rows(2, 70, part="a"), {"part": "a"}),
+        write_data_file(path, rows(2, 80, part="gone"), {"part": "gone"}),
+    ]
+    for u in untracked:
+        set_mtime(os.path.join(path, u["path"]), t0 + DAY_MS)
+    inflight = write_data_file(path, rows(2, 90, part="b"), {"part": "b"})
+    plan = plan_vacuum(path)
+    doomed = set(plan.files.column("path").to_pylist())
+    assert doomed == {f[0]["path"], f[1]["path"], *(u["path"] for u in untracked)}, doomed
+    return {
+        "rows": row_multiset(path),
+        "inflight": inflight["path"],
+        "kept": [f[2]["path"], f[3]["path"], f5["path"]],
+        "first_retained": 3,
+    }
+
+
+def run_vacuum(uri: str, info: dict[str, Any]) -> Any:
+    return vacuum(uri, max_workers=1)
+
+
+def done_vacuum(path: str, info: dict[str, Any]) -> None:
+    assert plan_vacuum(path).files.num_rows == 0, "a second vacuum finds nothing to delete"
+    for rel in [info["inflight"], *info["kept"]]:
+        assert os.path.exists(os.path.join(path, rel)), f"{rel} must survive the vacuum"
+
+
+def retained_vacuum(path: str, info: dict[str, Any], latest: int) -> list[int]:
+    return list(range(info["first_retained"], latest + 1))
+
+
+# compaction: two partitions of four small files each (plus a removed one), one commit per bin.
+
+
+def build_compaction(path: str) -> dict[str, Any]:
+    table = make_table(path, partition_by=["part"], configuration={"delta.checkpointInterval": "1000"})
+    for i in range(9):
+        append(table, rows(5, i * 5, part="ab"[i % 2]), partition={"part": "ab"[i % 2]})
+    from deltalog.transaction import Transaction
+
+    snap = table.snapshot()
+    first = snap.files.to_pylist()[0]
+    txn = Transaction(table.storage, snap, operation="DELETE", run_hooks=False)
+    txn.remove([{"path": first["path"], "partitionValues": dict(first["partitionValues"]), "size": first["size"]}])
+    txn.commit()
+    assert len(plan_compaction(path).bins) == 2
+    return {"rows": row_multiset(path)}
+
+
+def run_compaction(uri: str, info: dict[str, Any]) -> Any:
+    return compact(uri, bins_per_commit=1, max_workers=1)
+
+
+def done_compaction(path: str, info: dict[str, Any]) -> None:
+    assert not plan_compaction(path).bins, "a second compaction plans nothing"
+
+
+# manifests: generated once, then commits touch one partition, empty another and add a third.
+
+
+def build_manifest(path: str) -> dict[str, Any]:
+    table = make_table(path, partition_by=["part"], configuration={"delta.checkpointInterval": "1000"})
+    for i in range(4):
+        append(table, rows(3, i * 3, part="abc"[i % 3]), partition={"part": "abc"[i % 3]})
+    generate_manifest(table)
+    from deltalog.transaction import Transaction
+
+    snap = table.snapshot()
+    doomed = [r for r in snap.files.to_pylist() if dict(r["partitionValues"])["part"] == "b"]
+    txn = Transaction(table.storage, snap, operation="DELETE", run_hooks=False)
+    txn.remove([{"path": r["path"], "partitionValues": dict(r["partitionValues"]), "size": r["size"]} for r in doomed])
+    txn.commit()
+    append(table, rows(3, 50, part="a"), partition={"part": "a"})
+    append(table, rows(3, 60, part="d"), partition={"part": "d"})
+    return {"rows": row_multiset(path)}
+
+
+def run_manifest(uri: str, info: dict[str, Any]) -> Any:
+    return generate_manifest(uri)
+
+
+def manifest_contents(path: str) -> dict[str, set[str]]:
+    """partition directory -> table-relative files its manifest lists."""
+    root = os.path.join(path, "_symlink_format_manifest")
+    out: dict[str, set[str]] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        if "manifest" in files:
+            with open(os.path.join(dirpath, "manifest")) as fh:
+                lines = [ln for ln in fh.read().splitlines() if ln]
+            rel_dir = os.path.relpath(dirpath, root)
+            # Manifests hold absolute URIs and the table may be a copy: compare "part=x/name".
+            out[rel_dir] = {"/".join(ln.rsplit("/", 2)[-2:]) for ln in lines}
+    return out
+
+
+def done_manifest(path: str, info: dict[str, Any]) -> None:
+    expected: dict[str, set[str]] = {}
+    for r in DeltaTable(path).snapshot().files.to_pylist():
+        expected.setdefault(f"part={dict(r['partitionValues'])['part']}", set()).add(unquote(r["path"]))
+    assert manifest_contents(path) == expected, "the manifests list exactly the snapshot's files"
+
+
+OPERATIONS: dict[str, Operation] = {
+    "commit": Operation(
+        "commit",
+        build_commit,
+        run_commit,
+        done_commit,
+        all_versions,
+        rows_after=lambda info: [info["rows"], info["after"]],
+        rows_final=lambda info: info["after"],
+    ),
+    "checkpoint": Operation("checkpoint", build_checkpoint, run_checkpoint, done_checkpoint, all_versions),
+    "log_cleanup": Operation("log_cleanup", build_cleanup, run_cleanup, done_cleanup, retained_cleanup),
+    "vacuum": Operation("vacuum", build_vacuum, run_vacuum, done_vacuum, retained_vacuum),
+    "compaction": Operation("compaction", build_compaction, run_compaction, done_compaction, all_versions),
+    "manifest": Operation("manifest", build_manifest, run_manifest, done_manifest, all_versions),
+}
+
+
+def run_operation(name: str, path: str, info: dict[str, Any], *, faulty: bool = True) -> Any:
+    """Run operation ``name`` on the table at ``path`` (through ``faulty://`` unless told otherwise)."""
+    return OPERATIONS[name].run(faults.uri(path) if faulty else path, info)
+
+
+# --- templates: each operation's table built once per session, copied for every case -----------------
+
+
+class TemplateCache:
+    """Each operation's table, built once; counts of its storage calls in a clean ``faulty://`` run."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._tables: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._counts: dict[str, Counter] = {}
+        self._seq = 0
+
+    def get(self, name: str) -> tuple[str, dict[str, Any]]:
+        if name not in self._tables:
+            path = os.path.join(self.base, f"template-{name}")
+            self._tables[name] = (path, OPERATIONS[name].build(path))
+        return self._tables[name]
+
+    def copy(self, name: str, label: str) -> tuple[str, dict[str, Any]]:
+        """A fresh copy of the template under a unique directory name."""
+        src, info = self.get(name)
+        self._seq += 1
+        return copy_table(src, os.path.join(self.base, f"{self._seq:05d}-{label}")), info
+
+    def counts(self, name: str, suite: str) -> Counter:
+        """Storage calls per kind in a fault-free run, which must itself complete the operation."""
+        if name not in self._counts:
+            path, info = self.copy(name, f"count-{name}")
+            plan = faults.FaultPlan()
+            with faults.injecting(plan):
+                run_operation(name, path, info)
+            op = OPERATIONS[name]
+            op.done(path, info)
+            check_table(path, lambda latest: op.retained(path, info, latest), op.rows_final(info), suite, "a clean run")
+            self._counts[name] = Counter(plan.counts)
+            shutil.rmtree(path)
+        return self._counts[name]
+
+
+def verify_after(name: str, path: str, info: dict[str, Any], suite: str, what: str, rerun_faulty: bool = True) -> None:
+    """The guarantees after a fault, crash or race, then a clean rerun that must finish the operation."""
+    op = OPERATIONS[name]
+    check_table(path, lambda latest: op.retained(path, info, latest), op.rows_after(info), suite, what)
+    run_operation(name, path, info, faulty=rerun_faulty)
+    op.done(path, info)
+    check_table(path, lambda latest: op.retained(path, info, latest), op.rows_final(info), suite, f"rerun after {what}")
