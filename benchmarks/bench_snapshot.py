@@ -22,7 +22,7 @@ import logging
 import os
 from typing import Any
 
-from common import checkpointed_table, compare_row, measure, synthetic_table, table_info
+from common import checkpointed_table, compare_row, measure_pair, synthetic_table, table_info
 
 log = logging.getLogger("benchmarks.snapshot")
 
@@ -89,11 +89,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _compare(case: str, path: str, ours_fn: str, theirs_fn: str, repeat: int, **targets: Any) -> dict[str, Any]:
-    log.info("%s: deltalog", case)
-    ours = measure("bench_snapshot", ours_fn, [path], preload=OURS_PRELOAD, repeat=repeat)
-    log.info("%s: deltalog %.2f s, %.0f MiB; now deltalake", case, ours.seconds, ours.peak_mb)
-    theirs = measure("bench_snapshot", theirs_fn, [path], preload=THEIRS_PRELOAD, repeat=repeat)
-    log.info("%s: deltalake %.2f s, %.0f MiB", case, theirs.seconds, theirs.peak_mb)
+    log.info("%s: %d alternating fresh-process runs per side", case, repeat)
+    ours, theirs = measure_pair(
+        "bench_snapshot",
+        ours_fn,
+        theirs_fn,
+        [path],
+        ours_preload=OURS_PRELOAD,
+        theirs_preload=THEIRS_PRELOAD,
+        repeat=repeat,
+    )
+    log.info(
+        "%s: deltalog %.2f s, %.0f MiB; deltalake %.2f s, %.0f MiB",
+        case,
+        ours.seconds,
+        ours.peak_mb,
+        theirs.seconds,
+        theirs.peak_mb,
+    )
     if ours.result != theirs.result:
         raise RuntimeError(f"{case}: deltalog found {ours.result} files, deltalake {theirs.result}")
     return compare_row(case, ours, theirs, **targets)

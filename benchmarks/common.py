@@ -60,6 +60,9 @@ class Measurement:
     base_mb: float
     runs: list[float] = field(default_factory=list)
     result: Any = None
+    #: CPU time (user + system, all threads) of the fastest run: less disturbed than
+    #: wall time when other work shares the machine.
+    cpu_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,6 +82,13 @@ def _status_kb(key: str) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def _cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _resolve(module: str, func: str) -> Callable[..., Any]:
     if str(BENCH_DIR) not in sys.path:
         sys.path.insert(0, str(BENCH_DIR))
@@ -93,13 +103,14 @@ def _child(module: str, func: str, args_json: str, preload: str) -> None:
     args = json.loads(args_json)
     gc.collect()
     base = _status_kb("VmRSS")
+    c0 = _cpu_seconds()
     t0 = time.perf_counter()
     result = fn(*args)
     seconds = time.perf_counter() - t0
+    cpu = _cpu_seconds() - c0
     peak = _status_kb("VmHWM")
-    sys.stdout.write(
-        "\n@@RESULT@@" + json.dumps({"seconds": seconds, "peak_kb": peak, "base_kb": base, "result": result}) + "\n"
-    )
+    report = {"seconds": seconds, "cpu_seconds": cpu, "peak_kb": peak, "base_kb": base, "result": result}
+    sys.stdout.write("\n@@RESULT@@" + json.dumps(report) + "\n")
     sys.stdout.flush()
 
 
@@ -118,6 +129,7 @@ def measure(
     the caller can check both sides did the same work.
     """
     runs: list[float] = []
+    cpus: list[float | None] = []
     peaks: list[float] = []
     bases: list[float] = []
     result: Any = None
@@ -139,12 +151,54 @@ def measure(
             )
         data = json.loads(proc.stdout[marker + len("@@RESULT@@") :])
         runs.append(data["seconds"])
+        cpus.append(data.get("cpu_seconds"))
         peaks.append(data["peak_kb"] / 1024)
         bases.append(data["base_kb"] / 1024)
         result = data["result"]
     return Measurement(
-        seconds=min(runs), peak_mb=max(peaks), base_mb=statistics.median(bases), runs=runs, result=result
+        seconds=min(runs),
+        peak_mb=max(peaks),
+        base_mb=statistics.median(bases),
+        runs=runs,
+        result=result,
+        cpu_seconds=cpus[runs.index(min(runs))],
     )
+
+
+def merge(measurements: list[Measurement]) -> Measurement:
+    """Several single-run measurements of one case as one (fastest time, highest peak)."""
+    best = min(measurements, key=lambda m: m.seconds)
+    return Measurement(
+        seconds=best.seconds,
+        peak_mb=max(m.peak_mb for m in measurements),
+        base_mb=statistics.median(m.base_mb for m in measurements),
+        runs=[r for m in measurements for r in m.runs],
+        result=best.result,
+        cpu_seconds=best.cpu_seconds,
+    )
+
+
+def measure_pair(
+    module: str,
+    ours: str,
+    theirs: str,
+    args: list[Any],
+    *,
+    ours_preload: list[str] | None = None,
+    theirs_preload: list[str] | None = None,
+    repeat: int = 1,
+) -> tuple[Measurement, Measurement]:
+    """Measure deltalog's and deltalake's function alternately, ``repeat`` fresh processes each.
+
+    Alternating (ours, theirs, ours, ...) exposes both sides to the same background
+    load on a shared machine, which measuring all of one side first does not.
+    """
+    ours_runs: list[Measurement] = []
+    theirs_runs: list[Measurement] = []
+    for _ in range(max(1, repeat)):
+        ours_runs.append(measure(module, ours, args, preload=ours_preload))
+        theirs_runs.append(measure(module, theirs, args, preload=theirs_preload))
+    return merge(ours_runs), merge(theirs_runs)
 
 
 # --- result rows -----------------------------------------------------------------------
@@ -172,6 +226,8 @@ def compare_row(
         "deltalake_s": theirs.seconds if theirs else None,
         "ours_peak_mb": ours.peak_mb,
         "deltalake_peak_mb": theirs.peak_mb if theirs else None,
+        "ours_cpu_s": ours.cpu_seconds,
+        "deltalake_cpu_s": theirs.cpu_seconds if theirs else None,
         "time_ratio": ratio(ours.seconds, theirs.seconds if theirs else None),
         "mem_ratio": ratio(ours.peak_mb, theirs.peak_mb if theirs else None),
         "note": note,

@@ -9,6 +9,7 @@ in ``--json`` output and shown in the markdown table only with ``--all-columns``
 
 - ``case``: what was measured (include the table shape, e.g. "snapshot 90k files, JSON log")
 - ``ours_s`` / ``deltalake_s``: seconds (deltalog / deltalake, same run, same machine)
+- ``ours_cpu_s`` / ``deltalake_cpu_s``: CPU seconds (user + system, all threads) of those runs
 - ``ours_peak_mb`` / ``deltalake_peak_mb``: peak RSS in MiB (fresh process each)
 - ``time_ratio`` / ``mem_ratio``: ours/theirs (computed here when missing)
 - ``target``: the issue's target as text, e.g. "time ≤ 0.5x"; ``time_target`` /
@@ -40,6 +41,8 @@ COLUMNS = [
     ("ours_s", "ours (s)"),
     ("deltalake_s", "deltalake (s)"),
     ("time_ratio", "time ours/theirs"),
+    ("ours_cpu_s", "ours CPU (s)"),
+    ("deltalake_cpu_s", "deltalake CPU (s)"),
     ("ours_peak_mb", "ours peak (MiB)"),
     ("deltalake_peak_mb", "deltalake peak (MiB)"),
     ("mem_ratio", "mem ours/theirs"),
@@ -63,6 +66,8 @@ def _fmt(value: Any, key: str) -> str:
             return f"{value:.2f}x"
         if key.endswith("_mb"):
             return f"{value:.0f}"
+        if key.endswith("_cpu_s"):
+            return f"{value:.2f}"
         return f"{value:.3f}" if value < 10 else f"{value:.1f}"
     return str(value).replace("|", "\\|")
 
