@@ -291,3 +291,16 @@ def test_a_file_without_any_current_column_keeps_its_rows(tmp_path):
     result = compact(path)
     assert result.ok and result.outputs[0].rows_out == 5
     assert read_multiset(path) == before
+
+
+@pytest.mark.parametrize("run_hooks", [True, False])
+def test_post_commit_hooks_can_be_left_to_another_task(tmp_path, run_hooks):
+    path = str(tmp_path / "t")
+    t = make_table(path, configuration={"delta.checkpointInterval": "5"})
+    for i in range(4):
+        append(t, rows(5, i * 5))
+    result = compact(path, run_hooks=run_hooks)
+    assert result.commits[0].version == 5
+    checkpoint = os.path.join(path, "_delta_log", f"{5:020d}.checkpoint.parquet")
+    assert os.path.exists(checkpoint) == run_hooks
+    assert bool(result.commits[0].hooks) == run_hooks

@@ -64,12 +64,14 @@ def compact(
     local_options: LocalOptions | None = None,
     spark_options: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
+    run_hooks: bool = True,
 ) -> CompactionResult:
     """Compact the table's small files (see the module docstring).
 
     ``plan`` runs a plan made earlier (planning arguments are then ignored).
     ``spark_options`` go to :func:`deltalog.compaction.spark.run_spark`
-    (``master``, ``spark_submit``, ``conf``, ``timeout``).
+    (``master``, ``spark_submit``, ``conf``, ``timeout``). ``run_hooks=False``
+    leaves the post-commit hooks (checkpoint, log cleanup) to a separate task.
     """
     started = time.perf_counter()
     if engine not in ENGINES:
@@ -108,7 +110,7 @@ def compact(
         if not ready:
             continue
         try:
-            record, lost = commit_bins(dtable, plan, ready, engine=engine, snapshot=snapshot)
+            record, lost = commit_bins(dtable, plan, ready, engine=engine, snapshot=snapshot, run_hooks=run_hooks)
             snapshot = None  # after our own commit the table has moved on
         except DeltaLogError as exc:
             # Nothing of this batch landed; later batches are not attempted.

@@ -165,13 +165,15 @@ def commit_bins(
     engine: str = "local",
     max_conflict_retries: int | None = None,
     snapshot: Snapshot | None = None,
+    run_hooks: bool = True,
 ) -> tuple[CommitRecord | None, list[BinSkipped]]:
     """Commit ``outputs`` in one OPTIMIZE commit; bins that lost a race are returned as skipped.
 
     ``snapshot`` (the one the plan was made from) is reused when the table is
     still at its version, saving a log replay. Raises (after deleting every
     output file) when the table no longer matches the plan or the commit fails
-    for a reason other than a concurrent delete.
+    for a reason other than a concurrent delete. ``run_hooks=False`` skips the
+    post-commit hooks (checkpoint, log cleanup) for callers that schedule them apart.
     """
     storage = table.storage
     bins_by_id = {b.id: b for b in plan.bins}
@@ -215,7 +217,11 @@ def commit_bins(
             outs = [pending[bid] for bid in sorted(pending)]
             now = int(time.time() * 1000)
             txn = Transaction(
-                storage, latest, operation=OPERATION, operation_parameters=operation_parameters(plan, engine)
+                storage,
+                latest,
+                operation=OPERATION,
+                operation_parameters=operation_parameters(plan, engine),
+                run_hooks=run_hooks,
             )
             txn.add([o.add for o in outs if o.add])
             txn.remove([r for b in bins for r in remove_actions(b, now)])
