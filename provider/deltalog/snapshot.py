@@ -410,6 +410,9 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
                     part = _share_null_columns(_filter_superseded(_struct_to_table(table, kind, schema), exclude_keys))
+                    # Parquet readers do not check UTF-8; a damaged page would otherwise
+                    # surface as a UnicodeDecodeError wherever a path is first read.
+                    part.validate(full=True)
                     if part.num_rows:
                         found[kind].append(part)
                 for k in small:
