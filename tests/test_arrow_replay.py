@@ -51,9 +51,14 @@ def remove(path: str, **extra) -> dict:
 
 
 def encode(commit: list) -> bytes:
-    """A commit file: dicts become compact JSON lines, strings are taken as written."""
-    lines = [a if isinstance(a, str) else json.dumps(a, separators=(",", ":"), ensure_ascii=False) for a in commit]
-    return ("\n".join(lines) + "\n").encode()
+    """A commit file: dicts become compact JSON lines, strings and bytes are taken as written."""
+    lines = [
+        a
+        if isinstance(a, bytes)
+        else (a if isinstance(a, str) else json.dumps(a, separators=(",", ":"), ensure_ascii=False)).encode()
+        for a in commit
+    ]
+    return b"\n".join(lines) + b"\n"
 
 
 def rows_of(table: pa.Table) -> list[dict]:
@@ -232,6 +237,7 @@ def test_random_logs_reconcile_identically(commits):
         ('{"add":{"path":"a","size":1', "line 2 is not valid JSON"),
         ('{"remove":{"size":1}}', "without a string 'path'"),
         ('{"add":{"path":"a","size":1},"remove":{"path":"a"}}', "not a single Delta action"),
+        (b'{"add":{"path":"caf\xe9","size":1}}', "line 2 is not valid JSON"),  # Latin-1, not UTF-8
     ],
 )
 def test_corrupt_lines_decline_and_fail_precisely(tmp_path, line, needle):

@@ -254,6 +254,7 @@ def parse_file_lines(lines: list[bytes]) -> tuple[pa.StructArray, pa.StructArray
             if _map_key_fixups(table):
                 raise _NotExact("map values are still not strings")
         del data
+        table.validate(full=True)  # pyarrow.json passes invalid UTF-8 through; json.loads rejects it
         if table.num_rows != len(lines) or table.column_names != ["add", "remove"]:
             raise _NotExact("line count or top-level keys differ")
         out = []
