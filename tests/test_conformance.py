@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from conftest import REPO, SHARED
-
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(REPO), "shared")
 CHECKER = os.path.join(SHARED, "conformance", "check_snapshots.py")
 
 
