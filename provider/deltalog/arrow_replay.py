@@ -16,7 +16,6 @@ JSON objects are unordered, and Delta gives that order no meaning.
 from __future__ import annotations
 
 import array
-import io
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -34,7 +33,7 @@ FILE_LINE_PREFIXES = (b'{"add":', b'{"remove":')
 #: Map-typed action fields: JSON objects with free-form keys, which pyarrow.json can
 #: only read as structs (their keys are inferred, then turned into map entries).
 _MAP_FIELDS = ("partitionValues", "tags")
-_BLOCK_SIZE = 1 << 20
+_BLOCK_SIZE = 8 << 20
 
 
 def _without_maps(typ: pa.StructType) -> pa.StructType:
@@ -48,12 +47,12 @@ class _NotExact(Exception):
     """The Arrow reading could differ from json.loads: use the per-line path."""
 
 
-def _read(data: bytes, schema: pa.Schema, longest_line: int) -> pa.Table:
+def _read(data: bytes | bytearray, schema: pa.Schema, longest_line: int) -> pa.Table:
     # A line must fit in one block (pyarrow.json cannot split an object across blocks).
     block_size = max(_BLOCK_SIZE, longest_line + 2)
     try:
         return pj.read_json(
-            io.BytesIO(data),
+            pa.BufferReader(pa.py_buffer(data)),  # zero-copy, unlike io.BytesIO
             read_options=pj.ReadOptions(use_threads=True, block_size=block_size),
             parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer"),
         )
@@ -236,43 +235,74 @@ def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
         raise _NotExact("add without a size")
 
 
-def parse_file_lines(lines: list[bytes]) -> tuple[pa.StructArray, pa.StructArray] | None:
-    """The add and remove actions of ``lines`` (each starting with a FILE_LINE_PREFIXES entry).
+def parse_file_lines(
+    data: bytes | bytearray, count: int, longest: int
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray] | None:
+    """The add and remove actions of ``data``: ``count`` newline-terminated file-action lines.
 
-    Returns two arrays of ADD_TYPE and REMOVE_TYPE, one row per line in line order,
-    null where the line is the other kind; None when only the per-line path is exact.
+    Returns two chunked arrays of ADD_TYPE and REMOVE_TYPE with the same chunk layout,
+    one row per line in line order, null where the line is the other kind; None when
+    only the per-line path is exact. ``longest`` is the longest line's length.
     """
-    if not lines:
-        return pa.nulls(0, ADD_TYPE), pa.nulls(0, REMOVE_TYPE)
+    if count == 0:
+        return pa.chunked_array([], ADD_TYPE), pa.chunked_array([], REMOVE_TYPE)
     try:
-        data = b"\n".join(lines)
-        longest = max(map(len, lines))
         table = _read(data, _BASE_SCHEMA, longest)
         fixups = _map_key_fixups(table)
         if fixups:
             table = _read(data, _schema_with_string_maps(fixups), longest)
             if _map_key_fixups(table):
                 raise _NotExact("map values are still not strings")
-        del data
         table.validate(full=True)  # pyarrow.json passes invalid UTF-8 through; json.loads rejects it
-        if table.num_rows != len(lines) or table.column_names != ["add", "remove"]:
+        if table.num_rows != count or table.column_names != ["add", "remove"]:
             raise _NotExact("line count or top-level keys differ")
-        out = []
-        for kind, target in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
-            column, redo = _to_action_type(table.column(kind).combine_chunks(), target)
-            if len(redo):
-                exact = []
-                for i in redo:
-                    action = json.loads(lines[i])
-                    if not isinstance(action, dict) or list(action) != [kind]:
-                        raise _NotExact("re-read line is not a single action")
-                    exact.append(action[kind])
-                column = _replace_rows(column, redo, exact)
-            out.append(column)
-        _check(out[0], out[1])
-        return out[0], out[1]
+        # Chunk by chunk (no combine_chunks): the parsed text is never held twice.
+        out: dict[str, list[pa.StructArray]] = {"add": [], "remove": []}
+        reread: list[Any] | None = None
+        offset = 0
+        for batch in table.to_batches():
+            for kind, target in (("add", ADD_TYPE), ("remove", REMOVE_TYPE)):
+                column, redo = _to_action_type(batch.column(kind), target)
+                if redo:
+                    if reread is None:
+                        reread = data.split(b"\n")
+                    exact = []
+                    for i in redo:
+                        action = json.loads(reread[offset + i])
+                        if not isinstance(action, dict) or list(action) != [kind]:
+                            raise _NotExact("re-read line is not a single action")
+                        exact.append(action[kind])
+                    column = _replace_rows(column, redo, exact)
+                out[kind].append(column)
+            offset += batch.num_rows
+        del table, reread
+        add, remove = pa.chunked_array(out["add"], ADD_TYPE), pa.chunked_array(out["remove"], REMOVE_TYPE)
+        _check(add, remove)
+        return add, remove
     except (_NotExact, ValueError, TypeError, pa.ArrowException):
         return None
+
+
+def take_newest_first(
+    add: pa.ChunkedArray, remove: pa.ChunkedArray, rows: pa.Array
+) -> tuple[list[pa.StructArray], list[pa.StructArray]]:
+    """The add and the remove actions at ``rows`` (descending positions), newest first.
+
+    Chunk by chunk from the last, so only the surviving rows are ever copied and no
+    chunk is concatenated with the others first.
+    """
+    adds: list[pa.StructArray] = []
+    removes: list[pa.StructArray] = []
+    hi = len(add)
+    for add_chunk, remove_chunk in reversed(list(zip(add.chunks, remove.chunks))):
+        lo = hi - len(add_chunk)
+        inside = pc.and_(pc.greater_equal(rows, _int64(lo)), pc.less(rows, _int64(hi)))
+        local = pc.subtract(rows.filter(inside), _int64(lo))
+        is_add = add_chunk.is_valid().take(local)
+        adds.append(add_chunk.take(local.filter(is_add)))
+        removes.append(remove_chunk.take(local.filter(pc.invert(is_add))))
+        hi = lo
+    return adds, removes
 
 
 # --- file keys and reconciliation -----------------------------------------------------

@@ -37,6 +37,7 @@ from deltalog.arrow_replay import (
     newest_per_key,
     parse_file_lines,
     string_array,
+    take_newest_first,
 )
 from deltalog.arrow_utils import table_from_struct
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
@@ -251,10 +252,9 @@ class _CommitState:
 
 def _replay_commits(storage: Storage, segment: LogSegment) -> _CommitState:
     """Replay the segment's JSON commits: the Arrow path, or the exact per-line path when it declines."""
-    contents = read_commit_files(storage, segment.commits)
-    state = _replay_commits_arrow(contents)
-    if state is None:
-        state = _replay_commits_python(segment.commits, contents)
+    state = _replay_commits_arrow(read_commit_files(storage, segment.commits))
+    if state is None:  # rare (a corrupt or unusual log): read again rather than hold every commit twice
+        state = _replay_commits_python(segment.commits, read_commit_files(storage, segment.commits))
     return state
 
 
@@ -263,13 +263,23 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
 
     Returns None when the result might differ from the per-line path (a corrupt or
     unusually spelled line), which then runs instead and names the exact problem.
+    Consumes ``contents``: each commit's bytes are released once split into lines.
     """
-    file_lines: list[bytes] = []
+    # The add/remove lines go straight into one buffer, commit by commit, so neither the
+    # commits nor hundreds of thousands of line objects are held at once.
+    buffer = bytearray()
+    count = longest = 0
     others: list[bytes] = []
     skip = (*FILE_LINE_PREFIXES, b'{"commitInfo"')
-    for data in contents:
-        lines = data.split(b"\n")
-        file_lines += [line for line in lines if line.startswith(FILE_LINE_PREFIXES)]
+    contents.reverse()
+    while contents:
+        lines = contents.pop().split(b"\n")
+        file_lines = [line for line in lines if line.startswith(FILE_LINE_PREFIXES)]
+        if file_lines:
+            count += len(file_lines)
+            longest = max(longest, max(map(len, file_lines)))
+            buffer += b"\n".join(file_lines)
+            buffer += b"\n"
         others += [line for line in lines if line and not line.startswith(skip)]
     replay = _Replay()
     try:
@@ -286,8 +296,8 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
     except (ValueError, CorruptLogError):
         return None
     del others
-    parsed = parse_file_lines(file_lines)
-    del file_lines
+    parsed = parse_file_lines(buffer, count, longest)
+    del buffer
     if parsed is None:
         return None
     add, remove = parsed
@@ -307,10 +317,18 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
         file_keys(pc.struct_field(remove, "path"), pc.struct_field(remove, "deletionVector")),
     )
     winners, state.keys = newest_per_key(keys)
-    winner_is_add = add.is_valid().take(winners)
-    state.adds = table_from_struct(add.take(winners.filter(winner_is_add)), ADD_SCHEMA)
-    state.removes = table_from_struct(remove.take(winners.filter(pc.invert(winner_is_add))), REMOVE_SCHEMA)
+    adds, removes = take_newest_first(add, remove, winners)
+    del add, remove, keys
+    state.adds = _tables_from_structs(adds, ADD_SCHEMA)
+    state.removes = _tables_from_structs(removes, REMOVE_SCHEMA)
     return state
+
+
+def _tables_from_structs(arrays: list[pa.StructArray], schema: pa.Schema) -> pa.Table:
+    tables = [table_from_struct(a, schema) for a in arrays if len(a)]
+    if not tables:
+        return empty_table(schema)
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _CommitState:
