@@ -79,11 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str] | None = None) -> None:
     """Print a command's result: JSON with ``--json``, else the human form."""
+    if not args.json and human is not None:
+        print(human(result))  # the human form may be far cheaper than to_dict() (no file list)
+        return
     data = result.to_dict() if hasattr(result, "to_dict") else result
-    if args.json or human is None:
-        print(json.dumps(data, indent=None if args.json else 2, default=str))
-    else:
-        print(human(result))
+    print(json.dumps(data, indent=None if args.json else 2, default=str))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
