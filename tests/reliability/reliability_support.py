@@ -479,3 +479,71 @@ def verify_after(name: str, path: str, info: dict[str, Any], suite: str, what: s
     run_operation(name, path, info, faulty=rerun_faulty)
     op.done(path, info)
     check_table(path, lambda latest: op.retained(path, info, latest), op.rows_final(info), suite, f"rerun after {what}")
+
+
+# --- child processes (crash and race tests) ---------------------------------------------------------
+
+
+PRELOAD = (
+    "deltalake",
+    "fsspec",
+    "pyarrow.parquet",
+    "pyarrow.compute",
+    "deltalog",
+    "deltalog.checkpoint",
+    "deltalog.commit_request",
+    "deltalog.compaction",
+    "deltalog.conflicts",
+    "deltalog.hooks",
+    "deltalog.log_cleanup",
+    "deltalog.manifest",
+    "deltalog.transaction",
+    "deltalog.vacuum",
+)
+
+
+def child_context() -> Any:
+    """A forkserver context with deltalog preloaded: children start in milliseconds, from a clean process."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    # Installed modules only: Python 3.11's forkserver ignores the parent's sys.path when preloading.
+    ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
+def crash_child(
+    name: str,
+    path: str,
+    info: dict[str, Any],
+    spec: list[dict[str, Any]],
+    faulty: bool,
+    warmup: str | None = None,
+) -> None:
+    """Run one operation in a child process under the fault plan ``spec`` (which may kill it).
+
+    The files ``<path>.started`` and ``<path>.finished`` tell the parent when the operation
+    began and whether it returned (files, not multiprocessing events: a child killed while
+    holding an event's lock would block the parent forever). ``warmup``: a scratch copy to
+    run the operation on first, so that a kill time measured from the start falls into the
+    operation's own work rather than into first-use imports.
+    """
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    if warmup is not None:
+        run_operation(name, warmup, info, faulty=faulty)
+    faults.activate(faults.FaultPlan([faults.Fault(**f) for f in spec]) if spec else None)
+    open(path + ".started", "w").close()
+    run_operation(name, path, info, faulty=faulty)
+    open(path + ".finished", "w").close()
+
+
+def wait_for_file(path: str, timeout: float) -> bool:
+    """Poll for ``path`` (a child's signal file); False on timeout."""
+    deadline = time.perf_counter() + timeout
+    while not os.path.exists(path):
+        if time.perf_counter() > deadline:
+            return False
+        time.sleep(0.0005)
+    return True
