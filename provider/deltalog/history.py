@@ -130,7 +130,9 @@ def parse_timestamp(value: str | int | float | dt.datetime) -> int:
     return parse_timestamp(d)
 
 
-def history(storage: Storage, listing: LogListing, ict_from: int | None, limit: int | None = None) -> list[CommitRecord]:
+def history(
+    storage: Storage, listing: LogListing, ict_from: int | None, limit: int | None = None
+) -> list[CommitRecord]:
     """commitInfo of the newest ``limit`` commits still in the log, newest first."""
     if limit is not None and limit < 1:
         raise InvalidArgumentError(f"limit must be a positive integer, got {limit}")

@@ -126,13 +126,16 @@ def arrow_field_to_delta(field: pa.Field) -> dict[str, Any]:
             metadata[key] = json.loads(text)
         except ValueError:
             metadata[key] = text
-    return {"name": field.name, "type": arrow_type_to_delta(field.type), "nullable": field.nullable, "metadata": metadata}
+    return {
+        "name": field.name,
+        "type": arrow_type_to_delta(field.type),
+        "nullable": field.nullable,
+        "metadata": metadata,
+    }
 
 
 def arrow_schema_to_schema_string(schema: pa.Schema) -> str:
-    return json.dumps(
-        {"type": "struct", "fields": [arrow_field_to_delta(f) for f in schema]}, separators=(",", ":")
-    )
+    return json.dumps({"type": "struct", "fields": [arrow_field_to_delta(f) for f in schema]}, separators=(",", ":"))
 
 
 def has_timestamp_ntz(schema: pa.Schema) -> bool:
