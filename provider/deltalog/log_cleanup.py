@@ -112,13 +112,34 @@ def _midnight_utc(ms: int) -> int:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp() * 1000)
 
 
+#: How often cleanup plans again when log files vanish while it plans (another cleanup running).
+_REPLANS = 3
+
+
 def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int | None = None) -> LogCleanupResult:
     """Delete the expired log files of ``table`` (or, with ``dry_run``, only say which).
 
     Checks the protocol before anything else, honours ``delta.enableExpiredLogCleanup``
     (a disabled table is reported as skipped) and never deletes anything when no
     checkpoint qualifies as the cutoff checkpoint. ``now_ms`` fixes the clock (tests).
+
+    Another cleanup (a writer's post-commit hook, say) may delete log files while this
+    one plans from its listing; planning then starts again from a fresh listing.
     """
+    for attempt in range(1, _REPLANS + 1):
+        try:
+            return _cleanup_log(table, dry_run, now_ms)
+        except FileNotFoundError as exc:
+            if attempt == _REPLANS:
+                raise StorageError(
+                    f"log cleanup gave up: log files kept vanishing while it planned ({exc}); is another cleanup "
+                    "running? Rerun it later"
+                ) from None
+            log.info("log cleanup: %s vanished while planning (a concurrent cleanup?); planning again", exc.filename)
+    raise AssertionError("unreachable")
+
+
+def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> LogCleanupResult:
     started = time.perf_counter()
     dtable = as_table(table)
     storage = dtable.storage
@@ -293,13 +314,23 @@ def _plan(
             doomed.append(_Doomed("staged", int(m.group(1)), f))
     leftover_cutoff = min(cutoff, _midnight_utc(now) - DAY_MS)
     doomed += [
-        _Doomed("temp", -1, f)
-        for f in listing.other
-        if _TEMP_RE.match(f.name) and f.modification_time < leftover_cutoff
+        _Doomed("temp", -1, f) for f in listing.other if _TEMP_RE.match(f.name) and _older_than(f, leftover_cutoff)
     ]
     doomed.sort(key=lambda d: (d.version, _KIND_ORDER[d.kind], d.file.path))
     doomed += _doomed_sidecars(storage, listing, checkpoint, leftover_cutoff)
     return doomed
+
+
+def _older_than(f: FileInfo, cutoff: int) -> bool:
+    """Whether a listed file is older than ``cutoff``; False when it is gone since the listing.
+
+    Local listings stat lazily, and a concurrent writer's temp file (a checkpoint being
+    published right now) disappears when it is renamed into place.
+    """
+    try:
+        return f.modification_time < cutoff
+    except FileNotFoundError:
+        return False
 
 
 def _doomed_sidecars(storage: Storage, listing: LogListing, checkpoint: int, older_than: int) -> list[_Doomed]:

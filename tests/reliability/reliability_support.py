@@ -67,9 +67,35 @@ def copy_table(src: str, dst: str) -> str:
 # --- reading and checking ---------------------------------------------------------------------
 
 
-def row_multiset(path: str, version: int | None = None) -> Counter:
+@dataclass(frozen=True)
+class TableRef:
+    """Where a table lives, for both readers: a local path, or a URI with fsspec and deltalake options."""
+
+    uri: str
+    options: dict[str, Any] | None = None
+    dl_options: dict[str, str] | None = None
+
+    def deltalog(self) -> DeltaTable:
+        return DeltaTable(self.uri, self.options)
+
+    def deltalake(self, version: int | None = None) -> deltalake.DeltaTable:
+        return deltalake.DeltaTable(self.uri, version=version, storage_options=self.dl_options)
+
+    def exists(self, rel: str) -> bool:
+        storage = self.deltalog().storage
+        full = storage.join(*unquote(rel).split("/"))
+        if not storage.is_local:
+            storage.fs.invalidate_cache(os.path.dirname(full))  # this process may have listed it earlier
+        return storage.exists(full)
+
+
+def as_ref(target: str | TableRef) -> TableRef:
+    return target if isinstance(target, TableRef) else TableRef(target)
+
+
+def row_multiset(target: str | TableRef, version: int | None = None) -> Counter:
     """(id, value) pairs as deltalake reads them: a lost or duplicated row changes the multiset."""
-    table = deltalake.DeltaTable(path, version=version).to_pyarrow_table(columns=["id", "value"])
+    table = as_ref(target).deltalake(version).to_pyarrow_table(columns=["id", "value"])
     return Counter(zip(table.column("id").to_pylist(), table.column("value").to_pylist()))
 
 
@@ -91,35 +117,36 @@ class CheckResult:
 
 
 def check_table(
-    path: str,
+    target: str | TableRef,
     versions: list[int] | Callable[[int], list[int]] | None = None,
     expected_rows: Counter | list[Counter] | None = None,
     suite: str | None = None,
     context: str = "",
 ) -> CheckResult:
-    """Both readers read ``path``; every version in ``versions`` (or ``versions(latest)``) has all its files.
+    """Both readers read the table; every version in ``versions`` (or ``versions(latest)``) has all its files.
 
     ``expected_rows``: the multiset deltalake must read at the latest version (or one of several).
     Counts into the recorder, then asserts.
     """
+    ref = as_ref(target)
     out = CheckResult()
     try:
-        snap = DeltaTable(path).snapshot()
+        snap = ref.deltalog().snapshot()
         out.version = snap.version
     except DeltaLogError as exc:
         out.unreadable.append(f"deltalog cannot read the latest version: {exc}")
         snap = None
     try:
-        theirs = deltalake.DeltaTable(path)
+        theirs = ref.deltalake()
         if snap is not None and theirs.version() != snap.version:
             out.unreadable.append(f"deltalake reads version {theirs.version()}, deltalog {snap.version}")
-        out.rows = row_multiset(path)
+        out.rows = row_multiset(ref)
     except Exception as exc:  # noqa: BLE001 - any reader failure is what this check reports
         out.unreadable.append(f"deltalake cannot read the latest version: {type(exc).__name__}: {exc}")
     if snap is not None:
         wanted = versions(snap.version) if callable(versions) else (versions or [])
         for v in sorted(set(wanted) | {snap.version}):
-            _check_version(path, v, out)
+            _check_version(ref, v, out)
     recorder.add("checks", 1, suite)
     recorder.add("files_lost", len(out.lost), suite)
     recorder.add("tables_unreadable", 1 if out.unreadable else 0, suite)
@@ -131,18 +158,15 @@ def check_table(
     return out
 
 
-def _check_version(path: str, version: int, out: CheckResult) -> None:
+def _check_version(ref: TableRef, version: int, out: CheckResult) -> None:
     try:
-        mine = DeltaTable(path).snapshot(version).file_paths()
+        mine = ref.deltalog().snapshot(version).file_paths()
     except DeltaLogError as exc:
         out.unreadable.append(f"deltalog cannot read version {version}: {exc}")
         return
-    for p in mine:
-        if not os.path.exists(os.path.join(path, unquote(p))):
-            out.lost.append(f"{p} (version {version})")
+    out.lost.extend(f"{p} (version {version})" for p in mine if not ref.exists(p))
     try:
-        theirs = deltalake.DeltaTable(path, version=version)
-        listed = set(theirs.get_add_actions(flatten=True).column("path").to_pylist())
+        listed = set(ref.deltalake(version).get_add_actions(flatten=True).column("path").to_pylist())
     except Exception as exc:  # noqa: BLE001
         out.unreadable.append(f"deltalake cannot read version {version}: {type(exc).__name__}: {exc}")
         return
