@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deltalog.cli import emit
+from deltalog.cli import emit, key_values
 from deltalog.compaction import CompactionPlan, CompactionResult, compact
 from deltalog.compaction.plan import parse_size
 from deltalog.convert import ConvertResult, convert_to_delta
@@ -73,16 +73,6 @@ def _load_plan(path: str) -> CompactionPlan:
     return CompactionPlan.from_dict(doc)
 
 
-def _spark_conf(items: list[str] | None) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise InvalidArgumentError(f"--spark-conf expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v
-    return out
-
-
 def _human(r: CompactionResult) -> str:
     d = r.to_dict()
     plan = r.plan
@@ -110,7 +100,7 @@ def _human(r: CompactionResult) -> str:
 
 def cmd_compact(args: argparse.Namespace) -> None:
     plan = _load_plan(args.plan) if args.plan else None
-    spark_options = {"master": args.spark_master, "conf": _spark_conf(args.spark_conf)}
+    spark_options = {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
     result = compact(
         args.table,
         target_size=args.target_size,
