@@ -165,20 +165,24 @@ def _read_local(path: str) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def parse_action(line: bytes, name: str, lineno: int) -> dict[str, Any]:
+    """One non-blank commit line as its single-key action object; CorruptLogError names the file and line.
+
+    Every reader of commit lines (snapshot replay, conflict checks, vacuum's window
+    scan) goes through here so a damaged line is reported the same way everywhere.
+    """
+    try:
+        action = json.loads(line)
+    except ValueError as exc:
+        raise CorruptLogError(f"{name}: line {lineno} is not valid JSON ({exc})") from None
+    if not isinstance(action, dict) or len(action) != 1:
+        raise CorruptLogError(f"{name}: line {lineno} is not a single Delta action")
+    return action
+
+
 def parse_commit(data: bytes, name: str) -> list[dict[str, Any]]:
     """All actions of one commit file; CorruptLogError names the file and line."""
-    actions = []
-    for lineno, line in enumerate(data.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            action = json.loads(line)
-        except ValueError as exc:
-            raise CorruptLogError(f"{name}: line {lineno} is not valid JSON ({exc})") from None
-        if not isinstance(action, dict) or len(action) != 1:
-            raise CorruptLogError(f"{name}: line {lineno} is not a single Delta action")
-        actions.append(action)
-    return actions
+    return [parse_action(line, name, lineno) for lineno, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
 
 
 @dataclass
@@ -339,17 +343,9 @@ def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _Com
         lines = data.split(b"\n")
         for idx in range(len(lines) - 1, -1, -1):
             line = lines[idx]
-            if not line or line.startswith(b'{"commitInfo"'):
+            if not line or line.startswith(b'{"commitInfo"') or not line.strip():
                 continue
-            try:
-                action = json.loads(line)
-            except ValueError as exc:
-                if not line.strip():
-                    continue
-                raise CorruptLogError(f"{name}: line {idx + 1} is not valid JSON ({exc})") from None
-            if not isinstance(action, dict) or len(action) != 1:
-                raise CorruptLogError(f"{name}: line {idx + 1} is not a single Delta action")
-            ((kind, body),) = action.items()
+            ((kind, body),) = parse_action(line, name, idx + 1).items()
             where = f"{name}: line {idx + 1}"
             if kind == "add" or kind == "remove":
                 replay.file_action(kind, body, where)

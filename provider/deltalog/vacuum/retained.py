@@ -20,7 +20,6 @@ and deletion time disagree.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ import pyarrow.compute as pc
 from deltalog.errors import CorruptLogError, VersionNotFoundError
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log import LogListing
-from deltalog.snapshot import Snapshot, read_commit_files
+from deltalog.snapshot import Snapshot, parse_action, read_commit_files
 from deltalog.storage import FileInfo, Storage
 from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
@@ -75,13 +74,7 @@ def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...]
                     continue
             elif not line.strip():
                 continue
-            try:
-                action = json.loads(line)
-            except ValueError as exc:
-                raise CorruptLogError(f"{f.name}: line {lineno} is not valid JSON ({exc})") from None
-            if not isinstance(action, dict) or len(action) != 1:
-                raise CorruptLogError(f"{f.name}: line {lineno} is not a single Delta action")
-            ((kind, body),) = action.items()
+            ((kind, body),) = parse_action(line, f.name, lineno).items()
             if kind in kinds:
                 path = body.get("path") if isinstance(body, dict) else None
                 if not isinstance(path, str):
