@@ -34,6 +34,20 @@ def conform(array: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.Array:
     return array.cast(target)
 
 
+def column_sum(table: pa.Table, name: str) -> int:
+    """Sum of an integer column as a Python int; 0 for an empty table or an all-null column.
+
+    ``pc.sum`` answers null rather than 0 for no values, which every size total
+    (snapshot, vacuum plan, health) would otherwise have to special-case.
+    """
+    return int(pc.sum(table.column(name)).as_py() or 0) if table.num_rows else 0
+
+
+def count_true(mask: pa.Array | pa.ChunkedArray) -> int:
+    """How many entries of a boolean mask are true (nulls are not counted); 0 for an empty mask."""
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
 def table_from_struct(array: pa.Array, schema: pa.Schema) -> pa.Table:
     """A table whose columns are the children of a (null-free) struct array."""
     array = conform(array, pa.struct(list(schema)))

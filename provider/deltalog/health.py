@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from deltalog.arrow_utils import column_sum, count_true
 from deltalog.snapshot import Snapshot
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
@@ -59,7 +60,7 @@ def compute_health(snapshot: Snapshot, target: int | None = None) -> TableHealth
     tgt = target_file_size(snapshot, target)
     threshold = tgt // 2
     sizes = files.column("size")
-    num_small = int(pc.sum(pc.less(sizes, threshold)).as_py() or 0) if files.num_rows else 0
+    num_small = count_true(pc.less(sizes, threshold)) if files.num_rows else 0
     if snapshot.partition_columns and files.num_rows:
         counts: dict[tuple, int] = {}
         for pv in files.column("partitionValues").to_pylist():
@@ -71,7 +72,6 @@ def compute_health(snapshot: Snapshot, target: int | None = None) -> TableHealth
     listing = snapshot.segment.listing
     cps = [v for v in listing.checkpoints if v <= snapshot.version]
     last_cp = max(cps) if cps else None
-    tomb_sizes = snapshot.tombstones.column("size")
     return TableHealth(
         version=snapshot.version,
         num_files=files.num_rows,
@@ -87,7 +87,7 @@ def compute_health(snapshot: Snapshot, target: int | None = None) -> TableHealth
         last_checkpoint_version=last_cp,
         commits_since_checkpoint=snapshot.version - last_cp if last_cp is not None else snapshot.version + 1,
         num_tombstones=snapshot.tombstones.num_rows,
-        tombstone_bytes=int(pc.sum(tomb_sizes).as_py() or 0) if snapshot.tombstones.num_rows else 0,
+        tombstone_bytes=column_sum(snapshot.tombstones, "size"),
         oldest_readable_version=listing.oldest_reconstructable_version(),
         num_commit_files=len(listing.commits),
     )

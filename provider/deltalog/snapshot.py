@@ -39,7 +39,7 @@ from deltalog.arrow_replay import (
     string_array,
     take_newest_first,
 )
-from deltalog.arrow_utils import table_from_struct
+from deltalog.arrow_utils import column_sum, table_from_struct
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
 from deltalog.protocol import Protocol, check_readable
@@ -74,7 +74,7 @@ class Snapshot:
 
     @property
     def size_in_bytes(self) -> int:
-        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+        return column_sum(self.files, "size")
 
     def app_transaction_version(self, app_id: str) -> int | None:
         txn = self.app_transactions.get(app_id)

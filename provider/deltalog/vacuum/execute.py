@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.actions import Metadata
+from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import CommitFailedError, DeltaLogError, OperationRefusedError, StorageError
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
@@ -144,13 +145,13 @@ def execute_vacuum(
     kept = 0
     if len(newly_referenced) and len(paths):
         keep = pc.is_in(paths, value_set=newly_referenced)
-        kept = int(pc.sum(pc.cast(keep, pa.int64())).as_py() or 0)
+        kept = count_true(keep)
         if kept:
             log.warning("vacuum: %d planned files were referenced by commits made since planning; keeping them", kept)
             files = files.filter(pc.invert(keep))
             paths = files.column("path").combine_chunks()
     to_delete = paths.to_pylist()
-    size = int(pc.sum(files.column("size")).as_py() or 0) if files.num_rows else 0
+    size = column_sum(files, "size")
 
     retention = plan.retention
     parameters: dict[str, Any] = {

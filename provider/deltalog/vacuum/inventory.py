@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from deltalog.arrow_utils import count_true
 from deltalog.errors import InvalidArgumentError
 from deltalog.storage import Storage
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing
@@ -118,14 +119,14 @@ def read_inventory(storage: Storage, inventory: str | pa.Table, rule: HiddenRule
                 rel_paths[i] = resolver.relative_literal(p)
         path = pa.array(rel_paths, pa.string())
     inside = path.is_valid()
-    outside = len(path) - pc.sum(pc.cast(inside, pa.int64())).as_py() if len(path) else 0
+    outside = len(path) - count_true(inside)
     if len(path) and outside == len(path):
         raise InvalidArgumentError(
             f"inventory {source}: none of its {len(path)} file rows lies inside the table at {storage.uri}"
         )
     files = pa.Table.from_arrays([path, pc.cast(size, pa.int64()), mtime], schema=LISTING_SCHEMA).filter(inside)
     hidden = rule.hidden_mask(files.column("path").combine_chunks())
-    num_hidden = pc.sum(pc.cast(hidden, pa.int64())).as_py() or 0
+    num_hidden = count_true(hidden)
     files = files.filter(pc.invert(hidden))
     # The same object listed twice (inventories are merged from shards): keep the newest row.
     if files.num_rows and pc.count_distinct(files.column("path")).as_py() != files.num_rows:

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.history import format_ms
 from deltalog.log import LogListing
@@ -96,7 +97,7 @@ class VacuumPlan:
 
     @property
     def size_in_bytes(self) -> int:
-        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+        return column_sum(self.files, "size")
 
     @property
     def cutoff_ms(self) -> int:
@@ -226,14 +227,11 @@ def _plan_full(
     del_paths = to_delete.column("path").combine_chunks()
     plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
 
-    def count(mask: pa.ChunkedArray | pa.Array) -> int:
-        return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
-
     stats = {
         "files_listed": files.num_rows,
-        "files_protected": count(protected),
-        "files_too_new": count(pc.and_(known, pc.invert(old))),
-        "files_without_modification_time": count(pc.invert(known)),
+        "files_protected": count_true(protected),
+        "files_too_new": count_true(pc.and_(known, pc.invert(old))),
+        "files_without_modification_time": count_true(pc.invert(known)),
         "hidden_entries_skipped": listing.hidden_skipped,
         "rows_outside_table": listing.outside_table,
         "directories_listed": len(listing.directories),
