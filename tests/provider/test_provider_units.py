@@ -43,7 +43,6 @@ from deltalog_provider.sensors import DeltaMaintenanceDueSensor, DeltaTableVersi
 from deltalog_provider.triggers import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils import checks
 from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
-from deltalog_provider.utils.lineage import build_operator_lineage, openlineage_dataset_name
 from helpers import append, make_table, rows, write_data_file
 
 pytestmark = pytest.mark.airflow
@@ -521,7 +520,7 @@ def test_commit_retry_is_a_noop_and_an_older_run_fails(tmp_path):
     assert first["version"] == 1 and not first["noop"]
     retry = op.execute(context)
     assert retry["noop"] is True and table.version() == 1
-    assert op.get_openlineage_facets_on_complete(None) is None  # OpenLineage provider not installed
+    assert op.get_openlineage_facets_on_complete(None).outputs[0].name == str(tmp_path / "t")
 
     older = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 1, tzinfo=dt.UTC)}
     with pytest.raises(AirflowFailException, match="newer than this run"):
@@ -533,78 +532,4 @@ def test_commit_retry_is_a_noop_and_an_older_run_fails(tmp_path):
     assert table.version() == 1
 
 
-# --- OpenLineage ------------------------------------------------------------------------------
-
-
-def test_openlineage_dataset_naming():
-    assert openlineage_dataset_name("/data/t/") == ("file", "/data/t")
-    assert openlineage_dataset_name("file:///data/t") == ("file", "/data/t")
-    assert openlineage_dataset_name("s3a://bucket/wh/t") == ("s3://bucket", "wh/t")
-    assert openlineage_dataset_name("abfss://c@a.dfs.core.windows.net/t") == ("abfss://c@a.dfs.core.windows.net", "t")
-
-
-def test_openlineage_without_the_provider_is_none():
-    assert build_operator_lineage("/data/t", version=3, file_count=1) is None
-
-
-@pytest.fixture
-def fake_openlineage(monkeypatch):
-    """Stand-ins for the OpenLineage provider and client modules (neither is installed here)."""
-
-    @dataclass
-    class Record:
-        kwargs: dict[str, Any]
-
-    def cls(name: str) -> type:
-        return type(name, (), {"__init__": lambda self, **kw: setattr(self, "kwargs", kw)})
-
-    @dataclass
-    class OperatorLineage:
-        inputs: list = field(default_factory=list)
-        outputs: list = field(default_factory=list)
-
-    modules = {
-        "airflow.providers.openlineage": {},
-        "airflow.providers.openlineage.extractors": {"OperatorLineage": OperatorLineage},
-        "openlineage": {},
-        "openlineage.client": {},
-        "openlineage.client.generated": {},
-        "openlineage.client.generated.base": {
-            "InputDataset": cls("InputDataset"),
-            "OutputDataset": cls("OutputDataset"),
-        },
-        "openlineage.client.generated.dataset_version_dataset": {"DatasetVersionDatasetFacet": cls("Version")},
-        "openlineage.client.generated.lifecycle_state_change_dataset": {
-            "LifecycleStateChange": types.SimpleNamespace(ALTER="ALTER", CREATE="CREATE"),
-            "LifecycleStateChangeDatasetFacet": cls("Lifecycle"),
-        },
-        "openlineage.client.generated.output_statistics_output_dataset": {
-            "OutputStatisticsOutputDatasetFacet": cls("OutputStatistics")
-        },
-    }
-    for name, attrs in modules.items():
-        module = types.ModuleType(name)
-        module.__dict__.update(attrs)
-        monkeypatch.setitem(sys.modules, name, module)
-    return Record
-
-
-def test_openlineage_facets_on_complete(fake_openlineage, tmp_path):
-    import datetime as dt
-
-    make_table(str(tmp_path / "t"))
-    add = write_data_file(str(tmp_path / "t"), rows(3))
-    op = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": add["path"]}]})
-    op.execute({"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 2, tzinfo=dt.UTC)})
-    lineage = op.get_openlineage_facets_on_complete(None)
-    (out,) = lineage.outputs
-    assert out.kwargs["namespace"] == "file" and out.kwargs["name"] == str(tmp_path / "t")
-    assert out.kwargs["facets"]["version"].kwargs == {"datasetVersion": "1"}
-    assert out.kwargs["facets"]["lifecycleStateChange"].kwargs == {"lifecycleStateChange": "ALTER"}
-    stats = out.kwargs["outputFacets"]["outputStatistics"].kwargs
-    assert stats == {"rowCount": 3, "size": add["size"], "fileCount": 1}
-
-    health = DeltaHealthCheckOperator(task_id="h", table=str(tmp_path / "t"), max_tombstone_bytes=10**9)
-    health.execute({})
-    (read,) = health.get_openlineage_facets_on_complete(None).inputs
-    assert read.kwargs["name"] == str(tmp_path / "t")
+# OpenLineage: tests/provider/test_openlineage.py (against the real OpenLineage provider and client).
