@@ -30,23 +30,16 @@ SUPPORTED_READER_FEATURES = frozenset(
     }
 )
 
-#: Writer features whose rules deltalog's writers (commit, maintenance) honour.
-SUPPORTED_WRITER_FEATURES = frozenset(
+#: Writer features whose rules deltalog's writers (commit, maintenance) honour: every
+#: reader-writer feature above (PROTOCOL.md lists those in writerFeatures too, and a
+#: writer must read what it writes) plus the writer-only ones.
+SUPPORTED_WRITER_FEATURES = SUPPORTED_READER_FEATURES | frozenset(
     {
         "appendOnly",
         "invariants",
         "checkConstraints",
         "changeDataFeed",
         "generatedColumns",
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "typeWidening",
-        "typeWidening-preview",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-        "variantType",
-        "variantType-preview",
         "domainMetadata",
         "inCommitTimestamp",
         "checkpointProtection",
