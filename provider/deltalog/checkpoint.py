@@ -71,7 +71,9 @@ log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
 DEFAULT_CHECKPOINT_INTERVAL = 10
+#: Delta's defaults of the retention table properties (one copy for checkpoint, log cleanup and vacuum).
 DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
+DEFAULT_LOG_RETENTION = "interval 30 days"
 #: Rows per Parquet row group (and per Arrow batch converted at a time).
 ROW_GROUP_ROWS = 65_536
 #: File actions per V2 sidecar file.

@@ -37,6 +37,7 @@ from typing import Any
 
 from deltalog.checkpoint import (
     DAY_MS,
+    DEFAULT_LOG_RETENTION,
     as_table,
     checkpoint_due,
     checkpoint_protection_version,
@@ -60,7 +61,6 @@ from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LOG_RETENTION = "interval 30 days"
 STAGED_COMMITS_DIR = "_staged_commits"
 _STAGED_RE = re.compile(r"^(\d{20})\.[0-9a-fA-F-]+\.json$")
 _TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")

@@ -18,13 +18,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.checkpoint import parse_interval_ms
+from deltalog.checkpoint import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    DEFAULT_LOG_RETENTION,
+    config_interval_ms,
+    parse_interval_ms,
+)
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 
 DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_KEY = "delta.logRetentionDuration"
-DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
-DEFAULT_LOG_RETENTION = "interval 30 days"
 
 HOUR_MS = 3_600_000
 
@@ -92,8 +95,7 @@ def resolve_retention(
     """
     configured_text = configuration.get(DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION)
     configured_ms = parse_interval_ms(configured_text, f"table property {DELETED_FILE_RETENTION_KEY}")
-    log_text = configuration.get(LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION)
-    log_ms = parse_interval_ms(log_text, f"table property {LOG_RETENTION_KEY}")
+    log_ms = config_interval_ms(configuration, LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION)
 
     if retention_hours is None:
         retention_ms = configured_ms
