@@ -182,7 +182,13 @@ def incomplete_multipart(root, data, rnd):
     open(os.path.join(log, f"{latest:020d}.checkpoint.0000000001.0000000003.parquet"), "wb").write(b"PAR1junk")
 
 
+#: Corrupted logs tried in this process, for the reliability report (tests/reliability/reliability_recorder.py).
+CORRUPT_LOGS_TRIED = 0
+
+
 def damaged_copy(pristine, tmp_path_factory, data, corruption, seed: int) -> str:
+    global CORRUPT_LOGS_TRIED
+    CORRUPT_LOGS_TRIED += 1
     root = str(tmp_path_factory.mktemp("bad") / "t")
     shutil.copytree(pristine[0], root)
     corruption(root, data, random.Random(seed))

@@ -13,6 +13,31 @@ import os
 import pytest
 import reliability_recorder
 
+#: Test files whose time and outcomes the report breaks down, by suite name.
+SUITES = {
+    "test_faults.py": "faults",
+    "test_crashes.py": "crashes",
+    "test_races.py": "races",
+    "test_bad_logs.py": "bad_logs",
+}
+
+
+class _Timer:
+    """Per-suite seconds and outcomes; registered as a plugin so it also sees tests/test_bad_logs.py."""
+
+    def pytest_runtest_logreport(self, report) -> None:
+        suite = SUITES.get(os.path.basename(report.fspath))
+        if suite is None:
+            return
+        reliability_recorder.add_time(suite, report.duration)
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            reliability_recorder.add(f"tests_{report.outcome}", 1, suite)
+
+
+def pytest_configure(config) -> None:
+    if not config.pluginmanager.has_plugin("deltalog-reliability-timer"):
+        config.pluginmanager.register(_Timer(), "deltalog-reliability-timer")
+
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     path = os.environ.get("DELTALOG_RELIABILITY_REPORT")

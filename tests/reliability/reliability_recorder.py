@@ -27,6 +27,7 @@ TOTALS = (
 )
 
 COUNTS: Counter = Counter()
+SECONDS: Counter = Counter()
 _lock = threading.Lock()
 
 
@@ -38,6 +39,11 @@ def add(key: str, n: int = 1, suite: str | None = None) -> None:
             COUNTS[f"{suite}.{key}"] += n
 
 
+def add_time(suite: str, seconds: float) -> None:
+    with _lock:
+        SECONDS[suite] += seconds
+
+
 def corrupt_logs_tried() -> int:
     """Examples ``tests/test_bad_logs.py`` ran in this process (0 when it did not run)."""
     module = sys.modules.get("test_bad_logs")
@@ -47,15 +53,18 @@ def corrupt_logs_tried() -> int:
 def report() -> dict[str, Any]:
     with _lock:
         counts = dict(COUNTS)
+        seconds = dict(SECONDS)
     bad_logs = corrupt_logs_tried()
     totals = {key: int(counts.get(key, 0)) for key in TOTALS}
     totals["corrupt_logs"] += bad_logs
     totals["scenarios"] += bad_logs
-    suites: dict[str, dict[str, int]] = {}
+    suites: dict[str, dict[str, Any]] = {}
     for key, value in counts.items():
         if "." in key:
             suite, name = key.split(".", 1)
             suites.setdefault(suite, {})[name] = int(value)
     if bad_logs:
-        suites["bad_logs"] = {"scenarios": bad_logs, "corrupt_logs": bad_logs}
+        suites.setdefault("bad_logs", {}).update(scenarios=bad_logs, corrupt_logs=bad_logs)
+    for suite, secs in seconds.items():
+        suites.setdefault(suite, {})["seconds"] = round(secs, 1)
     return {"totals": totals, "suites": suites}
