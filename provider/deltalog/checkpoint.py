@@ -920,21 +920,7 @@ class _CheckpointWriter:
                 sink.close()
             written_schema = _verify_parquet(tmp, sink.rows, sink.adds, name, small=True)
             size, _mtime = _publish(storage, tmp, final)
-        doc = last_checkpoint_document(snap.version, sink.rows, None, size, sink.adds, written_schema)
-        updated = _update_last_checkpoint(storage, doc)
-        return CheckpointResult(
-            version=snap.version,
-            kind="classic",
-            files=[name],
-            num_actions=sink.rows,
-            num_add_files=sink.adds,
-            num_remove_tombstones=self.tombstones.num_rows,
-            num_expired_tombstones=self.expired,
-            num_txns=len(self.txns),
-            num_domain_metadata=len(snap.domain_metadata),
-            size_in_bytes=size,
-            last_checkpoint_updated=updated,
-        )
+        return self._finish("classic", name, [], sink.rows, sink.adds, size, written_schema)
 
     # -- V2 ----------------------------------------------------------------------------------
 
@@ -997,19 +983,36 @@ class _CheckpointWriter:
         num_actions = len(lines) + sum(s.num_rows for s in sidecars)
         num_adds = sum(s.num_adds for s in sidecars)
         size = len(data) + sum(s.size for s in sidecars)
-        doc = last_checkpoint_document(snap.version, num_actions, None, size, num_adds, None)
-        updated = _update_last_checkpoint(storage, doc)
+        sidecar_names = [f"{SIDECARS_DIR}/{s.path.rsplit('/', 1)[-1]}" for s in sidecars]
+        return self._finish("v2", name, sidecar_names, num_actions, num_adds, size, None)
+
+    # -- both ------------------------------------------------------------------------------
+
+    def _finish(
+        self,
+        kind: str,
+        name: str,
+        sidecars: list[str],
+        num_actions: int,
+        num_adds: int,
+        size: int,
+        checkpoint_schema: pa.Schema | None,
+    ) -> CheckpointResult:
+        """Point ``_last_checkpoint`` at the checkpoint just published and describe it (classic and V2 alike)."""
+        version = self.snapshot.version
+        doc = last_checkpoint_document(version, num_actions, None, size, num_adds, checkpoint_schema)
+        updated = _update_last_checkpoint(self.storage, doc)
         return CheckpointResult(
-            version=snap.version,
-            kind="v2",
+            version=version,
+            kind=kind,
             files=[name],
-            sidecars=[f"{SIDECARS_DIR}/{s.path.rsplit('/', 1)[-1]}" for s in sidecars],
+            sidecars=sidecars,
             num_actions=num_actions,
             num_add_files=num_adds,
             num_remove_tombstones=self.tombstones.num_rows,
             num_expired_tombstones=self.expired,
             num_txns=len(self.txns),
-            num_domain_metadata=len(snap.domain_metadata),
+            num_domain_metadata=len(self.snapshot.domain_metadata),
             size_in_bytes=size,
             last_checkpoint_updated=updated,
         )
