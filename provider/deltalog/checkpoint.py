@@ -60,6 +60,7 @@ from deltalog.log import (
     build_segment,
     list_log,
 )
+from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
 from deltalog.protocol import Protocol, check_writable
 from deltalog.schema import arrow_field_to_delta
 from deltalog.snapshot import Snapshot
@@ -80,16 +81,6 @@ ROW_GROUP_ROWS = 65_536
 SIDECAR_MAX_ACTIONS = 50_000
 #: Like Delta Spark, ``checkpointSchema`` is left out of ``_last_checkpoint`` when its JSON is longer.
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
-_COMPRESSION = {
-    "uncompressed": "none",
-    "none": "none",
-    "snappy": "snappy",
-    "gzip": "gzip",
-    "zstd": "zstd",
-    "lz4": "lz4",
-    "lz4_raw": "lz4",
-    "brotli": "brotli",
-}
 _PHYSICAL_NAME = b"delta.columnMapping.physicalName"
 
 
@@ -627,11 +618,11 @@ def _verify_parquet(path: str, expected_rows: int, expected_adds: int, name: str
 
 def _compression(metadata: Metadata, warnings: list[str]) -> str:
     """``delta.parquet.compression.codec`` (PROTOCOL.md Table Properties; default zstd)."""
-    codec = metadata.configuration.get("delta.parquet.compression.codec", "zstd").strip().lower()
-    if codec not in _COMPRESSION:
-        warnings.append(f"unknown delta.parquet.compression.codec {codec!r}: wrote zstd")
-        return "zstd"
-    return _COMPRESSION[codec]
+    codec = metadata.configuration.get(CODEC_PROPERTY, DEFAULT_CODEC).strip().lower()
+    if codec not in PARQUET_CODECS:
+        warnings.append(f"unknown {CODEC_PROPERTY} {codec!r}: wrote {DEFAULT_CODEC}")
+        return DEFAULT_CODEC
+    return PARQUET_CODECS[codec]
 
 
 class _ParquetSink:

@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote, urlparse
 
 import pyarrow as pa
 
+from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
 from deltalog.schema import parse_schema_string
 
 log = logging.getLogger(__name__)
@@ -37,17 +38,6 @@ PARQUET_FIELD_ID = b"PARQUET:field_id"
 #: Spark's StructField metadata key that makes its Parquet writer emit a field id.
 SPARK_FIELD_ID = "parquet.field.id"
 
-_CODECS = {
-    "uncompressed": "none",
-    "none": "none",
-    "snappy": "snappy",
-    "gzip": "gzip",
-    "lz4": "lz4",
-    "lz4_raw": "lz4",
-    "zstd": "zstd",
-    "brotli": "brotli",
-}
-DEFAULT_CODEC = "zstd"
 #: Characters kept as they are when a storage path becomes a log path (RFC 2396 path characters).
 _LOG_PATH_SAFE = "/=:@&+$,;!*'()~"
 _BIN_IN_NAME = re.compile(r"^part-(\d{5,})-[0-9a-f]{32}\.")
@@ -111,10 +101,10 @@ def _hive_escape(value: str | None) -> str:
 
 def compression_codec(configuration: dict[str, str]) -> str:
     """The pyarrow codec name for new data files of a table with this configuration."""
-    wanted = (configuration.get("delta.parquet.compression.codec") or DEFAULT_CODEC).strip().lower()
-    codec = _CODECS.get(wanted)
+    wanted = (configuration.get(CODEC_PROPERTY) or DEFAULT_CODEC).strip().lower()
+    codec = PARQUET_CODECS.get(wanted)
     if codec is None:
-        log.warning("unknown delta.parquet.compression.codec %r; writing %s instead", wanted, DEFAULT_CODEC)
+        log.warning("unknown %s %r; writing %s instead", CODEC_PROPERTY, wanted, DEFAULT_CODEC)
         return DEFAULT_CODEC
     return codec
 
