@@ -86,7 +86,8 @@ def garbage_line(root, data, rnd):
         fh.write(sep + junk + b"\n")
 
 
-def wrong_type(root, data, rnd):
+def edit_random_action(root, rnd, edit):
+    """Rewrite one random line of a random commit after ``edit`` changed its action body (when non-empty)."""
     name = rnd.choice(commits(root))
     path = os.path.join(root, "_delta_log", name)
     lines = open(path, "rb").read().splitlines()
@@ -94,23 +95,24 @@ def wrong_type(root, data, rnd):
     action = json.loads(lines[idx])
     ((kind, body),) = action.items()
     if isinstance(body, dict) and body:
-        key = rnd.choice(sorted(body))
-        body[key] = data.draw(st.sampled_from([None, 7, "x", [1], {"k": "v"}, True]))
+        edit(body)
     lines[idx] = json.dumps(action).encode()
     open(path, "wb").write(b"\n".join(lines) + b"\n")
+
+
+def wrong_type(root, data, rnd):
+    def set_wrong_type(body):
+        key = rnd.choice(sorted(body))
+        body[key] = data.draw(st.sampled_from([None, 7, "x", [1], {"k": "v"}, True]))
+
+    edit_random_action(root, rnd, set_wrong_type)
 
 
 def drop_field(root, data, rnd):
-    name = rnd.choice(commits(root))
-    path = os.path.join(root, "_delta_log", name)
-    lines = open(path, "rb").read().splitlines()
-    idx = rnd.randrange(len(lines))
-    action = json.loads(lines[idx])
-    ((kind, body),) = action.items()
-    if isinstance(body, dict) and body:
+    def drop(body):
         del body[rnd.choice(sorted(body))]
-    lines[idx] = json.dumps(action).encode()
-    open(path, "wb").write(b"\n".join(lines) + b"\n")
+
+    edit_random_action(root, rnd, drop)
 
 
 def gap(root, data, rnd):
