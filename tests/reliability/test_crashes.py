@@ -1,4 +1,4 @@
-"""Processes SIGKILLed at random points of commit, checkpoint, vacuum and compaction.
+"""Processes SIGKILLed at random points of commit, checkpoint, log cleanup, vacuum and compaction.
 
 Each seed runs the operation in a child process on its own copy of the table:
 
@@ -36,7 +36,7 @@ from faults import KINDS
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SUITE = "crashes"
-OPS = ("commit", "checkpoint", "vacuum", "compaction")
+OPS = ("commit", "checkpoint", "log_cleanup", "vacuum", "compaction")
 STEP_SEEDS = 3 if SCALE == "small" else 10
 WALL_SEEDS = 2 if SCALE == "small" else 6
 PARALLEL = 4

@@ -1,7 +1,7 @@
 """Storage faults at every step of every maintenance operation: nothing lost, a rerun finishes.
 
-For each operation (commit with its hooks, checkpoint, log cleanup, vacuum,
-compaction, manifests) the table is opened as ``faulty://`` (deltalog's remote
+For each operation (commit with its hooks, classic and V2 checkpoints, log
+cleanup, full and lite vacuum, compaction, manifests) the table is opened as ``faulty://`` (deltalog's remote
 code paths over a local directory, see ``tests/faults.py``). A fault-free run
 counts the operation's storage calls per kind; then, on fresh copies, the Nth
 write, delete, list, read or stat fails (before it happens, or after it
