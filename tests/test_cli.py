@@ -120,3 +120,16 @@ def test_memory_filesystem_table(table):
         mem.pipe_file("/memtable/" + os.path.relpath(f, table), local.cat_file(f))
     snap = DeltaTable("memory://memtable").snapshot()
     assert snap.version == 4 and snap.num_files == 4
+
+
+def test_health_and_compaction_agree_on_a_size_string_target(tmp_path, capsys):
+    """delta.targetFileSize='1k' means 1024 bytes for both the small-file count and the plan."""
+    from deltalog.compaction import plan_compaction
+
+    path = str(tmp_path / "sized")
+    t = make_table(path, configuration={"delta.targetFileSize": "1k"})
+    for i in range(3):
+        append(t, rows(2, start=i * 2))
+    health = DeltaTable(path).health()
+    assert health.target_file_size == 1024 and health.small_file_threshold == 512
+    assert plan_compaction(DeltaTable(path)).to_dict()["targetSize"] == 1024

@@ -13,22 +13,8 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog.arrow_utils import column_sum, count_true
+from deltalog.sizes import target_file_size
 from deltalog.snapshot import Snapshot
-
-DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
-
-
-def target_file_size(snapshot: Snapshot, override: int | None = None) -> int:
-    """The compaction target: explicit override, else ``delta.targetFileSize``, else 128 MiB."""
-    if override is not None:
-        return int(override)
-    raw = snapshot.metadata.configuration.get("delta.targetFileSize")
-    if raw:
-        try:
-            return int(raw)
-        except ValueError:
-            pass
-    return DEFAULT_TARGET_FILE_SIZE
 
 
 @dataclass
@@ -55,7 +41,7 @@ class TableHealth:
         return asdict(self)
 
 
-def compute_health(snapshot: Snapshot, target: int | None = None) -> TableHealth:
+def compute_health(snapshot: Snapshot, target: int | str | None = None) -> TableHealth:
     files = snapshot.files
     tgt = target_file_size(snapshot, target)
     threshold = tgt // 2

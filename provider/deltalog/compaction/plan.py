@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,26 +28,14 @@ from deltalog.compaction.layout import compression_codec
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.errors import InvalidArgumentError
 from deltalog.protocol import check_writable
+from deltalog.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable
 
 log = logging.getLogger(__name__)
 
 PLAN_FORMAT = 1
-DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(value: str | int, what: str) -> int:
-    """Bytes from ``134217728``, ``128m``, ``128MiB`` or ``1g`` (binary units, like Spark's byte strings)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    m = _SIZE.match(str(value))
-    if not m:
-        raise InvalidArgumentError(f"{what} {value!r} is not a size in bytes (e.g. 134217728 or 128m)")
-    unit = (m.group(2) or "").lower()[:1]
-    return int(m.group(1)) * _UNITS[unit]
+DEFAULT_TARGET_SIZE = DEFAULT_TARGET_FILE_SIZE
 
 
 @dataclass
@@ -231,15 +218,7 @@ def _as_table(table: DeltaTable | str) -> DeltaTable:
 
 def target_size_for(snapshot: Snapshot, target_size: int | str | None) -> int:
     """The explicit target, else ``delta.targetFileSize``, else 128 MiB."""
-    if target_size is None:
-        configured = snapshot.metadata.configuration.get("delta.targetFileSize")
-        if configured is None:
-            return DEFAULT_TARGET_SIZE
-        target_size = parse_size(configured, "table property delta.targetFileSize")
-    size = parse_size(target_size, "target size")
-    if size <= 0:
-        raise InvalidArgumentError(f"target size must be positive, got {size}")
-    return size
+    return target_file_size(snapshot, target_size)
 
 
 def _pack(files: list[PlanFile], target: int) -> list[list[PlanFile]]:
