@@ -16,7 +16,7 @@ import os
 import posixpath
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -95,6 +95,21 @@ def _fsspec_options(options: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in options.items() if k not in _DELTALOG_OPTIONS}
     out.setdefault("use_listings_cache", False)
     return out
+
+
+@contextlib.contextmanager
+def _remote_errors(action: str, path: str) -> Iterator[None]:
+    """Turn an object store's OSError into StorageError (retryable), naming the action and path.
+
+    FileNotFoundError and FileExistsError pass through: callers give them meaning
+    (already deleted, version taken).
+    """
+    try:
+        yield
+    except (FileNotFoundError, FileExistsError):
+        raise
+    except OSError as exc:
+        raise StorageError(f"cannot {action} {path}: {exc}") from None
 
 
 class Storage:
@@ -215,13 +230,17 @@ class Storage:
             raise StorageError(f"cannot read {path}: {exc}") from None
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(path) if self.is_local else self.fs.exists(path)
+        if self.is_local:
+            return os.path.exists(path)
+        with _remote_errors("check", path):
+            return self.fs.exists(path)
 
     def info(self, path: str) -> FileInfo:
         if self.is_local:
             st = os.stat(path)
             return FileInfo(path, st.st_size, int(st.st_mtime * 1000))
-        info = self.fs.info(path)
+        with _remote_errors("stat", path):
+            info = self.fs.info(path)
         return FileInfo(path, int(info.get("size") or 0), _mtime_ms(info))
 
     def open_input(self, path: str):
@@ -293,7 +312,8 @@ class Storage:
         if getattr(self.fs, "deltalog_atomic_create", False):
             # A filesystem that declares an atomic ``pipe_file(mode="create")`` (raising
             # FileExistsError when the target exists), e.g. a wrapper around one of the above.
-            self.fs.pipe_file(path, data, mode="create")
+            with _remote_errors("write", path):
+                self.fs.pipe_file(path, data, mode="create")
             return
         if not single_writer:
             raise NonAtomicStorageError(
@@ -354,7 +374,8 @@ class Storage:
             if self.fsync:
                 _fsync_dir(os.path.dirname(path))
             return
-        self.fs.pipe_file(path, data)  # object-store PUTs are atomic
+        with _remote_errors("write", path):
+            self.fs.pipe_file(path, data)  # object-store PUTs are atomic
 
     def makedirs(self, path: str) -> None:
         if self.is_local:
@@ -368,7 +389,8 @@ class Storage:
             if self.is_local:
                 os.unlink(path)
             else:
-                self.fs.rm_file(path)
+                with _remote_errors("delete", path):
+                    self.fs.rm_file(path)
             return True
         except FileNotFoundError:
             return False

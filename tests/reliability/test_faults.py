@@ -29,7 +29,7 @@ import reliability_recorder as recorder
 from reliability_support import OPERATIONS, SCALE, TemplateCache, run_operation, verify_after
 
 import faults
-from deltalog.errors import DeltaLogError
+from deltalog.errors import DeltaLogError, StorageError
 from faults import Fault, FaultPlan
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -111,7 +111,7 @@ def test_the_wrapper_is_an_atomic_remote_filesystem(tmp_path) -> None:
     plan = FaultPlan([Fault("write", 2, "fail_after"), Fault("read", 1, "fail")])
     with faults.injecting(plan):
         storage.put_if_absent(storage.join("a"), b"a")
-        with pytest.raises(OSError):
+        with pytest.raises(StorageError, match="injected fault"):
             storage.put_if_absent(storage.join("b"), b"b")  # lands, then the response is lost
         with pytest.raises(DeltaLogError, match="injected fault"):
             storage.read_bytes(target)
