@@ -65,7 +65,7 @@ from deltalog.protocol import Protocol, check_writable
 from deltalog.schema import arrow_field_to_delta
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)
@@ -153,14 +153,6 @@ def checkpoint_protection_version(protocol: Protocol, configuration: dict[str, s
         return int(configuration.get("delta.requireCheckpointProtectionBeforeVersion", "0"))
     except ValueError:
         return 0
-
-
-def as_table(table: DeltaTable | str) -> DeltaTable:
-    if isinstance(table, DeltaTable):
-        return table
-    if isinstance(table, str):
-        return DeltaTable(table)
-    raise InvalidArgumentError(f"expected a DeltaTable or a table URI, got {type(table).__name__}")
 
 
 def table_for_storage(storage: Storage) -> DeltaTable:

@@ -43,7 +43,7 @@ from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.stats import physical_name, stats_from_parquet_metadata, stats_json
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import DEFAULT_MAX_ATTEMPTS, ISOLATION_LEVELS, CommitResult, Transaction, partition_keys
 
 log = logging.getLogger(__name__)
@@ -530,7 +530,7 @@ def commit_request(
                 f"{app_id!r}/{txn_version}"
             )
         req.appId, req.txnVersion = app_id, txn_version
-    dt_table = table if isinstance(table, DeltaTable) else DeltaTable(table, storage_options)
+    dt_table = as_table(table, storage_options)
     snapshot = dt_table.snapshot()
     check_writable(snapshot.protocol, f"commit {req.operation}")
     txn = Transaction(

@@ -38,7 +38,6 @@ from typing import Any
 from deltalog.checkpoint import (
     DAY_MS,
     DEFAULT_LOG_RETENTION,
-    as_table,
     checkpoint_due,
     checkpoint_protection_version,
     config_bool,
@@ -56,7 +55,7 @@ from deltalog.hooks import register_hook
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.storage import FileInfo, Storage
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)

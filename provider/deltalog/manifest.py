@@ -33,14 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._version import __version__
-from deltalog.checkpoint import as_table, config_bool, hook_configuration, table_for_storage
+from deltalog.checkpoint import config_bool, hook_configuration, table_for_storage
 from deltalog.errors import CorruptLogError, DeltaLogError, OperationRefusedError
 from deltalog.hooks import register_hook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)

@@ -84,3 +84,17 @@ class DeltaTable:
         if target_file_size is not None and target_file_size <= 0:
             raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
         return compute_health(self.snapshot(), target_file_size)
+
+
+def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:
+    """``table`` as a DeltaTable: every operation accepts a DeltaTable or a path/URI string.
+
+    One place for this so every operation rejects a wrong type with the same
+    clear sentence. ``storage_options`` only apply to a string (a DeltaTable
+    already carries its own).
+    """
+    if isinstance(table, DeltaTable):
+        return table
+    if isinstance(table, str):
+        return DeltaTable(table, storage_options)
+    raise InvalidArgumentError(f"table must be a DeltaTable or a path/URI string, got {type(table).__name__}")

@@ -23,7 +23,7 @@ from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, plan_compaction, plan_from_snapshot
 from deltalog.compaction.result import CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 
 __all__ = [
     "Bin",
@@ -78,7 +78,7 @@ def compact(
         raise InvalidArgumentError(f"unknown compaction engine {engine!r}: use one of {', '.join(ENGINES)}")
     if bins_per_commit is not None and (not isinstance(bins_per_commit, int) or bins_per_commit < 1):
         raise InvalidArgumentError(f"bins_per_commit must be a positive integer, got {bins_per_commit!r}")
-    dtable = table if isinstance(table, DeltaTable) else DeltaTable(table, storage_options)
+    dtable = as_table(table, storage_options)
     snapshot = None
     if plan is None:
         snapshot = dtable.snapshot()

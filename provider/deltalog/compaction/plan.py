@@ -30,7 +30,7 @@ from deltalog.errors import InvalidArgumentError
 from deltalog.protocol import check_writable
 from deltalog.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.snapshot import Snapshot
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 
 log = logging.getLogger(__name__)
 
@@ -212,10 +212,6 @@ class CompactionPlan:
         return cls.from_dict(doc)
 
 
-def _as_table(table: DeltaTable | str) -> DeltaTable:
-    return table if isinstance(table, DeltaTable) else DeltaTable(table)
-
-
 def target_size_for(snapshot: Snapshot, target_size: int | str | None) -> int:
     """The explicit target, else ``delta.targetFileSize``, else 128 MiB."""
     return target_file_size(snapshot, target_size)
@@ -336,7 +332,7 @@ def plan_compaction(
     small_file_threshold: int | str | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of the table's latest version (nothing is written)."""
-    dtable = _as_table(table)
+    dtable = as_table(table)
     return plan_from_snapshot(
         dtable.snapshot(), dtable.uri, target_size, where, min_files, max_bins, small_file_threshold
     )

@@ -30,7 +30,7 @@ from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult, Transaction
 from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs
 from deltalog.vacuum.paths import HiddenRule, PathResolver
@@ -38,7 +38,6 @@ from deltalog.vacuum.plan import (
     CURSOR_KEY,
     DEFAULT_MAX_WORKERS,
     VacuumPlan,
-    as_table,
     cursor_path,
     partition_dir_names,
     plan_vacuum,

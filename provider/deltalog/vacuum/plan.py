@@ -28,7 +28,7 @@ from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.vacuum.inventory import read_inventory
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
 from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
@@ -49,15 +49,6 @@ REASON_CDC = "change data file of a commit before the cutoff"
 REASON_LITE_REMOVED = "removed by a commit before the cutoff"
 
 PLAN_SCHEMA = pa.schema([*LISTING_SCHEMA, ("reason", pa.string())])
-
-
-def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:
-    """Accept a DeltaTable or a path/URI, as every operation does."""
-    if isinstance(table, DeltaTable):
-        return table
-    if isinstance(table, str):
-        return DeltaTable(table, storage_options)
-    raise InvalidArgumentError(f"table must be a DeltaTable or a path/URI, got {type(table).__name__}")
 
 
 class LiteVacuumUnavailableError(OperationRefusedError):
