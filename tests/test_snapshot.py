@@ -367,3 +367,12 @@ def test_reading_writes_nothing(tmp_path):
     with pytest.raises(MissingCommitError):
         DeltaTable(root).snapshot()
     assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == before
+
+
+def test_operations_refuse_a_table_argument_of_the_wrong_type(tmp_path):
+    from deltalog.checkpoint import create_checkpoint
+    from deltalog.compaction import compact
+
+    for call in (lambda: create_checkpoint(tmp_path), lambda: compact(42)):
+        with pytest.raises(InvalidArgumentError, match="must be a DeltaTable or a path/URI string"):
+            call()
