@@ -38,6 +38,7 @@ from deltalog.errors import (
     InvalidArgumentError,
     NotADeltaTableError,
     OperationRefusedError,
+    StorageError,
     TableAlreadyExistsError,
     TableNotFoundError,
 )
@@ -239,7 +240,13 @@ def _examine(storage: Storage, info: FileInfo, rel: str, pv: dict[str, str | Non
             with storage.open_input(info.path) as fh:
                 md = pq.read_metadata(fh)
         schema = md.schema.to_arrow_schema()
-    except (pa.ArrowInvalid, OSError, ValueError) as exc:
+    except OSError as exc:
+        if exc.errno is not None:
+            # A storage failure (network, permissions, a file vanishing) carries an errno; Arrow's own
+            # parse errors (a corrupt footer) do not. Retryable, and the file may be fine: not "not Parquet".
+            raise StorageError(f"cannot read the footer of {rel} ({exc}); nothing converted") from None
+        raise InvalidArgumentError(f"{rel} is not a readable Parquet file ({exc}); nothing converted") from None
+    except (pa.ArrowInvalid, ValueError) as exc:
         raise InvalidArgumentError(f"{rel} is not a readable Parquet file ({exc}); nothing converted") from None
     return _Examined(info, rel, pv, md, schema)
 
@@ -304,7 +311,11 @@ def convert_to_delta(
         )
     candidates: list[tuple[FileInfo, str, dict[str, str | None]]] = []
     hidden = 0
-    for info in storage.walk_files():
+    try:
+        found = list(storage.walk_files())
+    except OSError as exc:
+        raise StorageError(f"cannot list {storage.uri} ({exc}); nothing converted") from None
+    for info in found:
         rel = storage.relative(info.path).replace("\\", "/")
         if _is_hidden(rel):
             hidden += 1

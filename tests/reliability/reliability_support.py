@@ -28,14 +28,14 @@ import deltalake
 import pyarrow as pa
 import reliability_recorder as recorder
 from deltalake import QueryBuilder
-from deltalake.exceptions import DeltaProtocolError
+from deltalake.exceptions import DeltaProtocolError, TableNotFoundError
 
 import faults
 from deltalog import DeltaTable
 from deltalog.checkpoint import create_checkpoint
 from deltalog.commit_request import commit_request
 from deltalog.compaction import compact, plan_compaction
-from deltalog.errors import DeltaLogError
+from deltalog.errors import DeltaLogError, NotADeltaTableError
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import generate_manifest
 from deltalog.protocol import Protocol
@@ -207,6 +207,10 @@ class Operation:
     retained: Callable[[str, dict[str, Any], int], list[int]]
     rows_after: Callable[[dict[str, Any]], list[Counter]] = lambda info: [info["rows"]]
     rows_final: Callable[[dict[str, Any]], Counter] = lambda info: info["rows"]
+    #: Replaces ``check_table`` right after the fault (convert: the directory may still be plain Parquet).
+    check_after: Callable[[str, dict[str, Any], str, str], None] | None = None
+    #: The fault-free rerun, when it differs from ``run`` (convert: refused if the faulted run converted).
+    rerun: Callable[[str, dict[str, Any]], Any] | None = None
 
 
 def all_versions(path: str, info: dict[str, Any], latest: int) -> list[int]:
@@ -480,6 +484,112 @@ def done_manifest(path: str, info: dict[str, Any]) -> None:
     assert manifest_contents(path) == expected, "the manifests list exactly the snapshot's files"
 
 
+# convert: a hive-partitioned Parquet directory (a null partition, a _SUCCESS marker) made a Delta table.
+
+
+def build_convert(path: str) -> dict[str, Any]:
+    write_parquet_dir(path)
+    return {"rows": _parquet_rows(path), "files": parquet_files(path)}
+
+
+def write_parquet_dir(path: str) -> None:
+    """Four data files in three hive partitions (one of them null) and a hidden ``_SUCCESS``."""
+    os.makedirs(path)
+    for i, part in enumerate(["a", "a", "b", "__HIVE_DEFAULT_PARTITION__"]):
+        write_data_file(path, rows(3, i * 3, part=part), {"part": part})
+    open(os.path.join(path, "_SUCCESS"), "w").close()
+
+
+def parquet_files(path: str) -> dict[str, tuple[int, int]]:
+    """Data files (relative path -> size, mtime in ns) outside ``_delta_log``: convert must not touch them."""
+    out = {}
+    for dirpath, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != "_delta_log"]
+        for name in files:
+            full = os.path.join(dirpath, name)
+            st = os.stat(full)
+            out[os.path.relpath(full, path).replace(os.sep, "/")] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _parquet_rows(path: str) -> Counter:
+    import pyarrow.parquet as pq
+
+    out: Counter = Counter()
+    for rel in parquet_files(path):
+        if not rel.startswith("_"):
+            out += rows_of(pq.read_table(os.path.join(path, rel), columns=["id", "value"]))
+    return out
+
+
+def converted(path: str) -> bool:
+    """Commit 0 exists with content: the table readers must see in full (absent or empty: plain Parquet)."""
+    commit0 = commit_file(path, 0)
+    return os.path.exists(commit0) and os.path.getsize(commit0) > 0
+
+
+def run_convert(uri: str, info: dict[str, Any]) -> Any:
+    from deltalog.convert import convert_to_delta
+
+    return convert_to_delta(uri, partition_by="part string", max_workers=1)
+
+
+def rerun_convert(uri: str, info: dict[str, Any]) -> Any:
+    """Convert again; if the faulted run converted already, a rerun must refuse (and change nothing)."""
+    from deltalog.errors import TableAlreadyExistsError
+
+    local = uri.split("://", 1)[-1] if uri.startswith("faulty://") else uri
+    if not converted(local):
+        return run_convert(uri, info)
+    log_before = sorted(os.listdir(os.path.join(local, "_delta_log")))
+    try:
+        run_convert(uri, info)
+    except TableAlreadyExistsError:
+        assert sorted(os.listdir(os.path.join(local, "_delta_log"))) == log_before, "a refused convert wrote nothing"
+        return None
+    raise AssertionError("converting a converted table again must be refused")
+
+
+def check_convert(path: str, info: dict[str, Any], suite: str, what: str) -> None:
+    """Untouched Parquet that both readers refuse, or the full converted table that both read; never half."""
+    assert parquet_files(path) == info["files"], f"after {what}: the data files changed"
+    if converted(path):
+        check_table(path, all_versions_of(path, info), info["rows"], suite, what)
+        _assert_lists_every_file(path, info, what)
+        return
+    refusals = []
+    try:
+        DeltaTable(path).snapshot()
+    except DeltaLogError as exc:
+        refusals.append(isinstance(exc, NotADeltaTableError))
+    try:
+        deltalake.DeltaTable(path)
+    except TableNotFoundError:
+        refusals.append(True)
+    except Exception:  # noqa: BLE001 - any other reaction is a half table
+        refusals.append(False)
+    recorder.add("checks", 1, suite)
+    recorder.add("tables_unreadable", 0 if refusals == [True, True] else 1, suite)
+    assert refusals == [True, True], f"after {what}: without commit 0 both readers must refuse ({refusals})"
+
+
+def all_versions_of(path: str, info: dict[str, Any]) -> Callable[[int], list[int]]:
+    return lambda latest: all_versions(path, info, latest)
+
+
+def _assert_lists_every_file(path: str, info: dict[str, Any], what: str) -> None:
+    theirs = deltalake.DeltaTable(path)
+    listed = {unquote(p) for p in theirs.get_add_actions(flatten=True).column("path").to_pylist()}
+    data = {rel for rel in info["files"] if not rel.startswith("_")}
+    assert theirs.version() == 0 and listed == data, f"after {what}: commit 0 must list every data file once"
+
+
+def done_convert(path: str, info: dict[str, Any]) -> None:
+    assert converted(path), "the rerun converted the directory"
+    _assert_lists_every_file(path, info, "the rerun")
+    assert parquet_files(path) == info["files"], "converting leaves the data files as they were"
+
+
 OPERATIONS: dict[str, Operation] = {
     "commit": Operation(
         "commit",
@@ -499,6 +609,15 @@ OPERATIONS: dict[str, Operation] = {
     "vacuum_lite": Operation("vacuum_lite", build_vacuum, run_vacuum_lite, done_vacuum_lite, retained_vacuum),
     "compaction": Operation("compaction", build_compaction, run_compaction, done_compaction, all_versions),
     "manifest": Operation("manifest", build_manifest, run_manifest, done_manifest, all_versions),
+    "convert": Operation(
+        "convert",
+        build_convert,
+        run_convert,
+        done_convert,
+        all_versions,
+        check_after=check_convert,
+        rerun=rerun_convert,
+    ),
 }
 
 
@@ -553,8 +672,11 @@ class TemplateCache:
 def verify_after(name: str, path: str, info: dict[str, Any], suite: str, what: str, rerun_faulty: bool = True) -> None:
     """The guarantees after a fault, crash or race, then a clean rerun that must finish the operation."""
     op = OPERATIONS[name]
-    check_table(path, lambda latest: op.retained(path, info, latest), op.rows_after(info), suite, what)
-    run_operation(name, path, info, faulty=rerun_faulty)
+    if op.check_after is not None:
+        op.check_after(path, info, suite, what)
+    else:
+        check_table(path, lambda latest: op.retained(path, info, latest), op.rows_after(info), suite, what)
+    (op.rerun or op.run)(faults.uri(path) if rerun_faulty else path, info)
     op.done(path, info)
     check_table(path, lambda latest: op.retained(path, info, latest), op.rows_final(info), suite, f"rerun after {what}")
 
@@ -572,6 +694,7 @@ PRELOAD = (
     "deltalog.commit_request",
     "deltalog.compaction",
     "deltalog.conflicts",
+    "deltalog.convert",
     "deltalog.hooks",
     "deltalog.log_cleanup",
     "deltalog.manifest",

@@ -1,4 +1,4 @@
-"""Processes SIGKILLed at random points of commit, checkpoint, log cleanup, vacuum and compaction.
+"""Processes SIGKILLed at random points of commit, checkpoint, log cleanup, vacuum, compaction and convert.
 
 Each seed runs the operation in a child process on its own copy of the table:
 
@@ -9,6 +9,7 @@ Each seed runs the operation in a child process on its own copy of the table:
   ``os.link`` commits, ``os.replace`` checkpoints, thread-pool deletes) the
   parent kills the child after a random delay within a clean run's duration.
 
+Convert to Delta gets step kills only (it is one commit after reading footers).
 After every crash the guarantees of the fault suite hold (both readers read the
 table and every retained version, no referenced file is missing, rows
 unchanged) and a rerun in this process completes the operation. Children come
@@ -39,6 +40,7 @@ SUITE = "crashes"
 OPS = ("commit", "checkpoint", "log_cleanup", "vacuum", "compaction")
 STEP_SEEDS = 3 if SCALE == "small" else 10
 WALL_SEEDS = 2 if SCALE == "small" else 6
+CONVERT_SEEDS = 3 if SCALE == "small" else 6
 PARALLEL = 4
 
 
@@ -95,12 +97,12 @@ def remove(job: CrashJob) -> None:
             os.unlink(job.path + suffix)
 
 
-def step_jobs(templates: TemplateCache, name: str) -> list[CrashJob]:
+def step_jobs(templates: TemplateCache, name: str, seeds: int = STEP_SEEDS) -> list[CrashJob]:
     """Kill points drawn uniformly from every storage call of a clean run."""
     counts = templates.counts(name, SUITE)
     calls = [(kind, n) for kind, total in sorted(counts.items()) for n in range(1, total + 1)]
     jobs = []
-    for seed in range(STEP_SEEDS):
+    for seed in range(seeds):
         rng = random.Random(f"{name}-{seed}")
         kind, nth = rng.choice(calls)
         action = rng.choice(["kill", "kill_after", "kill_during"] if kind == "write" else ["kill", "kill_after"])
@@ -149,6 +151,24 @@ def test_killed_at_random_points_loses_nothing_and_a_rerun_finishes(name: str, t
     with ThreadPoolExecutor(PARALLEL) as pool:
         done = list(pool.map(lambda j: run_child(ctx, j), step_jobs(templates, name)))
     done += [run_child(ctx, j) for j in wall_clock_jobs(ctx, templates, name)]
+    check_crashes(name, done)
+
+
+def test_convert_killed_at_random_storage_calls_leaves_parquet_or_the_whole_table(templates: TemplateCache) -> None:
+    """A killed convert leaves plain Parquet both readers refuse, or the full table; a rerun converts."""
+    ctx = child_context()
+    jobs = step_jobs(templates, "convert", CONVERT_SEEDS)
+    # Always also half-way through writing commit 0 (a partial temp file in _delta_log, no commit).
+    path, info = templates.copy("convert", "crash-convert-commit")
+    spec = [{"kind": "write", "nth": 1, "action": "kill_during", "match": "_delta_log/"}]
+    jobs.append(CrashJob("convert: kill_during at the commit 0 write", path, info, spec))
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        done = list(pool.map(lambda j: run_child(ctx, j), jobs))
+    check_crashes("convert", done)
+
+
+def check_crashes(name: str, done: list[CrashJob]) -> None:
+    """Count every child, check its table (then rerun and check again); most must have died mid-operation."""
     crashed = 0
     for job in done:
         # A crash is a kill before the operation returned (a kill during interpreter exit is not one).

@@ -1,7 +1,7 @@
-"""Storage faults at every step of every maintenance operation: nothing lost, a rerun finishes.
+"""Storage faults at every step of every operation: nothing lost, a rerun finishes.
 
 For each operation (commit with its hooks, classic and V2 checkpoints, log
-cleanup, full and lite vacuum, compaction, manifests) the table is opened as ``faulty://`` (deltalog's remote
+cleanup, full and lite vacuum, compaction, manifests, convert to Delta) the table is opened as ``faulty://`` (deltalog's remote
 code paths over a local directory, see ``tests/faults.py``). A fault-free run
 counts the operation's storage calls per kind; then, on fresh copies, the Nth
 write, delete, list, read or stat fails (before it happens, or after it
@@ -12,10 +12,12 @@ happened with the response lost, or a write is truncated), for up to
    (never another exception);
 2. deltalog and deltalake read the latest version and every version that must
    stay readable, no file those versions reference is missing, and the rows
-   are unchanged (commit: before or after the commit, nothing else);
+   are unchanged (commit: before or after the commit, nothing else; convert:
+   untouched Parquet both readers refuse, or the whole converted table);
 3. rerunning the operation without faults completes it (checkpoint present and
    used, nothing left to clean or vacuum, nothing left to compact, manifests
-   equal the snapshot, the commit landed exactly once).
+   equal the snapshot, the commit landed exactly once, commit 0 lists every
+   data file).
 """
 
 from __future__ import annotations
@@ -166,3 +168,24 @@ def test_compaction_keeps_its_new_files_when_its_commit_landed_unseen(templates)
         run_operation("compaction", path, info)
     assert len(plan.injected) == 2 and DeltaTable(path).version() == landed
     check_table(path, lambda latest: list(range(latest + 1)), info["rows"], SUITE, "an unknown commit outcome")
+
+
+def test_convert_reports_an_unreadable_footer_as_a_storage_failure_not_as_bad_parquet(templates) -> None:
+    """Before the fix, a failed footer read (a network error) said the file "is not a readable Parquet file".
+
+    That error is not retryable and blames the data; a storage failure is retryable and the directory
+    stays plain Parquet, which a rerun converts.
+    """
+    from reliability_support import check_convert, done_convert, run_operation
+
+    from deltalog.errors import StorageError
+
+    path, info = templates.copy("convert", "regression-footer-read")
+    plan = FaultPlan([Fault("read", 2, "fail", match=".parquet")])
+    with faults.injecting(plan), pytest.raises(StorageError, match="cannot read the footer of part=") as caught:
+        run_operation("convert", path, info)
+    assert plan.injected and "not a readable Parquet" not in str(caught.value)
+    check_convert(path, info, SUITE, "a failed footer read")
+    assert not os.path.exists(os.path.join(path, "_delta_log", f"{0:020d}.json"))
+    run_operation("convert", path, info, faulty=False)
+    done_convert(path, info)
