@@ -28,9 +28,9 @@ log = logging.getLogger("benchmarks.reliability")
 REPO = Path(__file__).resolve().parent.parent
 SUITES = {
     "faults": "storage faults at every step of commit, checkpoints (classic, V2), log cleanup, vacuum (full, lite), "
-    "compaction, manifests",
+    "compaction, manifests, convert to Delta",
     "crashes": "SIGKILL at random storage calls and random moments of commit, checkpoint, log cleanup, vacuum, "
-    "compaction",
+    "compaction; at random storage calls of convert to Delta",
     "races": "maintenance racing writers (local table and local S3 server)",
     "bad_logs": "hypothesis-generated corruptions of real logs (tests/test_bad_logs.py)",
 }
