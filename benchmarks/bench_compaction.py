@@ -71,17 +71,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- measured in a fresh process (see common.measure) ----------------------------------
 
 
+def _summary(result: Any) -> dict[str, Any]:
+    """The fields both engines' rows report, from a CompactionResult."""
+    d = result.to_dict()
+    return {"removed": d["numFilesRemoved"], "added": d["numFilesAdded"], "bytes": d["bytesRemoved"], "ok": result.ok}
+
+
 def ours_local(path: str, hooks: bool = False) -> dict[str, Any]:
     from deltalog.compaction import compact
 
-    result = compact(path, run_hooks=hooks)
-    d = result.to_dict()
-    return {
-        "removed": d["numFilesRemoved"],
-        "added": d["numFilesAdded"],
-        "bytes": d["bytesRemoved"],
-        "ok": result.ok,
-    }
+    return _summary(compact(path, run_hooks=hooks))
 
 
 def ours_spark(path: str) -> dict[str, Any]:
@@ -92,10 +91,7 @@ def ours_spark(path: str) -> dict[str, Any]:
     result = compact(path, engine="spark", spark_options={"master": "local[2]"})
     d = result.to_dict()
     return {
-        "removed": d["numFilesRemoved"],
-        "added": d["numFilesAdded"],
-        "bytes": d["bytesRemoved"],
-        "ok": result.ok,
+        **_summary(result),
         "children_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "engine_s": d["engineSeconds"],
     }
