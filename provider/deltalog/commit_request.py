@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog.errors import InvalidCommitRequestError
+from deltalog.flags import require_bools
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.stats import physical_name, stats_from_parquet_metadata, stats_json
@@ -521,6 +522,7 @@ def commit_request(
     ``app_id``/``txn_version`` override the request's ``appId``/``txnVersion``
     (giving different ones in both places is an error).
     """
+    require_bools(single_writer=single_writer, run_hooks=run_hooks)
     req = load_commit_request(request, storage_options)
     _check_app_txn(app_id, txn_version, "app_id/txn_version")
     if app_id is not None:

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from deltalog.actions import Metadata
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
+from deltalog.flags import require_bools
 from deltalog.log import list_log
 from deltalog.protocol import FeatureRequirements, Protocol, check_writable
 from deltalog.schema import arrow_schema_to_schema_string, has_timestamp_ntz
@@ -186,6 +187,7 @@ def create_table(
     run_hooks: bool = True,
 ) -> CommitResult:
     """Create an empty Delta table at ``uri`` (version 0); refuses a location that already holds one."""
+    require_bools(single_writer=single_writer, run_hooks=run_hooks)
     partition_by = list(partition_by or [])
     _check_schema(schema, partition_by)
     config, requested = _normalise_configuration(configuration)

@@ -50,6 +50,7 @@ from deltalog.checkpoint import (
     table_for_storage,
 )
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
+from deltalog.flags import require_bools
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.hooks import register_hook
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
@@ -125,6 +126,7 @@ def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int |
     Another cleanup (a writer's post-commit hook, say) may delete log files while this
     one plans from its listing; planning then starts again from a fresh listing.
     """
+    require_bools(dry_run=dry_run)
     for attempt in range(1, _REPLANS + 1):
         try:
             return _cleanup_log(table, dry_run, now_ms)

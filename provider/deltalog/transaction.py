@@ -34,6 +34,7 @@ from deltalog.errors import (
     StorageError,
     TableAlreadyExistsError,
 )
+from deltalog.flags import require_bools
 from deltalog.log import commit_name
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
@@ -149,6 +150,7 @@ class Transaction:
         run_hooks: bool = True,
         allow_system_domains: bool = False,
     ) -> None:
+        require_bools(single_writer=single_writer, run_hooks=run_hooks, allow_system_domains=allow_system_domains)
         if max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be at least 1, got {max_attempts}")
         if isolation_level is not None and isolation_level not in ISOLATION_LEVELS:

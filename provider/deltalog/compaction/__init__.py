@@ -23,6 +23,7 @@ from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, plan_compaction, plan_from_snapshot
 from deltalog.compaction.result import CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError
+from deltalog.flags import require_bools
 from deltalog.table import DeltaTable, as_table
 
 __all__ = [
@@ -74,6 +75,7 @@ def compact(
     leaves the post-commit hooks (checkpoint, log cleanup) to a separate task.
     """
     started = time.perf_counter()
+    require_bools(plan_only=plan_only, run_hooks=run_hooks)
     if engine not in ENGINES:
         raise InvalidArgumentError(f"unknown compaction engine {engine!r}: use one of {', '.join(ENGINES)}")
     if bins_per_commit is not None and (not isinstance(bins_per_commit, int) or bins_per_commit < 1):

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from deltalog.actions import Metadata
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import CommitFailedError, DeltaLogError, OperationRefusedError, StorageError
+from deltalog.flags import require_bools
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
@@ -241,6 +242,7 @@ def vacuum(
     ``dry_run`` returns the plan without deleting or writing anything.
     """
     t0 = time.perf_counter()
+    require_bools(dry_run=dry_run, allow_short_retention=allow_short_retention, full_fallback=full_fallback)
     dt = as_table(table, storage_options)
     plan = plan_vacuum(
         dt,

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.flags import require_bools
 from deltalog.history import format_ms
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
@@ -333,6 +334,7 @@ def plan_vacuum(
     NotADeltaTableError.
     """
     t0 = time.perf_counter()
+    require_bools(allow_short_retention=allow_short_retention, full_fallback=full_fallback)
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "lite" and inventory is not None:

@@ -25,6 +25,7 @@ from deltalog.checkpoint import (
     parse_interval_ms,
 )
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.flags import require_bools
 
 DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_KEY = "delta.logRetentionDuration"
@@ -93,6 +94,7 @@ def resolve_retention(
     than ``delta.deletedFileRetentionDuration`` (or zero) without
     ``allow_short_retention``. Nothing has been touched when either is raised.
     """
+    require_bools(allow_short_retention=allow_short_retention)
     configured_text = configuration.get(DELETED_FILE_RETENTION_KEY, DEFAULT_DELETED_FILE_RETENTION)
     configured_ms = parse_interval_ms(configured_text, f"table property {DELETED_FILE_RETENTION_KEY}")
     log_ms = config_interval_ms(configuration, LOG_RETENTION_KEY, DEFAULT_LOG_RETENTION)

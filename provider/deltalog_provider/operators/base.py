@@ -27,6 +27,7 @@ from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
 from deltalog_provider._compat import AirflowException, AirflowFailException, Asset, AssetAlias, BaseOperator
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
+from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.lineage import build_operator_lineage
 from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
 
@@ -83,6 +84,9 @@ class DeltaTableOperator(BaseOperator):
     operation_name: str = "DELTA"
     #: The OpenLineage lifecycle change this operation makes to the table, or None.
     lineage_lifecycle: str | None = "ALTER"
+    #: Yes/no parameters: checked when the task is defined (unless templated) and turned into
+    #: real bools after rendering, before the core is called (see ``strict_bool``).
+    bool_fields: Sequence[str] = ("emit_asset",)
 
     def __init__(
         self,
@@ -96,12 +100,21 @@ class DeltaTableOperator(BaseOperator):
         self.table = table
         self.deltalog_conn_id = deltalog_conn_id
         self.emit_asset = emit_asset
+        for name in self.bool_fields:
+            value = getattr(self, name)
+            if not is_templated(value):
+                setattr(self, name, strict_bool(value, name))
         self._cancel = threading.Event()
         self._table_uri: str | None = None
         self._metrics: dict[str, Any] | None = None
         self._version: int | None = None
         if emit_asset and self.changes_table():
             self._declare_outlet()
+
+    def flag(self, name: str) -> bool | None:
+        """A yes/no parameter, or None while it is a template not rendered yet."""
+        value = getattr(self, name)
+        return None if is_templated(value) else strict_bool(value, name)
 
     # --- what subclasses define ---------------------------------------------------------
 
@@ -166,6 +179,8 @@ class DeltaTableOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         hook = DeltaTableHook(deltalog_conn_id=self.deltalog_conn_id)
         with deltalog_errors_as_task_failures():
+            for name in self.bool_fields:  # rendered by now: strict parse, never truthiness
+                setattr(self, name, strict_bool(getattr(self, name), name))
             table = hook.get_table(self.table)
             self._table_uri = table.uri
             self.raise_if_cancelled()

@@ -102,7 +102,14 @@ class DeltaCommitOperator(DeltaTableOperator):
         run is then not committed, and silently succeeding would lose it.
     """
 
-    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "request", "app_id", "txn_version")
+    template_fields: Sequence[str] = (
+        *DeltaTableOperator.template_fields,
+        "request",
+        "app_id",
+        "txn_version",
+        "fail_if_superseded",
+    )
+    bool_fields: Sequence[str] = (*DeltaTableOperator.bool_fields, "fail_if_superseded")
     template_fields_renderers = {"request": "json"}
     operation_name = "COMMIT"
 

@@ -49,7 +49,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         "engine",
         "plan_path",
         "spark_options",
+        "plan_only",
     )
+    bool_fields: Sequence[str] = (*DeltaTableOperator.bool_fields, "plan_only")
     template_fields_renderers = {"spark_options": "json"}
     operation_name = "OPTIMIZE"
 
@@ -79,7 +81,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
-        return not self.plan_only
+        return self.flag("plan_only") is not True  # a templated plan_only may still rewrite
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
         from deltalog.compaction import compact, plan_compaction

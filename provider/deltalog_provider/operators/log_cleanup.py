@@ -18,10 +18,12 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
     """Remove expired commits and checkpoints (``delta.logRetentionDuration``) from ``_delta_log``.
 
     :param table: table name, URI or path (templated).
-    :param dry_run: only report what would be deleted (no asset event is declared).
+    :param dry_run: only report what would be deleted (no asset event is declared) (templated;
+        ``True``/``False`` or ``"true"``/``"false"`` only).
     """
 
-    template_fields: Sequence[str] = DeltaTableOperator.template_fields
+    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "dry_run")
+    bool_fields: Sequence[str] = (*DeltaTableOperator.bool_fields, "dry_run")
     operation_name = "LOG CLEANUP"
 
     def __init__(self, *, dry_run: bool = False, **kwargs: Any) -> None:
@@ -29,7 +31,7 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
-        return not self.dry_run
+        return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
         from deltalog.log_cleanup import cleanup_log

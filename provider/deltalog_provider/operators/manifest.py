@@ -17,25 +17,34 @@ class DeltaManifestOperator(DeltaTableOperator):
     """Generate ``_symlink_format_manifest/`` for the latest version (incremental unless ``full``).
 
     :param table: table name, URI or path (templated).
-    :param full: rewrite every partition's manifest instead of only the changed ones.
+    :param full: rewrite every partition's manifest (and delete stale ones) instead of only the
+        changed ones (templated).
+    :param dry_run: only report which manifests would be written and deleted (templated).
+        Yes/no parameters take ``True``/``False`` or ``"true"``/``"false"`` only.
     """
 
-    template_fields: Sequence[str] = DeltaTableOperator.template_fields
+    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "full", "dry_run")
+    bool_fields: Sequence[str] = (*DeltaTableOperator.bool_fields, "full", "dry_run")
     operation_name = "GENERATE MANIFEST"
 
-    def __init__(self, *, full: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *, full: bool = False, dry_run: bool = False, **kwargs: Any) -> None:
         self.full = full
+        self.dry_run = dry_run
         super().__init__(**kwargs)
+
+    def changes_table(self) -> bool:
+        return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
         from deltalog.manifest import generate_manifest
 
-        return self.call(generate_manifest, table, full=self.full)
+        return self.call(generate_manifest, table, full=self.full, dry_run=self.dry_run)
 
     def summarize(self, metrics: dict[str, Any]) -> str:
         reason = f" ({metrics['full_reason']})" if metrics.get("full_reason") else ""
         return (
-            f"GENERATE MANIFEST {self._table_uri}: {metrics.get('mode')}{reason} run wrote "
+            f"GENERATE MANIFEST {self._table_uri}: {metrics.get('mode')}{reason} "
+            f"{'dry run would have written' if self.dry_run else 'run wrote'} "
             f"{len(metrics.get('manifests_written') or [])} and deleted {len(metrics.get('manifests_deleted') or [])} "
             f"manifest(s) listing {metrics.get('num_files')} files, {metrics.get('num_partitions')} partition(s), "
             f"version {metrics.get('version')}"

@@ -28,8 +28,10 @@ class DeltaVacuumOperator(DeltaTableOperator):
         the table's ``delta.deletedFileRetentionDuration``, else 7 days).
     :param mode: ``"full"`` (list the whole table folder) or ``"lite"`` (only files the log
         removed since the last vacuum) (templated).
-    :param dry_run: only report what would be deleted (no asset event is declared).
-    :param allow_short_retention: explicitly allow a retention below the table's setting.
+    :param dry_run: only report what would be deleted (no asset event is declared) (templated).
+    :param allow_short_retention: explicitly allow a retention below the table's setting
+        (templated). Yes/no parameters take ``True``/``False`` or the rendered strings
+        ``"true"``/``"false"`` only; ``"no"``, ``"0"`` or ``"False "`` typos fail the task.
     :param inventory: path/URI of an inventory of the table's files (templated), used
         instead of listing storage.
     :param full_fallback: in lite mode, fall back to a full listing when the log no longer
@@ -37,7 +39,22 @@ class DeltaVacuumOperator(DeltaTableOperator):
     :param include_files: keep the per-file plan in the XCom value (can be large).
     """
 
-    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, "retention_hours", "mode", "inventory")
+    template_fields: Sequence[str] = (
+        *DeltaTableOperator.template_fields,
+        "retention_hours",
+        "mode",
+        "inventory",
+        "dry_run",
+        "allow_short_retention",
+        "full_fallback",
+    )
+    bool_fields: Sequence[str] = (
+        *DeltaTableOperator.bool_fields,
+        "dry_run",
+        "allow_short_retention",
+        "full_fallback",
+        "include_files",
+    )
     operation_name = "VACUUM"
 
     def __init__(
@@ -62,7 +79,7 @@ class DeltaVacuumOperator(DeltaTableOperator):
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
-        return not self.dry_run
+        return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
         from deltalog.vacuum import execute_vacuum, plan_vacuum, vacuum

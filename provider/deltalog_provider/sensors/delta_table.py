@@ -25,7 +25,7 @@ from deltalog_provider.operators.base import deltalog_errors_as_task_failures
 from deltalog_provider.operators.health import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils.checks import MaintenanceThresholds, current_version, evaluate_health, find_new_commit
-from deltalog_provider.utils.coerce import optional_int, optional_list
+from deltalog_provider.utils.coerce import optional_int, optional_list, strict_bool
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -51,7 +51,7 @@ class _DeltaSensor(BaseSensorOperator):
         super().__init__(**kwargs)
         self.table = table
         self.deltalog_conn_id = deltalog_conn_id
-        self.deferrable = default_deferrable() if deferrable is None else deferrable
+        self.deferrable = default_deferrable() if deferrable is None else strict_bool(deferrable, "deferrable")
 
     def _table(self) -> DeltaTable:
         return DeltaTableHook(deltalog_conn_id=self.deltalog_conn_id).get_table(self.table)
@@ -100,7 +100,7 @@ class DeltaTableVersionSensor(_DeltaSensor):
         super().__init__(**kwargs)
         self.after_version = after_version
         self.operations = operations
-        self.wait_for_creation = wait_for_creation
+        self.wait_for_creation = strict_bool(wait_for_creation, "wait_for_creation")
 
     def _baseline(self, context: Context, table: DeltaTable) -> int:
         explicit = optional_int(self.after_version, "after_version")

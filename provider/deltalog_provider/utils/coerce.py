@@ -18,6 +18,21 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip() in ("", "None", "null"))
 
 
+def strict_bool(value: Any, name: str) -> bool:
+    """A real bool, or a rendered ``"true"``/``"false"`` (any case); anything else is refused.
+
+    Truthiness is never used: ``"False"``, ``"no"``, ``"0"`` or an unrendered
+    ``"{{ params.x }}"`` are all truthy strings, and several of these switches
+    override a safety refusal (``allow_short_retention``) or decide whether anything
+    is deleted (``dry_run``).
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise InvalidArgumentError(f"{name} must be True or False (or the string 'true'/'false'), got {value!r}")
+
+
 def optional_str(value: Any) -> str | None:
     return None if _blank(value) else str(value).strip()
 
