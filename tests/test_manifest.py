@@ -278,3 +278,47 @@ def test_cli_manifest(table_path, capsys):
     assert out["mode"] == "full" and out["manifests_written"] == [f"{MANIFEST_DIR}/part=a/manifest"]
     assert main(["manifest", table_path]) == 0
     assert "incremental manifest generation of version 1" in capsys.readouterr().out
+
+
+def _tree_bytes(path: str) -> dict[str, bytes]:
+    root = os.path.join(path, MANIFEST_DIR)
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            out[os.path.relpath(full, root)] = open(full, "rb").read()
+    return out
+
+
+def test_full_generation_has_a_dry_run_that_deletes_and_writes_nothing(table_path, capsys):
+    """Issue 13 item 12: ``manifest --full`` deleted stale manifests with no way to see it first."""
+    t = make_table(table_path, partition_by=["part"])
+    append(t, rows(1, 0, part="a"), partition={"part": "a"})
+    generate_manifest(t, full=True)
+    remove_partition(t, {"part": "a"})
+    append(t, rows(1, 5, part="b"), partition={"part": "b"})
+    stale = os.path.join(table_path, MANIFEST_DIR, "part=gone")
+    os.makedirs(stale)
+    with open(os.path.join(stale, "manifest"), "w") as fh:
+        fh.write("file:///nowhere/x.parquet\n")
+    before = _tree_bytes(table_path)
+
+    plan = generate_manifest(t, full=True, dry_run=True)
+    assert plan.dry_run and _tree_bytes(table_path) == before
+    assert sorted(plan.manifests_deleted) == [f"{MANIFEST_DIR}/part=a/manifest", f"{MANIFEST_DIR}/part=gone/manifest"]
+    assert plan.manifests_written == [f"{MANIFEST_DIR}/part=b/manifest"]
+    incremental = generate_manifest(t, dry_run=True)
+    assert incremental.mode == "incremental" and incremental.manifests_deleted == [f"{MANIFEST_DIR}/part=a/manifest"]
+    assert _tree_bytes(table_path) == before
+
+    assert main(["manifest", table_path, "--full", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dry_run"] is True and len(out["manifests_deleted"]) == 2
+    assert main(["manifest", table_path, "--full", "--dry-run"]) == 0
+    assert "2 stale would be deleted" in capsys.readouterr().out
+    assert _tree_bytes(table_path) == before
+
+    real = generate_manifest(t, full=True)
+    assert sorted(real.manifests_deleted) == sorted(plan.manifests_deleted)
+    assert real.manifests_written == plan.manifests_written
+    assert manifest_tree(table_path) == expected_tree(table_path)

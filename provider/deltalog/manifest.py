@@ -15,6 +15,8 @@ unpartitioned table) listing the absolute URI of every live data file, one per l
   no longer in the log) falls back to a full generation.
 - Every manifest is written atomically and the marker last, so a crash leaves each
   manifest either old or new and a rerun finishes the job.
+- ``dry_run`` reports which manifests would be written and which stale ones deleted,
+  and writes or deletes nothing (like every other deleting operation).
 
 Tables with deletion vectors in live files or with column mapping are refused: the
 engines would read deleted rows, or columns by the wrong names.
@@ -35,6 +37,7 @@ import pyarrow.compute as pc
 from deltalog._version import __version__
 from deltalog.checkpoint import config_bool, hook_configuration, table_for_storage
 from deltalog.errors import CorruptLogError, DeltaLogError, OperationRefusedError
+from deltalog.flags import require_bools
 from deltalog.hooks import register_hook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
@@ -67,6 +70,7 @@ class ManifestResult:
     since_version: int | None = None  # incremental: the version of the previous generation
     full_reason: str | None = None  # why a requested incremental refresh did a full generation
     duration_seconds: float = 0.0
+    dry_run: bool = False  # True: the lists say what would be written/deleted; nothing was
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,9 +208,13 @@ def _refuse_unsupported(snapshot: Snapshot) -> None:
         )
 
 
-def generate_manifest(table: DeltaTable | str, full: bool = False) -> ManifestResult:
-    """Write the symlink-format manifests of the latest version (incremental unless ``full``)."""
+def generate_manifest(table: DeltaTable | str, full: bool = False, dry_run: bool = False) -> ManifestResult:
+    """Write the symlink-format manifests of the latest version (incremental unless ``full``).
+
+    ``dry_run`` plans the same generation and returns it without writing or deleting anything.
+    """
     started = time.perf_counter()
+    require_bools(full=full, dry_run=dry_run)
     dtable = as_table(table)
     storage = dtable.storage
     listing = dtable.list_log()
@@ -214,7 +222,7 @@ def generate_manifest(table: DeltaTable | str, full: bool = False) -> ManifestRe
     check_writable(snapshot.protocol, "generate symlink manifests")
     _refuse_unsupported(snapshot)
 
-    result = ManifestResult(version=snapshot.version, mode="full")
+    result = ManifestResult(version=snapshot.version, mode="full", dry_run=dry_run)
     scope: set[str] | None = None
     marker = _read_marker(storage)
     if not full:
@@ -232,12 +240,17 @@ def generate_manifest(table: DeltaTable | str, full: bool = False) -> ManifestRe
     targets = grouped.keys() if scope is None else scope & grouped.keys()
     for d in sorted(targets):
         rel = f"{MANIFEST_DIR}/{d}/{MANIFEST_NAME}" if d else f"{MANIFEST_DIR}/{MANIFEST_NAME}"
-        storage.write_atomic(storage.join(rel), ("\n".join(grouped[d]) + "\n").encode())
+        if not dry_run:
+            storage.write_atomic(storage.join(rel), ("\n".join(grouped[d]) + "\n").encode())
         result.manifests_written.append(rel)
         result.num_files += len(grouped[d])
     stale = _existing_manifests(storage) - set(grouped) if scope is None else scope - set(grouped)
     for d in sorted(stale):
         rel = f"{MANIFEST_DIR}/{d}/{MANIFEST_NAME}" if d else f"{MANIFEST_DIR}/{MANIFEST_NAME}"
+        if dry_run:
+            if storage.exists(storage.join(rel)):
+                result.manifests_deleted.append(rel)
+            continue
         if storage.delete(storage.join(rel)):
             result.manifests_deleted.append(rel)
         _remove_empty_parents(storage, d)
@@ -249,12 +262,14 @@ def generate_manifest(table: DeltaTable | str, full: bool = False) -> ManifestRe
         "generatedAt": int(time.time() * 1000),
         "generator": f"deltalog/{__version__}",
     }
-    storage.write_atomic(storage.join(MANIFEST_DIR, MARKER_NAME), json.dumps(marker_doc).encode())
+    if not dry_run:
+        storage.write_atomic(storage.join(MANIFEST_DIR, MARKER_NAME), json.dumps(marker_doc).encode())
     result.duration_seconds = round(time.perf_counter() - started, 3)
     log.info(
-        "%s manifest generation of version %d: %d written, %d deleted (%d partitions)",
+        "%s manifest generation of version %d%s: %d written, %d deleted (%d partitions)",
         result.mode,
         result.version,
+        " (dry run, nothing written)" if dry_run else "",
         len(result.manifests_written),
         len(result.manifests_deleted),
         result.num_partitions,

@@ -45,6 +45,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     )
     p.add_argument("table", help="table path or URI")
     p.add_argument("--full", action="store_true", help="rewrite every manifest and delete stale ones")
+    p.add_argument("--dry-run", action="store_true", help="show what would be written and deleted; change nothing")
     p.set_defaults(handler=cmd_manifest)
 
 
@@ -87,17 +88,18 @@ def cmd_cleanup_log(args: argparse.Namespace) -> None:
 
 
 def cmd_manifest(args: argparse.Namespace) -> None:
-    result = generate_manifest(DeltaTable(args.table, args.storage_options), full=args.full)
+    result = generate_manifest(DeltaTable(args.table, args.storage_options), full=args.full, dry_run=args.dry_run)
 
     def human(r: ManifestResult) -> str:
-        head = f"{r.mode} manifest generation of version {r.version}"
+        head = f"{r.mode} manifest generation of version {r.version}" + (" (dry run)" if r.dry_run else "")
         if r.mode == "incremental":
             head += f" (changes since version {r.since_version})"
         elif r.full_reason:
             head += f" ({r.full_reason})"
         return (
-            f"{head}\n{len(r.manifests_written)} manifests written ({r.num_files} files), "
-            f"{len(r.manifests_deleted)} stale deleted; {r.num_partitions} partitions in the table"
+            f"{head}\n{len(r.manifests_written)} manifests {'would be ' if r.dry_run else ''}written "
+            f"({r.num_files} files), {len(r.manifests_deleted)} stale {'would be ' if r.dry_run else ''}deleted; "
+            f"{r.num_partitions} partitions in the table"
         )
 
     emit(args, result, human)
