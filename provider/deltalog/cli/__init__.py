@@ -23,6 +23,7 @@ from deltalog.errors import DeltaLogError, InvalidArgumentError
 #: Modules whose ``register(subparsers)`` adds commands, in help order.
 COMMAND_MODULES = [
     "deltalog.cli.read",
+    "deltalog.cli.fleet",
     "deltalog.cli.write",
     "deltalog.cli.vacuum",
     "deltalog.cli.maintenance",

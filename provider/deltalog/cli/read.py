@@ -1,4 +1,4 @@
-"""Read-only commands: ``snapshot``, ``history``, ``health``."""
+"""Read-only commands: ``snapshot``, ``history`` (``health`` lives in ``cli/fleet.py``)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,6 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("table")
     p.add_argument("--limit", type=int, help="at most this many commits")
     p.set_defaults(handler=cmd_history)
-
-    p = sub.add_parser("health", parents=[parent], help="small files, log length, tombstones: is maintenance due?")
-    p.add_argument("table")
-    p.add_argument("--target-file-size", type=int, metavar="BYTES", help="default: delta.targetFileSize or 128 MiB")
-    p.set_defaults(handler=cmd_health)
 
 
 def cmd_snapshot(args: argparse.Namespace) -> None:
@@ -50,12 +45,3 @@ def cmd_history(args: argparse.Namespace) -> None:
         return
     for r in records:
         print(f"{r.version:>8}  {format_ms(r.timestamp)}  {r.operation or '-'}  {r.operationParameters}")
-
-
-def cmd_health(args: argparse.Namespace) -> None:
-    health = DeltaTable(args.table, args.storage_options).health(args.target_file_size)
-
-    def human(h) -> str:
-        return "\n".join(f"{k}: {v}" for k, v in h.to_dict().items())
-
-    emit(args, health, human)

@@ -1,0 +1,137 @@
+"""Fleet commands: ``discover`` and ``health`` (one table, several, or every table under a root)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from deltalog.cli import emit
+from deltalog.due import maintenance_due
+from deltalog.errors import InvalidArgumentError
+from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, discover_tables, tables_from_list
+from deltalog.fleet.health import TableReport, fleet_health
+from deltalog.health import compute_health
+from deltalog.table import DeltaTable
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", metavar="ROOT", help="every Delta table under this folder or bucket prefix")
+    p.add_argument("--list", dest="list_file", metavar="FILE", help="a file naming one table URI per line")
+    p.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, metavar="N", help="folders below the root")
+    p.add_argument("--workers", type=int, default=8, metavar="N", help="concurrent listings/measurements")
+
+
+def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "discover",
+        parents=[parent],
+        help="find every Delta table under a root (parallel listing; unreadable folders reported)",
+        description="Walk ROOT (or read --list FILE) and print every folder holding a _delta_log with a commit or "
+        "checkpoint, with its latest version. Tables are not descended into.",
+    )
+    p.add_argument("root", nargs="?", help="folder, bucket or prefix (s3://bucket/prefix)")
+    _add_source(p)
+    p.set_defaults(handler=cmd_discover)
+
+    p = sub.add_parser(
+        "health",
+        parents=[parent],
+        help="is maintenance due? one table, several, or every table under --root, ranked by expected gain",
+        description="Health numbers and the due verdict per operation (compaction finds a bin, checkpoint interval "
+        "passed, vacuum has reclaimable files past retention, log cleanup has expired files). Several tables are "
+        "measured concurrently and ranked by what maintenance would gain.",
+    )
+    p.add_argument("table", nargs="*", help="table paths or URIs")
+    _add_source(p)
+    p.add_argument("--target-file-size", type=int, metavar="BYTES", help="default: delta.targetFileSize or 128 MiB")
+    p.set_defaults(handler=cmd_health)
+
+
+def _check_source(args: argparse.Namespace, positional: list[str]) -> None:
+    given = sum(bool(x) for x in (positional, args.root, args.list_file))
+    if given != 1:
+        raise InvalidArgumentError("give tables, --root ROOT or --list FILE (exactly one of them)")
+    if args.workers < 1:
+        raise InvalidArgumentError(f"--workers must be positive, got {args.workers}")
+
+
+def _discover(args: argparse.Namespace, root: str | None) -> DiscoveryResult:
+    if args.list_file:
+        return tables_from_list(args.list_file, args.storage_options, max_workers=args.workers)
+    assert root is not None
+    return discover_tables(root, args.storage_options, max_depth=args.max_depth, max_workers=args.workers)
+
+
+def cmd_discover(args: argparse.Namespace) -> None:
+    root = args.root
+    _check_source(args, [])
+    result = _discover(args, root)
+
+    def human(r: DiscoveryResult) -> str:
+        lines = [f"{t.uri}  v{t.version}" for t in r.tables]
+        lines += [f"error: {e['uri']}: {e['error']}" for e in r.errors]
+        lines.append(f"{len(r.tables)} tables, {len(r.errors)} errors ({r.duration_seconds:.2f} s)")
+        return "\n".join(lines)
+
+    emit(args, result, human)
+
+
+def _single(args: argparse.Namespace, uri: str) -> None:
+    if args.target_file_size is not None and args.target_file_size <= 0:
+        raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
+    table = DeltaTable(uri, args.storage_options)
+    snapshot = table.snapshot()
+    out: dict[str, Any] = compute_health(snapshot, args.target_file_size).to_dict()
+    out.update(maintenance_due(table, snapshot, target_size=args.target_file_size).to_dict())
+
+    def human(d: dict[str, Any]) -> str:
+        lines = [f"{k}: {v}" for k, v in d.items() if k not in ("due", "reasons", "work", "refused")]
+        due = [op for op, flag in d["due"].items() if flag]
+        lines.append("due: " + (", ".join(due) if due else "nothing"))
+        lines += [f"  {r}" for r in d["reasons"]]
+        return "\n".join(lines)
+
+    emit(args, out, human)
+
+
+def cmd_health(args: argparse.Namespace) -> None:
+    _check_source(args, args.table)
+    if len(args.table) == 1:
+        _single(args, args.table[0])
+        return
+    errors: list[dict[str, str]] = []
+    if args.table:
+        uris = list(args.table)
+    else:
+        found = _discover(args, args.root)
+        uris, errors = [t.uri for t in found.tables], list(found.errors)
+    if args.target_file_size is not None and args.target_file_size <= 0:
+        raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
+    reports = fleet_health(uris, args.storage_options, target_size=args.target_file_size, max_workers=args.workers)
+    out = {
+        "tables": [r.to_dict() for r in reports],
+        "errors": errors,
+        "num_tables": len(reports),
+        "num_due": sum(r.any_due for r in reports),
+    }
+
+    def human(_: Any) -> str:
+        return format_ranking(reports, errors)
+
+    emit(args, out, human)
+
+
+def format_ranking(reports: list[TableReport], errors: list[dict[str, str]]) -> str:
+    lines = []
+    for rank, r in enumerate(reports, 1):
+        if r.error is not None:
+            lines.append(f"{rank:>3}. {r.uri}: error: {r.error}")
+            continue
+        assert r.due is not None
+        due = [op for op, flag in r.due.flags().items() if flag]
+        state = ", ".join(due) if due else ("refused" if r.due.refused else "healthy")
+        lines.append(f"{rank:>3}. {r.uri} v{r.version} gain {r.gain:.1f}: {state}")
+        lines += [f"       {reason}" for reason in r.due.reasons]
+    lines += [f"error: {e['uri']}: {e['error']}" for e in errors]
+    lines.append(f"{len(reports)} tables, {sum(r.any_due for r in reports)} due")
+    return "\n".join(lines)

@@ -1,0 +1,201 @@
+"""Is maintenance due? One answer per operation, from the same rules the operations use.
+
+Health numbers alone mislead: a partitioned table with one small file per
+partition has a high small-file share, yet the compaction planner finds no bin
+(a bin needs two files of one partition), so a "due" computed from the share
+sends every daily run down the maintenance path for nothing. Here an operation
+is due only when it would actually have work:
+
+* compaction: the compaction planner (:func:`plan_from_snapshot`) finds at least one bin;
+* checkpoint: ``delta.checkpointInterval`` commits (default 10) have passed since the
+  last checkpoint;
+* vacuum: tombstones removed before the retention cutoff
+  (``delta.deletedFileRetentionDuration``), after the previous vacuum's cutoff
+  (``_delta_log/_last_vacuum_info``'s time minus the retention) and outside vacuum's
+  protected set (:func:`retained_state`: every file a version inside the window
+  references) name files a vacuum would delete. The table is not listed, so files no
+  commit ever referenced (failed writes) are only found by a full vacuum's listing;
+* log cleanup: the log cleanup planner (a dry run of :func:`cleanup_log`) finds expired
+  files; it is only asked when the oldest log file is older than the cutoff.
+
+The CLI's ``health --json``, the health operators, the maintenance-due sensor and
+the fleet ranking all read this one result.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.compute as pc
+
+from deltalog.arrow_utils import column_sum
+from deltalog.checkpoint import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
+from deltalog.compaction.plan import plan_from_snapshot
+from deltalog.errors import DeltaLogError, UnsupportedProtocolError
+from deltalog.log_cleanup import _midnight_utc, cleanup_log
+from deltalog.protocol import check_writable
+from deltalog.snapshot import Snapshot
+from deltalog.table import DeltaTable
+from deltalog.vacuum.plan import LAST_VACUUM_INFO
+from deltalog.vacuum.retained import retained_state
+from deltalog.vacuum.retention import resolve_retention
+
+#: The operations a due verdict covers, in the order maintenance runs them.
+OPERATIONS = ("compaction", "checkpoint", "vacuum", "log_cleanup")
+
+
+@dataclass(frozen=True)
+class MaintenanceDue:
+    """Which operations would have work, why, and how much (the numbers the fleet ranks by)."""
+
+    compaction: bool = False
+    checkpoint: bool = False
+    vacuum: bool = False
+    log_cleanup: bool = False
+    reasons: tuple[str, ...] = ()
+    #: Set when the table's protocol needs a feature deltalog refuses to write: nothing is due then.
+    refused: str | None = None
+    compaction_bins: int = 0
+    compaction_input_files: int = 0
+    compaction_input_bytes: int = 0
+    commits_since_checkpoint: int = 0
+    checkpoint_interval: int = 0
+    reclaimable_files: int = 0
+    reclaimable_bytes: int = 0
+    expired_log_files: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def any(self) -> bool:
+        return self.compaction or self.checkpoint or self.vacuum or self.log_cleanup
+
+    def flags(self) -> dict[str, bool]:
+        """``{"compaction": bool, "checkpoint": bool, "vacuum": bool, "log_cleanup": bool}``."""
+        return {op: bool(getattr(self, op)) for op in OPERATIONS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": self.flags(),
+            "reasons": list(self.reasons),
+            "refused": self.refused,
+            "work": {
+                "compaction_bins": self.compaction_bins,
+                "compaction_input_files": self.compaction_input_files,
+                "compaction_input_bytes": self.compaction_input_bytes,
+                "commits_since_checkpoint": self.commits_since_checkpoint,
+                "checkpoint_interval": self.checkpoint_interval,
+                "reclaimable_files": self.reclaimable_files,
+                "reclaimable_bytes": self.reclaimable_bytes,
+                "expired_log_files": self.expired_log_files,
+            },
+        }
+
+
+def _last_vacuum_ms(snapshot: Snapshot) -> int | None:
+    for f in snapshot.segment.listing.other:
+        if f.name == LAST_VACUUM_INFO:
+            try:
+                return f.modification_time
+            except FileNotFoundError:
+                return None
+    return None
+
+
+def _oldest_log_file_ms(snapshot: Snapshot) -> int | None:
+    listing = snapshot.segment.listing
+    files = [f for f in listing.commits.values()]
+    files += [f for cps in listing.checkpoints.values() for cp in cps for f in cp.files]
+    times = []
+    for f in files:
+        try:
+            times.append(f.modification_time)
+        except FileNotFoundError:
+            continue
+    return min(times) if times else None
+
+
+def maintenance_due(
+    table: DeltaTable,
+    snapshot: Snapshot | None = None,
+    *,
+    target_size: int | str | None = None,
+    now_ms: int | None = None,
+) -> MaintenanceDue:
+    """Which maintenance operations would have work on ``table`` now (see the module docstring).
+
+    Reads nothing beyond the snapshot, except the log cleanup planner when the oldest
+    log file is past the log retention. A protocol deltalog cannot write makes every
+    operation refused: nothing is due and ``refused`` says why.
+    """
+    snapshot = snapshot or table.snapshot()
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    try:
+        check_writable(snapshot.protocol, "maintain")
+    except UnsupportedProtocolError as exc:
+        return MaintenanceDue(reasons=(f"refused: {exc}",), refused=str(exc))
+    conf = snapshot.metadata.configuration
+    reasons: list[str] = []
+    values: dict[str, Any] = {}
+
+    plan = plan_from_snapshot(snapshot, table.uri, target_size)
+    values["compaction_bins"] = len(plan.bins)
+    values["compaction_input_files"] = plan.num_input_files
+    values["compaction_input_bytes"] = plan.input_bytes
+    values["compaction"] = bool(plan.bins)
+    if plan.bins:
+        reasons.append(
+            f"compaction: {plan.num_input_files} small files ({plan.input_bytes} bytes) make "
+            f"{len(plan.bins)} bins of up to {plan.target_size} bytes"
+        )
+
+    cps = [v for v in snapshot.segment.listing.checkpoints if v <= snapshot.version]
+    since = snapshot.version - max(cps) if cps else snapshot.version + 1
+    interval = checkpoint_interval(conf)
+    values["commits_since_checkpoint"], values["checkpoint_interval"] = since, interval
+    values["checkpoint"] = since >= interval
+    if values["checkpoint"]:
+        last = f"checkpoint {max(cps)}" if cps else "any checkpoint"
+        reasons.append(f"checkpoint: {since} commits since {last} (interval {interval})")
+
+    try:
+        retention = resolve_retention(conf, None, False, now_ms=now)
+    except DeltaLogError as exc:
+        reasons.append(f"vacuum: not judged: {exc}")
+    else:
+        tomb = snapshot.tombstones
+        if tomb.num_rows:
+            ts = pc.fill_null(tomb.column("deletionTimestamp"), 0)
+            mask = pc.less(ts, retention.cutoff_ms)
+            last_vacuum = _last_vacuum_ms(snapshot)
+            if last_vacuum is not None:
+                mask = pc.and_(mask, pc.greater_equal(ts, last_vacuum - retention.retention_ms))
+            expired = tomb.filter(mask)
+            if expired.num_rows:
+                # Vacuum's own rule: a file any version inside the retention window references stays.
+                retained = retained_state(snapshot, snapshot.segment.listing, retention.cutoff_ms)
+                expired = expired.filter(pc.invert(pc.is_in(expired.column("path"), value_set=retained.protected)))
+            values["reclaimable_files"] = expired.num_rows
+            values["reclaimable_bytes"] = column_sum(expired, "size")
+        values["vacuum"] = values.get("reclaimable_files", 0) > 0
+        if values["vacuum"]:
+            reasons.append(
+                f"vacuum: {values['reclaimable_files']} files ({values['reclaimable_bytes']} bytes) removed before "
+                f"the retention cutoff ({retention.retention_hours:g} hours)"
+                + (" and after the previous vacuum" if _last_vacuum_ms(snapshot) is not None else "")
+            )
+
+    if config_bool(conf, "delta.enableExpiredLogCleanup", True):
+        log_cutoff = _midnight_utc(now - config_interval_ms(conf, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION))
+        oldest = _oldest_log_file_ms(snapshot)
+        if oldest is not None and oldest < log_cutoff:
+            dry = cleanup_log(table, dry_run=True, now_ms=now)
+            values["expired_log_files"] = dry.num_files
+            values["log_cleanup"] = dry.num_files > 0
+            if dry.num_files:
+                reasons.append(
+                    f"log_cleanup: {dry.num_files} log files before checkpoint {dry.cutoff_checkpoint} are past "
+                    f"the log retention ({dry.log_retention})"
+                )
+    return MaintenanceDue(reasons=tuple(reasons), **values)

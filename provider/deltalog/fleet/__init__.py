@@ -1,0 +1,1 @@
+"""Fleet mode: many tables at once (discovery, ranked health, budgeted maintenance, summaries)."""

@@ -1,0 +1,40 @@
+"""Discovery and fleet health over the S3 test server (object-store listings, not os.scandir)."""
+
+from __future__ import annotations
+
+import fsspec
+import pytest
+
+from deltalog.fleet.discover import discover_tables
+from deltalog.fleet.health import fleet_health
+from fleet_helpers import healthy_table, one_small_file_per_partition, small_files_table
+
+pytestmark = [pytest.mark.slow, pytest.mark.s3]
+
+
+def upload(local: str, uri: str, options: dict) -> None:
+    fs = fsspec.filesystem("s3", **options)
+    fs.put(local + "/", uri.removeprefix("s3://") + "/", recursive=True)
+
+
+def test_discover_and_rank_on_s3(tmp_path, s3_bucket, s3_storage_options):
+    builders = {
+        "raw/events": small_files_table,
+        "raw/clicks": one_small_file_per_partition,
+        "gold/daily": healthy_table,
+    }
+    for name, build in builders.items():
+        build(str(tmp_path / name))
+        upload(str(tmp_path / name), f"s3://{s3_bucket}/lake/{name}", s3_storage_options)
+    fs = fsspec.filesystem("s3", **s3_storage_options)
+    fs.pipe_file(f"{s3_bucket}/lake/notes/readme.txt", b"not a table")
+
+    result = discover_tables(f"s3://{s3_bucket}/lake", s3_storage_options)
+    assert [t.uri for t in result.tables] == [f"s3://{s3_bucket}/lake/{n}" for n in sorted(builders)]
+    assert result.errors == ()
+
+    reports = fleet_health([t.uri for t in result.tables], s3_storage_options)
+    assert reports[0].uri.endswith("raw/events") and reports[0].due.compaction and reports[0].gain == 5
+    rest = {r.uri.rsplit("/", 1)[-1]: r for r in reports[1:]}
+    assert not rest["clicks"].any_due and rest["clicks"].health.small_file_share == 1.0
+    assert not rest["daily"].any_due and all(r.error is None for r in reports)
