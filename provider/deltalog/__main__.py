@@ -1,5 +1,5 @@
 """``python -m deltalog``: the same as the ``deltalog`` command."""
 
-from deltalog.cli import main
+from deltalog.cli import run
 
-raise SystemExit(main())
+run()

@@ -57,7 +57,13 @@ class VersionNotFoundError(DeltaLogError):
 
 
 class UnsupportedProtocolError(DeltaLogError):
-    """The table needs a reader/writer version or table feature deltalog does not implement."""
+    """The table needs a reader/writer version or table feature deltalog does not implement.
+
+    A refusal (exit 1), not bad input: the table may be perfectly valid, deltalog
+    declines to read or change what it cannot honour.
+    """
+
+    exit_code = 1
 
     def __init__(self, message: str, features: list[str] | None = None) -> None:
         super().__init__(message)

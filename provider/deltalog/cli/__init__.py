@@ -13,6 +13,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -85,6 +86,33 @@ def emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str] | No
         return
     data = result.to_dict() if hasattr(result, "to_dict") else result
     print(json.dumps(data, indent=None if args.json else 2, default=str))
+
+
+def run() -> None:
+    """The console-script entry point: :func:`main`, then exit with its status and nothing else.
+
+    After the work is done and printed, interpreter teardown can still abort the
+    process (pyarrow's thread pools occasionally die with ``terminate called without
+    an active exception``, exit 134), so a script or BashOperator would see a failure
+    of work that succeeded. The output is flushed and the process ends with
+    ``os._exit`` with the command's own status, skipping teardown: nothing deltalog
+    writes depends on it (every write is complete, atomic, and fsynced where it
+    matters, before ``main`` returns).
+    """
+    try:
+        status = main()
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        if exc.code is None or isinstance(exc.code, int):
+            status = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            status = 2
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: the output was not delivered
+            status = status or 2
+    os._exit(status)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,153 @@
+"""Issue 13 items 11 and 12: the exit-code table in docs/cli.md is the truth, and the CLI always exits with it.
+
+* The table is checked against the code: every deltalog error class maps, through the
+  nearest class the table names, to the row of its own ``exit_code``.
+* Real runs (a success, a refusal, a protocol refusal, bad input) exit with the row the
+  table gives them; the README and docs/vacuum.md promise the same.
+* The console script exits with its own status even when interpreter teardown would
+  abort (pyarrow's threads made ``cleanup-log`` exit 134 about once in 30 runs).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from deltalog.cli import main
+from deltalog.errors import DeltaLogError
+from helpers import append, make_table, rows
+from vacuum_helpers import commit_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Modules that define DeltaLogError subclasses (the walk below finds them once imported).
+ERROR_MODULES = ("deltalog.errors", "deltalog.conflicts", "deltalog.vacuum.plan")
+
+
+def exit_table() -> dict[int, set[str]]:
+    """{exit code: class names in its 'raised as' column} from the one table in docs/cli.md."""
+    text = open(os.path.join(ROOT, "docs", "cli.md")).read()
+    out: dict[int, set[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"\|\s*(\d+)\s*\|(.*)\|\s*$", line)
+        if m:
+            out[int(m.group(1))] = set(re.findall(r"`(\w+)`", m.group(2).split("|")[-1]))
+    return out
+
+
+def all_error_classes() -> list[type]:
+    for name in ERROR_MODULES:
+        importlib.import_module(name)
+    seen, todo = [], [DeltaLogError]
+    while todo:
+        cls = todo.pop()
+        seen.append(cls)
+        todo.extend(cls.__subclasses__())
+    return seen
+
+
+def test_the_table_has_the_documented_codes():
+    table = exit_table()
+    assert set(table) == {0, 1, 2, 3, 130}
+
+
+def test_every_error_class_exits_with_the_row_that_names_it_or_its_nearest_ancestor():
+    table = exit_table()
+    row_of = {name: code for code, names in table.items() for name in names}
+    classes = all_error_classes()
+    assert {c.__name__ for c in classes} >= set(row_of) - {"KeyboardInterrupt"}, "the table names a class that is gone"
+    for cls in classes:
+        listed = next(base for base in cls.__mro__ if base.__name__ in row_of)
+        assert cls.exit_code == row_of[listed.__name__], (cls.__name__, listed.__name__, cls.exit_code)
+
+
+def test_readme_and_vacuum_doc_promise_the_same_codes():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    vacuum_doc = open(os.path.join(ROOT, "docs", "vacuum.md")).read()
+    assert "exit 2 for bad input" in readme and "1 for a refused" in readme
+    assert "1 for a refusal" in vacuum_doc and "an unsupported protocol feature" in vacuum_doc
+    assert "docs/cli.md" in readme
+
+
+def _future_feature(path: str) -> None:
+    """Rewrite version 0's protocol to need a writer feature deltalog does not implement."""
+    v0 = commit_path(path, 0)
+    actions = [json.loads(line) for line in open(v0) if line.strip()]
+    for a in actions:
+        if "protocol" in a:
+            a["protocol"] = {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["someFutureFeature"],
+            }
+    with open(v0, "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def test_real_runs_exit_with_the_table_codes(tmp_path, capsys):
+    table = exit_table()
+    path = str(tmp_path / "t")
+    append(make_table(path), rows(2))
+    cases = [
+        (["snapshot", path], 0),
+        (["manifest", path, "--full", "--dry-run"], 0),
+        (["vacuum", path, "--retention-hours", "0"], 1),  # short retention: a refusal
+        (["vacuum", path, "--retention-hours", "-1"], 2),  # bad input
+        (["snapshot", str(tmp_path / "nothing")], 2),  # not a table
+        (["vacuum", path, "--allow-short-retention", "--retention-hours", "0", "--max-workers", "0"], 2),
+    ]
+    for args, code in cases:
+        assert main(args) == code, args
+        assert code in table
+    err = capsys.readouterr().err
+    assert "refusing to vacuum with a retention of 0 hours" in err
+
+    other = str(tmp_path / "future")
+    append(make_table(other), rows(2))
+    _future_feature(other)
+    for args in (["vacuum", other, "--dry-run"], ["checkpoint", other], ["cleanup-log", other, "--dry-run"]):
+        assert main(args) == 1, args  # a protocol refusal is a refusal, as the docs promise
+        assert "someFutureFeature" in capsys.readouterr().err
+
+
+DELTALOG = os.path.join(os.path.dirname(sys.executable), "deltalog")
+
+
+def _console(args: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([DELTALOG, *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_console_script_exits_with_its_status_even_if_teardown_aborts(tmp_path):
+    """A teardown crash is simulated deterministically: an atexit handler that aborts (exit 134)."""
+    path = str(tmp_path / "t")
+    append(make_table(path), rows(2))
+    code = (
+        "import atexit, os, sys\n"
+        "atexit.register(os.abort)\n"
+        "from deltalog.cli import run\n"
+        "sys.argv[1:] = {args!r}\n"
+        "run()\n"
+    )
+    for args, want in ((["cleanup-log", path], 0), (["snapshot", str(tmp_path / "none")], 2), (["--version"], 0)):
+        p = subprocess.run([sys.executable, "-c", code.format(args=args)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == want, (args, p.returncode, p.stderr)
+    p = subprocess.run([sys.executable, "-c", code.format(args=["cleanup-log", path])], capture_output=True, text=True)
+    assert "nothing deleted" in p.stdout or "deleted" in p.stdout  # the output was flushed before exiting
+
+
+@pytest.mark.slow
+def test_cleanup_log_exits_zero_every_time(tmp_path):
+    """The review's reproduction: ``cleanup-log`` on a one-commit table, run 60 times."""
+    path = str(tmp_path / "t")
+    append(make_table(path), rows(2))
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: _console(["cleanup-log", path]), range(60)))
+    bad = [(p.returncode, p.stderr[-200:]) for p in results if p.returncode != 0]
+    assert not bad, f"{len(bad)} of 60 runs failed: {bad[:3]}"
+    assert all("nothing deleted" in p.stdout for p in results)
