@@ -460,6 +460,9 @@ def prepare_actions(
     view = _view(snapshot)
     rels = [_relative(storage, a.path) for a in request.add]
     _no_duplicates(rels, "add")
+    for rel in rels:  # a link inside the table may lead out of it; vacuum would then delete outside the root
+        if storage.real_relative(rel) is None:
+            raise _bad(f"{rel!r} leaves the table at {storage.uri} through a symbolic link; add files inside the root")
     for rel in rels:
         if rel in view.live:
             raise _bad(f"{rel!r} is already in the table (version {snapshot.version}); it cannot be added again")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import errno
+import functools
 import os
 import posixpath
 import time
@@ -154,6 +155,29 @@ class Storage:
         if path.startswith(root):
             return path[len(root) :]
         return path
+
+    @functools.cached_property
+    def real_root(self) -> str:
+        """The root with every symbolic link in it resolved (local); object stores have no links.
+
+        One location has many spellings (a symlinked parent, ``..``); comparing
+        real paths is the only way to tell whether two of them are the same place.
+        """
+        return os.path.realpath(self.root) if self.is_local else self.root
+
+    def real_relative(self, relative_path: str) -> str | None:
+        """Where ``relative_path`` really is, relative to :attr:`real_root`, or None when that is outside the root.
+
+        Local storage resolves every symbolic link on the way (the file itself
+        included), so a path that leaves the table through a link is caught;
+        object stores have no links, so the path is only normalised.
+        """
+        if not self.is_local:
+            rel = posixpath.normpath(relative_path)
+            return None if rel in (".", "..") or rel.startswith(("../", "/")) else rel
+        real = os.path.realpath(os.path.join(self.real_root, relative_path))
+        prefix = self.real_root.rstrip("/") + "/"
+        return real[len(prefix) :] if real.startswith(prefix) else None
 
     def full_uri(self, relative_path: str) -> str:
         """An absolute URI for a table-relative path (used in manifests and errors)."""

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from deltalog.storage import Storage
+from deltalog.vacuum.links import LinkGuard
 from deltalog.vacuum.paths import HiddenRule
 
 log = logging.getLogger(__name__)
@@ -32,15 +33,18 @@ class Progress:
         self.total = total
         self.deleted = 0
         self.gone = 0
+        #: Files not deleted because they turned out to be links or to lie behind one (see deltalog.vacuum.links).
+        self.refused = 0
         self.lock = threading.Lock()
         self.last = time.monotonic()
         #: Set by the first failing worker so the others stop instead of deleting on.
         self.stop = threading.Event()
 
-    def add(self, deleted: int, gone: int) -> None:
+    def add(self, deleted: int, gone: int, refused: int = 0) -> None:
         with self.lock:
             self.deleted += deleted
             self.gone += gone
+            self.refused += refused
             now = time.monotonic()
             if now - self.last >= PROGRESS_EVERY_S:
                 self.last = now
@@ -51,14 +55,22 @@ def _unlink(path: str) -> None:
     os.unlink(path)
 
 
-def _delete_chunk_local(root: str, chunk: list[str], progress: Progress) -> None:
-    deleted = gone = 0
+def _delete_chunk_local(guard: LinkGuard, chunk: list[str], progress: Progress) -> None:
+    """Delete each file after proving it a regular file reached from the real root without a link."""
+    deleted = gone = refused = 0
     try:
         for rel in chunk:
             if progress.stop.is_set():
                 return
+            status, _ = guard.check(rel)
+            if status == LinkGuard.GONE:
+                gone += 1
+                continue
+            if status == LinkGuard.LINK:
+                refused += 1
+                continue
             try:
-                _unlink(os.path.join(root, rel))
+                _unlink(guard.path(rel))
                 deleted += 1
             except FileNotFoundError:
                 gone += 1
@@ -66,7 +78,7 @@ def _delete_chunk_local(root: str, chunk: list[str], progress: Progress) -> None
         progress.stop.set()
         raise
     finally:
-        progress.add(deleted, gone)
+        progress.add(deleted, gone, refused)
 
 
 def _delete_chunk_remote(storage: Storage, chunk: list[str], progress: Progress) -> None:
@@ -94,7 +106,8 @@ def delete_files(storage: Storage, paths: list[str], max_workers: int, progress:
     chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
     work: Callable[[list[str]], None]
     if storage.is_local:
-        work = lambda c: _delete_chunk_local(storage.root, c, progress)  # noqa: E731
+        guard = LinkGuard(storage)
+        work = lambda c: _delete_chunk_local(guard, c, progress)  # noqa: E731
     else:
         work = lambda c: _delete_chunk_remote(storage, c, progress)  # noqa: E731
     workers = max(1, min(max_workers, len(chunks)))

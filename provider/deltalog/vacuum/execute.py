@@ -95,7 +95,7 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
     advanced = dataclasses.replace(view, version=latest, protocol=protocol, metadata=metadata, segment=segment)
     if not before_delete:
         return advanced, none
-    return advanced, PathResolver(storage).resolve(refs.all_paths())
+    return advanced, PathResolver(storage).resolve(refs.all_paths(), strict=True)
 
 
 def _commit_marker(
@@ -185,6 +185,11 @@ def execute_vacuum(
     num_dirs = remove_empty_dirs(storage, dirs, rule) if failure is None else 0
 
     warnings = list(plan.warnings)
+    if progress.refused:
+        warnings.append(
+            f"{progress.refused} planned file(s) had become symbolic links or lay behind one at delete time; "
+            "they were not deleted"
+        )
     end_version: int | None = None
     try:
         view, _ = _advance(storage, view, plan, before_delete=False)

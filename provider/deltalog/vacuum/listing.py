@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from deltalog.errors import StorageError
 from deltalog.storage import Storage, _mtime_ms
+from deltalog.vacuum.links import LinkGuard
 from deltalog.vacuum.paths import HiddenRule
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class FileListing:
     has_stats: bool = True
     #: Entries (hidden ones included) directly inside each listed directory (local listings).
     entries: dict[str, int] = field(default_factory=dict)
+    #: Symbolic links found (table-relative), never listed as files nor walked: see :mod:`deltalog.vacuum.links`.
+    links: list[str] = field(default_factory=list)
 
     @property
     def num_files(self) -> int:
@@ -88,6 +91,7 @@ class _Part:
     mtimes: list[int] = field(default_factory=list)
     dirs: dict[str, int] = field(default_factory=dict)
     entries: dict[str, int] = field(default_factory=dict)
+    links: list[str] = field(default_factory=list)
     hidden: int = 0
 
 
@@ -109,6 +113,11 @@ def _scan_local(top: str, rel_top: str, rule: HiddenRule) -> _Part:
             for entry in it:
                 count += 1
                 name = entry.name
+                if entry.is_symlink():  # never a file to delete, never a folder to walk into
+                    part.links.append(prefix + name)
+                    if rule.hidden_name(name):
+                        part.hidden += 1
+                    continue
                 if rule.hidden_name(name):
                     part.hidden += 1
                     continue
@@ -162,6 +171,11 @@ def _top_level(storage: Storage, rule: HiddenRule) -> tuple[_Part, list[tuple[st
         except OSError as exc:
             raise StorageError(f"cannot list {storage.root}: {exc}") from None
         for entry in entries:
+            if entry.is_symlink():  # never a file to delete, never a folder to walk into
+                top.links.append(entry.name)
+                if rule.hidden_name(entry.name):
+                    top.hidden += 1
+                continue
             if rule.hidden_name(entry.name):
                 top.hidden += 1
                 continue
@@ -222,6 +236,7 @@ def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -
     mtimes: list[int] = []
     dirs: dict[str, int] = {}
     entries: dict[str, int] = {}
+    links: list[str] = []
     hidden = 0
     for p in parts:
         paths += p.paths
@@ -229,10 +244,11 @@ def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -
         mtimes += p.mtimes
         dirs.update(p.dirs)
         entries.update(p.entries)
+        links += p.links
         hidden += p.hidden
     log.info("listed %d files in %d directories (%d hidden entries skipped)", len(paths), len(dirs), hidden)
     if storage.is_local:
-        return FileListing(_table(paths, None, None), dirs, hidden, has_stats=False, entries=entries)
+        return FileListing(_table(paths, None, None), dirs, hidden, has_stats=False, entries=entries, links=links)
     return FileListing(_table(paths, sizes, mtimes), dirs, hidden)
 
 
@@ -242,13 +258,16 @@ def fill_stats(storage: Storage, files: pa.Table, max_workers: int = 8) -> pa.Ta
     if not paths:
         return files
 
+    guard = LinkGuard(storage) if storage.is_local else None
+
     def stat_chunk(chunk: list[str]) -> list[tuple[str, int, int] | None]:
         out: list[tuple[str, int, int] | None] = []
         for rel in chunk:
             try:
-                if storage.is_local:
-                    st = os.stat(os.path.join(storage.root, rel))
-                    out.append((rel, st.st_size, int(st.st_mtime * 1000)))
+                if guard is not None:
+                    # A link (or a path through one) appearing since the listing is dropped like a vanished file.
+                    _, st = guard.check(rel)
+                    out.append((rel, st.st_size, int(st.st_mtime * 1000)) if st is not None else None)
                 else:
                     info = storage.info(storage.join(rel))
                     out.append((rel, info.size, info.modification_time))

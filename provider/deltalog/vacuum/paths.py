@@ -15,7 +15,9 @@ name happens to start with ``_``.
 
 from __future__ import annotations
 
+import os
 import posixpath
+import re
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -25,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.compaction.dv import z85_decode
-from deltalog.errors import CorruptLogError
+from deltalog.errors import CorruptLogError, OperationRefusedError
 from deltalog.storage import LOG_DIR, Storage
 
 CHANGE_DATA_DIR = "_change_data"
@@ -34,7 +36,7 @@ _Z85_UUID_LENGTH = 20
 
 #: Log paths containing any of these need more than a plain comparison: percent-encoded,
 #: absolute (a scheme, a leading slash) or not normalised.
-_SPECIAL_SUBSTRINGS = ("%", ":", "//", "./")
+_SPECIAL_SUBSTRINGS = ("%", ":", "//", "./", "/.")
 
 
 def _any_substring(arr: pa.Array, needles: Iterable[str], prefixes: Iterable[str] = ()) -> pa.Array:
@@ -132,21 +134,75 @@ def dv_descriptor_path(dv: dict[str, Any]) -> str:
     return path
 
 
+class UnrelativisablePathError(OperationRefusedError):
+    """A path the log references cannot be placed inside the table root, so vacuum cannot prove what is unreferenced."""
+
+
+#: A ``.`` or ``..`` path segment: only the filesystem can say where such a path leads.
+_DOT_SEGMENT = re.compile(r"(^|/)\.{1,2}(/|$)")
+
+
 class PathResolver:
-    """Turns paths as written in the log into table-relative physical paths."""
+    """Turns paths as written in the log into table-relative physical paths, one rule for every spelling.
+
+    A location has many spellings: ``file:/t``, ``file:///t``, ``/t``, a symlinked
+    parent, ``..`` segments, percent-encoding, ``s3://`` vs ``s3a://``. On local
+    storage both sides are compared as real paths (every link resolved), so any
+    spelling of the root matches; on object stores (no links) paths are compared
+    after normalisation, with the scheme's aliases. A path that no rule places
+    inside the root is *unrelativisable*: :meth:`resolve` with ``strict`` refuses
+    it, since its file might be a live one spelled differently.
+    """
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.root = storage.root.rstrip("/")
+        self.local = storage.is_local
+        self.root = storage.root.rstrip("/") or "/"
+        self.real_root = storage.real_root.rstrip("/") or "/"
+        self.roots = tuple(dict.fromkeys((self.root, self.real_root)))
         parsed = urlparse(storage.uri)
         self.schemes = {"file", ""} if storage.is_local else {parsed.scheme, *_scheme_aliases(parsed.scheme)}
+        self._real_dirs: dict[str, str] = {}
 
-    def _under_root(self, absolute: str) -> str | None:
-        absolute = posixpath.normpath(absolute)
-        if absolute == self.root:
-            return None
-        prefix = self.root + "/" if self.root != "/" else "/"
-        return absolute[len(prefix) :] if absolute.startswith(prefix) else None
+    @staticmethod
+    def _under(absolute: str, root: str) -> str | None:
+        prefix = root + "/" if root != "/" else "/"
+        return absolute[len(prefix) :] if absolute.startswith(prefix) and len(absolute) > len(prefix) else None
+
+    def _real_dir(self, directory: str) -> str:
+        real = self._real_dirs.get(directory)
+        if real is None:
+            real = self._real_dirs[directory] = os.path.realpath(directory or "/")
+        return real
+
+    def _absolute(self, path: str) -> list[str]:
+        """Table-relative forms of an absolute physical path without scheme (empty when outside the root)."""
+        if not self.local:
+            forms = [self._under(posixpath.normpath(path.lstrip("/")), self.root), self._under(path, self.root)]
+            return [f for f in dict.fromkeys(forms) if f and not f.startswith("../")]
+        if not _DOT_SEGMENT.search(path) and "//" not in path:
+            for root in self.roots:
+                rel = self._under(path, root)
+                if rel:
+                    return [rel]
+        # Another spelling of the root (a symlinked parent, ``..``): ask the filesystem where the folder is.
+        parent, _, name = path.rpartition("/")
+        if name in ("", ".", ".."):
+            return []
+        rel = self._under(posixpath.join(self._real_dir(parent), name), self.real_root)
+        return [rel] if rel else []
+
+    def _relative(self, path: str) -> list[str]:
+        """Table-relative forms of a relative log path (empty when it climbs out of the root)."""
+        if path and not _DOT_SEGMENT.search(path) and "//" not in path:
+            return [path]
+        if self.local:
+            rel = self.storage.real_relative(path) if path else None
+            return [rel] if rel else []
+        norm = posixpath.normpath(path) if path else "."
+        if norm in (".", "..") or norm.startswith("../"):
+            return []
+        return list(dict.fromkeys([norm, path]))
 
     def relative_literal(self, absolute: str) -> str | None:
         """The table-relative form of an absolute physical path or URI (no percent-decoding), or None."""
@@ -154,42 +210,42 @@ class PathResolver:
         if len(parsed.scheme) > 1:
             if parsed.scheme not in self.schemes:
                 return None
-            absolute = parsed.path if self.storage.is_local else f"{parsed.netloc}{parsed.path}"
-        elif not self.storage.is_local:
-            absolute = absolute.lstrip("/")
-        return self._under_root(absolute)
+            if self.local and parsed.netloc not in ("", "localhost"):
+                return None
+            absolute = parsed.path if self.local else f"{parsed.netloc}{parsed.path}"
+        forms = self._absolute(absolute)
+        return forms[0] if forms else None
 
     def resolve_one(self, path: str) -> list[str]:
         """Every table-relative form ``path`` could denote (empty when it lies outside the table)."""
         out: list[str] = []
         parsed = urlparse(path)
-        has_scheme = len(parsed.scheme) > 1 and "://" in path or path.startswith("file:")
-        if has_scheme:
+        if (len(parsed.scheme) > 1 and "://" in path) or path.startswith("file:"):
             if parsed.scheme not in self.schemes:
                 return []
-            if self.storage.is_local:
-                candidates = {unquote(parsed.path), parsed.path}
+            if self.local:
+                if parsed.netloc not in ("", "localhost"):
+                    return []
+                spellings = (unquote(parsed.path), parsed.path)
             else:
-                candidates = {f"{parsed.netloc}{unquote(parsed.path)}", f"{parsed.netloc}{parsed.path}"}
-            for c in candidates:
-                rel = self._under_root(c)
-                if rel:
-                    out.append(rel)
-            return out
-        if path.startswith("/"):
-            for c in {unquote(path), path}:
-                rel = self._under_root(c if self.storage.is_local else c.lstrip("/"))
-                if rel:
-                    out.append(rel)
-            return out
-        for c in {unquote(path), path}:
-            norm = posixpath.normpath(c)
-            if norm not in (".", "") and not norm.startswith("../"):
-                out.append(norm)
-        return out
+                spellings = (f"{parsed.netloc}{unquote(parsed.path)}", f"{parsed.netloc}{parsed.path}")
+            for c in dict.fromkeys(spellings):
+                out += self._absolute(c)
+        elif path.startswith("/"):
+            for c in dict.fromkeys((unquote(path), path)):
+                out += self._absolute(c)
+        else:
+            for c in dict.fromkeys((unquote(path), path)):
+                out += self._relative(c)
+        return list(dict.fromkeys(out))
 
-    def resolve(self, raw: Iterable[str] | pa.Array) -> pa.Array:
-        """Unique relative paths for a batch of log paths; plain relative paths stay vectorised."""
+    def resolve(self, raw: Iterable[str] | pa.Array, strict: bool = False) -> pa.Array:
+        """Unique relative paths for a batch of log paths; plain relative paths stay vectorised.
+
+        ``strict``: a path that cannot be relativised against the root raises
+        :class:`UnrelativisablePathError` (Delta Spark's vacuum stops the same way)
+        instead of being dropped.
+        """
         arr = raw if isinstance(raw, pa.Array | pa.ChunkedArray) else pa.array(list(raw), pa.string())
         if isinstance(arr, pa.ChunkedArray):
             arr = (
@@ -202,11 +258,25 @@ class PathResolver:
         arr = pc.unique(arr)
         if len(arr) == 0:
             return arr
-        special = _any_substring(arr, _SPECIAL_SUBSTRINGS, ("/",))
+        special = pc.or_(_any_substring(arr, _SPECIAL_SUBSTRINGS, ("/", ".")), pc.equal(arr, ""))
         if not pc.any(special).as_py():
             return arr
         plain = arr.filter(pc.invert(special))
-        resolved = [r for p in arr.filter(special).to_pylist() for r in self.resolve_one(p)]
+        resolved: list[str] = []
+        unresolvable: list[str] = []
+        for p in arr.filter(special).to_pylist():
+            forms = self.resolve_one(p)
+            if not forms:
+                unresolvable.append(p)
+            resolved += forms
+        if strict and unresolvable:
+            examples = ", ".join(repr(p) for p in sorted(unresolvable)[:3])
+            raise UnrelativisablePathError(
+                f"{len(unresolvable)} path(s) the log references cannot be relativised against the table root "
+                f"{self.storage.uri} (e.g. {examples}): they may be live files under another spelling of this "
+                "location, so vacuum cannot prove what is unreferenced and stops (as Delta Spark does). Open the "
+                "table by the location its log names, or repair the log"
+            )
         return pc.unique(pa.concat_arrays([plain, pa.array(resolved, pa.string())]))
 
 

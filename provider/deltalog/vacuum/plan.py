@@ -31,6 +31,7 @@ from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.vacuum.inventory import read_inventory
+from deltalog.vacuum.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
 from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
 from deltalog.vacuum.retained import RetainedState, retained_state, scan_commits
@@ -195,6 +196,40 @@ def _reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
     return pc.if_else(pc.is_in(paths, value_set=expired), REASON_TOMBSTONE, reason)
 
 
+def _protect_through_links(storage: Storage, retained: RetainedState, links: list[str], warnings: list[str]) -> None:
+    """Add the real paths of referenced files reached through ``links`` to the protected set (local storage)."""
+    if not storage.is_local or not links:
+        return
+    inside, outside = through_links(storage, retained.protected, links)
+    if inside:
+        retained.protected = pc.unique(pa.concat_arrays([retained.protected, pa.array(inside, pa.string())]))
+    note = (
+        f"; {len(outside)} referenced file(s) lie behind links leading out of the table root, where vacuum "
+        "neither lists nor deletes anything"
+        if outside
+        else ""
+    )
+    warnings.append(
+        f"vacuum never deletes or follows symbolic links; the table holds {len(links)}: "
+        f"{describe(storage, links)}{note}"
+    )
+
+
+def _drop_links(storage: Storage, paths: list[str], warnings: list[str]) -> set[str]:
+    """The ``paths`` that are links, lead through one or are not regular files (local storage): never deleted."""
+    if not storage.is_local or not paths:
+        return set()
+    guard = LinkGuard(storage)
+    linked = {p for p in paths if guard.check(p)[0] == LinkGuard.LINK}
+    if linked:
+        shown = ", ".join(sorted(linked)[:5]) + (f" and {len(linked) - 5} more" if len(linked) > 5 else "")
+        warnings.append(
+            f"{len(linked)} candidate(s) are symbolic links, lie behind one or are not regular files, so they are "
+            f"not deleted: {shown}"
+        )
+    return linked
+
+
 # --- the two modes -------------------------------------------------------------------------
 
 
@@ -204,6 +239,7 @@ def _plan_full(
     rule: HiddenRule,
     listing: FileListing,
     max_workers: int,
+    warnings: list[str],
 ) -> tuple[pa.Table, list[str], str, dict[str, int]]:
     """Diff the listing against the protected set; stat only what is not protected."""
     files = listing.files
@@ -216,6 +252,12 @@ def _plan_full(
     known = pc.greater(mtime, 0)
     old = pc.and_(known, pc.less(mtime, cutoff))
     to_delete = candidates.filter(old).sort_by("path")
+    links_skipped = len(listing.links)
+    if storage.is_local and listing.source != "listing":  # an inventory cannot tell a link from a file
+        linked = _drop_links(storage, to_delete.column("path").to_pylist(), warnings)
+        if linked:
+            to_delete = to_delete.filter(pc.invert(pc.is_in(to_delete.column("path"), pa.array(sorted(linked)))))
+            links_skipped += len(linked)
     del_paths = to_delete.column("path").combine_chunks()
     plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
 
@@ -227,6 +269,7 @@ def _plan_full(
         "hidden_entries_skipped": listing.hidden_skipped,
         "rows_outside_table": listing.outside_table,
         "directories_listed": len(listing.directories),
+        "links_skipped": links_skipped,
     }
     dirs = _empty_directories(listing, del_paths, cutoff) if storage.is_local and listing.source == "listing" else []
     return plan, dirs, listing.source, stats
@@ -261,12 +304,13 @@ def _plan_lite(
     rule: HiddenRule,
     previous_cursor: int | None,
     max_workers: int,
+    warnings: list[str],
 ) -> tuple[pa.Table, tuple[int, int] | None, dict[str, int]]:
     end = retained.window_start
     start = 0 if previous_cursor is None else previous_cursor + 1
     empty = pa.Table.from_pylist([], schema=PLAN_SCHEMA)
     if end is None or start > end:
-        return empty, None, {"commits_scanned": 0, "candidates": 0}
+        return empty, None, {"commits_scanned": 0, "candidates": 0, "links_skipped": 0}
     missing = [v for v in range(start, end + 1) if v not in listing.commits]
     if missing:
         since = (
@@ -280,11 +324,13 @@ def _plan_lite(
             "(mode='full', or full_fallback=True; CLI: --mode full or --full-fallback)"
         )
     refs = scan_commits(storage, [listing.commits[v] for v in range(start, end + 1)], kinds=("remove", "cdc"))
+    if storage.is_local:  # lite lists nothing, so look for links on the referenced paths
+        _protect_through_links(storage, retained, scan_links(storage, retained.protected), warnings)
     resolver = PathResolver(storage)
     kinds = [
-        (resolver.resolve(refs.removed), REASON_LITE_REMOVED),
-        (resolver.resolve(refs.removed_dvs), REASON_DV),
-        (resolver.resolve(refs.cdc), REASON_CDC),
+        (resolver.resolve(refs.removed, strict=True), REASON_LITE_REMOVED),
+        (resolver.resolve(refs.removed_dvs, strict=True), REASON_DV),
+        (resolver.resolve(refs.cdc, strict=True), REASON_CDC),
     ]
     reasons: dict[str, str] = {}
     for arr, why in kinds:
@@ -294,7 +340,8 @@ def _plan_lite(
         hidden = rule.hidden_mask(arr)
         for p in arr.filter(pc.invert(pc.or_(keep, hidden))).to_pylist():
             reasons.setdefault(p, why)
-    candidates = sorted(reasons)
+    linked = _drop_links(storage, sorted(reasons), warnings)
+    candidates = sorted(set(reasons) - linked)
     found = [r for r in _stat_candidates(storage, candidates, max_workers) if r is not None]
     eligible = [r for r in found if 0 < r[2] < retained.cutoff_ms]
     table = pa.Table.from_pylist(
@@ -306,6 +353,7 @@ def _plan_lite(
         "candidates": len(candidates),
         "candidates_already_gone": len(candidates) - len(found),
         "files_too_new": len(found) - len(eligible),
+        "links_skipped": len(linked),
     }
     return table, (start, end), stats
 
@@ -370,7 +418,9 @@ def plan_vacuum(
     effective_mode = mode
     if mode == "lite":
         try:
-            files, lite_range, stats = _plan_lite(storage, listing, retained, rule, previous_cursor, max_workers)
+            files, lite_range, stats = _plan_lite(
+                storage, listing, retained, rule, previous_cursor, max_workers, warnings
+            )
             source = "log"
         except LiteVacuumUnavailableError as exc:
             if not full_fallback:
@@ -382,7 +432,8 @@ def plan_vacuum(
             file_listing = read_inventory(storage, inventory, rule)
         else:
             file_listing = list_table_files(storage, rule, max_workers)
-        files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers)
+        _protect_through_links(storage, retained, file_listing.links, warnings)
+        files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers, warnings)
     stats["commits_read_for_window"] = retained.commits_read
     stats["protected_paths"] = len(retained.protected)
     cursor = retained.window_start if retained.window_start is not None else previous_cursor

@@ -183,7 +183,7 @@ def retained_state(snapshot: Snapshot, listing: LogListing, cutoff_ms: int) -> R
     ]
     raw = pa.chunked_array([c for part in raw_parts for c in part.chunks], pa.string())
     resolver = PathResolver(storage)
-    protected = resolver.resolve(raw)
+    protected = resolver.resolve(raw, strict=True)
     expired_paths = resolver.resolve(expired.column("path"))
     return RetainedState(
         snapshot=snapshot,
