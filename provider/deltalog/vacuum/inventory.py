@@ -4,7 +4,8 @@ Listing a table of millions of objects can take hours; cloud providers produce
 a daily inventory of a bucket for a few cents. An inventory is a Parquet or CSV
 file (or a directory of Parquet files) with one row per object: ``path``,
 ``size`` (or Delta Spark's ``length``), ``modificationTime`` (milliseconds since
-the epoch, or a timestamp) and optionally ``isDir``. Paths may be absolute
+the epoch, or a timestamp; a time no file of the table can have, such as seconds
+read as milliseconds, is refused: :mod:`deltalog.vacuum.times`) and optionally ``isDir``. Paths may be absolute
 (``s3://bucket/table/part-0.parquet``) or relative to the table root; rows
 outside the table are ignored.
 
@@ -25,6 +26,7 @@ from deltalog.errors import InvalidArgumentError
 from deltalog.storage import Storage
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing
 from deltalog.vacuum.paths import HiddenRule, PathResolver
+from deltalog.vacuum.times import PlausibleTimes, describe_ms, first_implausible
 
 REQUIRED = ("path", "size", "modificationTime")
 
@@ -76,8 +78,15 @@ def _as_millis(col: pa.Array, source: str) -> pa.Array:
     )
 
 
-def read_inventory(storage: Storage, inventory: str | pa.Table, rule: HiddenRule) -> FileListing:
-    """The inventory's rows inside this table, as a :class:`FileListing` (hidden paths dropped)."""
+def read_inventory(
+    storage: Storage, inventory: str | pa.Table, rule: HiddenRule, window: PlausibleTimes | None = None
+) -> FileListing:
+    """The inventory's rows inside this table, as a :class:`FileListing` (hidden paths dropped).
+
+    ``window``: the modification times this table's files can have; a row outside
+    it means the column's unit is wrong (seconds read as milliseconds look like
+    1970, so every file would look old), and the inventory is refused.
+    """
     source = inventory if isinstance(inventory, str) else "<table>"
     table = _read(storage, inventory) if isinstance(inventory, str) else inventory
     if not isinstance(table, pa.Table):
@@ -128,6 +137,17 @@ def read_inventory(storage: Storage, inventory: str | pa.Table, rule: HiddenRule
     hidden = rule.hidden_mask(files.column("path").combine_chunks())
     num_hidden = count_true(hidden)
     files = files.filter(pc.invert(hidden))
+    if window is not None:
+        bad = first_implausible(
+            files.column("path").combine_chunks(), files.column("modificationTime").combine_chunks(), window
+        )
+        if bad is not None:
+            row_path, ms, why = bad
+            raise InvalidArgumentError(
+                f"inventory {source}: column 'modificationTime' holds {ms} for {row_path!r}; as milliseconds since "
+                f"the epoch that is {describe_ms(ms)}, {why}, so no file of this table can have been written then. "
+                "Is the column in seconds, microseconds or nanoseconds? Give milliseconds or timestamps"
+            )
     # The same object listed twice (inventories are merged from shards): keep the newest row.
     if files.num_rows and pc.count_distinct(files.column("path")).as_py() != files.num_rows:
         files = (

@@ -36,6 +36,7 @@ from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, fill_stats, lis
 from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
 from deltalog.vacuum.retained import RetainedState, retained_state, scan_commits
 from deltalog.vacuum.retention import Retention, resolve_retention
+from deltalog.vacuum.times import FLOOR_MS, plausible_times
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +251,15 @@ def _plan_full(
         candidates = fill_stats(storage, candidates, max_workers)
     mtime = candidates.column("modificationTime")
     known = pc.greater(mtime, 0)
-    old = pc.and_(known, pc.less(mtime, cutoff))
+    # A time before 2000 is no time a Delta writer wrote a file (a broken clock, a unit error): keep the file.
+    implausible = pc.and_(known, pc.less(mtime, FLOOR_MS))
+    old = pc.and_(pc.and_(known, pc.invert(implausible)), pc.less(mtime, cutoff))
+    if count_true(implausible):
+        shown = candidates.filter(implausible).column("path").to_pylist()[:5]
+        warnings.append(
+            f"{count_true(implausible)} unreferenced file(s) have a modification time before 2000 "
+            f"(e.g. {', '.join(shown)}); such a time is not believable, so they are kept"
+        )
     to_delete = candidates.filter(old).sort_by("path")
     links_skipped = len(listing.links)
     if storage.is_local and listing.source != "listing":  # an inventory cannot tell a link from a file
@@ -266,6 +275,7 @@ def _plan_full(
         "files_protected": count_true(protected),
         "files_too_new": count_true(pc.and_(known, pc.invert(old))),
         "files_without_modification_time": count_true(pc.invert(known)),
+        "files_with_implausible_time": count_true(implausible),
         "hidden_entries_skipped": listing.hidden_skipped,
         "rows_outside_table": listing.outside_table,
         "directories_listed": len(listing.directories),
@@ -343,7 +353,7 @@ def _plan_lite(
     linked = _drop_links(storage, sorted(reasons), warnings)
     candidates = sorted(set(reasons) - linked)
     found = [r for r in _stat_candidates(storage, candidates, max_workers) if r is not None]
-    eligible = [r for r in found if 0 < r[2] < retained.cutoff_ms]
+    eligible = [r for r in found if FLOOR_MS <= r[2] < retained.cutoff_ms]
     table = pa.Table.from_pylist(
         [{"path": p, "size": s, "modificationTime": m, "reason": reasons[p]} for p, s, m in eligible],
         schema=PLAN_SCHEMA,
@@ -352,7 +362,8 @@ def _plan_lite(
         "commits_scanned": refs.commits,
         "candidates": len(candidates),
         "candidates_already_gone": len(candidates) - len(found),
-        "files_too_new": len(found) - len(eligible),
+        "files_too_new": sum(1 for r in found if r[2] >= retained.cutoff_ms),
+        "files_with_implausible_time": sum(1 for r in found if 0 < r[2] < FLOOR_MS),
         "links_skipped": len(linked),
     }
     return table, (start, end), stats
@@ -429,7 +440,7 @@ def plan_vacuum(
             effective_mode = "full"
     if effective_mode == "full":
         if inventory is not None:
-            file_listing = read_inventory(storage, inventory, rule)
+            file_listing = read_inventory(storage, inventory, rule, plausible_times(snapshot, listing))
         else:
             file_listing = list_table_files(storage, rule, max_workers)
         _protect_through_links(storage, retained, file_listing.links, warnings)
