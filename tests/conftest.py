@@ -9,9 +9,6 @@ sys.path.insert(0, HERE)
 #: Shared fixtures: a local S3-compatible server (moto) for S3 tests.
 pytest_plugins = ["s3_server"]
 
-REPO = os.path.dirname(HERE)
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
-
 
 @pytest.fixture
 def table_path(tmp_path):

@@ -21,6 +21,7 @@ from deltalog.compaction.layout import physical_data_schema
 from deltalog.create import create_table
 from deltalog.log import commit_name
 from helpers import append, make_table, rows
+from shared_data import golden_copy
 from test_compaction_support import (
     RICH_SCHEMA,
     add_deletion_vector,
@@ -28,19 +29,6 @@ from test_compaction_support import (
     read_multiset,
     rich_rows,
 )
-
-GOLDEN = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "conformance", "golden"
-)
-
-
-def _golden_copy(name: str, tmp_path) -> str:
-    src = os.path.join(GOLDEN, name)
-    if not os.path.isdir(src):
-        pytest.skip(f"golden table {name} not available")
-    dst = str(tmp_path / name)
-    shutil.copytree(src, dst)
-    return dst
 
 
 def _commit_actions(path: str, version: int) -> list[dict]:
@@ -117,7 +105,7 @@ def test_codec_follows_the_table_property(tmp_path):
     "name, mode", [("table-with-columnmapping-mode-id", "id"), ("table-with-columnmapping-mode-name", "name")]
 )
 def test_column_mapping_files_use_physical_names_and_field_ids(tmp_path, name, mode):
-    path = _golden_copy(name, tmp_path)
+    path = golden_copy(name, tmp_path)
     before = read_multiset(path)
     result = compact(path)
     assert result.ok and result.to_dict()["numFilesRemoved"] == 2
@@ -153,7 +141,7 @@ def _append_next_to_dv_files(path: str) -> list[str]:
 
 @pytest.mark.parametrize("name", ["dv-partitioned-with-checkpoint", "dv-with-columnmapping"])
 def test_deletion_vectors_written_by_spark_are_applied(tmp_path, name):
-    path = _golden_copy(name, tmp_path)
+    path = golden_copy(name, tmp_path)
     dv_files = _append_next_to_dv_files(path)
     before = read_multiset(path)
     result = compact(path)

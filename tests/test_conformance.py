@@ -6,18 +6,14 @@ import os
 import subprocess
 import sys
 
-import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(REPO), "shared")
-CHECKER = os.path.join(SHARED, "conformance", "check_snapshots.py")
+from shared_data import REPO, shared_path
 
 
-@pytest.mark.skipif(not os.path.exists(CHECKER), reason="../shared/conformance is absent from this checkout")
 def test_golden_tables_conform():
+    checker = shared_path("conformance", "check_snapshots.py")
     exe = os.path.join(os.path.dirname(sys.executable), "deltalog")
     p = subprocess.run(
-        [sys.executable, CHECKER, "--cmd", f"{exe} snapshot {{table}} --json"],
+        [sys.executable, checker, "--cmd", f"{exe} snapshot {{table}} --json"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from urllib.parse import quote
@@ -41,6 +40,7 @@ from deltalog.vacuum import (
 )
 from deltalog.vacuum.paths import HiddenRule, PathResolver, dv_file_path, z85_decode
 from helpers import rows, write_data_file
+from shared_data import golden_copy
 from vacuum_helpers import (
     DAY_MS,
     HOUR_MS,
@@ -469,18 +469,25 @@ def test_unsupported_features_refused_before_anything_is_deleted(tmp_path):
 
 
 def test_vacuum_protocol_check_table_is_vacuumed(tmp_path):
-    src = os.path.join(
-        os.path.dirname(__file__),
-        "..",
-        "..",
-        "shared",
-        "conformance",
-        "golden",
-        "basic-with-vacuum-protocol-check-feature",
-    )
+    """``vacuumProtocolCheck`` (reader+writer feature) is supported: such a table is vacuumed, not refused."""
     path = str(tmp_path / "t")
-    shutil.copytree(src, path)
-    result = vacuum(path, dry_run=True)
+    now = now_ms()
+    feature = ("vacuumProtocolCheck",)
+    table = make_table_at(path, now - 30 * DAY_MS, protocol=Protocol(3, 7, feature, feature))
+    old, kept = new_file(table, rows(3)), new_file(table, rows(3, 3))
+    commit_at(table, now - 30 * DAY_MS, adds=[old, kept])
+    commit_at(table, now - 20 * DAY_MS, removes=[remove_of(old)])
+    for name in (old["path"], kept["path"]):
+        set_mtime(os.path.join(path, name), now - 30 * DAY_MS)
+    planned = vacuum(path, dry_run=True)
+    assert planned.status == "DRY_RUN" and planned.num_files_to_delete == 1
+    assert vacuum(path).num_deleted_files == 1
+    assert files_on_disk(path) == {kept["path"]}
+
+
+def test_vacuum_protocol_check_golden_table_is_vacuumed(tmp_path):
+    """Extra check on Delta Spark's golden table with the feature (skips without ../shared)."""
+    result = vacuum(golden_copy("basic-with-vacuum-protocol-check-feature", tmp_path), dry_run=True)
     assert result.status == "DRY_RUN" and result.num_files_to_delete == 0
 
 

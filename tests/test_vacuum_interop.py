@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 
 import deltalake
@@ -18,9 +17,8 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.vacuum import plan_vacuum, vacuum
+from shared_data import golden_copy
 from vacuum_helpers import DAY_MS, commit_path, deltalake_ids, files_on_disk, now_ms, set_mtime
-
-GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "conformance", "golden")
 
 
 def _batch(start: int, n: int, part: str) -> pa.Table:
@@ -123,8 +121,7 @@ def test_deltalake_checkpoint_and_cleaned_log_still_vacuum_safely(deltalake_tabl
 
 def test_golden_deletion_vector_table_keeps_every_dv_a_retained_version_uses(tmp_path):
     """Spark-written DVs (UUID-named, Z85 in the log): versions 9..15 are retained, 0..8 are not."""
-    path = str(tmp_path / "dv")
-    shutil.copytree(os.path.join(GOLDEN, "dv-partitioned-with-checkpoint"), path)
+    path = golden_copy("dv-partitioned-with-checkpoint", tmp_path)
     now = now_ms()
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
