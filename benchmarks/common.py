@@ -6,7 +6,7 @@ and so the peak resident set size (``VmHWM``) belongs to that one case alone. Im
 the measured code needs are done before the clock starts: we compare table loading,
 not ``import pyarrow``.
 
-Synthetic tables are generated once by ``../shared/bench/make_synthetic_table.py`` and
+Synthetic tables are generated once by ``make_synthetic_table.py`` (beside this file) and
 cached under ``.bench/tables/`` (git-ignored); a ``.complete`` marker holding the
 generation parameters tells a finished table from an interrupted one.
 
@@ -37,9 +37,7 @@ log = logging.getLogger("benchmarks")
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 CACHE = Path(os.environ.get("DELTALOG_BENCH_CACHE", REPO / ".bench"))
-GENERATOR = Path(
-    os.environ.get("DELTALOG_BENCH_GENERATOR", REPO.parent / "shared" / "bench" / "make_synthetic_table.py")
-)
+GENERATOR = Path(os.environ.get("DELTALOG_BENCH_GENERATOR", BENCH_DIR / "make_synthetic_table.py"))
 MB = 1024 * 1024
 
 

@@ -2,7 +2,7 @@
 
 Every error a user can cause has its own class so callers (the CLI, the Airflow
 operators) can map it to an exit code or a non-retryable task failure without
-parsing messages. ``exit_code`` follows the CLI contract in DESIGN.md: 2 for bad
+parsing messages. ``exit_code`` follows the CLI contract in docs/design.md: 2 for bad
 input or an unreadable table, 1 for a refused or conflicting operation.
 """
 

@@ -84,7 +84,7 @@ class Snapshot:
         return self.files.column("path").to_pylist()
 
     def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
-        """The ``deltalog snapshot --json`` contract of DESIGN.md."""
+        """The ``deltalog snapshot --json`` contract of docs/design.md."""
         out: dict[str, Any] = {
             "version": self.version,
             "protocol": {

@@ -2,7 +2,7 @@
 
 Each command module under ``deltalog.cli`` registers its sub-commands; this
 module owns what they share: ``--json`` output, ``--storage-option``, and the
-error contract of DESIGN.md (one ``error: ...`` line on stderr, exit 2 for bad
+error contract of docs/design.md (one ``error: ...`` line on stderr, exit 2 for bad
 input or an unreadable table, 1 for a refused or conflicting operation, never a
 traceback).
 """
@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from deltalog._version import __version__
 from deltalog.errors import DeltaLogError, InvalidArgumentError
@@ -64,7 +64,7 @@ def common_parser() -> argparse.ArgumentParser:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
         self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
 
 
