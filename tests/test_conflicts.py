@@ -7,6 +7,7 @@ rule's exception without writing anything.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -22,7 +23,9 @@ from deltalog.conflicts import (
     ConflictError,
     MetadataChangedError,
     ProtocolChangedError,
+    WinningCommit,
 )
+from deltalog.errors import CorruptLogError
 from deltalog.protocol import Protocol
 from deltalog.transaction import WRITE_SERIALIZABLE, Transaction
 from helpers import make_table, rows, write_data_file
@@ -254,3 +257,18 @@ def test_conflicts_are_commit_failures_with_retryable_flags() -> None:
     assert ConcurrentAppendError.retryable and ConcurrentDeleteDeleteError.retryable
     assert not MetadataChangedError.retryable and not ProtocolChangedError.retryable
     assert ConflictError("x", 1).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "action, key",
+    [
+        ({"add": {"partitionValues": {}, "size": 1, "modificationTime": 0, "dataChange": True}}, "path"),
+        ({"remove": {"path": 7, "dataChange": True}}, "path"),
+        ({"domainMetadata": {"configuration": "{}", "removed": False}}, "domain"),
+    ],
+)
+def test_a_winning_commit_without_the_keys_the_rules_match_on_is_corrupt(action: dict, key: str) -> None:
+    """Before, a missing path or domain became None and silently matched nothing."""
+    data = (json.dumps({"commitInfo": {"operation": "WRITE"}}) + "\n" + json.dumps(action) + "\n").encode()
+    with pytest.raises(CorruptLogError, match=key):
+        WinningCommit.parse(3, data)

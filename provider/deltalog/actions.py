@@ -105,7 +105,7 @@ class Metadata:
     def from_action(cls, action: dict[str, Any]) -> Metadata:
         fmt = action.get("format") or {}
         return cls(
-            id=action.get("id"),
+            id=action.get("id") or "",
             schema_string=action.get("schemaString") or "",
             partition_columns=list(action.get("partitionColumns") or []),
             configuration=as_dict(action.get("configuration")),

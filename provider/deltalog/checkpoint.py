@@ -198,8 +198,8 @@ def read_protocol_and_metadata(
                 break
         if (protocol_action is None or metadata_action is None) and segment.checkpoint is not None:
             small = read_checkpoint_small_actions(storage, segment.checkpoint)
-            protocol_action = protocol_action or (small.get("protocol") or [None])[0]
-            metadata_action = metadata_action or (small.get("metaData") or [None])[0]
+            protocol_action = protocol_action or next(iter(small.get("protocol") or []), None)
+            metadata_action = metadata_action or next(iter(small.get("metaData") or []), None)
         if protocol_action is not None and metadata_action is not None:
             return Protocol.from_action(protocol_action), Metadata.from_action(metadata_action)
     except (DeltaLogError, OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
@@ -473,11 +473,12 @@ def _add_struct(batch: pa.RecordBatch, layout: _Layout) -> pa.StructArray:
     """One batch of ``snapshot.files`` as the checkpoint's ``add`` struct."""
     arrays = {name: batch.column(name) for name in batch.schema.names}
     children = []
+    parsed = layout.parsed  # set exactly when the layout has the *_parsed fields
     for f in layout.add_type:
-        if f.name == "partitionValues_parsed":
-            children.append(_parse_partition_values(arrays["partitionValues"], layout.parsed.partition_fields))
-        elif f.name == "stats_parsed":
-            children.append(_parse_stats(arrays["stats"], layout.parsed.stats_read_type, layout.parsed.stats_type))
+        if f.name == "partitionValues_parsed" and parsed is not None:
+            children.append(_parse_partition_values(arrays["partitionValues"], parsed.partition_fields))
+        elif f.name == "stats_parsed" and parsed is not None:
+            children.append(_parse_stats(arrays["stats"], parsed.stats_read_type, parsed.stats_type))
         else:
             children.append(arrays[f.name])
     return pa.StructArray.from_arrays(children, fields=list(layout.add_type))

@@ -80,6 +80,14 @@ class ConcurrentDomainMetadataError(ConflictError):
     retryable = True
 
 
+def _required_str(body: dict[str, Any], key: str, name: str, kind: str) -> str:
+    """``body[key]`` of a winning commit's action; one the conflict rules match on cannot be missing."""
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise CorruptLogError(f"{name}: {kind} action has no string {key!r}")
+    return value
+
+
 @dataclass
 class WinningCommit:
     """The parts of one winning commit the rules look at."""
@@ -120,11 +128,12 @@ class WinningCommit:
                 if isinstance(body.get("appId"), str):
                     out.txns[body["appId"]] = int(body.get("version", -1))
             elif kind == "domainMetadata":
-                out.domains.add(body.get("domain"))
+                out.domains.add(_required_str(body, "domain", name, kind))
             elif kind == "add":
-                out.adds.append((body.get("path"), as_dict(body.get("partitionValues")), body.get("dataChange", True)))
+                path = _required_str(body, "path", name, kind)
+                out.adds.append((path, as_dict(body.get("partitionValues")), body.get("dataChange", True)))
             elif kind == "remove":
-                out.removes.append((body.get("path"), body.get("dataChange", True)))
+                out.removes.append((_required_str(body, "path", name, kind), body.get("dataChange", True)))
         return out
 
 

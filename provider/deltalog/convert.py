@@ -152,7 +152,9 @@ def parse_partition_by(spec: str | list[Any] | dict[str, str] | None) -> list[tu
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas that are not inside parentheses (``decimal(10,2)``)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -346,7 +348,7 @@ def convert_to_delta(
         configuration={},
         created_time=int(time.time() * 1000),
     )
-    adds = []
+    adds: list[dict[str, Any]] = []
     records = 0
     for e in examined:
         stats = stats_from_parquet_metadata(e.metadata, metadata.schema, partition_columns)

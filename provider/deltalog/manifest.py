@@ -227,7 +227,7 @@ def generate_manifest(table: DeltaTable | str, full: bool = False, dry_run: bool
     marker = _read_marker(storage)
     if not full:
         scope, result.full_reason = _touched_partitions(dtable, listing, snapshot, marker)
-        if scope is not None:
+        if scope is not None and marker is not None:
             result.mode, result.since_version = "incremental", marker["version"]
 
     files = snapshot.files

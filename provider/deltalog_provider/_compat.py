@@ -14,12 +14,12 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 try:
     from airflow.sdk.bases.operator import BaseOperatorMeta
 except ImportError:  # pragma: no cover - older Airflow 3.x
-    from airflow.models.baseoperator import BaseOperatorMeta  # type: ignore[no-redef]
+    from airflow.models.baseoperator import BaseOperatorMeta  # type: ignore[no-redef,import-not-found]
 
 try:  # Airflow >= 3.1
     from airflow.sdk import BaseHook
 except ImportError:  # pragma: no cover - Airflow 3.0
-    from airflow.hooks.base import BaseHook  # type: ignore[no-redef]
+    from airflow.hooks.base import BaseHook  # type: ignore[no-redef,attr-defined]
 
 try:
     from airflow.sdk.configuration import conf
@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - older Airflow 3.x
 try:
     from airflow.sdk.bases.branch import BranchMixIn
 except ImportError:  # pragma: no cover - older Airflow 3.x
-    from airflow.providers.standard.operators.branch import BranchMixIn  # type: ignore[no-redef]
+    from airflow.providers.standard.operators.branch import BranchMixIn  # type: ignore[no-redef,assignment]
 
 
 def default_deferrable() -> bool:

@@ -98,7 +98,7 @@ def compact(
         result.engine_seconds = time.perf_counter() - t0
         result.skipped.extend(skipped)
         by_bin = {o.bin_id: o for o in outputs}
-        work = [
+        work: list[tuple[list[Bin], list[BinOutput] | None]] = [
             (batch, [by_bin[b.id] for b in batch if b.id in by_bin]) for batch in _batches(plan.bins, bins_per_commit)
         ]
     else:

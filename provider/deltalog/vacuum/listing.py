@@ -190,12 +190,12 @@ def _top_level(storage: Storage, rule: HiddenRule) -> tuple[_Part, list[tuple[st
         return top, subdirs
     try:
         storage.fs.invalidate_cache(storage.root)
-        entries = storage.fs.ls(storage.root, detail=True)
+        listed = storage.fs.ls(storage.root, detail=True)
     except FileNotFoundError:
-        entries = []
+        listed = []
     except OSError as exc:
         raise StorageError(f"cannot list {storage.uri}: {exc}") from None
-    for info in entries:
+    for info in listed:
         full = storage.fs._strip_protocol(info["name"]).rstrip("/")
         name = full.rsplit("/", 1)[-1]
         if full == storage.root:

@@ -54,9 +54,9 @@ def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None
     """Call a core entry point, passing the cancel event only when it accepts one."""
     if cancel is not None:
         try:
-            params = inspect.signature(fn).parameters
+            params = set(inspect.signature(fn).parameters)
         except (TypeError, ValueError):  # builtins without a signature
-            params = {}
+            params = set()
         for name in CANCEL_PARAMETERS:
             if name in params:
                 kwargs[name] = cancel
@@ -87,6 +87,9 @@ class DeltaTableOperator(BaseOperator):
     #: Yes/no parameters: checked when the task is defined (unless templated) and turned into
     #: real bools after rendering, before the core is called (see ``strict_bool``).
     bool_fields: Sequence[str] = ("emit_asset",)
+    #: The ``dry_run`` parameter of deleting operators; as an attribute it shadows
+    #: BaseOperator.dry_run() (a template-rendering check nothing in Airflow calls).
+    dry_run: bool | str  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -217,9 +220,12 @@ class DeltaTableOperator(BaseOperator):
             return None
         if not self.changes_table():  # dry runs, plans and checks only read the table
             return build_operator_lineage(self._table_uri, version=self._version, lifecycle=None, as_input=True)
+        stats = self.output_statistics(self._metrics)
         return build_operator_lineage(
             self._table_uri,
             version=self._version,
             lifecycle=self.lineage_lifecycle,
-            **self.output_statistics(self._metrics),
+            row_count=stats.get("row_count"),
+            size=stats.get("size"),
+            file_count=stats.get("file_count"),
         )

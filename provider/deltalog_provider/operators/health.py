@@ -42,7 +42,8 @@ class HealthThresholdsMixin:
     :param min_small_files: fewer small files than this never make the share count.
     """
 
-    @BaseOperatorMeta._apply_defaults  # as Airflow's own mixins do (ResumableJobMixin)
+    # As Airflow's own mixins do (ResumableJobMixin); typed for BaseOperator subclasses only.
+    @BaseOperatorMeta._apply_defaults  # type: ignore[type-var]
     def __init__(
         self,
         *,
