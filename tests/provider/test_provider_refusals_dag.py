@@ -78,7 +78,8 @@ def test_refusals_fail_without_retry(airflow_db, tmp_path, capfd):
             DeltaHealthCheckOperator(task_id="health_not_a_table", table={str(not_a_table)!r},
                                      max_commits_since_checkpoint=10)
             DeltaTableVersionSensor(task_id="sensor_missing_table", table={missing!r}, poke_interval=1, timeout=30)
-            DeltaHealthCheckOperator(task_id="health_due", table={good!r}, max_commits_since_checkpoint=1)
+            DeltaHealthCheckOperator(task_id="health_due", table={good!r}, max_commits_since_checkpoint=1,
+                                     fail_when_due=True)
             DeltaCommitOperator(task_id="commit_bad_request", table={good!r},
                                 request={{"add": [{{"path": "no-such-file.parquet"}}]}})
         """,

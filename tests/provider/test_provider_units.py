@@ -476,10 +476,39 @@ def test_health_branch_chooses_paths_per_check():
     assert op.choose_branch({"crossed": {}}) == ["done"]
 
 
-def test_health_check_needs_a_threshold(tmp_path):
-    make_table(str(tmp_path / "t"))
-    with pytest.raises(AirflowFailException, match="no health threshold"):
-        DeltaHealthCheckOperator(task_id="h", table=str(tmp_path / "t")).execute({})
+def test_health_check_returns_the_report_unless_asked_to_fail(tmp_path):
+    """Issue 15 fault 6: a due table is reported, not failed; fail_when_due=True fails it."""
+    table = make_table(str(tmp_path / "t"))
+    for i in range(3):
+        append(table, rows(1, start=i))  # three small files: compaction finds a bin
+    report = DeltaHealthCheckOperator(task_id="h", table=str(tmp_path / "t")).execute({})
+    assert report["due"] is True and set(report["crossed"]) == {"compaction"}
+    assert report["operations"] == {"compaction": True, "checkpoint": False, "vacuum": False, "log_cleanup": False}
+    assert report["reasons"][0].startswith("compaction: 3 small files")
+    with pytest.raises(AirflowFailException, match="needs maintenance"):
+        DeltaHealthCheckOperator(task_id="h", table=str(tmp_path / "t"), fail_when_due=True).execute({})
+    with pytest.raises(InvalidArgumentError, match="fail_when_due"):
+        DeltaHealthCheckOperator(task_id="h2", table=str(tmp_path / "t"), fail_when_due="yes")
+
+
+def test_threshold_without_work_is_not_due(tmp_path):
+    """Issue 15 fault 7: one small file per partition crosses the share but compaction has no bin."""
+    from fleet_helpers import one_small_file_per_partition
+
+    table = one_small_file_per_partition(str(tmp_path / "t"))
+    report = evaluate_health(table, MaintenanceThresholds(max_small_file_share=0.5, max_tombstone_bytes=0))
+    assert not report.due and report.crossed == {}
+    assert report.not_actionable["small_file_share"] == {"value": 1.0, "threshold": 0.5}
+    sensor = DeltaMaintenanceDueSensor(task_id="d", table=str(tmp_path / "t"), max_small_file_share=0.5)
+    assert sensor.poke({}) is False
+
+
+def test_health_branch_accepts_operation_names():
+    op = DeltaHealthBranchOperator(
+        task_id="b", table="/t", follow_task_ids_if_due={"compaction": "compact", "vacuum": "vacuum"}
+    )
+    assert op.choose_branch({"crossed": {"compaction": {}}}) == ["compact"]
+    assert op.choose_branch({"crossed": {"small_file_share": {}, "tombstone_bytes": {}}}) == ["compact", "vacuum"]
 
 
 def test_commit_app_transaction_identity():

@@ -146,6 +146,11 @@ class DeltaTableOperator(BaseOperator):
         """``row_count``/``size``/``file_count`` of what the operation wrote, for OpenLineage."""
         return {}
 
+    def is_noop(self, metrics: dict[str, Any]) -> bool:
+        """Whether the run left the table as it was; a no-op emits no asset event (nothing changed
+        for a DAG scheduled on the table to react to)."""
+        return False
+
     # --- outlets --------------------------------------------------------------------
 
     def _declare_outlet(self) -> None:
@@ -196,8 +201,18 @@ class DeltaTableOperator(BaseOperator):
         self._metrics, self._version = metrics, version
         self.log.info("%s", self.summarize(metrics))
         if self.emit_asset and self.changes_table():
-            self._record_asset_event(context, event_extra(self._table_uri, self.operation_name, version, metrics))
+            if self.is_noop(metrics):
+                self._drop_asset_outlets()
+            else:
+                self._record_asset_event(context, event_extra(self._table_uri, self.operation_name, version, metrics))
         return metrics
+
+    def _drop_asset_outlets(self) -> None:
+        """Emit no asset event for this run: Airflow records one per ``Asset`` outlet of a successful
+        task, read after ``execute`` returns, so the concrete assets leave the outlets (an alias
+        records only what was added to it, which is nothing)."""
+        self.log.info("%s changed nothing on %s: no asset event", self.operation_name, self._table_uri)
+        self.outlets = [o for o in self.outlets or [] if not isinstance(o, Asset)]
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call a core entry point with this task's cancel event (when the entry point takes one)."""

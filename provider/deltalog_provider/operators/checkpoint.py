@@ -33,6 +33,9 @@ class DeltaCheckpointOperator(DeltaTableOperator):
 
         return self.call(create_checkpoint, table, version=optional_int(self.version, "version"))
 
+    def is_noop(self, metrics: dict[str, Any]) -> bool:
+        return bool(metrics.get("already_existed"))
+
     def summarize(self, metrics: dict[str, Any]) -> str:
         state = "already existed (verified)" if metrics.get("already_existed") else "written"
         return (

@@ -148,6 +148,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         snapshot_version = metrics.get("snapshotVersion")
         return snapshot_version if isinstance(snapshot_version, int) else None
 
+    def is_noop(self, metrics: dict[str, Any]) -> bool:
+        return bool(metrics.get("noop"))
+
     def summarize(self, metrics: dict[str, Any]) -> str:
         if self.plan_only:
             plan = metrics.get("plan") or {}

@@ -1,8 +1,11 @@
-"""Health-check operators: fail, or branch, when a table needs maintenance.
+"""Health-check operators: report (or fail, or branch) when a table needs maintenance.
 
-Four thresholds (all optional, each an upper bound): the share of small files, the
-commits since the last checkpoint, the bytes held by tombstones (what vacuum could
-reclaim) and the versions since the last ``VACUUM END``.
+Without thresholds, "due" is the core's verdict (``deltalog.due``): an operation is
+due when it would have work (compaction finds a bin, the checkpoint interval has
+passed, vacuum has reclaimable files past retention, log cleanup has expired files).
+Four optional thresholds narrow it (each an upper bound): the share of small files, the
+commits since the last checkpoint, the bytes held by tombstones and the versions since
+the last ``VACUUM END``; a crossed threshold only counts when its operation has work.
 """
 
 from __future__ import annotations
@@ -11,12 +14,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog.errors import InvalidArgumentError
 from deltalog_provider._compat import AirflowFailException, BaseOperatorMeta, BranchMixIn
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.checks import HealthReport, MaintenanceThresholds, evaluate_health
-from deltalog_provider.utils.coerce import optional_int
+from deltalog_provider.utils.checks import CHECK_OPERATION, HealthReport, MaintenanceThresholds, evaluate_health
+from deltalog_provider.utils.coerce import optional_int, strict_bool
+from deltalog_provider.utils.results import is_templated
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -64,29 +67,40 @@ class HealthThresholdsMixin:
         self.min_small_files = min_small_files
 
     def thresholds(self) -> MaintenanceThresholds:
-        """The rendered thresholds; at least one must be set."""
-        thresholds = MaintenanceThresholds.from_values(
+        """The rendered thresholds (none set: the core's due verdict decides)."""
+        return MaintenanceThresholds.from_values(
             **{name: getattr(self, name) for name in THRESHOLD_FIELDS}, min_small_files=self.min_small_files
         )
-        if thresholds.empty:
-            raise InvalidArgumentError("no health threshold given: set at least one max_* parameter")
-        return thresholds
 
     def rendered_target_file_size(self) -> int | None:
         return optional_int(self.target_file_size, "target_file_size")
 
 
 class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):
-    """Compute table health; fail (without retry) when any threshold is crossed.
+    """Compute table health and what is due; return the report, or fail when asked to.
 
-    Returns the health report (``health``, ``versions_since_vacuum``, ``crossed``, ``due``)
-    to XCom when the table is healthy. Thresholds: see ``HealthThresholdsMixin``.
+    Returns the health report (``health``, ``versions_since_vacuum``, ``crossed``, ``due``,
+    ``operations``, ``reasons``, ``not_actionable``) to XCom. Thresholds: see
+    ``HealthThresholdsMixin``.
 
     :param table: table name, URI or path (templated).
+    :param fail_when_due: fail the task (without retry) when maintenance is due, instead
+        of returning the report (default False; templated; a real bool or "true"/"false").
     """
 
-    template_fields: Sequence[str] = (*DeltaTableOperator.template_fields, *THRESHOLD_FIELDS, "target_file_size")
+    template_fields: Sequence[str] = (
+        *DeltaTableOperator.template_fields,
+        *THRESHOLD_FIELDS,
+        "target_file_size",
+        "fail_when_due",
+    )
     operation_name = "HEALTH CHECK"
+
+    def __init__(self, *, fail_when_due: bool | str = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not is_templated(fail_when_due):
+            strict_bool(fail_when_due, "fail_when_due")
+        self.fail_when_due = fail_when_due
 
     def changes_table(self) -> bool:
         return False
@@ -97,14 +111,14 @@ class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):
         return report
 
     def on_report(self, report: HealthReport) -> None:
-        """Fail when maintenance is due (the branch operator chooses a path instead)."""
-        if report.due:
+        """Fail when maintenance is due and ``fail_when_due`` (the branch operator chooses a path instead)."""
+        if report.due and strict_bool(self.fail_when_due, "fail_when_due"):
             raise AirflowFailException(f"table {self._table_uri} needs maintenance: {report.summary()}")
 
     def summarize(self, metrics: dict[str, Any]) -> str:
         crossed = metrics.get("crossed") or {}
         h = metrics.get("health") or {}
-        state = "maintenance due: " + ", ".join(crossed) if crossed else "healthy"
+        state = "maintenance due: " + ", ".join(crossed) if crossed else "nothing due"
         return (
             f"HEALTH {self._table_uri} v{metrics.get('version')}: {state} "
             f"(small files {h.get('num_small_files')}/{h.get('num_files')}, commits since checkpoint "
@@ -124,11 +138,11 @@ def _as_list(task_ids: str | Iterable[str] | None) -> list[str]:
 class DeltaHealthBranchOperator(DeltaHealthCheckOperator, BranchMixIn):
     """Branch on table health instead of failing: follow the maintenance path only when due.
 
-    :param follow_task_ids_if_due: task ids (or task group ids) to run when a threshold is
-        crossed. Either one id / a list, or a mapping from check name
-        (``small_file_share``, ``commits_since_checkpoint``, ``tombstone_bytes``,
-        ``versions_since_vacuum``) to ids, in which case only the paths of the crossed
-        checks run (e.g. compaction for small files, vacuum for tombstones).
+    :param follow_task_ids_if_due: task ids (or task group ids) to run when maintenance is
+        due. Either one id / a list, or a mapping from check name (``small_file_share``,
+        ``commits_since_checkpoint``, ``tombstone_bytes``, ``versions_since_vacuum``) or
+        operation name (``compaction``, ``checkpoint``, ``vacuum``, ``log_cleanup``) to ids,
+        in which case only the paths of what is due run.
     :param follow_task_ids_if_healthy: ids to run when nothing is crossed (default none:
         every downstream task is skipped).
 
@@ -159,7 +173,9 @@ class DeltaHealthBranchOperator(DeltaHealthCheckOperator, BranchMixIn):
         if isinstance(due, dict):
             chosen: list[str] = []
             for check in crossed:
-                for task_id in _as_list(due.get(check)):
+                # A mapping may name checks (small_file_share) or operations (compaction).
+                ids = due.get(check) if check in due else due.get(CHECK_OPERATION.get(check, ""))
+                for task_id in _as_list(ids):
                     if task_id not in chosen:
                         chosen.append(task_id)
             return chosen

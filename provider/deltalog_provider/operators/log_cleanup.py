@@ -38,6 +38,9 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
 
         return self.call(cleanup_log, table, dry_run=self.dry_run)
 
+    def is_noop(self, metrics: dict[str, Any]) -> bool:
+        return not metrics.get("num_deleted")
+
     def summarize(self, metrics: dict[str, Any]) -> str:
         if metrics.get("skipped_reason"):
             return f"LOG CLEANUP {self._table_uri}: nothing deleted ({metrics['skipped_reason']})"

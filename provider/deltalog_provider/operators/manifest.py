@@ -40,6 +40,9 @@ class DeltaManifestOperator(DeltaTableOperator):
 
         return self.call(generate_manifest, table, full=self.full, dry_run=self.dry_run)
 
+    def is_noop(self, metrics: dict[str, Any]) -> bool:
+        return not metrics.get("manifests_written") and not metrics.get("manifests_deleted")
+
     def summarize(self, metrics: dict[str, Any]) -> str:
         reason = f" ({metrics['full_reason']})" if metrics.get("full_reason") else ""
         return (

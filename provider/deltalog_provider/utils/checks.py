@@ -6,7 +6,10 @@ the same answer for the same table:
 
 * ``find_new_commit``: is there a commit newer than a version (optionally of
   given operations)?
-* ``evaluate_health``: which maintenance thresholds does the table cross?
+* ``evaluate_health``: is maintenance due? Without thresholds, the core's verdict
+  (``deltalog.due``: an operation is due when it would have work); with thresholds,
+  the thresholds crossed whose operation would have work (a small-file share with no
+  compaction bin, or tombstones vacuum may not delete yet, are not due).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog import DeltaTable
+from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError
 from deltalog.health import compute_health
 from deltalog.history import read_commit_info
@@ -156,14 +160,34 @@ class MaintenanceThresholds:
         )
 
 
+#: The operation each threshold check calls for.
+CHECK_OPERATION = {
+    "small_file_share": "compaction",
+    "commits_since_checkpoint": "checkpoint",
+    "tombstone_bytes": "vacuum",
+    "versions_since_vacuum": "vacuum",
+}
+
+
 @dataclass
 class HealthReport:
-    """Health numbers of one version plus which thresholds they cross (``crossed`` by check name)."""
+    """Health numbers of one version, the core's due verdict, and what is due (``crossed`` by check name).
+
+    ``crossed`` holds the thresholds crossed whose operation would have work; without
+    thresholds it holds the due operations themselves (keyed by operation name).
+    ``not_actionable`` holds thresholds crossed although their operation has nothing to
+    do. ``operations`` is the core verdict (``{"compaction": bool, ...}``) and
+    ``reasons`` its explanation.
+    """
 
     version: int
     health: dict[str, Any]
     versions_since_vacuum: int | None
     crossed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    operations: dict[str, bool] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    not_actionable: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refused: str | None = None
 
     @property
     def due(self) -> bool:
@@ -176,15 +200,32 @@ class HealthReport:
 
     def summary(self) -> str:
         if not self.crossed:
-            return f"version {self.version}: healthy (no threshold crossed)"
-        parts = [f"{name} {c['value']} > {c['threshold']}" for name, c in self.crossed.items()]
+            if self.refused:
+                return f"version {self.version}: nothing due (maintenance refused: {self.refused})"
+            return f"version {self.version}: healthy (nothing due)"
+        parts = [
+            f"{name} {c['value']} > {c['threshold']}" if "threshold" in c else f"{name}: {c.get('reason', 'due')}"
+            for name, c in self.crossed.items()
+        ]
         return f"version {self.version}: maintenance due ({'; '.join(parts)})"
+
+
+def _has_work(verdict: MaintenanceDue, check: str, health: dict[str, Any]) -> bool:
+    """Whether the operation behind a crossed threshold would do anything now.
+
+    A checkpoint has work whenever a commit follows the last one (the threshold, not
+    the interval, is the user's choice); compaction and vacuum need the planners' work.
+    """
+    op = CHECK_OPERATION[check]
+    if op == "checkpoint":
+        return verdict.refused is None and health["commits_since_checkpoint"] > 0
+    return bool(getattr(verdict, op))
 
 
 def evaluate_health(
     table: DeltaTable, thresholds: MaintenanceThresholds, target_file_size: int | None = None
 ) -> HealthReport:
-    """Compute table health from one snapshot and compare it with ``thresholds``."""
+    """Health of one snapshot and what is due: the core verdict, narrowed by ``thresholds`` when any is set."""
     if target_file_size is not None and target_file_size <= 0:
         raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
     snapshot = table.snapshot()
@@ -193,11 +234,29 @@ def evaluate_health(
     if thresholds.max_versions_since_vacuum is not None:
         window = int(thresholds.max_versions_since_vacuum) + 1
         since_vacuum = versions_since_vacuum(table, snapshot.segment.listing, snapshot.version, window)
-    report = HealthReport(version=snapshot.version, health=health, versions_since_vacuum=since_vacuum)
+    verdict = maintenance_due(table, snapshot, target_size=target_file_size)
+    report = HealthReport(
+        version=snapshot.version,
+        health=health,
+        versions_since_vacuum=since_vacuum,
+        operations=verdict.flags(),
+        reasons=list(verdict.reasons),
+        refused=verdict.refused,
+    )
+    if thresholds.empty:
+        for op, flag in verdict.flags().items():
+            if flag:
+                why = [r for r in verdict.reasons if r.startswith(f"{op}:")]
+                report.crossed[op] = {"reason": why[0].split(": ", 1)[1] if why else "due"}
+        return report
 
     def check(name: str, value: float | int | None, threshold: float | int | None) -> None:
         if threshold is not None and value is not None and value > threshold:
-            report.crossed[name] = {"value": value, "threshold": threshold}
+            entry = {"value": value, "threshold": threshold}
+            if _has_work(verdict, name, health):
+                report.crossed[name] = entry
+            else:
+                report.not_actionable[name] = entry
 
     if health["num_small_files"] >= thresholds.min_small_files:
         check("small_file_share", health["small_file_share"], thresholds.max_small_file_share)
