@@ -69,6 +69,20 @@ def test_a_failing_spark_job_commits_nothing(small_plan, tmp_path):
     assert DeltaTable(path).version() == version
 
 
+def test_a_failing_job_names_the_python_error_spark_submit_prints_on_stdout(small_plan, tmp_path):
+    """spark-submit merges the Python driver's stderr into stdout: the error line is found there."""
+    path, plan = small_plan
+    fake = tmp_path / "spark-submit"
+    fake.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):'\n"
+        "echo 'pyspark.errors.exceptions.captured.IllegalArgumentException: Wrong FS file:///p -expected s3a://b'\n"
+        "echo 'INFO SparkContext: Successfully stopped SparkContext' >&2\nexit 1\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(EngineError, match="IllegalArgumentException: Wrong FS"):
+        run_spark(DeltaTable(path).storage, plan, spark_submit=str(fake))
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 def test_spark_engine_on_a_real_table(tmp_path):

@@ -60,13 +60,17 @@ def find_spark_submit(explicit: str | None = None) -> str:
     )
 
 
-def _last_error(stderr_path: str) -> str:
-    """The most telling line of a failed job's stderr (a Python error line, else the last line)."""
+def _last_error(stderr_path: str, stdout: str = "") -> str:
+    """The most telling line of a failed job's output (a Python error line, else stderr's last line).
+
+    spark-submit's PythonRunner merges the Python driver's stderr into its stdout, so
+    a Python traceback or ``error:`` line is looked for there first, then in stderr.
+    """
     try:
         lines = Path(stderr_path).read_text(errors="replace").splitlines()
     except OSError:
-        return "no output"
-    for line in reversed(lines):
+        lines = []
+    for line in reversed(lines + stdout.splitlines()):
         s = line.strip()
         if s.startswith("error:") or s.split(":", 1)[0].endswith(("Error", "Exception")):
             return s[:500]
@@ -155,9 +159,9 @@ def run_spark(
             except OSError as exc:
                 raise EngineError(f"cannot run {submit}: {exc}") from None
         if proc.returncode != 0:
+            reason = _last_error(stderr_path, proc.stdout.decode(errors="replace"))
             raise EngineError(
-                f"the Spark compaction job failed (exit {proc.returncode}): {_last_error(stderr_path)}; "
-                "nothing was committed"
+                f"the Spark compaction job failed (exit {proc.returncode}): {reason}; nothing was committed"
             )
         report: dict[str, Any] = {"failures": []}
         for line in proc.stdout.decode(errors="replace").splitlines():

@@ -280,11 +280,13 @@ def run_job(
     spark: Any, plan_uri: str, table_uri: str, request_uri: str, max_parallel_bins: int | None = None
 ) -> SparkRewrite:
     """What ``engines/spark_compaction.py`` does: plan in, commit request out."""
-    fs = _Fs(spark, hadoop_uri(table_uri))
-    plan = CompactionPlan.from_json(fs.read_text(hadoop_uri(plan_uri)))
+    # The plan and the request usually live on the driver's local disk while the table
+    # is on S3: each gets the Hadoop FileSystem of its own URI ("Wrong FS" otherwise).
+    plan_fs = _Fs(spark, hadoop_uri(plan_uri))
+    plan = CompactionPlan.from_json(plan_fs.read_text(hadoop_uri(plan_uri)))
     rewrite = SparkBinRewriter(spark, plan, table_uri).run(max_parallel_bins)
     doc = dict(rewrite.request)
-    fs.write_text(hadoop_uri(request_uri), json.dumps(doc, indent=1, sort_keys=True))
+    _Fs(spark, hadoop_uri(request_uri)).write_text(hadoop_uri(request_uri), json.dumps(doc, indent=1, sort_keys=True))
     log.info(
         "compaction job: %d bins rewritten, %d failed, request at %s (%.1fs)",
         len(plan.bins) - len(rewrite.failures),
