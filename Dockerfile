@@ -24,7 +24,7 @@ USER airflow
 COPY --chown=airflow:0 requirements.lock pyproject.toml README.md /opt/deltalog/
 COPY --chown=airflow:0 provider/ /opt/deltalog/provider/
 # The lock file is used as a constraints file: exactly the versions the test
-# suite ran with (Airflow 3.3.2, apache-spark provider 6.3.4, pyspark 4.3.0, ...),
+# suite ran with (Airflow 3.3.2, apache-spark provider 6.3.4, pyspark 4.2.0, ...),
 # without installing the test-only packages it also pins.
 RUN pip install --no-cache-dir -c /opt/deltalog/requirements.lock \
       "apache-airflow==3.3.2" "/opt/deltalog[airflow]" \

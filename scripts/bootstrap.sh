@@ -36,3 +36,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
   echo "$want" > "$stamp"
 fi
+
+# Spark jars (Delta Spark for the oracle tests, hadoop-aws + AWS SDK for s3a), by
+# Maven coordinates into ~/.cache/deltalog/ivy-<versions>; a no-op once cached.
+if ! .venv/bin/python scripts/spark_jars.py; then
+  log "warning: the Spark jars could not be fetched; the Delta Spark and s3a tests will fail"
+fi

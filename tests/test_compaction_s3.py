@@ -13,6 +13,8 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.compaction import compact
 from deltalog.convert import convert_to_delta
+from deltalog.engines.spark_packages import s3a_conf, spark_conf
+from s3_server import ACCESS_KEY, REGION, SECRET_KEY
 from test_compaction_support import multiset_of, rich_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
@@ -39,6 +41,38 @@ def test_compact_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
     assert compact(s3_table_uri, storage_options=s3_storage_options).noop
     paths = DeltaTable(s3_table_uri, s3_storage_options).snapshot().file_paths()
     assert sorted(p.split("/")[0] for p in paths) == ["part=a", "part=b"]
+
+
+@pytest.mark.spark
+def test_spark_engine_on_s3_through_s3a(s3_server, s3_table_uri, s3_storage_options, s3_deltalake_options):
+    """Our Spark job reads and writes the S3 test server through s3a (hadoop-aws + AWS SDK from the jar cache)."""
+    for i in range(3):
+        for part in ("a", "b"):
+            deltalake.write_deltalake(
+                s3_table_uri,
+                rich_rows(20, i * 100 + (0 if part == "a" else 50), part),
+                mode="append",
+                partition_by=["part"],
+                storage_options=s3_deltalake_options,
+            )
+    before = _read(s3_table_uri, s3_deltalake_options)
+    conf = {**spark_conf(delta=False), **s3a_conf(s3_server, ACCESS_KEY, SECRET_KEY, REGION)}
+    result = compact(
+        s3_table_uri,
+        storage_options=s3_storage_options,
+        engine="spark",
+        spark_options={"master": "local[1]", "conf": conf, "timeout": 420},
+    )
+    assert result.ok, result.to_dict()
+    d = result.to_dict()
+    assert d["engine"] == "spark" and d["numFilesRemoved"] == 6 and d["numFilesAdded"] == 2
+    assert _read(s3_table_uri, s3_deltalake_options) == before
+    snap = DeltaTable(s3_table_uri, s3_storage_options).snapshot()
+    assert sorted(p.split("/")[0] for p in snap.file_paths()) == ["part=a", "part=b"]
+    fs = fsspec.filesystem("s3", **s3_storage_options)
+    bucket_root = s3_table_uri[len("s3://") :]
+    leftovers = [p for p in fs.find(bucket_root) if "_deltalog_staging" in p or p.endswith(("_SUCCESS", ".crc"))]
+    assert not leftovers, leftovers
 
 
 def test_convert_on_s3(s3_bucket, s3_storage_options, s3_deltalake_options):

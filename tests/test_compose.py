@@ -215,7 +215,10 @@ def test_table_lives_in_the_bucket_minio_init_creates(services: dict[str, Any]) 
 
 
 def test_spark_cluster_matches_pyspark(services: dict[str, Any]) -> None:
+    from deltalog.engines.spark_packages import SPARK_VERSION
+
     spark_version = _pyspark_jar_version("spark-core_2.13")
+    assert spark_version == SPARK_VERSION, "pyspark differs from the Spark line named in spark_packages.py"
     for name in ("spark-master", "spark-worker"):
         image = services[name]["image"]
         assert image.startswith(f"apache/spark:{spark_version}-scala2.13-"), (
@@ -227,8 +230,11 @@ def test_spark_cluster_matches_pyspark(services: dict[str, Any]) -> None:
 def test_spark_conf_reaches_minio_with_a_matching_hadoop_aws(services: dict[str, Any]) -> None:
     env = _env(services["airflow-scheduler"])
     conf = json.loads(env["AIRFLOW_VAR_DELTALOG_SPARK_CONF"])
+    from deltalog.engines.spark_packages import HADOOP_AWS_PACKAGE, HADOOP_VERSION
+
     hadoop = _pyspark_jar_version("hadoop-client-api")
-    assert conf["spark.jars.packages"] == f"org.apache.hadoop:hadoop-aws:{hadoop}"
+    assert hadoop == HADOOP_VERSION, "pyspark's Hadoop client differs from the one named in spark_packages.py"
+    assert conf["spark.jars.packages"] == HADOOP_AWS_PACKAGE == f"org.apache.hadoop:hadoop-aws:{hadoop}"
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert conf["spark.driver.host"] == services["airflow-scheduler"]["hostname"]
 
