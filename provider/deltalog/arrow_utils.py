@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -52,3 +54,16 @@ def table_from_struct(array: pa.Array, schema: pa.Schema) -> pa.Table:
     """A table whose columns are the children of a (null-free) struct array."""
     array = conform(array, pa.struct(list(schema)))
     return pa.Table.from_arrays([array.field(i) for i in range(len(schema))], schema=schema)
+
+
+def any_substring(arr: pa.Array, needles: Iterable[str], prefixes: Iterable[str] = ()) -> pa.Array:
+    """Vectorised ``any(n in s for n in needles) or s.startswith(prefixes)`` (plain substring search, no regex)."""
+    mask = None
+    for n in needles:
+        m = pc.match_substring(arr, n)
+        mask = m if mask is None else pc.or_(mask, m)
+    for p in prefixes:
+        m = pc.starts_with(arr, p)
+        mask = m if mask is None else pc.or_(mask, m)
+    assert mask is not None
+    return pc.fill_null(mask, False)

@@ -23,8 +23,6 @@ validated before a byte is written; a bad request gets one clear error.
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import json
 import logging
 import posixpath
@@ -38,11 +36,15 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.errors import InvalidCommitRequestError
+from deltalog.errors import InvalidCommitRequestError, StorageError, UnsupportedProtocolError
 from deltalog.flags import require_bools
+from deltalog.hidden import HiddenRule
+from deltalog.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol import check_writable
+from deltalog.schema_enforcement import check_file_schema, unenforced_write_rules
 from deltalog.snapshot import Snapshot
-from deltalog.stats import physical_name, stats_from_parquet_metadata, stats_json
+from deltalog.stats import stats_from_parquet_metadata, stats_json
+from deltalog.stats_check import check_claimed_stats
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import DEFAULT_MAX_ATTEMPTS, ISOLATION_LEVELS, CommitResult, Transaction, partition_keys
@@ -285,8 +287,8 @@ def load_commit_request(
 # --- checking a request against the table ---------------------------------------------
 
 
-def _relative(storage: Storage, path: str) -> str:
-    """The request path as a clean path relative to the table root; refuses anything outside it."""
+def _relative(storage: Storage, path: str, rule: HiddenRule) -> str:
+    """The request path as a clean path relative to the table root; refuses anything outside it or hidden."""
     raw = path.strip()
     parsed = urlparse(raw)
     is_uri = len(parsed.scheme) > 1
@@ -304,37 +306,23 @@ def _relative(storage: Storage, path: str) -> str:
         rel = posixpath.normpath(raw)
     if rel in ("", ".") or rel.startswith("../") or rel == ".." or rel.startswith("/"):
         raise _bad(f"{path!r} is outside the table at {storage.uri}")
-    for part in rel.split("/"):
-        if part.startswith(("_", ".")):
-            raise _bad(f"{path!r} is in or is a hidden path ('{part}' starts with '_' or '.'), which readers ignore")
+    hidden = rule.hidden_component(rel)
+    if hidden is not None:
+        raise _bad(
+            f"{path!r} is in or is a hidden path ('{hidden}' starts with '_' or '.' and is not a partition "
+            "directory of the table), where no data file may live"
+        )
     return rel
 
 
-_INT_TYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-
-
-def _check_partition_value(column: str, value: str | None, typ: pa.DataType, where: str) -> None:
-    """Refuse a partition value that the column's type cannot hold (PROTOCOL.md serialization)."""
-    if value is None or value == "":
-        return
-    ok = True
+def _canonical(column: str, value: str | None, typ: pa.DataType, where: str) -> str | None:
+    """The partition value in its canonical form (PROTOCOL.md serialization); refuses one the type cannot hold."""
     try:
-        if pa.types.is_integer(typ):
-            int(value)
-        elif pa.types.is_floating(typ):
-            float(value)
-        elif pa.types.is_boolean(typ):
-            ok = value.lower() in ("true", "false")
-        elif pa.types.is_decimal(typ):
-            decimal.Decimal(value)
-        elif pa.types.is_date(typ):
-            dt.date.fromisoformat(value)
-        elif pa.types.is_timestamp(typ):
-            dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except (ValueError, decimal.InvalidOperation):
-        ok = False
-    if not ok:
-        raise _bad(f"{where}: partition value {value!r} of column {column!r} is not a valid {typ}")
+        return canonical_partition_value(value, typ)
+    except PartitionValueError as exc:
+        raise _bad(
+            f"{where}: partition value {value!r} of column {column!r} is not a valid {describe_type(typ)}: {exc}"
+        ) from None
 
 
 @dataclass
@@ -343,9 +331,9 @@ class _TableView:
 
     partition_keys: list[str]
     partition_types: dict[str, pa.DataType]
-    file_columns: set[str]
     live: dict[str, int]  # storage path (URI-decoded) -> row of snapshot.files
     files: pa.Table
+    hidden: HiddenRule
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         return self.files.take(indices).to_pylist() if indices else []
@@ -356,11 +344,50 @@ def _view(snapshot: Snapshot) -> _TableView:
     keys = partition_keys(md)
     fields = {f.name: f for f in md.schema}
     types = {k: fields[c].type for k, c in zip(keys, md.partition_columns) if c in fields}
-    file_columns = {physical_name(f) for f in md.schema}
     # Decoded, so a file is recognised whichever writer encoded its path (unquote is
     # a no-op for the common path without '%').
     live = {from_log_path(p): i for i, p in enumerate(snapshot.files.column("path").to_pylist())}
-    return _TableView(keys, types, file_columns, live, snapshot.files)
+    return _TableView(keys, types, live, snapshot.files, HiddenRule.for_metadata(md))
+
+
+def _partition_values(view: _TableView, spec: AddSpec, rel: str) -> dict[str, str | None]:
+    """The file's partition values (from the request or its hive directories), canonical for their types."""
+    from_path = partition_values_from_path(rel)
+    if spec.partitionValues is None:
+        missing = [k for k in view.partition_keys if k not in from_path]
+        if missing:
+            raise _bad(
+                f"{rel!r} gives no partitionValues and its path has no hive-style directory for "
+                f"{', '.join(repr(m) for m in missing)}"
+            )
+        given = {k: from_path[k] for k in view.partition_keys}
+    else:
+        given = dict(spec.partitionValues)
+    if set(given) != set(view.partition_keys):
+        raise _bad(
+            f"{rel!r} has partition values for {sorted(given)} but the table is partitioned by "
+            f"{sorted(view.partition_keys)}"
+        )
+    pv = {k: _canonical(k, v, view.partition_types.get(k, pa.string()), rel) for k, v in given.items()}
+    for k, v in from_path.items():
+        if k in pv and spec.partitionValues is not None:
+            in_path = _canonical(k, v, view.partition_types.get(k, pa.string()), rel)
+            if in_path != pv[k]:
+                raise _bad(f"{rel!r}: partitionValues says {k}={given[k]!r} but the path says {k}={v!r}")
+    return pv
+
+
+def _read_footer(storage: Storage, full: str, rel: str) -> pq.FileMetaData:
+    """The file's Parquet footer (only the footer is read); a file that is not Parquet is bad input."""
+    try:
+        with storage.open_input(full) as fh:
+            return pq.read_metadata(fh)
+    except OSError as exc:
+        if exc.errno is not None and not storage.is_local:
+            raise StorageError(f"cannot read the footer of data file {rel!r} ({exc}); nothing committed") from None
+        raise _bad(f"data file {rel!r} is not a readable Parquet file ({exc})") from None
+    except (pa.ArrowException, ValueError) as exc:
+        raise _bad(f"data file {rel!r} is not a readable Parquet file ({exc})") from None
 
 
 def _fill_add(
@@ -377,38 +404,16 @@ def _fill_add(
         raise _bad(f"data file {rel!r} does not exist in the table folder") from None
     if spec.size is not None and spec.size != info.size:
         raise _bad(f"data file {rel!r} has {info.size} bytes on storage but the request says {spec.size}")
-    from_path = partition_values_from_path(rel)
-    if spec.partitionValues is None:
-        missing = [k for k in view.partition_keys if k not in from_path]
-        if missing:
-            raise _bad(
-                f"{rel!r} gives no partitionValues and its path has no hive-style directory for "
-                f"{', '.join(repr(m) for m in missing)}"
-            )
-        pv = {k: from_path[k] for k in view.partition_keys}
+    pv = _partition_values(view, spec, rel)
+    # The footer is read even when the request carries stats: the file must be
+    # Parquet, fit the schema, and the stats must be true of it.
+    footer = _read_footer(storage, full, rel)
+    md = snapshot.metadata
+    check_file_schema(footer, md, snapshot.protocol, rel, pv)
+    if spec.stats is not None:
+        check_claimed_stats(json.loads(spec.stats), footer, md, rel)
+        stats = spec.stats
     else:
-        pv = dict(spec.partitionValues)
-        for k, v in from_path.items():
-            if k in pv and v != pv[k] and not (v is None and pv[k] in ("", None)):
-                raise _bad(f"{rel!r}: partitionValues says {k}={pv[k]!r} but the path says {k}={v!r}")
-    if set(pv) != set(view.partition_keys):
-        raise _bad(
-            f"{rel!r} has partition values for {sorted(pv)} but the table is partitioned by {sorted(view.partition_keys)}"
-        )
-    pv = {k: (None if v == "" else v) for k, v in pv.items()}
-    for k, v in pv.items():
-        _check_partition_value(k, v, view.partition_types.get(k, pa.string()), rel)
-    stats = spec.stats
-    if stats is None:
-        try:
-            with storage.open_input(full) as fh:
-                footer = pq.read_metadata(fh)
-        except (OSError, pa.ArrowException) as exc:
-            raise _bad(f"data file {rel!r} is not a readable Parquet file ({exc})") from None
-        extra = sorted(set(footer.schema.to_arrow_schema().names) - view.file_columns)
-        if extra:
-            raise _bad(f"data file {rel!r} has column(s) {', '.join(extra)} that the table schema does not have")
-        md = snapshot.metadata
         stats = stats_json(
             stats_from_parquet_metadata(footer, md.schema, md.partition_columns, configuration=md.configuration)
         )
@@ -458,7 +463,9 @@ def prepare_actions(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Validate ``request`` against the table and build its add and remove actions (nothing is written)."""
     view = _view(snapshot)
-    rels = [_relative(storage, a.path) for a in request.add]
+    if request.add:
+        _refuse_unenforced_rules(snapshot, request.operation)
+    rels = [_relative(storage, a.path, view.hidden) for a in request.add]
     _no_duplicates(rels, "add")
     for rel in rels:  # a link inside the table may lead out of it; vacuum would then delete outside the root
         if storage.real_relative(rel) is None:
@@ -466,7 +473,7 @@ def prepare_actions(
     for rel in rels:
         if rel in view.live:
             raise _bad(f"{rel!r} is already in the table (version {snapshot.version}); it cannot be added again")
-    remove_rels = [_relative(storage, p) for p in request.remove]
+    remove_rels = [_relative(storage, p, view.hidden) for p in request.remove]
     _no_duplicates(remove_rels, "remove")
     both = sorted(set(rels) & set(remove_rels))
     if both:
@@ -481,12 +488,25 @@ def prepare_actions(
         return _fill_add(storage, snapshot, view, pair[0], pair[1], request.dataChange)
 
     pairs = list(zip(request.add, rels))
-    if storage.is_local or len(pairs) < 4:
+    if len(pairs) < 4:
         adds = [fill(p) for p in pairs]
     else:
-        with ThreadPoolExecutor(max_workers=min(16, len(pairs))) as pool:
+        # Every file's footer is read; many small reads overlap well (remote latency, local syscalls).
+        workers = min(8 if storage.is_local else 16, len(pairs))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             adds = list(pool.map(fill, pairs))
     return adds, removes
+
+
+def _refuse_unenforced_rules(snapshot: Snapshot, operation: str) -> None:
+    """Refuse to add files to a table whose CHECK constraints, invariants or generated columns deltalog cannot evaluate."""
+    rules = unenforced_write_rules(snapshot.metadata)
+    if rules:
+        raise UnsupportedProtocolError(
+            f"refusing to commit {operation}: the table has {'; '.join(rules)}, and deltalog does not evaluate "
+            "these on the rows of a commit request's files; write through an engine that enforces them",
+            sorted({r.split(" ", 1)[0] for r in rules}),
+        )
 
 
 def _metrics(adds: list[dict[str, Any]], removes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,13 +10,15 @@ error naming the file, and stays exactly as it was. An existing Delta table is
 refused too.
 
 Hidden paths (a component starting with ``_`` or ``.``, e.g. ``_SUCCESS``,
-``_temporary/``, ``.crc`` files) are skipped, as Delta readers skip them.
+``_temporary/``, ``.crc`` files) are skipped, as Delta readers skip them, by the
+rule of :mod:`deltalog.hidden`: a partition directory ``_p=x`` of a declared
+partition column ``_p`` is data, not hidden. Partition values are written in
+their canonical form (:mod:`deltalog.partition_values`: ``d=1.5`` of a
+``decimal(5,2)`` becomes ``"1.50"``); a value the type cannot hold is refused.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import json
 import logging
 import re
@@ -42,7 +44,9 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from deltalog.hidden import HiddenRule
 from deltalog.log import list_log
+from deltalog.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol import check_writable
 from deltalog.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
 from deltalog.stats import stats_from_parquet_metadata, stats_json
@@ -169,34 +173,14 @@ def _split_top_level(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def _normalise_value(raw: str, delta_type: str, column: str, rel: str) -> str:
-    """A partition value as the protocol serialises it; refuses values the type cannot hold."""
+def _normalise_value(raw: str, delta_type: str, column: str, rel: str) -> str | None:
+    """A partition value in its canonical form (PROTOCOL.md serialization); refuses values the type cannot hold."""
     try:
-        if delta_type in ("integer", "long", "short", "byte"):
-            return str(int(raw))
-        if delta_type in ("double", "float"):
-            float(raw)
-            return raw
-        if delta_type.startswith("decimal"):
-            return str(decimal.Decimal(raw))
-        if delta_type == "boolean":
-            if raw.lower() not in ("true", "false"):
-                raise ValueError(raw)
-            return raw.lower()
-        if delta_type == "date":
-            return dt.date.fromisoformat(raw).isoformat()
-        if delta_type in ("timestamp", "timestamp_ntz"):
-            dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-            return raw
-    except (ValueError, decimal.InvalidOperation):
+        return canonical_partition_value(raw, delta_type_to_arrow(delta_type))
+    except PartitionValueError as exc:
         raise InvalidArgumentError(
-            f"{rel}: partition value {raw!r} of column {column!r} is not a valid {delta_type}"
+            f"{rel}: partition value {raw!r} of column {column!r} is not a valid {delta_type}: {exc}; nothing converted"
         ) from None
-    return raw
-
-
-def _is_hidden(rel: str) -> bool:
-    return any(part.startswith(("_", ".")) for part in rel.split("/"))
 
 
 def _partition_values(rel: str, partition_by: list[tuple[str, str]]) -> dict[str, str | None]:
@@ -317,9 +301,10 @@ def convert_to_delta(
         found = list(storage.walk_files())
     except OSError as exc:
         raise StorageError(f"cannot list {storage.uri} ({exc}); nothing converted") from None
+    rule = HiddenRule(n for n, _ in parts)
     for info in found:
         rel = storage.relative(info.path).replace("\\", "/")
-        if _is_hidden(rel):
+        if rule.hidden_component(rel) is not None:
             hidden += 1
             continue
         candidates.append((info, rel, _partition_values(rel, parts)))

@@ -103,6 +103,10 @@ class InvalidCommitRequestError(InvalidArgumentError):
     """A commit request (JSON document or dict) is malformed or does not match the table; nothing was written."""
 
 
+class DataFileMismatchError(InvalidCommitRequestError):
+    """A data file to commit does not fit the table (schema, nullability) or its claimed stats; nothing was written."""
+
+
 class EngineError(DeltaLogError):
     """A data engine (e.g. the Spark compaction job) failed or is unavailable; nothing was committed."""
 

@@ -7,10 +7,8 @@ table-relative physical path here; when a log path could be read two ways
 (percent-decoded or literally), both forms are protected, since keeping a file
 by mistake costs bytes while deleting one by mistake loses data.
 
-The hidden-path rule also lives here: vacuum never looks at names starting with
-``_`` or ``.`` (``_delta_log``, ``.crc`` side files, temp files), except the
-``_change_data`` directory and partition directories ``col=value`` whose column
-name happens to start with ``_``.
+The hidden-path rule (``HiddenRule``, re-exported here) lives in
+:mod:`deltalog.hidden`, shared with commit requests and convert.
 """
 
 from __future__ import annotations
@@ -26,65 +24,19 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.arrow_utils import any_substring
 from deltalog.compaction.dv import z85_decode
 from deltalog.errors import CorruptLogError, OperationRefusedError
-from deltalog.storage import LOG_DIR, Storage
+from deltalog.hidden import CHANGE_DATA_DIR, HiddenRule
+from deltalog.storage import Storage
 
-CHANGE_DATA_DIR = "_change_data"
+__all__ = ["CHANGE_DATA_DIR", "HiddenRule", "PathResolver", "dv_descriptor_path", "dv_file_path", "dv_paths_of"]
 
 _Z85_UUID_LENGTH = 20
 
 #: Log paths containing any of these need more than a plain comparison: percent-encoded,
 #: absolute (a scheme, a leading slash) or not normalised.
 _SPECIAL_SUBSTRINGS = ("%", ":", "//", "./", "/.")
-
-
-def _any_substring(arr: pa.Array, needles: Iterable[str], prefixes: Iterable[str] = ()) -> pa.Array:
-    """Vectorised ``any(n in s for n in needles) or s.startswith(prefixes)`` (plain substring search, no regex)."""
-    mask = None
-    for n in needles:
-        m = pc.match_substring(arr, n)
-        mask = m if mask is None else pc.or_(mask, m)
-    for p in prefixes:
-        m = pc.starts_with(arr, p)
-        mask = m if mask is None else pc.or_(mask, m)
-    assert mask is not None
-    return pc.fill_null(mask, False)
-
-
-class HiddenRule:
-    """Delta's rule for which names vacuum must not look at, for one table's partition columns."""
-
-    def __init__(self, partition_columns: Iterable[str] = ()) -> None:
-        self.partition_prefixes = tuple(f"{c}=" for c in partition_columns if c)
-
-    def hidden_name(self, name: str) -> bool:
-        """Whether one path component is hidden (and so skipped with everything below it)."""
-        if not name or name[0] not in "_.":
-            return False
-        if name == LOG_DIR:
-            return True
-        if name.startswith(CHANGE_DATA_DIR):
-            return False
-        return not name.startswith(self.partition_prefixes) if self.partition_prefixes else True
-
-    def hidden_path(self, relative_path: str) -> bool:
-        """Whether any component of a table-relative path is hidden."""
-        return any(self.hidden_name(part) for part in relative_path.split("/"))
-
-    def hidden_mask(self, paths: pa.Array) -> pa.Array:
-        """Vectorised :meth:`hidden_path`: a boolean per path (only paths with a ``_``/``.`` component are checked one by one)."""
-        if len(paths) == 0:
-            return pa.array([], pa.bool_())
-        maybe = _any_substring(paths, ("/_", "/."), ("_", "."))
-        idx = pc.indices_nonzero(maybe)
-        if len(idx) == 0:
-            return pc.fill_null(maybe, False)
-        hidden = [self.hidden_path(p) for p in pc.take(paths, idx).to_pylist()]
-        mask = [False] * len(paths)
-        for i, h in zip(idx.to_pylist(), hidden):
-            mask[i] = h
-        return pa.array(mask, pa.bool_())
 
 
 def dv_file_path(storage_type: str | None, path_or_inline: str | None) -> str | None:
@@ -258,7 +210,7 @@ class PathResolver:
         arr = pc.unique(arr)
         if len(arr) == 0:
             return arr
-        special = pc.or_(_any_substring(arr, _SPECIAL_SUBSTRINGS, ("/", ".")), pc.equal(arr, ""))
+        special = pc.or_(any_substring(arr, _SPECIAL_SUBSTRINGS, ("/", ".")), pc.equal(arr, ""))
         if not pc.any(special).as_py():
             return arr
         plain = arr.filter(pc.invert(special))

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.flags import require_bools
+from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.history import format_ms
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
@@ -131,18 +132,8 @@ class VacuumPlan:
 
 
 def partition_dir_names(snapshot: Snapshot) -> list[str]:
-    """Partition column names as directories may carry them (logical and, with column mapping, physical)."""
-    names = list(snapshot.metadata.partition_columns)
-    try:
-        fields = json.loads(snapshot.metadata.schema_string).get("fields", [])
-    except (ValueError, AttributeError):
-        fields = []
-    for f in fields:
-        if isinstance(f, dict) and f.get("name") in names:
-            physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName")
-            if physical:
-                names.append(physical)
-    return names
+    """Partition column names as directories may carry them (the shared rule of :mod:`deltalog.hidden`)."""
+    return hidden_partition_dir_names(snapshot.metadata)
 
 
 def cursor_path(storage: Storage) -> str:

@@ -1,0 +1,326 @@
+"""Schema enforcement on commit requests, canonical partition values and the shared hidden rule.
+
+Each test is one example an outside review used to make a table unreadable (or
+silently wrong) through ``commit``/``convert``; each must be refused with one
+clear error that names the column and both types, writing nothing, or (for
+partition values) be written in a form deltalake reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import subprocess
+import sys
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from deltalog import DeltaTable
+from deltalog.commit_request import commit_request
+from deltalog.convert import convert_to_delta
+from deltalog.errors import DataFileMismatchError, InvalidCommitRequestError, UnsupportedProtocolError
+from deltalog.protocol import Protocol
+from helpers import make_table
+
+DELTALOG = os.path.join(os.path.dirname(sys.executable), "deltalog")
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+
+
+def put(root: str, rel: str, data: pa.Table) -> str:
+    full = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    pq.write_table(data, full)
+    return rel
+
+
+def versions(root: str) -> list[int]:
+    return sorted(int(n[:20]) for n in os.listdir(os.path.join(root, "_delta_log")) if n.endswith(".json"))
+
+
+def refused(table: str, request: dict, error: type = DataFileMismatchError) -> str:
+    with pytest.raises(error) as info:
+        commit_request(table, request, run_hooks=False)
+    assert versions(table) == [0]
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.fixture
+def table(tmp_path) -> str:
+    path = str(tmp_path / "t")
+    make_table(path, schema=SCHEMA)
+    return path
+
+
+# --- types --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "shown"),
+    [
+        (pa.array(["1"]), "string"),
+        (pa.array([{"x": 1}]), "struct<x: long>"),
+        (pa.array([decimal.Decimal("1.00")], pa.decimal128(10, 2)), "decimal(10,2)"),
+        (pa.array([1], pa.int32()), "integer"),
+        (pa.array([1.0]), "double"),
+        (pa.array([1], pa.uint64()), "uint64"),
+    ],
+)
+def test_wrong_type_for_a_long_column_is_refused(table: str, column: pa.Array, shown: str) -> None:
+    rel = put(table, "f.parquet", pa.table({"id": column, "v": ["a"]}))
+    message = refused(table, {"add": [rel]})
+    assert f"column id is {shown} in the file but long in the table" in message
+    assert message.startswith("invalid commit request: data file 'f.parquet'")
+
+
+@pytest.mark.parametrize(
+    ("table_type", "file_column", "shown"),
+    [
+        (pa.timestamp("us", tz="UTC"), pa.array([dt.date(2024, 1, 1)]), "date in the file but timestamp"),
+        (pa.timestamp("us", tz="UTC"), pa.array([1], pa.timestamp("us")), "timestamp_ntz in the file but timestamp"),
+        (pa.timestamp("us"), pa.array([1], pa.timestamp("us", tz="UTC")), "timestamp in the file but timestamp_ntz"),
+        (pa.date32(), pa.array([1], pa.timestamp("us", tz="UTC")), "timestamp in the file but date"),
+        (pa.timestamp("us", tz="UTC"), pa.array([1], pa.timestamp("ns", tz="UTC")), "timestamp(NANOS)"),
+        (pa.decimal128(5, 2), pa.array([decimal.Decimal("1.5")], pa.decimal128(5, 1)), "decimal(5,1) in the file"),
+    ],
+)
+def test_timestamp_date_and_decimal_mismatches_are_refused(tmp_path, table_type, file_column, shown) -> None:
+    path = str(tmp_path / "t")
+    protocol = Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
+    make_table(path, schema=pa.schema([("id", pa.int64()), ("t", table_type)]), protocol=protocol)
+    rel = put(path, "f.parquet", pa.table({"id": [1], "t": file_column}))
+    assert shown in refused(path, {"add": [rel]})
+
+
+def test_matching_types_including_int96_and_millis_are_accepted(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("d", pa.decimal128(5, 2))])
+    make_table(path, schema=schema)
+    stamp = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    data = pa.table(
+        {"id": [1], "ts": pa.array([stamp], pa.timestamp("ms", tz="UTC")), "d": [decimal.Decimal("1.50")]},
+        schema=pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ms", tz="UTC")), ("d", pa.decimal128(5, 2))]),
+    )
+    put(path, "a.parquet", data)
+    os.makedirs(path, exist_ok=True)
+    pq.write_table(data, os.path.join(path, "b.parquet"), use_deprecated_int96_timestamps=True)
+    assert commit_request(path, {"add": ["a.parquet", "b.parquet"]}, run_hooks=False).version == 1
+    got = deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()
+    assert [r["ts"].astimezone(dt.UTC) for r in got] == [stamp, stamp]
+
+
+def test_type_widening_only_where_the_table_supports_it(tmp_path) -> None:
+    narrow = pa.table({"id": pa.array([1], pa.int32())})
+    plain = str(tmp_path / "plain")
+    make_table(plain, schema=pa.schema([("id", pa.int64())]))
+    put(plain, "f.parquet", narrow)
+    assert "typeWidening would allow it" in refused(plain, {"add": ["f.parquet"]})
+    widening = str(tmp_path / "widening")
+    protocol = Protocol(3, 7, ("typeWidening",), ("typeWidening",))
+    make_table(widening, schema=pa.schema([("id", pa.int64())]), protocol=protocol)
+    put(widening, "f.parquet", narrow)
+    assert commit_request(widening, {"add": ["f.parquet"]}, run_hooks=False).version == 1
+    put(widening, "g.parquet", pa.table({"id": pa.array([1.0])}))  # double -> long is no widening
+    with pytest.raises(DataFileMismatchError, match="column id is double in the file but long"):
+        commit_request(widening, {"add": ["g.parquet"]}, run_hooks=False)
+
+
+def test_nested_types_are_checked_recursively(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    inner = pa.struct([("a", pa.int64()), ("tags", pa.list_(pa.string()))])
+    schema = pa.schema([("id", pa.int64()), ("s", inner), ("m", pa.map_(pa.string(), pa.int32()))])
+    make_table(path, schema=schema)
+    good = pa.table({"id": [1], "s": [{"a": 1, "tags": ["x"]}], "m": pa.array([[("k", 1)]], schema.field("m").type)})
+    put(path, "good.parquet", good)
+    assert commit_request(path, {"add": ["good.parquet"]}, run_hooks=False).version == 1
+    bad = pa.table({"id": [1], "s": [{"a": 1, "tags": [1]}], "m": pa.array([[("k", 1)]], schema.field("m").type)})
+    put(path, "bad.parquet", bad)
+    with pytest.raises(DataFileMismatchError, match="column s.tags.element is long in the file but string"):
+        commit_request(path, {"add": ["bad.parquet"]}, run_hooks=False)
+    extra = pa.table({"id": [1], "s": [{"a": 1, "tags": ["x"], "zz": 2}]})
+    put(path, "extra.parquet", extra)
+    with pytest.raises(DataFileMismatchError, match="column s.zz is in the file but not in the table schema"):
+        commit_request(path, {"add": ["extra.parquet"]}, run_hooks=False)
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 1
+
+
+# --- nullability ------------------------------------------------------------------------
+
+
+def test_missing_non_nullable_column_is_refused(table: str) -> None:
+    rel = put(table, "f.parquet", pa.table({"v": ["a"]}))
+    assert "column id is not nullable but the file does not have it" in refused(table, {"add": [rel]})
+
+
+def test_nulls_in_a_non_nullable_column_are_refused(table: str) -> None:
+    rel = put(table, "f.parquet", pa.table({"id": pa.array([1, None], pa.int64()), "v": ["a", "b"]}))
+    assert "column id is not nullable but holds 1 null(s)" in refused(table, {"add": [rel]})
+    # The same column without nulls (written as optional, as Spark writes it) is fine.
+    rel = put(table, "g.parquet", pa.table({"id": pa.array([1, 2], pa.int64()), "v": [None, "b"]}))
+    assert commit_request(table, {"add": [rel]}, run_hooks=False).version == 1
+
+
+# --- files that are not what the stats say -----------------------------------------------
+
+
+def test_non_parquet_file_with_stats_is_refused(table: str) -> None:
+    with open(os.path.join(table, "f.parquet"), "w") as fh:
+        fh.write("not parquet at all")
+    request = {"add": [{"path": "f.parquet", "stats": {"numRecords": 1}}]}
+    message = refused(table, request, InvalidCommitRequestError)
+    assert "is not a readable Parquet file" in message
+
+
+def test_extra_column_with_stats_is_refused(table: str) -> None:
+    rel = put(table, "f.parquet", pa.table({"id": [1], "v": ["a"], "secret": ["x"]}))
+    request = {"add": [{"path": rel, "stats": {"numRecords": 1}}]}
+    assert "column secret is in the file but not in the table schema" in refused(table, request)
+
+
+def test_lying_stats_are_refused(table: str) -> None:
+    rel = put(table, "f.parquet", pa.table({"id": pa.array([1, 2, 500], pa.int64()), "v": ["a", "b", "c"]}))
+    claims = {"numRecords": 3, "minValues": {"id": 1}, "maxValues": {"id": 100}, "nullCount": {"id": 0}}
+    message = refused(table, {"add": [{"path": rel, "stats": claims}]})
+    assert "maxValues.id is 100 but the file holds values up to 500" in message
+    for wrong, expected in [
+        ({**claims, "maxValues": {"id": 500}, "numRecords": 2}, "numRecords is 2 but the file has 3"),
+        ({**claims, "maxValues": {"id": 500}, "minValues": {"id": 2}}, "minValues.id is 2 but the file holds"),
+        ({**claims, "maxValues": {"id": 500}, "nullCount": {"id": 1}}, "nullCount.id is 1 but the file holds 0"),
+        ({**claims, "maxValues": {"id": "500"}}, "not a value of the column's type"),
+        ({**claims, "maxValues": {"nope": 1}}, "maxValues.nope names a column the table does not have"),
+    ]:
+        assert expected in refused(table, {"add": [{"path": rel, "stats": wrong}]})
+    # Wider bounds than the data are true (only less useful): accepted, kept as given.
+    honest = {**claims, "minValues": {"id": 0, "v": "a"}, "maxValues": {"id": 1000, "v": "c\U0010ffff"}}
+    assert commit_request(table, {"add": [{"path": rel, "stats": honest}]}, run_hooks=False).version == 1
+    assert json.loads(DeltaTable(table).snapshot().files.to_pylist()[0]["stats"]) == honest
+    found = deltalake.DeltaTable(table).to_pyarrow_table(filters=[("id", "=", 500)]).to_pylist()
+    assert found == [{"id": 500, "v": "c"}]
+
+
+# --- what the table promises -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("configuration", "field_metadata", "named"),
+    [
+        ({"delta.constraints.v_positive": "v >= 0"}, {}, "CHECK constraint v_positive (v >= 0)"),
+        (
+            {},
+            {"delta.invariants": json.dumps({"expression": {"expression": "v > 3"}})},
+            "invariant on column v (v > 3)",
+        ),
+        ({}, {"delta.generationExpression": "id * 2"}, "generated column v (id * 2)"),
+    ],
+)
+def test_tables_with_constraints_invariants_or_generated_columns_refuse_commits(
+    tmp_path, configuration, field_metadata, named
+) -> None:
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), pa.field("v", pa.int64(), metadata=field_metadata or None)])
+    make_table(path, schema=schema, configuration=configuration, protocol=Protocol(1, 4))
+    rel = put(path, "f.parquet", pa.table({"id": [1], "v": [-5]}))
+    message = refused(path, {"add": [rel]}, UnsupportedProtocolError)
+    assert named in message and "does not evaluate" in message
+
+
+def test_cli_exit_code_for_a_schema_mismatch(table: str, tmp_path) -> None:
+    rel = put(table, "f.parquet", pa.table({"id": ["1"], "v": ["a"]}))
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"add": [rel]}))
+    out = subprocess.run(
+        [DELTALOG, "commit", table, "--request", str(req)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert "column id is string in the file but long in the table" in out.stderr and out.stderr.count("\n") == 1
+    assert versions(table) == [0]
+
+
+# --- partition values --------------------------------------------------------------------
+
+
+def test_decimal_partition_from_a_commit_request_is_canonical_and_readable(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    make_table(path, schema=pa.schema([("id", pa.int64()), ("d", pa.decimal128(5, 2))]), partition_by=["d"])
+    rel = put(path, "d=1.5/f.parquet", pa.table({"id": [1]}))
+    commit_request(path, {"add": [rel]}, run_hooks=False)
+    assert DeltaTable(path).snapshot().files.to_pylist()[0]["partitionValues"] == [("d", "1.50")]
+    assert deltalake.DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": 1, "d": decimal.Decimal("1.50")}]
+    put(path, "d=1.555/g.parquet", pa.table({"id": [2]}))
+    with pytest.raises(InvalidCommitRequestError, match="more than 2 fraction digit"):
+        commit_request(path, {"add": ["d=1.555/g.parquet"]}, run_hooks=False)
+    put(path, "d=1234/g.parquet", pa.table({"id": [2]}))
+    with pytest.raises(InvalidCommitRequestError, match="more than 3 integer digit"):
+        commit_request(path, {"add": ["d=1234/g.parquet"]}, run_hooks=False)
+    # The request may spell the value differently from the directory, as long as it is the same value.
+    put(path, "d=2.5/h.parquet", pa.table({"id": [3]}))
+    commit_request(path, {"add": [{"path": "d=2.5/h.parquet", "partitionValues": {"d": "2.500"}}]}, run_hooks=False)
+    assert sorted(r["d"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist()) == [
+        decimal.Decimal("1.50"),
+        decimal.Decimal("2.50"),
+    ]
+
+
+def test_decimal_partition_from_convert_is_canonical_and_readable(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    put(path, "d=1.5/f.parquet", pa.table({"id": [1]}))
+    put(path, "d=-0/g.parquet", pa.table({"id": [2]}))
+    convert_to_delta(path, partition_by="d decimal(5,2)")
+    values = sorted(dict(f["partitionValues"])["d"] for f in DeltaTable(path).snapshot().files.to_pylist())
+    assert values == ["0.00", "1.50"]
+    got = sorted(r["d"] for r in deltalake.DeltaTable(path).to_pyarrow_table().to_pylist())
+    assert got == [decimal.Decimal("0.00"), decimal.Decimal("1.50")]
+
+
+def test_convert_refuses_a_partition_value_that_does_not_fit(tmp_path) -> None:
+    from deltalog.errors import InvalidArgumentError
+
+    path = str(tmp_path / "t")
+    put(path, "b=yes/f.parquet", pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError, match="'yes' of column 'b' is not a valid boolean"):
+        convert_to_delta(path, partition_by="b boolean")
+    assert not os.path.exists(os.path.join(path, "_delta_log"))
+
+
+# --- hidden paths ------------------------------------------------------------------------
+
+
+def test_partition_folder_starting_with_underscore_is_not_hidden(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    make_table(path, schema=pa.schema([("id", pa.int64()), ("_p", pa.string())]), partition_by=["_p"])
+    rel = put(path, "_p=x/new.parquet", pa.table({"id": [1]}))
+    assert commit_request(path, {"add": [rel]}, run_hooks=False).version == 1
+    assert deltalake.DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": 1, "_p": "x"}]
+    for hidden in ("_q=x/f.parquet", "_change_data/f.parquet", "_p=x/_tmp/f.parquet", "_p=x/.f.parquet"):
+        put(path, hidden, pa.table({"id": [1]}))
+        with pytest.raises(InvalidCommitRequestError, match="hidden path"):
+            commit_request(path, {"add": [hidden]}, run_hooks=False)
+
+
+def test_convert_keeps_underscore_partition_folders(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    put(path, "_p=x/f.parquet", pa.table({"id": [1]}))
+    put(path, "_p=x/_SUCCESS/marker.parquet", pa.table({"id": [9]}))
+    result = convert_to_delta(path, partition_by="_p string")
+    assert (result.num_files, result.skipped_hidden) == (1, 1)
+    assert deltalake.DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": 1, "_p": "x"}]
+
+
+def test_one_hidden_rule_for_vacuum_and_commit_requests() -> None:
+    from deltalog.hidden import HiddenRule
+    from deltalog.vacuum import paths
+
+    assert paths.HiddenRule is HiddenRule
+    rule = HiddenRule(["_p"])
+    for rel in ("_p=x/f.parquet", "a/b.parquet", "_change_data/c.parquet", "_delta_log/0.json", "_q=1/f", ".x/f"):
+        # A data file may only be where vacuum also looks (never the reverse direction for data).
+        if rule.hidden_component(rel) is None:
+            assert not rule.hidden_path(rel)
+    assert rule.hidden_component("_change_data/c.parquet") == "_change_data"
+    assert not rule.hidden_path("_change_data/c.parquet")  # vacuum still cleans change data
