@@ -146,8 +146,8 @@ with DAG(
     def commit_compaction(table: str, conn_id: str, plan_path: str, request_path: str) -> dict[str, Any]:
         """Commit the Spark job's files bin by bin (a bin that lost a race is dropped, the rest commit)."""
         from deltalog_example.spark_compaction import commit_result
+        from deltalog_provider.failures import deltalog_errors_as_task_failures
         from deltalog_provider.hooks.delta_table import DeltaTableHook
-        from deltalog_provider.operators.base import deltalog_errors_as_task_failures
 
         with deltalog_errors_as_task_failures():
             return commit_result(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table), plan_path, request_path)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from deltalog.activity import versions_since_vacuum
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.sizes import target_file_size
 from deltalog.snapshot import Snapshot
@@ -36,12 +37,22 @@ class TableHealth:
     tombstone_bytes: int
     oldest_readable_version: int | None
     num_commit_files: int
+    #: Versions since the last ``VACUUM END``; a lower bound (``vacuum_lookback``) when none is
+    #: that recent; None when not looked for (``vacuum_lookback=0``).
+    versions_since_vacuum: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def compute_health(snapshot: Snapshot, target: int | str | None = None) -> TableHealth:
+#: How many versions ``compute_health`` reads back looking for the last vacuum (one small read each).
+VACUUM_LOOKBACK = 20
+
+
+def compute_health(
+    snapshot: Snapshot, target: int | str | None = None, *, vacuum_lookback: int = VACUUM_LOOKBACK
+) -> TableHealth:
+    """The health numbers of ``snapshot``; ``vacuum_lookback`` bounds the search for the last vacuum."""
     files = snapshot.files
     tgt = target_file_size(snapshot, target)
     threshold = tgt // 2
@@ -76,4 +87,9 @@ def compute_health(snapshot: Snapshot, target: int | str | None = None) -> Table
         tombstone_bytes=column_sum(snapshot.tombstones, "size"),
         oldest_readable_version=listing.oldest_reconstructable_version(),
         num_commit_files=len(listing.commits),
+        versions_since_vacuum=(
+            versions_since_vacuum(snapshot.storage, listing, snapshot.version, vacuum_lookback)
+            if vacuum_lookback > 0
+            else None
+        ),
     )

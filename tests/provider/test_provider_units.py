@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
-from deltalog import DeltaTable
+from deltalog import DeltaTable, activity
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
+from deltalog.health import compute_health
 from deltalog_provider._compat import (
     AirflowException,
     AirflowFailException,
@@ -30,6 +31,7 @@ from deltalog_provider._compat import (
     Asset,
     AssetAlias,
 )
+from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
 from deltalog_provider.operators import (
     DeltaCommitOperator,
@@ -37,7 +39,7 @@ from deltalog_provider.operators import (
     DeltaHealthCheckOperator,
     DeltaVacuumOperator,
 )
-from deltalog_provider.operators.base import call_core, deltalog_errors_as_task_failures
+from deltalog_provider.operators.base import call_core
 from deltalog_provider.operators.commit import derive_app_id, derive_txn_version, load_request
 from deltalog_provider.sensors import DeltaMaintenanceDueSensor, DeltaTableVersionSensor
 from deltalog_provider.triggers import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
@@ -221,13 +223,18 @@ def test_versions_since_vacuum_looks_back_only_as_far_as_needed(tmp_path, monkey
     _commit_operation(table, "VACUUM END")  # 4
     append(table, rows(1, start=9))  # 5
     listing = table.list_log()
-    assert checks.versions_since_vacuum(table, listing, 5, window=10) == 1
+    assert activity.versions_since_vacuum(table.storage, listing, 5, window=10) == 1
     reads: list[int] = []
-    real = checks._operation_of
-    monkeypatch.setattr(checks, "_operation_of", lambda t, li, v: reads.append(v) or real(t, li, v))
-    assert checks.versions_since_vacuum(table, listing, 3, window=2) == 2  # lower bound, window exhausted
+    real = activity.operation_of
+    monkeypatch.setattr(activity, "operation_of", lambda s, li, v: reads.append(v) or real(s, li, v))
+    assert activity.versions_since_vacuum(table.storage, listing, 3, window=2) == 2  # lower bound, window exhausted
     assert reads == [3, 2]
-    assert checks.versions_since_vacuum(table, listing, 3, window=100) == 4  # never vacuumed: 0..3
+    assert activity.versions_since_vacuum(table.storage, listing, 3, window=100) == 4  # never vacuumed: 0..3
+    # deltalog health reports it too (a lower bound when the look-back ends first).
+    assert table.health().versions_since_vacuum == 1
+    health = compute_health(table.snapshot(version=3), vacuum_lookback=2)
+    assert health.versions_since_vacuum == 2
+    assert compute_health(table.snapshot(), vacuum_lookback=0).versions_since_vacuum is None
 
 
 def test_health_thresholds(tmp_path):
@@ -331,6 +338,41 @@ def test_triggers_report_errors_with_retryability(tmp_path):
     event = asyncio.run(anext(trigger.run()))
     assert event.payload["status"] == "error" and event.payload["retryable"] is False
     assert "NotADeltaTableError" in event.payload["message"]
+
+
+def test_triggers_poll_through_transient_storage_errors(tmp_path, monkeypatch):
+    """A storage blip does not end the wait (before, the first one ended the deferral)."""
+    table = make_table(str(tmp_path / "t"))
+    append(table, rows(1))
+    calls: list[int] = []
+    real = checks.find_new_commit
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise StorageError("cannot list s3://b/t/_delta_log: connection reset")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("deltalog_provider.triggers.delta_table.find_new_commit", flaky)
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, after_version=0, poke_interval=0.01)
+    event = asyncio.run(anext(trigger.run()))
+    assert event.payload["status"] == "success" and event.payload["version"] == 1 and len(calls) == 3
+
+
+def test_triggers_report_transient_errors_past_the_retry_limit(tmp_path, monkeypatch):
+    table = make_table(str(tmp_path / "t"))
+    calls: list[int] = []
+
+    def down(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        raise ConnectionError("endpoint unreachable")
+
+    monkeypatch.setattr("deltalog_provider.triggers.delta_table.find_new_commit", down)
+    trigger = DeltaTableVersionTrigger(table_uri=table.uri, after_version=0, poke_interval=0.01, retry_limit=2)
+    event = asyncio.run(anext(trigger.run()))
+    assert event.payload["status"] == "error" and event.payload["retryable"] is True
+    assert "endpoint unreachable" in event.payload["message"] and len(calls) == 3  # first try + 2 retries
+    assert _roundtrip(trigger).retry_limit == 2
 
 
 def test_maintenance_trigger_fires_when_due(tmp_path):

@@ -17,15 +17,14 @@ base class owns the rest, identically for every operation:
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog.errors import DeltaLogError
-from deltalog_provider._compat import AirflowException, AirflowFailException, Asset, AssetAlias, BaseOperator
+from deltalog_provider._compat import AirflowException, Asset, AssetAlias, BaseOperator
+from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.lineage import build_operator_lineage
@@ -36,18 +35,6 @@ if TYPE_CHECKING:
 
 #: Names under which a core entry point may accept a cancellation event (checked in order).
 CANCEL_PARAMETERS = ("cancel", "cancel_event")
-
-
-@contextlib.contextmanager
-def deltalog_errors_as_task_failures() -> Iterator[None]:
-    """Re-raise deltalog errors as Airflow failures: refusals fail at once, the rest may retry."""
-    try:
-        yield
-    except DeltaLogError as exc:
-        message = f"{type(exc).__name__}: {exc}"
-        if getattr(exc, "retryable", False):
-            raise AirflowException(message) from exc
-        raise AirflowFailException(message) from exc
 
 
 def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:

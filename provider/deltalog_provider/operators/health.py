@@ -14,66 +14,16 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowFailException, BaseOperatorMeta, BranchMixIn
+from deltalog_provider._compat import AirflowFailException, BranchMixIn
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.checks import CHECK_OPERATION, HealthReport, MaintenanceThresholds, evaluate_health
-from deltalog_provider.utils.coerce import optional_int, strict_bool
+from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
+from deltalog_provider.utils.checks import CHECK_OPERATION, HealthReport, evaluate_health
+from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.results import is_templated
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-THRESHOLD_FIELDS = (
-    "max_small_file_share",
-    "max_commits_since_checkpoint",
-    "max_tombstone_bytes",
-    "max_versions_since_vacuum",
-)
-
-
-class HealthThresholdsMixin:
-    """The threshold parameters shared by the health-check operators and the maintenance-due sensor.
-
-    :param max_small_file_share: fraction (0..1) of files below half the target size
-        (templated); counted only when at least ``min_small_files`` small files exist.
-    :param max_commits_since_checkpoint: commits since the last checkpoint (templated).
-    :param max_tombstone_bytes: bytes of removed files still tracked as tombstones (templated).
-    :param max_versions_since_vacuum: versions since the last ``VACUUM END`` (templated).
-    :param target_file_size: the size small files are measured against (templated; default
-        the table's ``delta.targetFileSize``, else 128 MiB).
-    :param min_small_files: fewer small files than this never make the share count.
-    """
-
-    # As Airflow's own mixins do (ResumableJobMixin); typed for BaseOperator subclasses only.
-    @BaseOperatorMeta._apply_defaults  # type: ignore[type-var]
-    def __init__(
-        self,
-        *,
-        max_small_file_share: float | str | None = None,
-        max_commits_since_checkpoint: int | str | None = None,
-        max_tombstone_bytes: int | str | None = None,
-        max_versions_since_vacuum: int | str | None = None,
-        target_file_size: int | str | None = None,
-        min_small_files: int = 2,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.max_small_file_share = max_small_file_share
-        self.max_commits_since_checkpoint = max_commits_since_checkpoint
-        self.max_tombstone_bytes = max_tombstone_bytes
-        self.max_versions_since_vacuum = max_versions_since_vacuum
-        self.target_file_size = target_file_size
-        self.min_small_files = min_small_files
-
-    def thresholds(self) -> MaintenanceThresholds:
-        """The rendered thresholds (none set: the core's due verdict decides)."""
-        return MaintenanceThresholds.from_values(
-            **{name: getattr(self, name) for name in THRESHOLD_FIELDS}, min_small_files=self.min_small_files
-        )
-
-    def rendered_target_file_size(self) -> int | None:
-        return optional_int(self.target_file_size, "target_file_size")
 
 
 class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):

@@ -20,9 +20,9 @@ from deltalog_provider._compat import (
     PokeReturnValue,
     default_deferrable,
 )
+from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook
-from deltalog_provider.operators.base import deltalog_errors_as_task_failures
-from deltalog_provider.operators.health import THRESHOLD_FIELDS, HealthThresholdsMixin
+from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils.checks import MaintenanceThresholds, current_version, evaluate_health, find_new_commit
 from deltalog_provider.utils.coerce import optional_int, optional_list, strict_bool

@@ -28,25 +28,70 @@ def error_event(exc: BaseException) -> TriggerEvent:
     return TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": retryable})
 
 
-class _PollingTrigger(BaseTrigger):
-    """Poll ``check(table)`` in a thread every ``poke_interval`` seconds until it returns a payload."""
+#: Consecutive transient failures (storage blips) a trigger polls through before it reports one.
+DEFAULT_RETRY_LIMIT = 3
 
-    def __init__(self, *, table_uri: str, deltalog_conn_id: str, poke_interval: float) -> None:
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure worth polling through: a retryable deltalog error, or a network-level one."""
+    if isinstance(exc, DeltaLogError):
+        return bool(getattr(exc, "retryable", False))
+    return isinstance(exc, ConnectionError | TimeoutError)
+
+
+class _PollingTrigger(BaseTrigger):
+    """Poll ``check(table)`` in a thread every ``poke_interval`` seconds until it returns a payload.
+
+    A transient failure (``is_transient``) does not end the wait: the trigger logs it and
+    polls again after ``poke_interval``, up to ``retry_limit`` failures in a row (as the
+    Databricks provider's triggers do); then, or on any other failure, it reports the error.
+    """
+
+    def __init__(
+        self, *, table_uri: str, deltalog_conn_id: str, poke_interval: float, retry_limit: int = DEFAULT_RETRY_LIMIT
+    ) -> None:
         super().__init__()
         self.table_uri = table_uri
         self.deltalog_conn_id = deltalog_conn_id
         self.poke_interval = float(poke_interval)
+        self.retry_limit = int(retry_limit)
 
     def _check(self, table: DeltaTable) -> dict[str, Any] | None:
         raise NotImplementedError
+
+    def _common_kwargs(self) -> dict[str, Any]:
+        return {
+            "table_uri": self.table_uri,
+            "deltalog_conn_id": self.deltalog_conn_id,
+            "poke_interval": self.poke_interval,
+            "retry_limit": self.retry_limit,
+        }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             settings = await DeltaTableHook.aget_settings(self.deltalog_conn_id)
             table = await asyncio.to_thread(DeltaTable, self.table_uri, settings.storage_options)
             check: Callable[[DeltaTable], dict[str, Any] | None] = self._check
+            failures = 0
             while True:
-                payload = await asyncio.to_thread(check, table)
+                try:
+                    payload = await asyncio.to_thread(check, table)
+                except Exception as exc:  # noqa: BLE001 - judged below: polled through or reported
+                    if not is_transient(exc) or failures >= self.retry_limit:
+                        raise
+                    failures += 1
+                    self.log.warning(
+                        "%s: poll failed (%s: %s); retry %d of %d in %.1fs",
+                        self.table_uri,
+                        type(exc).__name__,
+                        exc,
+                        failures,
+                        self.retry_limit,
+                        self.poke_interval,
+                    )
+                    await asyncio.sleep(self.poke_interval)
+                    continue
+                failures = 0
                 if payload is not None:
                     yield TriggerEvent({"status": "success", **payload})
                     return
@@ -65,6 +110,7 @@ class DeltaTableVersionTrigger(_PollingTrigger):
     :param deltalog_conn_id: connection whose storage options are used.
     :param poke_interval: seconds between polls.
     :param wait_for_creation: a missing table means "not yet" instead of an error.
+    :param retry_limit: transient failures in a row polled through before the error is reported.
     """
 
     def __init__(
@@ -76,8 +122,11 @@ class DeltaTableVersionTrigger(_PollingTrigger):
         deltalog_conn_id: str = DeltaTableHook.default_conn_name,
         poke_interval: float = 60.0,
         wait_for_creation: bool = False,
+        retry_limit: int = DEFAULT_RETRY_LIMIT,
     ) -> None:
-        super().__init__(table_uri=table_uri, deltalog_conn_id=deltalog_conn_id, poke_interval=poke_interval)
+        super().__init__(
+            table_uri=table_uri, deltalog_conn_id=deltalog_conn_id, poke_interval=poke_interval, retry_limit=retry_limit
+        )
         self.after_version = int(after_version)
         self.operations = list(operations) if operations else None
         self.wait_for_creation = bool(wait_for_creation)
@@ -86,11 +135,9 @@ class DeltaTableVersionTrigger(_PollingTrigger):
         return (
             f"{_MODULE}.DeltaTableVersionTrigger",
             {
-                "table_uri": self.table_uri,
+                **self._common_kwargs(),
                 "after_version": self.after_version,
                 "operations": self.operations,
-                "deltalog_conn_id": self.deltalog_conn_id,
-                "poke_interval": self.poke_interval,
                 "wait_for_creation": self.wait_for_creation,
             },
         )
@@ -107,6 +154,7 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
     :param target_file_size: size small files are measured against (None: table setting).
     :param deltalog_conn_id: connection whose storage options are used.
     :param poke_interval: seconds between polls.
+    :param retry_limit: transient failures in a row polled through before the error is reported.
     """
 
     def __init__(
@@ -117,8 +165,11 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
         target_file_size: int | None = None,
         deltalog_conn_id: str = DeltaTableHook.default_conn_name,
         poke_interval: float = 60.0,
+        retry_limit: int = DEFAULT_RETRY_LIMIT,
     ) -> None:
-        super().__init__(table_uri=table_uri, deltalog_conn_id=deltalog_conn_id, poke_interval=poke_interval)
+        super().__init__(
+            table_uri=table_uri, deltalog_conn_id=deltalog_conn_id, poke_interval=poke_interval, retry_limit=retry_limit
+        )
         self.thresholds = dict(thresholds)
         self.target_file_size = target_file_size
         self._thresholds = MaintenanceThresholds.from_dict(self.thresholds)
@@ -126,13 +177,7 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{_MODULE}.DeltaMaintenanceDueTrigger",
-            {
-                "table_uri": self.table_uri,
-                "thresholds": self.thresholds,
-                "target_file_size": self.target_file_size,
-                "deltalog_conn_id": self.deltalog_conn_id,
-                "poke_interval": self.poke_interval,
-            },
+            {**self._common_kwargs(), "thresholds": self.thresholds, "target_file_size": self.target_file_size},
         )
 
     def _check(self, table: DeltaTable) -> dict[str, Any] | None:

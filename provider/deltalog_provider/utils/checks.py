@@ -18,16 +18,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog import DeltaTable
+from deltalog import DeltaTable, activity
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError
 from deltalog.health import compute_health
-from deltalog.history import read_commit_info
-from deltalog.log import LogListing
 from deltalog_provider.utils.coerce import optional_float, optional_int
-
-#: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
-VACUUM_END = "VACUUM END"
 
 
 def current_version(table: DeltaTable, *, missing_ok: bool = False) -> int:
@@ -40,14 +35,6 @@ def current_version(table: DeltaTable, *, missing_ok: bool = False) -> int:
         raise
 
 
-def _operation_of(table: DeltaTable, listing: LogListing, version: int) -> str | None:
-    f = listing.commits.get(version)
-    if f is None:  # removed by log cleanup, or only a checkpoint exists at this version
-        return None
-    info = read_commit_info(table.storage, f.path, f.name) or {}
-    return info.get("operation")
-
-
 def find_new_commit(
     table: DeltaTable,
     after_version: int,
@@ -55,45 +42,9 @@ def find_new_commit(
     *,
     missing_ok: bool = False,
 ) -> dict[str, Any] | None:
-    """The newest commit after ``after_version`` (matching ``operations`` if given), or None.
-
-    Only the commits in between are read (newest first, stopping at the first match), so
-    polling a long log costs one listing plus a few small reads.
-    """
-    try:
-        listing = table.list_log()
-    except NotADeltaTableError:
-        if missing_ok:
-            return None
-        raise
-    latest = listing.latest_version
-    if latest is None or latest <= after_version:
-        return None
-    wanted = {op.upper() for op in operations} if operations else None
-    if not wanted:
-        return {"version": latest, "previous_version": after_version, "operation": None}
-    for v in range(latest, after_version, -1):
-        op = _operation_of(table, listing, v)
-        if op is not None and op.upper() in wanted:
-            return {"version": v, "previous_version": after_version, "operation": op, "latest_version": latest}
-    return None
-
-
-def versions_since_vacuum(table: DeltaTable, listing: LogListing, latest: int, window: int) -> int:
-    """Versions committed since the last ``VACUUM END``, looking back at most ``window`` versions.
-
-    Returns ``latest - v`` for the newest vacuum at ``v``. Without one in sight it returns a
-    lower bound: ``window`` when the look-back was cut short (all a threshold of
-    ``window - 1`` needs to know), else the number of versions the log still holds
-    (``latest + 1`` when it reaches back to version 0).
-    """
-    versions = sorted((v for v in listing.commits if v <= latest), reverse=True)
-    for v in versions:
-        if latest - v >= window:
-            return window
-        if _operation_of(table, listing, v) == VACUUM_END:
-            return latest - v
-    return latest - versions[-1] + 1 if versions else 0
+    """``deltalog.activity.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
+    found = activity.find_new_commit(table.storage, after_version, operations, missing_ok=missing_ok)
+    return found.to_dict() if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -229,11 +180,13 @@ def evaluate_health(
     if target_file_size is not None and target_file_size <= 0:
         raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
     snapshot = table.snapshot()
-    health = compute_health(snapshot, target_file_size).to_dict()
     since_vacuum = None
-    if thresholds.max_versions_since_vacuum is not None:
+    if thresholds.max_versions_since_vacuum is not None:  # look back just far enough to judge it
         window = int(thresholds.max_versions_since_vacuum) + 1
-        since_vacuum = versions_since_vacuum(table, snapshot.segment.listing, snapshot.version, window)
+        health = compute_health(snapshot, target_file_size, vacuum_lookback=window).to_dict()
+        since_vacuum = health["versions_since_vacuum"]
+    else:
+        health = compute_health(snapshot, target_file_size).to_dict()
     verdict = maintenance_due(table, snapshot, target_size=target_file_size)
     report = HealthReport(
         version=snapshot.version,
