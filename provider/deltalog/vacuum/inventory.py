@@ -62,14 +62,21 @@ def _column(table: pa.Table, name: str, source: str) -> pa.Array:
     return col
 
 
+def _timestamp_millis(col: pa.Array) -> pa.Array:
+    """Milliseconds of a timestamp column of any unit, rounded up: a file never looks older than it is."""
+    if col.type.unit in ("us", "ns"):
+        col = pc.ceil_temporal(col, unit="millisecond")
+    return pc.cast(pc.cast(col, pa.timestamp("ms", tz=col.type.tz), safe=False), pa.int64())
+
+
 def _as_millis(col: pa.Array, source: str) -> pa.Array:
     if pa.types.is_timestamp(col.type):
-        return pc.cast(pc.cast(col, pa.timestamp("ms", tz=col.type.tz)), pa.int64())
+        return _timestamp_millis(col)
     if pa.types.is_integer(col.type):
         return pc.cast(col, pa.int64())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         try:
-            return pc.cast(pc.cast(col, pa.timestamp("ms")), pa.int64())
+            return _timestamp_millis(pc.cast(col, pa.timestamp("ns")))
         except pa.ArrowInvalid:
             pass
     raise InvalidArgumentError(
