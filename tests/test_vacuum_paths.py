@@ -198,3 +198,31 @@ def test_an_inventory_in_seconds_is_refused_and_the_fresh_file_kept(tmp_path):
         vacuum(path, inventory=inv, retention_hours=0, allow_short_retention=True)
     assert str(int(inv.column("modificationTime")[0].as_py())) in str(err.value)
     assert fresh["path"] in files_on_disk(path)
+
+
+def test_an_inventory_row_climbing_out_of_the_root_is_ignored(tmp_path):
+    path = str(tmp_path / "t")
+    _partitioned(path)
+    victim = tmp_path / "victim.parquet"
+    victim.write_bytes(b"not the table's")
+    os.utime(victim, ((now_ms() - 20 * DAY_MS) / 1000,) * 2)
+    inv = pa.table(
+        {
+            "path": ["../victim.parquet", "part=a/../../victim.parquet"],
+            "size": [15, 15],
+            "modificationTime": [now_ms() - 20 * DAY_MS] * 2,
+        }
+    )
+    with pytest.raises(InvalidArgumentError, match="none of its 2 file rows lies inside the table"):
+        vacuum(path, inventory=inv, retention_hours=0, allow_short_retention=True)
+    assert victim.exists()
+
+
+def test_cli_refuses_an_unrelativisable_log_path_with_exit_1(tmp_path, capsys):
+    from deltalog.cli import main
+
+    path = str(tmp_path / "t")
+    _absolute_table(path, str(tmp_path / "elsewhere"))
+    code = main(["vacuum", path, "--retention-hours", "0", "--allow-short-retention"])
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot be relativised" in err and "Traceback" not in err

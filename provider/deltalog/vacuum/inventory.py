@@ -124,9 +124,10 @@ def read_inventory(
     mtime = _as_millis(_column(table, "modificationTime", source), source)
     path = pc.cast(path, pa.string())
 
-    # Relative rows are taken as they are; absolute ones must lie under the table root.
+    # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
+    # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
     resolver = PathResolver(storage)
-    absolute = pc.match_substring_regex(path, r"^/|^[A-Za-z][A-Za-z0-9+.-]*://")
+    absolute = pc.match_substring_regex(path, r"^/|^[A-Za-z][A-Za-z0-9+.-]*://|(^|/)\.{1,2}(/|$)")
     rel_paths = path.to_pylist() if pc.any(absolute).as_py() else None
     if rel_paths is not None:
         flags = absolute.to_pylist()

@@ -157,7 +157,10 @@ class PathResolver:
         return list(dict.fromkeys([norm, path]))
 
     def relative_literal(self, absolute: str) -> str | None:
-        """The table-relative form of an absolute physical path or URI (no percent-decoding), or None."""
+        """The table-relative form of a physical path (absolute, URI or dotted; no percent-decoding), or None."""
+        if not absolute.startswith("/") and "://" not in absolute:
+            forms = self._relative(absolute)  # a relative path with dot segments
+            return forms[0] if forms else None
         parsed = urlparse(absolute)
         if len(parsed.scheme) > 1:
             if parsed.scheme not in self.schemes:
