@@ -226,3 +226,28 @@ def test_cli_refuses_an_unrelativisable_log_path_with_exit_1(tmp_path, capsys):
     code = main(["vacuum", path, "--retention-hours", "0", "--allow-short-retention"])
     err = capsys.readouterr().err
     assert code == 1 and "cannot be relativised" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["link", "elsewhere"])
+def test_an_absolute_deletion_vector_path_is_protected_under_any_spelling_or_stops_vacuum(tmp_path, where):
+    from deltalog.protocol import Protocol
+
+    os.makedirs(tmp_path / "real")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    real = str(tmp_path / "real" / "t")
+    now = now_ms()
+    table = make_table_at(real, now - 20 * DAY_MS, protocol=Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)))
+    dv_name = "deletion_vector_0c6cbaaf-5e04-4c9d-8959-1088814f58ef.bin"
+    with open(os.path.join(real, dv_name), "wb") as fh:
+        fh.write(b"\x00" * 40)
+    set_mtime(os.path.join(real, dv_name), now - 20 * DAY_MS)
+    spelled = {"link": f"file://{tmp_path}/link/t/{dv_name}", "elsewhere": f"file://{tmp_path}/other/{dv_name}"}[where]
+    dv = {"storageType": "p", "pathOrInlineDv": spelled, "offset": 1, "sizeInBytes": 34, "cardinality": 1}
+    add = new_file(table, rows(3))
+    commit_at(table, now - 20 * DAY_MS, adds=[dict(add, deletionVector=dv)])
+    if where == "elsewhere":
+        with pytest.raises(OperationRefusedError, match="cannot be relativised"):
+            vacuum(real, retention_hours=0, allow_short_retention=True)
+    else:
+        assert vacuum(real, retention_hours=0, allow_short_retention=True).num_deleted_files == 0
+    assert dv_name in files_on_disk(real)
