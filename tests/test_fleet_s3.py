@@ -38,3 +38,34 @@ def test_discover_and_rank_on_s3(tmp_path, s3_bucket, s3_storage_options):
     rest = {r.uri.rsplit("/", 1)[-1]: r for r in reports[1:]}
     assert not rest["clicks"].any_due and rest["clicks"].health.small_file_share == 1.0
     assert not rest["daily"].any_due and all(r.error is None for r in reports)
+
+
+def test_snapshot_costs_one_request_per_commit_and_one_listing(
+    tmp_path, s3_bucket, s3_storage_options, s3_request_counter
+):
+    """Issue 17 item 4: one GET per commit file (no HEAD before it), one LIST of _delta_log, nothing else."""
+    from deltalog import DeltaTable
+
+    small_files_table(str(tmp_path / "t"), n=7)  # versions 0..7: eight commits, no checkpoint
+    uri = f"s3://{s3_bucket}/t"
+    upload(str(tmp_path / "t"), uri, s3_storage_options)
+    before = s3_request_counter.snapshot()
+    snapshot = DeltaTable(uri, s3_storage_options).snapshot()
+    assert snapshot.version == 7
+    assert s3_request_counter.since(before) == {"GET": 8, "LIST": 1}
+
+
+def test_one_filesystem_per_process_and_connection(s3_bucket, s3_storage_options):
+    from deltalog import DeltaTable
+
+    a = DeltaTable(f"s3://{s3_bucket}/a", s3_storage_options).storage.fs
+    b = DeltaTable(f"s3://{s3_bucket}/b", dict(s3_storage_options)).storage.fs
+    assert a is b  # same options: fsspec's instance cache hands back the same client and connection pool
+
+
+def test_missing_table_on_s3_is_reported_as_missing(s3_bucket, s3_storage_options):
+    from deltalog import DeltaTable
+    from deltalog.errors import TableNotFoundError
+
+    with pytest.raises(TableNotFoundError, match="does not exist"):
+        DeltaTable(f"s3://{s3_bucket}/nothing-here", s3_storage_options).snapshot()

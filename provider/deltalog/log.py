@@ -146,9 +146,11 @@ def _commit_version(name: str) -> int | None:
 
 def list_log(storage: Storage, *, read_hint: bool = True) -> LogListing:
     """List ``_delta_log`` once and classify every file in it."""
-    ensure_table_root(storage)
     files = _list_log_files(storage)
     if not files:
+        # Only now ask whether the root exists (one more request on an object store),
+        # to tell a missing location from a folder that is no table.
+        ensure_table_root(storage)
         raise NotADeltaTableError(f"not a Delta table: no _delta_log with commits at {storage.uri}")
     listing = LogListing()
     parts: dict[tuple[int, int], dict[int, FileInfo]] = {}

@@ -145,6 +145,8 @@ def read_commit_files(storage: Storage, files: list[FileInfo]) -> list[bytes]:
         return [_read_local(f.path) for f in files]
     if not files:
         return []
+    if storage.protocol in ("s3", "s3a") and len(files) > 1:
+        return storage.read_many([f.path for f in files])
     with ThreadPoolExecutor(max_workers=min(32, len(files))) as pool:
         return list(pool.map(lambda f: storage.read_bytes(f.path), files))
 

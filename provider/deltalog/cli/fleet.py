@@ -8,7 +8,7 @@ from typing import Any
 from deltalog.cli import emit
 from deltalog.due import maintenance_due
 from deltalog.errors import InvalidArgumentError
-from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, discover_tables, tables_from_list
+from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
 from deltalog.fleet.health import TableReport, fleet_health
 from deltalog.health import compute_health
 from deltalog.table import DeltaTable
@@ -100,14 +100,15 @@ def cmd_health(args: argparse.Namespace) -> None:
         _single(args, args.table[0])
         return
     errors: list[dict[str, str]] = []
+    tables: list[str | FoundTable]
     if args.table:
-        uris = list(args.table)
+        tables = list(args.table)
     else:
         found = _discover(args, args.root)
-        uris, errors = [t.uri for t in found.tables], list(found.errors)
+        tables, errors = list(found.tables), list(found.errors)
     if args.target_file_size is not None and args.target_file_size <= 0:
         raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
-    reports = fleet_health(uris, args.storage_options, target_size=args.target_file_size, max_workers=args.workers)
+    reports = fleet_health(tables, args.storage_options, target_size=args.target_file_size, max_workers=args.workers)
     out = {
         "tables": [r.to_dict() for r in reports],
         "errors": errors,

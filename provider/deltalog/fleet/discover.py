@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError
-from deltalog.log import list_log
+from deltalog.log import LogListing, list_log
 from deltalog.storage import LOG_DIR, Storage
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,8 @@ DEFAULT_WORKERS = 8
 class FoundTable:
     uri: str
     version: int
+    #: The ``_delta_log`` listing discovery made, so fleet health need not list it again.
+    listing: LogListing | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"uri": self.uri, "version": self.version}
@@ -82,13 +84,12 @@ def _list_subdirs(storage: Storage, path: str) -> tuple[list[str], bool]:
     return sorted(subdirs), has_log
 
 
-def _table_version(uri: str, storage_options: dict[str, Any]) -> int | None:
-    """The latest version of the table at ``uri``; None when its ``_delta_log`` holds no commit or checkpoint."""
+def _table_listing(uri: str, storage_options: dict[str, Any]) -> LogListing | None:
+    """The log listing of the table at ``uri``; None when its ``_delta_log`` holds no commit or checkpoint."""
     try:
-        listing = list_log(Storage(uri, storage_options), read_hint=False)
+        return list_log(Storage(uri, storage_options))
     except NotADeltaTableError:
         return None
-    return listing.latest_version
 
 
 def discover_tables(
@@ -117,9 +118,9 @@ def discover_tables(
         try:
             subdirs, has_log = _list_subdirs(storage, path)
             if has_log:
-                version = _table_version(uri, opts)
-                if version is not None:
-                    return uri, [], FoundTable(uri, version), None
+                listing = _table_listing(uri, opts)
+                if listing is not None and listing.latest_version is not None:
+                    return uri, [], FoundTable(uri, listing.latest_version, listing), None
             return uri, subdirs, None, None
         except (OSError, DeltaLogError) as exc:
             return uri, [], None, f"{type(exc).__name__}: {exc}"
@@ -172,21 +173,21 @@ def tables_from_list(
     uris = read_table_list(path)
     opts = dict(storage_options or {})
 
-    def one(uri: str) -> tuple[str, int | None, str | None]:
+    def one(uri: str) -> tuple[str, LogListing | None, str | None]:
         try:
-            version = _table_version(uri, opts)
+            listing = _table_listing(uri, opts)
         except (OSError, DeltaLogError) as exc:
             return uri, None, f"{type(exc).__name__}: {exc}"
-        return uri, version, None if version is not None else "not a Delta table: _delta_log holds no commits"
+        return uri, listing, None if listing is not None else "not a Delta table: _delta_log holds no commits"
 
     tables: list[FoundTable] = []
     errors: list[dict[str, str]] = []
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="deltalog-discover") as pool:
-        for uri, version, error in pool.map(one, uris):
-            if error is not None or version is None:
+        for uri, listing, error in pool.map(one, uris):
+            if error is not None or listing is None or listing.latest_version is None:
                 errors.append({"uri": uri, "error": error or "unreadable"})
             else:
-                tables.append(FoundTable(uri, version))
+                tables.append(FoundTable(uri, listing.latest_version, listing))
     return DiscoveryResult(
         root=path, tables=tuple(tables), errors=tuple(errors), duration_seconds=time.perf_counter() - t0
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +26,9 @@ import pyarrow.compute as pc
 
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError
+from deltalog.fleet.discover import FoundTable
 from deltalog.health import TableHealth, compute_health
+from deltalog.log import LogListing
 from deltalog.table import DeltaTable
 
 log = logging.getLogger(__name__)
@@ -79,13 +82,20 @@ def gain_score(due: MaintenanceDue, health: TableHealth, num_dv_files: int) -> f
 
 
 def measure_table(
-    uri: str, storage_options: dict[str, Any] | None = None, *, target_size: int | str | None = None
+    uri: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    target_size: int | str | None = None,
+    listing: LogListing | None = None,
 ) -> TableReport:
-    """Health and due verdict of one table; any deltalog or storage error becomes the report's ``error``."""
+    """Health and due verdict of one table; any deltalog or storage error becomes the report's ``error``.
+
+    ``listing`` (from discovery) saves listing the log again.
+    """
     t0 = time.perf_counter()
     try:
         table = DeltaTable(uri, storage_options)
-        snapshot = table.snapshot()
+        snapshot = table.snapshot(listing=listing)
         health = compute_health(snapshot, target_size)
         due = maintenance_due(table, snapshot, target_size=target_size)
         dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
@@ -104,15 +114,24 @@ def measure_table(
 
 
 def fleet_health(
-    uris: list[str],
+    tables: Sequence[str | FoundTable],
     storage_options: dict[str, Any] | None = None,
     *,
     target_size: int | str | None = None,
     max_workers: int = DEFAULT_WORKERS,
 ) -> list[TableReport]:
-    """Every table measured concurrently; ranked by gain (highest first), unreadable tables last."""
+    """Every table (URIs, or discovered tables with their listings) measured concurrently.
+
+    Ranked by gain (highest first), unreadable tables last.
+    """
+
+    def one(t: str | FoundTable) -> TableReport:
+        if isinstance(t, FoundTable):
+            return measure_table(t.uri, storage_options, target_size=target_size, listing=t.listing)
+        return measure_table(t, storage_options, target_size=target_size)
+
     with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="deltalog-health") as pool:
-        reports = list(pool.map(lambda u: measure_table(u, storage_options, target_size=target_size), uris))
+        reports = list(pool.map(one, tables))
     log.info(
         "fleet health: %d tables, %d due, %d unreadable",
         len(reports),
