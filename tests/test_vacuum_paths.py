@@ -251,3 +251,18 @@ def test_an_absolute_deletion_vector_path_is_protected_under_any_spelling_or_sto
     else:
         assert vacuum(real, retention_hours=0, allow_short_retention=True).num_deleted_files == 0
     assert dv_name in files_on_disk(real)
+
+
+@pytest.mark.parametrize("mode", ["full", "lite"])
+def test_a_listed_file_dated_1970_is_kept_not_taken_for_ancient(tmp_path, mode):
+    path = str(tmp_path / "t")
+    h = _partitioned(path)
+    commit_at(h["table"], now_ms() - 19 * DAY_MS, removes=[remove_of(h["a"])])
+    junk = new_file(h["table"], rows(1, 90))["path"]
+    for rel in (h["a"]["path"], junk):
+        os.utime(os.path.join(path, rel), (1_700_000, 1_700_000))  # seconds after the epoch: January 1970
+    result = vacuum(path, mode=mode, retention_hours=0, allow_short_retention=True)
+    assert result.num_deleted_files == 0
+    assert {h["a"]["path"], junk} <= files_on_disk(path)
+    assert result.plan.stats["files_with_implausible_time"] == (2 if mode == "full" else 1)
+    assert any("before 2000" in w for w in result.warnings)

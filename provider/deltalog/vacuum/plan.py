@@ -345,6 +345,12 @@ def _plan_lite(
     candidates = sorted(set(reasons) - linked)
     found = [r for r in _stat_candidates(storage, candidates, max_workers) if r is not None]
     eligible = [r for r in found if FLOOR_MS <= r[2] < retained.cutoff_ms]
+    implausible = [r[0] for r in found if 0 < r[2] < FLOOR_MS]
+    if implausible:
+        warnings.append(
+            f"{len(implausible)} removed file(s) have a modification time before 2000 "
+            f"(e.g. {', '.join(implausible[:5])}); such a time is not believable, so they are kept"
+        )
     table = pa.Table.from_pylist(
         [{"path": p, "size": s, "modificationTime": m, "reason": reasons[p]} for p, s, m in eligible],
         schema=PLAN_SCHEMA,
@@ -354,7 +360,7 @@ def _plan_lite(
         "candidates": len(candidates),
         "candidates_already_gone": len(candidates) - len(found),
         "files_too_new": sum(1 for r in found if r[2] >= retained.cutoff_ms),
-        "files_with_implausible_time": sum(1 for r in found if 0 < r[2] < FLOOR_MS),
+        "files_with_implausible_time": len(implausible),
         "links_skipped": len(linked),
     }
     return table, (start, end), stats
