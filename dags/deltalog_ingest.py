@@ -1,6 +1,6 @@
 """Daily ingest: Spark writes a day of events as Parquet, deltalog commits them once.
 
-``ensure_table`` creates the Delta table on the first run (and does nothing after),
+``ensure_table`` (``DeltaCreateTableOperator``) creates the Delta table on the first run (and keeps it after),
 ``ingest_events`` runs ``spark_jobs/ingest_events.py`` with ``SparkSubmitOperator``
 (plain Parquet files into the table folder plus a commit request; no Delta jars on
 the cluster) and ``commit`` turns the request into exactly one Delta commit.
@@ -20,13 +20,13 @@ table's Asset, which schedules ``deltalog_maintenance_on_change``.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG
 
 from deltalog_example import DEFAULT_TASK_ARGS, EVENTS_SCHEMA, PARTITION_BY, REQUESTS_DIR, setting, spark_submit_args
 from deltalog_provider.operators.commit import DeltaCommitOperator
+from deltalog_provider.operators.create import DeltaCreateTableOperator
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
@@ -44,21 +44,16 @@ with DAG(
     tags=["deltalog", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
-
-    @task(execution_timeout=timedelta(minutes=5))
-    def ensure_table(table: str, conn_id: str) -> dict[str, Any]:
-        """Create the events table on first use; an existing table is left untouched."""
-        from deltalog.create import create_table
-        from deltalog.errors import TableAlreadyExistsError
-        from deltalog_provider.hooks.delta_table import DeltaTableHook
-
-        hook = DeltaTableHook(deltalog_conn_id=conn_id)
-        uri = hook.resolve_uri(table)
-        try:
-            result = create_table(uri, EVENTS_SCHEMA, PARTITION_BY, storage_options=hook.storage_options)
-            return {"table": uri, "created": True, "version": result.version}
-        except TableAlreadyExistsError:
-            return {"table": uri, "created": False, "version": hook.get_table(table).version()}
+    ensure_table = DeltaCreateTableOperator(
+        task_id="ensure_table",
+        table=TABLE,
+        deltalog_conn_id=CONN_ID,
+        schema=EVENTS_SCHEMA,
+        partition_by=PARTITION_BY,
+        if_exists="ignore",  # created on the first run, kept after
+        emit_asset=False,  # the commit's event is the one that schedules maintenance
+        execution_timeout=timedelta(minutes=5),
+    )
 
     ingest = SparkSubmitOperator(
         task_id="ingest_events",
@@ -80,4 +75,4 @@ with DAG(
         execution_timeout=timedelta(minutes=10),
     )
 
-    ensure_table(TABLE, CONN_ID) >> ingest >> commit
+    ensure_table >> ingest >> commit

@@ -113,6 +113,21 @@ def _remote_errors(action: str, path: str) -> Iterator[None]:
         raise StorageError(f"cannot {action} {path}: {exc}") from None
 
 
+def _scheme(location: str) -> str:
+    """The URI scheme of ``location`` ("" for a plain path; ``C:`` is a drive, not a scheme)."""
+    scheme = urlparse(location).scheme
+    return scheme if len(scheme) > 1 else ""
+
+
+def is_remote(location: str) -> bool:
+    """Whether ``location`` is on a remote filesystem (a URI whose scheme is not file/local).
+
+    The one rule for "does this location need the connection's storage options?", the
+    same one ``Storage`` uses to choose between the local filesystem and fsspec.
+    """
+    return _scheme(location) not in ("", "file", "local")
+
+
 class Storage:
     """A table location: ``uri`` as given, ``fs`` and ``root`` (path inside ``fs``)."""
 
@@ -120,10 +135,9 @@ class Storage:
         if not isinstance(uri, str) or not uri.strip():
             raise InvalidArgumentError("table location must be a non-empty path or URI")
         self.storage_options = dict(storage_options or {})
-        parsed = urlparse(uri)
-        scheme = parsed.scheme if len(parsed.scheme) > 1 else ""  # "C:" is a drive, not a scheme
-        if scheme in ("", "file", "local"):
-            path = parsed.path if scheme else uri
+        scheme = _scheme(uri)
+        if not is_remote(uri):
+            path = urlparse(uri).path if scheme else uri
             self.is_local = True
             self.protocol = "file"
             self.fs = fsspec.filesystem("file")

@@ -43,6 +43,7 @@ def get_provider_info() -> dict[str, Any]:
                     "deltalog_provider.operators.log_cleanup",
                     "deltalog_provider.operators.manifest",
                     "deltalog_provider.operators.convert",
+                    "deltalog_provider.operators.create",
                     "deltalog_provider.operators.health",
                 ],
             }

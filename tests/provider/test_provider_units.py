@@ -19,6 +19,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable, activity
@@ -139,6 +140,26 @@ def test_table_names_need_a_root():
         resolve_table_uri("events", None)
     with pytest.raises(InvalidArgumentError):
         resolve_table_uri("  ", "/root")
+
+
+@pytest.mark.parametrize(
+    "location, remote",
+    [
+        ("s3://b/t", True),
+        ("abfss://c@acct.dfs.core.windows.net/t", True),
+        ("/data/t", False),
+        ("file:///data/t", False),
+        ("local:///data/t", False),
+        ("C:\\data\\t", False),
+        ("relative/t", False),
+    ],
+)
+def test_one_is_remote_rule_for_storage_options(location, remote):
+    from deltalog.storage import Storage, is_remote
+
+    assert is_remote(location) is remote
+    if not location.startswith("abfss"):  # no Azure filesystem installed here
+        assert Storage(location).is_local is not remote
 
 
 def test_hook_reads_the_connection_and_never_logs_secrets(monkeypatch, tmp_path, caplog, capfd):
@@ -604,3 +625,45 @@ def test_commit_retry_is_a_noop_and_an_older_run_fails(tmp_path):
 
 
 # OpenLineage: tests/provider/test_openlineage.py (against the real OpenLineage provider and client).
+
+
+def test_create_table_operator_creates_once_and_keeps_an_existing_table(tmp_path):
+    """The ingest DAG's "create on first run" without a hand-written task."""
+    from deltalog_provider.operators import DeltaCreateTableOperator
+
+    path = str(tmp_path / "events")
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string())])
+    op = DeltaCreateTableOperator(
+        task_id="create",
+        table=path,
+        schema=schema,
+        partition_by="day",
+        configuration='{"delta.appendOnly": "true"}',
+        if_exists="ignore",
+    )
+    first = op.execute({})
+    assert first["created"] is True and first["version"] == 0 and not op.is_noop(first)
+    snap = DeltaTable(path).snapshot()
+    assert snap.partition_columns == ["day"] and snap.metadata.configuration["delta.appendOnly"] == "true"
+    assert snap.metadata.schema.names == ["id", "day"]
+    again = op.execute({})
+    assert again == {"table": "file://" + path, "created": False, "version": 0} and op.is_noop(again)
+    strict = DeltaCreateTableOperator(task_id="c2", table=path, schema=snap.metadata.schema_string)
+    with pytest.raises(AirflowFailException, match="TableAlreadyExistsError"):
+        strict.execute({})
+    assert DeltaTable(path).version() == 0
+
+
+def test_create_table_operator_refuses_bad_input_before_writing(tmp_path):
+    from deltalog_provider.operators import DeltaCreateTableOperator
+
+    path = tmp_path / "t"
+    bad = [
+        {"schema": pa.schema([("id", pa.int64())]), "if_exists": "replace"},
+        {"schema": 42},
+        {"schema": pa.schema([("id", pa.int64())]), "configuration": "[1]"},
+    ]
+    for kwargs in bad:
+        with pytest.raises(AirflowFailException, match="InvalidArgumentError"):
+            DeltaCreateTableOperator(task_id="c", table=str(path), **kwargs).execute({})
+    assert not path.exists()

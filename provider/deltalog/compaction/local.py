@@ -43,7 +43,7 @@ from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.schema import parse_schema_string
 from deltalog.stats import stats_from_parquet_metadata, stats_json
-from deltalog.storage import Storage
+from deltalog.storage import Storage, is_remote
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class BinWriter:
             deleted = read_deletion_vector(self.storage, f.deletionVector)
             counters["dvs"] += 1
             counters["deleted"] += len(deleted)
-        if is_absolute(f.path) and "://" in path and not path.startswith("file:"):
+        if is_absolute(f.path) and is_remote(path):
             # A file outside the table (e.g. a shallow clone): same filesystem options as the table.
             source: Any = fsspec.open(path, "rb", **self.storage.storage_options).open()
         else:

@@ -187,13 +187,10 @@ class DeltaTableHook(BaseHook):
             root = self.settings.root
             if not root:
                 return False, "the connection defines no table root (host or extra 'root') to list"
-            import fsspec
+            from deltalog.storage import Storage
 
-            if is_absolute_location(root) and "://" not in root and not root.startswith("file:"):
-                fs, path = fsspec.filesystem("file"), root
-            else:
-                fs, path = fsspec.core.url_to_fs(root, **self.settings.storage_options)
-            entries = fs.ls(path, detail=False)
+            storage = Storage(root, self.settings.storage_options)
+            entries = storage.fs.ls(storage.root, detail=False)
             return True, f"listed {len(entries)} entries under {root}"
         except Exception as exc:  # noqa: BLE001 - any failure is the answer the UI shows
             return False, f"cannot list the table root: {type(exc).__name__}: {exc}"

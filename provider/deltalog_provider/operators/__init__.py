@@ -9,6 +9,7 @@ from deltalog_provider.operators.checkpoint import DeltaCheckpointOperator
 from deltalog_provider.operators.commit import DeltaCommitOperator
 from deltalog_provider.operators.compact import DeltaCompactOperator
 from deltalog_provider.operators.convert import DeltaConvertOperator
+from deltalog_provider.operators.create import DeltaCreateTableOperator
 from deltalog_provider.operators.health import DeltaHealthBranchOperator, DeltaHealthCheckOperator
 from deltalog_provider.operators.log_cleanup import DeltaLogCleanupOperator
 from deltalog_provider.operators.manifest import DeltaManifestOperator
@@ -19,6 +20,7 @@ __all__ = [
     "DeltaCommitOperator",
     "DeltaCompactOperator",
     "DeltaConvertOperator",
+    "DeltaCreateTableOperator",
     "DeltaHealthBranchOperator",
     "DeltaHealthCheckOperator",
     "DeltaLogCleanupOperator",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
+from deltalog.storage import is_remote
 from deltalog_provider._compat import AirflowFailException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
@@ -73,7 +74,7 @@ def load_request(request: Any, hook: DeltaTableHook, table_uri: str) -> dict[str
     import fsspec
 
     location = text if is_absolute_location(text) else table_uri.rstrip("/") + "/" + text
-    options = hook.storage_options if "://" in location and not location.startswith("file:") else {}
+    options = hook.storage_options if is_remote(location) else {}
     try:
         with fsspec.open(location, "rb", **options) as fh:
             value = json.loads(fh.read())

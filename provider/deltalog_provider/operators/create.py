@@ -1,0 +1,132 @@
+"""``DeltaCreateTableOperator``: create an empty Delta table (version 0), or keep the one there."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from deltalog import DeltaTable
+from deltalog.errors import InvalidArgumentError, TableAlreadyExistsError
+from deltalog.schema import parse_schema_string
+from deltalog_provider.hooks.delta_table import DeltaTableHook
+from deltalog_provider.operators.base import DeltaTableOperator
+from deltalog_provider.utils.coerce import optional_list, optional_str
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+IF_EXISTS = ("error", "ignore")
+
+
+def _schema(value: Any) -> pa.Schema:
+    """A ``pyarrow.Schema``, or a Delta schema (``schemaString`` JSON text or its parsed dict)."""
+    if isinstance(value, pa.Schema):
+        return value
+    if isinstance(value, dict):
+        value = json.dumps(value)
+    if isinstance(value, str) and value.strip():
+        return parse_schema_string(value)
+    raise InvalidArgumentError(f"schema must be a pyarrow.Schema or a Delta schema JSON, got {type(value).__name__}")
+
+
+def _configuration(value: Any) -> dict[str, Any] | None:
+    """Table properties as a dict; a rendered JSON object is parsed back first."""
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "None", "null"):
+            return None
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            raise InvalidArgumentError(f"configuration is not a JSON object: {value!r}") from None
+        if isinstance(parsed, dict):
+            return parsed
+    raise InvalidArgumentError(f"configuration must be a mapping of table properties, got {value!r}")
+
+
+class DeltaCreateTableOperator(DeltaTableOperator):
+    """Create an empty Delta table: protocol and metadata at version 0, no data files.
+
+    The protocol is the lowest one the schema and properties need (column mapping, timestamp
+    without time zone, ...); a feature deltalog cannot write is refused before anything is
+    written. The XCom value is the commit (``version`` 0) plus ``created``.
+
+    :param table: table name, URI or path (templated).
+    :param schema: a ``pyarrow.Schema``, or a Delta schema as JSON text or dict (templated).
+    :param partition_by: partition columns: a list, a JSON list or ``"a,b"`` (templated).
+    :param configuration: table properties (``delta.*``), a dict or JSON object (templated).
+    :param name: the table's ``name`` in its metadata.
+    :param description: the table's ``description`` in its metadata.
+    :param if_exists: ``"error"`` (default: a table already there fails the task, without
+        retry) or ``"ignore"`` (keep it, return its version with ``created`` False, emit no
+        asset event): the idempotent "create on first run" of an ingest DAG.
+    """
+
+    template_fields: Sequence[str] = (
+        *DeltaTableOperator.template_fields,
+        "schema",
+        "partition_by",
+        "configuration",
+        "if_exists",
+    )
+    operation_name = "CREATE TABLE"
+    lineage_lifecycle = "CREATE"
+
+    def __init__(
+        self,
+        *,
+        schema: pa.Schema | str | dict[str, Any],
+        partition_by: list[str] | str | None = None,
+        configuration: dict[str, Any] | str | None = None,
+        name: str | None = None,
+        description: str | None = None,
+        if_exists: str = "error",
+        **kwargs: Any,
+    ) -> None:
+        self.schema = schema
+        self.partition_by = partition_by
+        self.configuration = configuration
+        self.name = name
+        self.description = description
+        self.if_exists = if_exists
+        super().__init__(**kwargs)
+
+    def _if_exists(self) -> str:
+        value = optional_str(self.if_exists) or "error"
+        if value not in IF_EXISTS:
+            raise InvalidArgumentError(f"if_exists must be one of {', '.join(IF_EXISTS)}, got {value!r}")
+        return value
+
+    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
+        from deltalog.create import create_table
+
+        if_exists = self._if_exists()
+        try:
+            result = self.call(
+                create_table,
+                table.uri,
+                _schema(self.schema),
+                optional_list(self.partition_by, "partition_by"),
+                _configuration(self.configuration),
+                storage_options=hook.storage_options or None,
+                name=self.name,
+                description=self.description,
+            )
+        except TableAlreadyExistsError:
+            if if_exists == "error":
+                raise
+            return {"table": table.uri, "created": False, "version": table.version()}
+        return {"table": table.uri, "created": True, **result.to_dict()}
+
+    def is_noop(self, metrics: dict[str, Any]) -> bool:
+        return metrics.get("created") is False
+
+    def summarize(self, metrics: dict[str, Any]) -> str:
+        if metrics.get("created") is False:
+            return f"CREATE TABLE {self._table_uri}: a table is already there (version {metrics.get('version')}); kept"
+        return f"CREATE TABLE {self._table_uri}: created at version {metrics.get('version')}"
