@@ -440,7 +440,11 @@ def plan_vacuum(
             file_listing = read_inventory(storage, inventory, rule, plausible_times(snapshot, listing))
         else:
             file_listing = list_table_files(storage, rule, max_workers)
-        _protect_through_links(storage, retained, file_listing.links, warnings)
+        # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
+        links = file_listing.links
+        if inventory is not None and storage.is_local:
+            links = scan_links(storage, retained.protected)
+        _protect_through_links(storage, retained, links, warnings)
         files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers, warnings)
     stats["commits_read_for_window"] = retained.commits_read
     stats["protected_paths"] = len(retained.protected)
