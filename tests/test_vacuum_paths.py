@@ -266,3 +266,20 @@ def test_a_listed_file_dated_1970_is_kept_not_taken_for_ancient(tmp_path, mode):
     assert {h["a"]["path"], junk} <= files_on_disk(path)
     assert result.plan.stats["files_with_implausible_time"] == (2 if mode == "full" else 1)
     assert any("before 2000" in w for w in result.warnings)
+
+
+def test_a_folder_swapped_for_a_link_after_planning_is_not_deleted_through(tmp_path):
+    from deltalog.vacuum import execute_vacuum
+
+    path = str(tmp_path / "t")
+    h = _partitioned(path)
+    commit_at(h["table"], now_ms() - 19 * DAY_MS, removes=[remove_of(h["b"])])
+    plan = plan_vacuum(path, retention_hours=0, allow_short_retention=True)
+    assert plan.files.column("path").to_pylist() == [h["b"]["path"]]
+    # Between planning and deleting, part=b is moved out and linked back (with the planned file in it).
+    shutil.move(os.path.join(path, "part=b"), tmp_path / "moved")
+    os.symlink(tmp_path / "moved", os.path.join(path, "part=b"))
+    result = execute_vacuum(path, plan)
+    assert result.num_deleted_files == 0
+    assert (tmp_path / "moved" / os.path.basename(h["b"]["path"])).exists()
+    assert any("symbolic links" in w for w in result.warnings)
