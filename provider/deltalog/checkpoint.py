@@ -61,6 +61,7 @@ from deltalog.log import (
     list_log,
 )
 from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
+from deltalog.properties import DEFAULT_CHECKPOINT_INTERVAL, parse_checkpoint_interval
 from deltalog.protocol import Protocol, check_writable
 from deltalog.schema import arrow_field_to_delta
 from deltalog.snapshot import Snapshot
@@ -71,7 +72,6 @@ from deltalog.transaction import CommitResult
 log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
-DEFAULT_CHECKPOINT_INTERVAL = 10
 #: Delta's defaults of the retention table properties (one copy for checkpoint, log cleanup and vacuum).
 DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
 DEFAULT_LOG_RETENTION = "interval 30 days"
@@ -137,12 +137,13 @@ def config_bool(configuration: dict[str, str], key: str, default: bool) -> bool:
 def checkpoint_interval(configuration: dict[str, str]) -> int:
     """``delta.checkpointInterval`` (default 10); an unusable value falls back to the default."""
     raw = configuration.get("delta.checkpointInterval")
-    try:
-        value = int(raw) if raw is not None else DEFAULT_CHECKPOINT_INTERVAL
-    except ValueError:
-        log.warning("ignoring delta.checkpointInterval=%r: not an integer", raw)
+    if raw is None:
         return DEFAULT_CHECKPOINT_INTERVAL
-    return value if value > 0 else DEFAULT_CHECKPOINT_INTERVAL
+    try:
+        return parse_checkpoint_interval(raw)  # the parser create validates with
+    except InvalidArgumentError as exc:  # a table written elsewhere: keep checkpointing at the default
+        log.warning("ignoring %s; using %d", exc, DEFAULT_CHECKPOINT_INTERVAL)
+        return DEFAULT_CHECKPOINT_INTERVAL
 
 
 def checkpoint_protection_version(protocol: Protocol, configuration: dict[str, str]) -> int:

@@ -281,6 +281,10 @@ def load_commit_request(
         doc = json.loads(raw)
     except ValueError as exc:
         raise InvalidCommitRequestError(f"commit request {path_or_dict} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidCommitRequestError(
+            f"commit request {path_or_dict} is nested too deeply to be a commit request"
+        ) from None
     return _parse(doc)
 
 

@@ -25,6 +25,7 @@ from deltalog.actions import Metadata
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
 from deltalog.flags import require_bools
 from deltalog.log import list_log
+from deltalog.properties import validate_table_properties
 from deltalog.protocol import FeatureRequirements, Protocol, check_writable
 from deltalog.schema import arrow_schema_to_schema_string, has_timestamp_ntz
 from deltalog.storage import Storage
@@ -74,6 +75,7 @@ def _normalise_configuration(configuration: dict[str, Any] | None) -> tuple[dict
     mode = config.get("delta.columnMapping.mode", "none")
     if mode not in ("none", "name", "id"):
         raise InvalidArgumentError(f"delta.columnMapping.mode must be none, name or id, got {mode!r}")
+    validate_table_properties(config)
     return config, requested
 
 

@@ -70,6 +70,14 @@ class UnsupportedProtocolError(DeltaLogError):
         self.features = features or []
 
 
+class UnsupportedFileNameError(DeltaLogError):
+    """A file or folder name under the table is not valid UTF-8.
+
+    Delta logs hold paths as UTF-8 strings, so no log can reference such a file and
+    deltalog will not guess what it is: vacuum, convert and manifests stop and name it.
+    """
+
+
 class StorageError(DeltaLogError):
     """The storage layer failed in a way that is not a missing file (permissions, network)."""
 

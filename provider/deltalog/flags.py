@@ -26,6 +26,16 @@ def require_bool(value: Any, name: str) -> bool:
     )
 
 
+def require_workers(value: Any, name: str = "max_workers") -> int:
+    """The one rule for worker counts (vacuum, compaction): a positive ``int``, else InvalidArgumentError.
+
+    Zero workers would do nothing (or hang a pool), so it is refused everywhere alike.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def require_bools(**flags: Any) -> None:
     """:func:`require_bool` for each keyword (one call at the top of an entry point)."""
     for name, value in flags.items():

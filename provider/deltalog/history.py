@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -111,16 +112,29 @@ def format_ms(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
 
 
+#: Milliseconds of 0001-01-01 and 9999-12-31T23:59:59.999 UTC: the times a datetime (and a message) can show.
+MIN_TIMESTAMP_MS = -62_135_596_800_000
+MAX_TIMESTAMP_MS = 253_402_300_799_999
+
+
 def parse_timestamp(value: str | int | float | dt.datetime) -> int:
-    """Milliseconds since the epoch from an int (ms), a datetime or an ISO-8601 string (UTC if naive)."""
+    """Milliseconds since the epoch from an int (ms), a datetime or an ISO-8601 string (UTC if naive).
+
+    Values outside years 1..9999 are refused (InvalidArgumentError): no commit has such
+    a time, and reporting one would overflow the platform's time functions.
+    """
     if isinstance(value, dt.datetime):
         d = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-        return int(d.timestamp() * 1000)
+        return _in_range(int(d.timestamp() * 1000), value)
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"invalid timestamp {value!r}: a time, not a yes/no")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgumentError(f"invalid timestamp {value!r}")
     if isinstance(value, int | float):
-        return int(value)
+        return _in_range(int(value), value)
     text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
+    if text.lstrip("-").isdigit() and text.count("-") <= 1:
+        return _in_range(int(text), value)
     try:
         d = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -128,6 +142,15 @@ def parse_timestamp(value: str | int | float | dt.datetime) -> int:
             f"invalid timestamp {value!r}: use ISO-8601 (2024-05-01T12:00:00Z) or milliseconds since the epoch"
         ) from None
     return parse_timestamp(d)
+
+
+def _in_range(ms: int, value: object) -> int:
+    if not MIN_TIMESTAMP_MS <= ms <= MAX_TIMESTAMP_MS:
+        raise InvalidArgumentError(
+            f"timestamp {value!r} is out of range: milliseconds since the epoch between {MIN_TIMESTAMP_MS} "
+            f"(year 1) and {MAX_TIMESTAMP_MS} (year 9999)"
+        )
+    return ms
 
 
 def history(

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from deltalog.snapshot import Snapshot
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+#: Sizes are Delta ``long`` values (and Arrow int64): anything larger is a typo, not a size.
+MAX_SIZE = 2**63 - 1
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -22,12 +24,16 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 def parse_size(value: str | int, what: str) -> int:
     """Bytes from ``134217728``, ``128m``, ``128MiB`` or ``1g`` (binary units, like Spark's byte strings)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    m = _SIZE.match(str(value))
-    if not m:
-        raise InvalidArgumentError(f"{what} {value!r} is not a size in bytes (e.g. 134217728 or 128m)")
-    unit = (m.group(2) or "").lower()[:1]
-    return int(m.group(1)) * _UNITS[unit]
+        size = value
+    else:
+        m = _SIZE.match(str(value))
+        if not m:
+            raise InvalidArgumentError(f"{what} {value!r} is not a size in bytes (e.g. 134217728 or 128m)")
+        unit = (m.group(2) or "").lower()[:1]
+        size = int(m.group(1)) * _UNITS[unit]
+    if abs(size) > MAX_SIZE:
+        raise InvalidArgumentError(f"{what} {value!r} is too large: sizes are at most {MAX_SIZE} bytes (8 EiB)")
+    return size
 
 
 def target_file_size(snapshot: Snapshot, override: int | str | None = None) -> int:

@@ -63,9 +63,34 @@ def common_parser() -> argparse.ArgumentParser:
     return p
 
 
+def one_line(text: object) -> str:
+    """``text`` as one printable line: control characters (a newline inside a path, say) and bytes that
+    are not UTF-8 (lone surrogates from the shell) are escaped, so an error is always exactly one line."""
+    s = str(text)
+    if s.isprintable():
+        try:
+            s.encode("utf-8")
+            return s
+        except UnicodeEncodeError:
+            pass
+    out = []
+    for c in s:
+        if c.isprintable() and not 0xD800 <= ord(c) <= 0xDFFF:
+            out.append(c)
+        else:
+            out.append(c.encode("unicode_escape").decode("ascii") if ord(c) < 0xD800 else f"\\x{ord(c) & 0xFF:02x}")
+    return "".join(out)
+
+
+def fail(message: object, code: int) -> int:
+    """Print ``error: <message>`` as one line on stderr; return the exit code."""
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return code
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other bad input
-        self.exit(2, f"error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
 def emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str] | None = None) -> None:
     """Print a command's result: JSON with ``--json``, else the human form."""
     if not args.json and human is not None:
-        print(human(result))  # the human form may be far cheaper than to_dict() (no file list)
+        # The human form may be far cheaper than to_dict() (no file list). A name that is not
+        # UTF-8 (a lone surrogate from the shell) is printed escaped rather than failing the print.
+        print(human(result).encode("utf-8", "backslashreplace").decode("utf-8"))
         return
     data = result.to_dict() if hasattr(result, "to_dict") else result
     print(json.dumps(data, indent=None if args.json else 2, default=str))
@@ -128,20 +155,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.handler(args)
         return 0
     except DeltaLogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return fail(exc, exc.exit_code)
     except FileNotFoundError as exc:
-        print(f"error: file not found: {exc.filename or exc}", file=sys.stderr)
-        return 2
+        return fail(f"file not found: {exc.filename or exc}", 2)
     except PermissionError as exc:
-        print(f"error: permission denied: {exc.filename or exc}", file=sys.stderr)
-        return 2
+        return fail(f"permission denied: {exc.filename or exc}", 2)
     except OSError as exc:
-        print(f"error: storage error: {exc}", file=sys.stderr)
-        return 2
+        return fail(f"storage error: {exc}", 2)
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+        return fail("interrupted", 130)
+    except RecursionError:  # JSON or a structure nested deeper than any valid input
+        return fail("an input is nested too deeply to process; nothing was written", 2)
     except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
-        print(f"error: internal error ({type(exc).__name__}): {exc}", file=sys.stderr)
-        return 3
+        from deltalog.storage import is_remote_error
+
+        if is_remote_error(exc):  # an object store's client failed outside the paths that name it
+            return fail(f"storage error ({type(exc).__name__}): {exc}", 2)
+        return fail(f"internal error ({type(exc).__name__}): {exc}", 3)

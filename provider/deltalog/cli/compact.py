@@ -68,6 +68,8 @@ def _load_plan(path: str) -> CompactionPlan:
         raise InvalidArgumentError(f"cannot read plan {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise InvalidArgumentError(f"plan {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"plan {path} is nested too deeply to be a compaction plan") from None
     if isinstance(doc, dict) and isinstance(doc.get("plan"), dict) and "bins" in doc["plan"]:
         doc = doc["plan"]  # the whole --plan-only --json output
     return CompactionPlan.from_dict(doc)

@@ -23,7 +23,7 @@ from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, plan_compaction, plan_from_snapshot
 from deltalog.compaction.result import CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog.flags import require_bools
+from deltalog.flags import require_bools, require_workers
 from deltalog.table import DeltaTable, as_table
 
 __all__ = [
@@ -76,6 +76,8 @@ def compact(
     """
     started = time.perf_counter()
     require_bools(plan_only=plan_only, run_hooks=run_hooks)
+    if max_workers is not None:
+        require_workers(max_workers)
     if engine not in ENGINES:
         raise InvalidArgumentError(f"unknown compaction engine {engine!r}: use one of {', '.join(ENGINES)}")
     if bins_per_commit is not None and (not isinstance(bins_per_commit, int) or bins_per_commit < 1):

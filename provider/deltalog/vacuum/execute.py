@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from deltalog.actions import Metadata
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import CommitFailedError, DeltaLogError, OperationRefusedError, StorageError
-from deltalog.flags import require_bools
+from deltalog.flags import require_bools, require_workers
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
@@ -126,6 +126,7 @@ def execute_vacuum(
     A table given as a URI without ``storage_options`` reuses the planned snapshot's storage options.
     """
     t0 = time.perf_counter()
+    require_workers(max_workers)
     if isinstance(table, str) and storage_options is None and plan.snapshot is not None:
         storage_options = plan.snapshot.storage.storage_options
     dt = as_table(table, storage_options)

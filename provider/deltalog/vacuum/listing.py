@@ -24,7 +24,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from deltalog.errors import StorageError
-from deltalog.storage import Storage, _mtime_ms
+from deltalog.storage import Storage, _mtime_ms, check_utf8_names
 from deltalog.vacuum.links import LinkGuard
 from deltalog.vacuum.paths import HiddenRule
 
@@ -247,6 +247,8 @@ def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -
         links += p.links
         hidden += p.hidden
     log.info("listed %d files in %d directories (%d hidden entries skipped)", len(paths), len(dirs), hidden)
+    for names in (paths, dirs, links):
+        check_utf8_names(names, storage.uri)
     if storage.is_local:
         return FileListing(_table(paths, None, None), dirs, hidden, has_stats=False, entries=entries, links=links)
     return FileListing(_table(paths, sizes, mtimes), dirs, hidden)

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.flags import require_bools
+from deltalog.flags import require_bools, require_workers
 from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.history import format_ms
 from deltalog.log import LogListing
@@ -395,8 +395,7 @@ def plan_vacuum(
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "lite" and inventory is not None:
         raise InvalidArgumentError("an inventory replaces the listing of full mode; lite mode lists nothing")
-    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-        raise InvalidArgumentError(f"max_workers must be a positive integer, got {max_workers!r}")
+    require_workers(max_workers)
     dt = as_table(table, storage_options)
     storage = dt.storage
     listing = dt.list_log()

@@ -63,10 +63,12 @@ def load_request(request: Any, hook: DeltaTableHook, table_uri: str) -> dict[str
     if text.startswith("{"):
         try:
             value = json.loads(text)
+        except RecursionError:
+            raise InvalidArgumentError("request is nested too deeply to be a commit request") from None
         except ValueError:
             try:  # a dict rendered by Jinja without render_template_as_native_obj
                 value = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, RecursionError, MemoryError):
                 raise InvalidArgumentError("request looks like JSON but cannot be parsed") from None
         if not isinstance(value, dict):
             raise InvalidArgumentError("request JSON must be an object")
@@ -80,7 +82,7 @@ def load_request(request: Any, hook: DeltaTableHook, table_uri: str) -> dict[str
             value = json.loads(fh.read())
     except FileNotFoundError:
         raise InvalidArgumentError(f"commit request file not found: {location}") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InvalidArgumentError(f"commit request file is not valid JSON: {location}") from None
     if not isinstance(value, dict):
         raise InvalidArgumentError(f"commit request file must hold a JSON object: {location}")
