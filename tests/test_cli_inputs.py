@@ -163,7 +163,7 @@ def test_unreachable_s3_endpoint_fails_fast_and_clearly():
     url = f"http://127.0.0.1:{_closed_port()}"
     options = {"endpoint_url": url, "key": "k", "secret": "s"}
     t0 = time.perf_counter()
-    with pytest.raises(StorageError, match="cannot reach s3://bucket/t"):
+    with pytest.raises(StorageError, match="cannot (reach|list) .*bucket/t.*Could not connect to the endpoint"):
         DeltaTable("s3://bucket/t", options).snapshot()
     assert time.perf_counter() - t0 < 5, "the error path must not retry for long"
     env = dict(os.environ, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s")
@@ -174,9 +174,8 @@ def test_unreachable_s3_endpoint_fails_fast_and_clearly():
         env=env,
         timeout=60,
     )
-    assert (
-        p.returncode == 2 and p.stderr.startswith("error: cannot reach s3://bucket/t") and "Traceback" not in p.stderr
-    )
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.startswith("error: cannot ") and "Could not connect to the endpoint" in p.stderr
 
 
 def test_s3_retry_settings_are_defaults_the_caller_can_override():

@@ -275,7 +275,9 @@ class Storage:
             entries = self.fs.ls(path, detail=True, refresh=True)
         except FileNotFoundError:
             return []
-        except OSError as exc:
+        except Exception as exc:
+            if not isinstance(exc, OSError) and not is_remote_error(exc):
+                raise
             raise StorageError(f"cannot list {path}: {exc}") from None
         return [
             FileInfo(self.fs._strip_protocol(e["name"]), int(e.get("size") or 0), _mtime_ms(e))
@@ -315,7 +317,9 @@ class Storage:
             return self.fs.cat_file(path)
         except FileNotFoundError:
             raise
-        except OSError as exc:
+        except Exception as exc:
+            if not isinstance(exc, OSError) and not is_remote_error(exc):
+                raise
             raise StorageError(f"cannot read {path}: {exc}") from None
 
     def read_many(self, paths: list[str]) -> list[bytes]:
@@ -328,7 +332,9 @@ class Storage:
             return [self.read_bytes(p) for p in paths]
         try:
             found = self.fs.cat(paths, on_error="return", max_concurrency=1)
-        except OSError as exc:
+        except Exception as exc:
+            if not isinstance(exc, OSError) and not is_remote_error(exc):
+                raise
             raise StorageError(f"cannot read {len(paths)} files under {self.root}: {exc}") from None
         out = []
         for p in paths:
