@@ -283,3 +283,48 @@ def test_a_folder_swapped_for_a_link_after_planning_is_not_deleted_through(tmp_p
     assert result.num_deleted_files == 0
     assert (tmp_path / "moved" / os.path.basename(h["b"]["path"])).exists()
     assert any("symbolic links" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize(
+    ("layout", "accepted"),
+    [
+        ("dir-inside", True),
+        ("dir-outside", False),
+        ("file-inside", True),
+        ("file-outside", False),
+        ("chain-inside-then-outside", False),
+    ],
+)
+def test_commit_requests_accept_links_only_when_they_stay_inside_the_root(tmp_path, layout, accepted):
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "t")
+    _partitioned(path)
+    outside = tmp_path / "outside"
+    os.makedirs(outside)
+    os.makedirs(os.path.join(path, "store"))
+    data = rows(1, 70, "q").drop_columns(["part"])
+    if layout == "dir-inside":
+        pq.write_table(data, os.path.join(path, "store", "f.parquet"))
+        os.symlink(os.path.join(path, "store"), os.path.join(path, "part=q"))
+    elif layout == "dir-outside":
+        pq.write_table(data, outside / "f.parquet")
+        os.symlink(outside, os.path.join(path, "part=q"))
+    elif layout in ("file-inside", "file-outside"):
+        target = os.path.join(path, "store", "g.parquet") if layout == "file-inside" else str(outside / "g.parquet")
+        pq.write_table(data, target)
+        os.makedirs(os.path.join(path, "part=q"))
+        os.symlink(target, os.path.join(path, "part=q", "f.parquet"))
+    else:
+        pq.write_table(data, outside / "f.parquet")
+        os.symlink(outside, os.path.join(path, "store", "hop"))
+        os.symlink(os.path.join(path, "store", "hop"), os.path.join(path, "part=q"))
+    request = {"add": ["part=q/f.parquet"]}
+    if accepted:  # and vacuum keeps the file behind the link, which the table now reads
+        assert commit_request(path, request, run_hooks=False).version == 2
+        for lite in (True, False):
+            vacuum(path, mode="lite" if lite else "full", retention_hours=0, allow_short_retention=True)
+        assert 70 in deltalake_ids(path)
+    else:
+        with pytest.raises(InvalidCommitRequestError, match="leaves the table .* through a symbolic link"):
+            commit_request(path, request, run_hooks=False)
