@@ -328,3 +328,22 @@ def test_commit_requests_accept_links_only_when_they_stay_inside_the_root(tmp_pa
     else:
         with pytest.raises(InvalidCommitRequestError, match="leaves the table .* through a symbolic link"):
             commit_request(path, request, run_hooks=False)
+
+
+def test_cli_refuses_an_inventory_in_seconds_with_exit_2(tmp_path, capsys):
+    import pyarrow.csv as pacsv
+
+    from deltalog.cli import main
+
+    path = str(tmp_path / "t")
+    h = _partitioned(path)
+    full = os.path.join(path, h["a"]["path"])
+    inv = str(tmp_path / "inv.csv")
+    pacsv.write_csv(
+        pa.table({"path": [h["a"]["path"]], "size": [os.path.getsize(full)], "modificationTime": [int(time.time())]}),
+        inv,
+    )
+    code = main(["vacuum", path, "--inventory", inv, "--retention-hours", "0", "--allow-short-retention"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'modificationTime'" in err and "seconds" in err and "Traceback" not in err
+    assert h["a"]["path"] in files_on_disk(path)
