@@ -17,6 +17,7 @@ import time
 import pyarrow as pa
 import pytest
 
+from deltalog import DeltaTable
 from deltalog.commit_request import commit_request
 from deltalog.errors import InvalidArgumentError, InvalidCommitRequestError, OperationRefusedError
 from deltalog.transaction import Transaction
@@ -347,3 +348,31 @@ def test_cli_refuses_an_inventory_in_seconds_with_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "'modificationTime'" in err and "seconds" in err and "Traceback" not in err
     assert h["a"]["path"] in files_on_disk(path)
+
+
+def test_an_inventory_of_a_converted_table_may_hold_files_older_than_the_table(tmp_path):
+    import datetime as dt
+
+    import pyarrow.parquet as pq
+
+    from deltalog.convert import convert_to_delta
+
+    path = str(tmp_path / "t")
+    os.makedirs(path)
+    old = {"a.parquet": dt.datetime(2010, 5, 1, tzinfo=dt.UTC), "b.parquet": dt.datetime(2015, 5, 1, tzinfo=dt.UTC)}
+    for i, (name, when) in enumerate(old.items()):
+        pq.write_table(pa.table({"id": [i]}), os.path.join(path, name))
+        os.utime(os.path.join(path, name), (when.timestamp(),) * 2)
+    convert_to_delta(path)
+    table = DeltaTable(path)
+    a = next(f for f in table.snapshot().files.to_pylist() if f["path"] == "a.parquet")
+    commit_at(table, now_ms() - 19 * DAY_MS, removes=[remove_of(a)])
+    inv = pa.table(
+        {
+            "path": list(old),
+            "size": [os.path.getsize(os.path.join(path, n)) for n in old],
+            "modificationTime": [int(w.timestamp() * 1000) for w in old.values()],
+        }
+    )
+    result = vacuum(path, inventory=inv, retention_hours=0, allow_short_retention=True)
+    assert result.num_deleted_files == 1 and files_on_disk(path) == {"b.parquet"}

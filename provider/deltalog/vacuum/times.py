@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from deltalog.log import LogListing
 from deltalog.snapshot import Snapshot
+from deltalog.storage import FileInfo, Storage
 
 #: No data file of a Delta table was written before 2000-01-01 (seconds read as milliseconds land in 1970).
 FLOOR_MS = 946_684_800_000
@@ -33,6 +34,18 @@ FLOOR_MS = 946_684_800_000
 SLACK_MS = 24 * 3_600_000
 #: Clocks of writers, storage and this machine may disagree by this much.
 FUTURE_SKEW_MS = 3_600_000
+#: How much of commit 0 is read to find its commitInfo (writers put it first).
+_HEAD_BYTES = 65_536
+
+
+def _created_by_conversion(storage: Storage, first: FileInfo) -> bool:
+    """Whether commit 0 is a CONVERT (its files predate the table), judged from the head of the file."""
+    try:
+        with storage.open_input(first.path) as fh:
+            head = fh.read(_HEAD_BYTES)
+    except OSError:
+        return False
+    return b'"operation":"CONVERT' in head.replace(b" ", b"")
 
 
 def describe_ms(ms: int) -> str:
@@ -67,11 +80,15 @@ def plausible_times(snapshot: Snapshot, listing: LogListing, now_ms: int | None 
 
     The first commit's time is commit 0's file time when log cleanup left it, else
     the ``createdTime`` of the table's metadata; a converted table's files predate
-    it, so the oldest ``modificationTime`` among live files counts too.
+    it, so the oldest ``modificationTime`` among live files counts too, and when
+    commit 0 says CONVERT only the 2000-01-01 floor applies.
     """
     now = int(time.time() * 1000) if now_ms is None else now_ms
     bounds: list[tuple[int, str]] = []
     first = listing.commits.get(0)
+    if first is not None and _created_by_conversion(snapshot.storage, first):
+        # Converted Parquet files (and their leftovers) can be years older than the table.
+        return PlausibleTimes(FLOOR_MS, now + FUTURE_SKEW_MS, "2000-01-01 (a converted table)")
     if first is not None and first.modification_time >= FLOOR_MS:
         bounds.append((first.modification_time, "the table's first commit"))
     created = snapshot.metadata.created_time
