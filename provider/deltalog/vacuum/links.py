@@ -24,6 +24,7 @@ import stat
 from collections.abc import Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltalog.storage import Storage
 
@@ -70,11 +71,14 @@ def scan_links(storage: Storage, paths: pa.Array) -> list[str]:
     entries (one ``scandir`` each, no ``stat`` per file).
     """
     dirs: set[str] = {""}
-    for p in paths.to_pylist():
-        d = p.rpartition("/")[0]
-        while d and d not in dirs:
-            dirs.add(d)
-            d = d.rpartition("/")[0]
+    if len(paths):
+        parts = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
+        nested = pc.equal(pc.list_value_length(parts), 2)
+        parents = pc.unique(pc.list_element(parts.filter(nested), 0)).to_pylist()  # one per folder, vectorised
+        for d in parents:
+            while d and d not in dirs:
+                dirs.add(d)
+                d = d.rpartition("/")[0]
     found: list[str] = []
     for d in sorted(dirs):
         try:
