@@ -5,11 +5,15 @@
 (plain Parquet files into the table folder plus a commit request; no Delta jars on
 the cluster) and ``commit`` turns the request into exactly one Delta commit.
 
-Idempotent across retries and re-runs: the commit carries an application
-transaction (app id = this DAG and task, version = the run's logical date), so a
-retried or cleared run whose commit already landed commits nothing the second
-time. Files a failed or repeated Spark attempt wrote but nobody committed are
-never visible to readers; vacuum deletes them once they are past the retention.
+The day ingested is the run's logical date, or the day it was triggered for
+(``run_after``) when it has none, the Airflow 3 default for UI, CLI and REST triggers.
+
+Exactly once per day: the commit carries an application transaction whose app id
+names the day (``airflow:deltalog_ingest:commit:<day>``, version 1), so a retried,
+cleared or re-triggered run of a day already committed commits nothing, while every
+other day, older ones (backfills) included, commits once, in any order. Files a
+failed or repeated Spark attempt wrote but nobody committed are never visible to
+readers; vacuum deletes them once they are past the retention.
 
 Settings (Airflow Variables, see ``deltalog_example``): ``deltalog_table_uri``,
 ``deltalog_conn_id``, ``spark_conn_id``, ``deltalog_spark_conf``,
@@ -24,14 +28,26 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
-from deltalog_example import DEFAULT_TASK_ARGS, EVENTS_SCHEMA, PARTITION_BY, REQUESTS_DIR, setting, spark_submit_args
+from deltalog_example import (
+    DEFAULT_TASK_ARGS,
+    EVENTS_SCHEMA,
+    PARTITION_BY,
+    REQUESTS_DIR,
+    RUN_DAY,
+    RUN_KEY,
+    TEMPLATE_FILTERS,
+    setting,
+    spark_submit_args,
+)
 from deltalog_provider.operators.commit import DeltaCommitOperator
 from deltalog_provider.operators.create import DeltaCreateTableOperator
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
-#: One request file per logical date: a re-run overwrites it, and its commit is a no-op.
-REQUEST = f"{REQUESTS_DIR}/ingest-{{{{ ts_nodash }}}}.json"
+#: One request file per run (a retry of the Spark task overwrites its own).
+REQUEST = f"{REQUESTS_DIR}/ingest-{RUN_KEY}.json"
+#: One app transaction per ingested day: its data is committed once, whichever run gets there first.
+APP_ID = f"airflow:deltalog_ingest:commit:{RUN_DAY}"
 
 with DAG(
     dag_id="deltalog_ingest",
@@ -41,6 +57,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_TASK_ARGS,
+    user_defined_filters=TEMPLATE_FILTERS,
     tags=["deltalog", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
@@ -59,8 +76,8 @@ with DAG(
         task_id="ingest_events",
         **spark_submit_args(
             "ingest_events.py",
-            "deltalog-ingest-events-{{ ds_nodash }}",
-            ["--table", TABLE, "--date", "{{ ds }}", "--run-id", "{{ run_id }}"]
+            f"deltalog-ingest-events-{RUN_KEY}",
+            ["--table", TABLE, "--date", RUN_DAY, "--run-id", "{{ run_id }}"]
             + ["--request", f"{TABLE.rstrip('/')}/{REQUEST}"]
             + ["--rows", setting("deltalog_ingest_rows"), "--files", setting("deltalog_ingest_files")],
         ),
@@ -72,6 +89,8 @@ with DAG(
         table=TABLE,
         deltalog_conn_id=CONN_ID,
         request=REQUEST,
+        app_id=APP_ID,
+        txn_version=1,
         execution_timeout=timedelta(minutes=10),
     )
 

@@ -36,6 +36,8 @@ from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference, ta
 from deltalog_example import (
     DEFAULT_TASK_ARGS,
     MAINTENANCE_POOL,
+    RUN_KEY,
+    TEMPLATE_FILTERS,
     bool_setting,
     health_thresholds,
     int_setting,
@@ -69,9 +71,10 @@ DEADLINE = (
     if DEADLINE_MINUTES > 0
     else None
 )
-#: Hidden (leading ``_``) folder of the table: readers and vacuum ignore it.
-PLAN = "_compaction/plan-{{ ts_nodash }}.json"
-RESULT_REQUEST = "_compaction/request-{{ ts_nodash }}.json"
+#: Hidden (leading ``_``) folder of the table: readers and vacuum ignore it. Named by the
+#: run id: runs triggered without a logical date have no ``ts_nodash``.
+PLAN = f"_compaction/plan-{RUN_KEY}.json"
+RESULT_REQUEST = f"_compaction/request-{RUN_KEY}.json"
 #: Runs when at least one upstream path ran and none failed (the other path was skipped).
 AFTER_BRANCH = "none_failed_min_one_success"
 
@@ -84,6 +87,7 @@ with DAG(
     max_active_runs=1,
     default_args=DEFAULT_TASK_ARGS,
     deadline=DEADLINE,
+    user_defined_filters=TEMPLATE_FILTERS,
     tags=["deltalog", "example", "maintenance"],
     doc_md=__doc__,
 ) as dag:
@@ -134,7 +138,7 @@ with DAG(
         task_id="compact_spark",
         **spark_submit_args(
             "compact.py",
-            "deltalog-compact-{{ ds_nodash }}",
+            f"deltalog-compact-{RUN_KEY}",
             ["--table", TABLE, "--plan", f"{TABLE.rstrip('/')}/{PLAN}"]
             + ["--output-request", f"{TABLE.rstrip('/')}/{RESULT_REQUEST}"],
         ),

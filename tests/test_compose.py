@@ -276,3 +276,23 @@ def test_deltalog_connection_resolves_to_minio_storage_options(services: dict[st
     assert settings["options"]["key"] == minio_env["MINIO_ROOT_USER"]
     assert settings["options"]["secret"] == minio_env["MINIO_ROOT_PASSWORD"]
     assert settings["table"] == "s3://deltalog/warehouse/events"
+
+
+def test_documented_triggers_unpause_their_dag_first() -> None:
+    """Issue 15 fault 3: docs/docker-compose.md triggered deltalog_maintenance without unpausing it.
+
+    DAGs are paused at creation on the stack, so a trigger of a paused DAG queues forever.
+    """
+    with open(os.path.join(REPO, "docs", "docker-compose.md"), encoding="utf-8") as f:
+        text = f.read()
+    commands = re.findall(r"airflow dags (unpause|trigger) (\w+)", text)
+    triggered = [dag for verb, dag in commands if verb == "trigger"]
+    assert {"deltalog_ingest", "deltalog_maintenance"} <= set(triggered)
+    unpaused: set[str] = set()
+    for verb, dag in commands:
+        if verb == "unpause":
+            unpaused.add(dag)
+        else:
+            assert dag in unpaused, f"docs/docker-compose.md triggers {dag} before unpausing it"
+    # The asset-scheduled DAG has no trigger of its own but must run on the ingest's commits.
+    assert "deltalog_maintenance_on_change" in unpaused

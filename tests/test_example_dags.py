@@ -138,6 +138,71 @@ print(json.dumps(out))
     assert info["on_change_schedule"] == ["file:///data/events"]
 
 
+RENDER_CODE = r"""
+import datetime as dt, json, sys, types
+from airflow.dag_processing.dagbag import BundleDagBag
+from airflow.sdk.definitions.xcom_arg import XComArg
+bag = BundleDagBag(dag_folder=DAGS, bundle_path=DAGS, bundle_name="dags-folder")
+assert not bag.import_errors, bag.import_errors
+logical = None if sys.argv[1] == "none" else dt.datetime.fromisoformat(sys.argv[1])
+run_after = dt.datetime(2026, 11, 23, 10, 0, tzinfo=dt.timezone.utc)
+run_id = "manual__2026-11-23T10:00:00+00:00" if logical is None else "backfill__" + logical.isoformat()
+
+def has_xcom(v):
+    if isinstance(v, XComArg):
+        return True
+    if isinstance(v, (list, tuple)):
+        return any(has_xcom(x) for x in v)
+    return isinstance(v, dict) and any(has_xcom(x) for x in v.values())
+
+out = {}
+for dag_id, dag in sorted(bag.dags.items()):
+    env = dag.get_template_env()
+    dag_run = types.SimpleNamespace(logical_date=logical, run_after=run_after, run_id=run_id, dag_id=dag_id, conf={})
+    # What the task SDK puts in the context of a run without a logical date: no ds/ts keys at all.
+    ctx = {"dag": dag, "dag_run": dag_run, "run_id": run_id, "params": {}}
+    if logical is not None:
+        ctx.update(logical_date=logical, ds=logical.strftime("%Y-%m-%d"), ds_nodash=logical.strftime("%Y%m%d"),
+                   ts=logical.isoformat(), ts_nodash=logical.strftime("%Y%m%dT%H%M%S"))
+    for task in dag.tasks:
+        ctx["task"] = task
+        for name in task.template_fields:
+            value = getattr(task, name, None)
+            if value is None or has_xcom(value):
+                continue
+            out[f"{dag_id}.{task.task_id}.{name}"] = task.render_template(value, ctx, env)
+print(json.dumps(out, default=str))
+"""
+
+
+def _render_all(home: str, logical_date: str) -> dict[str, Any]:
+    env = airflow_env(home, "s3://bucket/warehouse/events", VENV_BIN)
+    code = RENDER_CODE.replace("DAGS", repr(str(DAGS)))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, logical_date], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("logical_date", "day"), [("none", "2026-11-23"), ("2026-11-20T00:00:00+00:00", "2026-11-20")])
+def test_templates_render_with_and_without_a_logical_date(home: str, logical_date: str, day: str) -> None:
+    """Issue 15 fault 2: a REST/CLI trigger without a logical date rendered ``'ds_nodash' is undefined``."""
+    r = _render_all(home, logical_date)
+    args = r["deltalog_ingest.ingest_events.application_args"]
+    assert args[args.index("--date") + 1] == day
+    request = args[args.index("--request") + 1]
+    assert request == "s3://bucket/warehouse/events/" + r["deltalog_ingest.commit.request"]
+    assert ":" not in request.split("://", 1)[1] and "+" not in request
+    # One app transaction per ingested day, whichever run commits it.
+    assert r["deltalog_ingest.commit.app_id"] == f"airflow:deltalog_ingest:commit:{day}"
+    plan = r["deltalog_maintenance.plan_compaction.plan_path"]
+    spark_args = r["deltalog_maintenance.compact_spark.application_args"]
+    assert spark_args[spark_args.index("--plan") + 1] == "s3://bucket/warehouse/events/" + plan
+    assert r["deltalog_maintenance.commit_compaction.op_args"][2] == plan
+    assert ":" not in plan and "+" not in plan
+
+
 def test_deadline_callback_logs_the_missed_run(caplog: pytest.LogCaptureFixture) -> None:
     import asyncio
 
@@ -148,6 +213,26 @@ def test_deadline_callback_logs_the_missed_run(caplog: pytest.LogCaptureFixture)
         message = asyncio.run(log_missed_deadline(table="s3://b/t", minutes=60, context=context))
     assert "s3://b/t" in message and "scheduled__2026-11-21" in message and "60 minutes" in message
     assert message in caplog.text
+
+
+def test_deadline_callback_reads_the_run_id_airflow_passes(tmp_path: Path) -> None:
+    """Issue 15 fault 4: Airflow 3.3.2 passes the run as DAGRunResponse JSON, whose run id is ``dag_run_id``."""
+    import asyncio
+
+    from deltalog_example.callbacks import log_missed_deadline
+
+    # The payload's shape, from the installed Airflow (in a subprocess: importing Airflow configures it).
+    code = (
+        "from airflow.api_fastapi.core_api.datamodels.dag_run import DAGRunResponse as R; print(sorted(R.model_fields))"
+    )
+    env = dict(os.environ, AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    fields = proc.stdout.strip().splitlines()[-1]
+    assert "'dag_run_id'" in fields and "'run_id'" not in fields
+    context = {"dag_run": {"dag_run_id": "manual__2026-11-23T10:00:00+00:00", "dag_id": "deltalog_maintenance"}}
+    message = asyncio.run(log_missed_deadline(table="s3://b/t", minutes=1, context=context))
+    assert "run manual__2026-11-23T10:00:00+00:00 of deltalog_maintenance" in message
 
 
 def test_ingest_commits_exactly_the_spark_rows(pipeline: dict[str, Any]) -> None:

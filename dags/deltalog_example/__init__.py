@@ -20,6 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltalog.engines.spark_ingest import safe_run_id
+
 log = logging.getLogger(__name__)
 
 DAGS_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +42,14 @@ EVENTS_SCHEMA = pa.schema(
 PARTITION_BY = ["event_date"]
 #: Where the ingest job leaves its commit requests, relative to the table root (hidden from readers).
 REQUESTS_DIR = "_commit_requests"
+#: The day a run stands for: its logical date, else when it was due (``run_after``). Runs
+#: triggered from the UI, the CLI or the REST API have no logical date by default in
+#: Airflow 3, and then ``ds``/``ts_nodash`` are undefined; ``dag_run.run_after`` never is.
+RUN_DAY = "{{ (dag_run.logical_date or dag_run.run_after) | ds }}"
+#: Unique to the run (its run id) and safe in object names and Hadoop paths (no ``:``/``+``).
+RUN_KEY = "{{ run_id | path_safe }}"
+#: ``user_defined_filters`` of the example DAGs (``path_safe`` for RUN_KEY).
+TEMPLATE_FILTERS = {"path_safe": safe_run_id}
 #: Pool that serialises every rewrite of the example table (compaction, vacuum).
 MAINTENANCE_POOL = "deltalog_maintenance"
 

@@ -15,11 +15,25 @@ from typing import Any
 log = logging.getLogger("deltalog.maintenance.deadline")
 
 
+def _field(record: Any, *names: str) -> Any:
+    """The first of ``names`` that ``record`` (a dict or an object) has a value for."""
+    for name in names:
+        value = record.get(name) if isinstance(record, dict) else getattr(record, name, None)
+        if value:
+            return value
+    return None
+
+
 def deadline_message(table: str, minutes: int, context: dict[str, Any] | None = None) -> str:
-    """One line naming the table, the run and the deadline it missed."""
+    """One line naming the table, the run and the deadline it missed.
+
+    Airflow 3.3's scheduler hands the triggerer ``context["dag_run"]`` as the REST API's
+    ``DAGRunResponse`` dumped to JSON, where the run id is ``dag_run_id``; ``run_id`` is
+    read too, for a DagRun object or an older payload.
+    """
     dag_run = (context or {}).get("dag_run") or {}
-    run_id = dag_run.get("run_id") if isinstance(dag_run, dict) else getattr(dag_run, "run_id", None)
-    dag_id = (context or {}).get("dag_id") or (dag_run.get("dag_id") if isinstance(dag_run, dict) else None)
+    run_id = _field(dag_run, "dag_run_id", "run_id")
+    dag_id = (context or {}).get("dag_id") or _field(dag_run, "dag_id")
     return (
         f"deltalog maintenance of {table} missed its deadline: run {run_id or '?'} of {dag_id or 'deltalog_maintenance'} "
         f"still not finished {minutes} minutes after it was queued"

@@ -13,6 +13,9 @@ from deltalog._version import __version__
 
 PACKAGE_NAME = "airflow-provider-deltalog"
 INTEGRATION = "Delta Lake (deltalog)"
+#: The reference the provider implements; shown by the UI's and REST API's provider list,
+#: which fails without a ``documentation-url``. The provider's own guide is docs/provider.md.
+DOCUMENTATION_URL = "https://github.com/delta-io/delta/blob/master/PROTOCOL.md"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -24,10 +27,11 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Safe, scheduled maintenance of Delta Lake tables (commit, compaction, vacuum, "
         "checkpoints, log cleanup, manifests, conversion) on a pure-Python Delta log implementation.",
         "versions": [__version__],
+        "documentation-url": DOCUMENTATION_URL,
         "integrations": [
             {
                 "integration-name": INTEGRATION,
-                "external-doc-url": "https://github.com/delta-io/delta/blob/master/PROTOCOL.md",
+                "external-doc-url": DOCUMENTATION_URL,
                 "tags": ["software"],
             }
         ],
@@ -81,6 +85,12 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": {"type": ["string", "null"]},
                     },
                     "region_name": {"label": "Region", "schema": {"type": ["string", "null"]}},
+                    "aws_conn_id": {
+                        "label": "AWS connection id",
+                        "description": "Take S3 credentials (keys, role, profile, web identity) from this "
+                        "Amazon provider connection; needs apache-airflow-providers-amazon.",
+                        "schema": {"type": ["string", "null"]},
+                    },
                 },
             }
         ],

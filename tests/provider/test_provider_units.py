@@ -577,12 +577,18 @@ def test_health_branch_accepts_operation_names():
 def test_commit_app_transaction_identity():
     import datetime as dt
 
-    assert derive_app_id({"ti": FakeTI()}) == "airflow:dag:task"
-    assert derive_app_id({"ti": FakeTI(map_index=3)}) == "airflow:dag:task:3"
     when = dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
+    assert derive_app_id({"ti": FakeTI(), "logical_date": when}) == "airflow:dag:task:2024-05-01T00:00:00+00:00"
+    assert derive_app_id({"ti": FakeTI(map_index=3), "logical_date": when}).startswith("airflow:dag:task:3:2024-05-01")
+    # Airflow 3's default trigger has no logical date: the run id names the run.
+    run = types.SimpleNamespace(run_id="manual__2024-05-01T01:00:00+00:00", run_after=when + dt.timedelta(hours=1))
+    assert derive_app_id({"ti": FakeTI(), "logical_date": None, "dag_run": run}) == (
+        "airflow:dag:task:manual__2024-05-01T01:00:00+00:00"
+    )
     assert derive_txn_version({"logical_date": when}) == int(when.timestamp() * 1000)
-    run = types.SimpleNamespace(run_after=when + dt.timedelta(hours=1))
     assert derive_txn_version({"logical_date": None, "dag_run": run}) == int(when.timestamp() * 1000) + 3_600_000
+    with pytest.raises(InvalidArgumentError, match="neither a logical date nor a run id"):
+        derive_app_id({"ti": FakeTI(), "logical_date": None})
 
 
 def test_commit_request_forms(tmp_path):
@@ -601,26 +607,47 @@ def test_commit_request_forms(tmp_path):
         load_request("{not json", hook, root)
 
 
-def test_commit_retry_is_a_noop_and_an_older_run_fails(tmp_path):
+def test_commit_retry_is_a_noop_and_an_older_run_commits_once(tmp_path):
+    """Issue 15 fault 5: a backfill of an older date after a newer run commits its own data, once."""
     import datetime as dt
 
     table = make_table(str(tmp_path / "t"))
-    add = write_data_file(str(tmp_path / "t"), rows(3))
-    context = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 2, tzinfo=dt.UTC)}
-    op = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": add["path"]}]})
-    first = op.execute(context)
+    newer_file = write_data_file(str(tmp_path / "t"), rows(3))
+    older_file = write_data_file(str(tmp_path / "t"), rows(2, start=10))
+    newer = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 2, tzinfo=dt.UTC)}
+    op = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": newer_file["path"]}]})
+    first = op.execute(newer)
     assert first["version"] == 1 and not first["noop"]
-    retry = op.execute(context)
+    retry = op.execute(newer)
     assert retry["noop"] is True and table.version() == 1
     assert op.get_openlineage_facets_on_complete(None).outputs[0].name == str(tmp_path / "t")
 
     older = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 1, tzinfo=dt.UTC)}
-    with pytest.raises(AirflowFailException, match="newer than this run"):
-        op.execute(older)
-    lenient = DeltaCommitOperator(
-        task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": add["path"]}]}, fail_if_superseded=False
+    backfill = DeltaCommitOperator(
+        task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": older_file["path"]}]}
     )
-    assert lenient.execute(older)["noop"] is True
+    assert backfill.execute(older)["version"] == 2
+    assert backfill.execute(older)["noop"] is True  # a cleared backfill run commits nothing again
+    # A run without a logical date (REST/CLI trigger) is keyed by its run id.
+    manual = types.SimpleNamespace(run_id="manual__x", run_after=dt.datetime(2024, 5, 3, tzinfo=dt.UTC))
+    third_file = write_data_file(str(tmp_path / "t"), rows(1, start=20))
+    op3 = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": third_file["path"]}]})
+    assert op3.execute({"ti": FakeTI(), "logical_date": None, "dag_run": manual})["version"] == 3
+    assert op3.execute({"ti": FakeTI(), "logical_date": None, "dag_run": manual})["noop"] is True
+    assert table.version() == 3 and table.snapshot().files.num_rows == 3
+
+
+def test_commit_shared_app_id_refuses_a_superseded_run(tmp_path):
+    """With an explicit app id shared by runs, an older version after a newer one fails instead of dropping data."""
+    table = make_table(str(tmp_path / "t"))
+    add = write_data_file(str(tmp_path / "t"), rows(3))
+    request = {"add": [{"path": add["path"]}]}
+    shared = {"task_id": "c", "table": str(tmp_path / "t"), "request": request, "app_id": "ingest"}
+    assert DeltaCommitOperator(txn_version=2, **shared).execute({"ti": FakeTI()})["version"] == 1
+    with pytest.raises(AirflowFailException, match="newer than this run"):
+        DeltaCommitOperator(txn_version=1, **shared).execute({"ti": FakeTI()})
+    lenient = DeltaCommitOperator(txn_version=1, fail_if_superseded=False, **shared)
+    assert lenient.execute({"ti": FakeTI()})["noop"] is True
     assert table.version() == 1
 
 
@@ -667,3 +694,96 @@ def test_create_table_operator_refuses_bad_input_before_writing(tmp_path):
         with pytest.raises(AirflowFailException, match="InvalidArgumentError"):
             DeltaCreateTableOperator(task_id="c", table=str(path), **kwargs).execute({})
     assert not path.exists()
+
+
+def test_s3_connection_options_are_not_applied_to_local_tables(monkeypatch, tmp_path, caplog, capfd):
+    """Issue 15 fault 9: an S3 connection's key, secret and endpoint reached local-path tables."""
+    table = make_table(str(tmp_path / "local"))
+    conn_env(
+        monkeypatch,
+        "deltalog_s3",
+        host="s3://bucket/warehouse",
+        login="AKIA",
+        password="very-secret-value",
+        extra={"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"},
+    )
+    hook = DeltaTableHook(deltalog_conn_id="deltalog_s3")
+    with caplog.at_level(logging.INFO):
+        local = hook.get_table(str(tmp_path / "local"))
+    assert local.storage.storage_options == {}
+    assert local.version() == table.version()
+    # The log names the table's own location, not the connection's S3 root as if it were the table's.
+    logged = caplog.text + "".join(capfd.readouterr())
+    assert f"table {tmp_path / 'local'} is on file storage" in logged
+    assert "very-secret-value" not in logged
+    # Tables on the connection's store still get them; other stores and local paths do not.
+    assert hook.storage_options_for("s3://bucket/warehouse/events")["key"] == "AKIA"
+    assert hook.storage_options_for("s3a://other-bucket/t")["secret"] == "very-secret-value"
+    assert hook.storage_options_for("gs://bucket/t") == {}
+    assert hook.storage_options_for("file:///tmp/t") == {}
+    assert hook.storage_options_for(str(tmp_path)) == {}
+
+
+def test_aws_conn_id_supplies_s3_credentials_from_an_amazon_connection(monkeypatch):
+    """Issue 15 fault 10: reuse an Amazon provider connection instead of a raw key and secret."""
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_AWS_DELTALOG_TEST",
+        json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "AKIAFROMAWS",
+                "password": "aws-secret",
+                "extra": {"region_name": "eu-west-1", "endpoint_url": "http://127.0.0.1:9"},
+            }
+        ),
+    )
+    conn_env(monkeypatch, "deltalog_aws", host="s3://bucket/wh", extra={"aws_conn_id": "aws_deltalog_test"})
+    options = DeltaTableHook(deltalog_conn_id="deltalog_aws").storage_options_for("s3://bucket/wh/events")
+    assert options == {
+        "key": "AKIAFROMAWS",
+        "secret": "aws-secret",
+        "endpoint_url": "http://127.0.0.1:9",
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+    # The deltalog connection's own settings win over the AWS connection's.
+    conn_env(
+        monkeypatch,
+        "deltalog_aws2",
+        host="s3://bucket/wh",
+        extra={"aws_conn_id": "aws_deltalog_test", "endpoint_url": "http://minio:9000"},
+    )
+    assert DeltaTableHook(deltalog_conn_id="deltalog_aws2").storage_options["endpoint_url"] == "http://minio:9000"
+    # The trigger's async path resolves the same options.
+    import asyncio
+
+    settings = asyncio.run(DeltaTableHook.aget_settings("deltalog_aws"))
+    assert settings.options_for("s3://bucket/wh/events") == options
+
+
+def test_aws_conn_id_without_the_amazon_provider_is_one_clear_error(monkeypatch):
+    conn_env(monkeypatch, "deltalog_aws3", host="s3://bucket/wh", extra={"aws_conn_id": "aws_default"})
+    monkeypatch.setitem(sys.modules, "airflow.providers.amazon.aws.hooks.base_aws", None)
+    with pytest.raises(InvalidArgumentError, match=r"Amazon provider is not installed.*\[amazon\]"):
+        DeltaTableHook(deltalog_conn_id="deltalog_aws3").get_table("events")
+
+
+def test_provider_info_serves_the_rest_providers_list():
+    """Issue 15 fault 10: without ``documentation-url`` the UI's and REST API's provider list fails."""
+    from airflow.api_fastapi.core_api.services.public.providers import _provider_mapper
+    from airflow.providers_manager import ProvidersManager
+
+    info = ProvidersManager().providers["airflow-provider-deltalog"]
+    response = _provider_mapper(info)
+    from deltalog_provider.get_provider_info import DOCUMENTATION_URL
+
+    # Airflow 3.3 reads it from the distribution's Project-URL "Documentation" (pyproject [project.urls]).
+    assert response.documentation_url == DOCUMENTATION_URL
+    assert response.package_name == "airflow-provider-deltalog"
+    fields = ProvidersManager().hooks["deltalog"]
+    assert (
+        fields is not None
+        and "aws_conn_id"
+        in __import__("deltalog_provider.get_provider_info", fromlist=["x"]).get_provider_info()["connection-types"][0][
+            "conn-fields"
+        ]
+    )

@@ -19,13 +19,29 @@ from urllib.parse import urlparse
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
+from deltalog.storage import is_remote
 from deltalog_provider._compat import AirflowNotFoundException, BaseHook
 
 #: Extra keys that configure the hook itself rather than the filesystem.
-RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options"})
+RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options", "aws_conn_id"})
 
 _AZURE_SCHEMES = frozenset({"abfs", "abfss", "az", "adl"})
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+_GCS_SCHEMES = frozenset({"gs", "gcs"})
+
+
+def storage_family(location: str) -> str:
+    """``file``, ``s3``, ``azure``, ``gcs`` or the URI scheme: which store a location lives on."""
+    if not is_remote(location):  # the rule Storage itself uses
+        return "file"
+    scheme = urlparse(location).scheme.lower()
+    if scheme in _S3_SCHEMES:
+        return "s3"
+    if scheme in _AZURE_SCHEMES:
+        return "azure"
+    if scheme in _GCS_SCHEMES:
+        return "gcs"
+    return scheme
 
 
 @dataclass(frozen=True)
@@ -34,10 +50,28 @@ class ConnectionSettings:
 
     root: str | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
+    #: An Amazon provider connection whose credentials (keys, role, profile, web identity)
+    #: fill in the S3 options the deltalog connection does not set itself.
+    aws_conn_id: str | None = None
 
     def resolve(self, table: str) -> str:
         """The URI of ``table``: itself when it is a URI or absolute path, else joined to the root."""
         return resolve_table_uri(table, self.root)
+
+    def options_for(self, location: str) -> dict[str, Any]:
+        """The storage options that apply to ``location``: none for local paths.
+
+        A connection's key, secret and endpoint belong to the store its root is on (any
+        remote store when the root is local or unset); handing them to a table on another
+        store would send credentials where they do not belong.
+        """
+        family = storage_family(location)
+        if family == "file" or not self.storage_options:
+            return {}
+        root_family = storage_family(self.root) if self.root else "file"
+        if root_family not in ("file", family):
+            return {}
+        return dict(self.storage_options)
 
 
 def is_absolute_location(table: str) -> bool:
@@ -97,7 +131,48 @@ def settings_from_connection(conn: Any, extra: dict[str, Any] | None = None) -> 
         client_kwargs = dict(options.get("client_kwargs") or {})
         client_kwargs.setdefault("region_name", options.pop("region_name"))
         options["client_kwargs"] = client_kwargs
-    return ConnectionSettings(root=root, storage_options=options)
+    aws_conn_id = extra.get("aws_conn_id") or None
+    return ConnectionSettings(root=root, storage_options=options, aws_conn_id=str(aws_conn_id) if aws_conn_id else None)
+
+
+def aws_storage_options(aws_conn_id: str) -> dict[str, Any]:
+    """s3fs options from an Amazon provider connection: its resolved credentials, endpoint and region.
+
+    ``AwsBaseHook`` does the resolving (static keys, ``role_arn`` assumption, profiles, web
+    identity, the instance's role), so a deltalog connection can reuse what a deployment
+    already configured for AWS. The credentials are frozen for the task's duration.
+    """
+    try:
+        from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+    except ImportError:
+        raise InvalidArgumentError(
+            f"the deltalog connection names aws_conn_id={aws_conn_id!r}, but the Amazon provider is not "
+            "installed: pip install 'airflow-provider-deltalog[amazon]' (apache-airflow-providers-amazon)"
+        ) from None
+    hook = AwsBaseHook(aws_conn_id=aws_conn_id, client_type="s3")
+    creds = hook.get_credentials()
+    options: dict[str, Any] = {}
+    if creds.access_key:
+        options["key"] = creds.access_key
+    if creds.secret_key:
+        options["secret"] = creds.secret_key
+    if creds.token:
+        options["token"] = creds.token
+    endpoint = hook.conn_config.endpoint_url
+    if endpoint:
+        options["endpoint_url"] = endpoint
+    region = hook.region_name
+    if region:
+        options["client_kwargs"] = {"region_name": region}
+    return options
+
+
+def with_aws_credentials(settings: ConnectionSettings, aws_options: dict[str, Any]) -> ConnectionSettings:
+    """The settings with the Amazon connection's options underneath the deltalog connection's own."""
+    merged = {**aws_options, **settings.storage_options}
+    if "client_kwargs" in aws_options and "client_kwargs" in settings.storage_options:
+        merged["client_kwargs"] = {**aws_options["client_kwargs"], **settings.storage_options["client_kwargs"]}
+    return ConnectionSettings(root=settings.root, storage_options=merged, aws_conn_id=settings.aws_conn_id)
 
 
 class DeltaTableHook(BaseHook):
@@ -139,12 +214,15 @@ class DeltaTableHook(BaseHook):
             )
             return ConnectionSettings()
         settings = settings_from_connection(conn)
+        if settings.aws_conn_id:
+            settings = with_aws_credentials(settings, aws_storage_options(settings.aws_conn_id))
         # Only option *names* are logged; values may be credentials.
         self.log.info(
-            "connection %r: root=%s, storage options: %s",
+            "connection %r: table root %s, storage options: %s%s",
             self.deltalog_conn_id,
-            settings.root,
+            settings.root or "(none)",
             sorted(settings.storage_options) or "none",
+            f" (credentials from AWS connection {settings.aws_conn_id!r})" if settings.aws_conn_id else "",
         )
         return settings
 
@@ -159,7 +237,13 @@ class DeltaTableHook(BaseHook):
             return ConnectionSettings()
         aextra = getattr(conn, "aextra_dejson", None)
         extra = await aextra() if aextra is not None else conn.extra_dejson
-        return settings_from_connection(conn, extra)
+        settings = settings_from_connection(conn, extra)
+        if settings.aws_conn_id:
+            from asgiref.sync import sync_to_async
+
+            aws = await sync_to_async(aws_storage_options)(settings.aws_conn_id)
+            settings = with_aws_credentials(settings, aws)
+        return settings
 
     def get_conn(self) -> ConnectionSettings:
         """The resolved connection settings (root and storage options)."""
@@ -177,9 +261,25 @@ class DeltaTableHook(BaseHook):
         """URI of ``table`` (a name under the connection root, a URI, or an absolute path)."""
         return self.settings.resolve(table)
 
+    def storage_options_for(self, location: str) -> dict[str, Any]:
+        """The connection's storage options if they apply to ``location`` (see ``options_for``)."""
+        return self.settings.options_for(location)
+
     def get_table(self, table: str) -> DeltaTable:
-        """A ``DeltaTable`` for ``table`` with the connection's storage options."""
-        return DeltaTable(self.resolve_uri(table), self.settings.storage_options)
+        """A ``DeltaTable`` for ``table``, with the connection's storage options where they apply."""
+        uri = self.resolve_uri(table)
+        options = self.settings.options_for(uri)
+        if self.settings.storage_options and not options:
+            self.log.info(
+                "table %s is on %s storage: the storage options of connection %r (for %s) are not applied",
+                uri,
+                storage_family(uri),
+                self.deltalog_conn_id,
+                self.settings.root or "remote tables",
+            )
+        else:
+            self.log.info("table %s: storage options %s", uri, sorted(options) or "none")
+        return DeltaTable(uri, options)
 
     def test_connection(self) -> tuple[bool, str]:
         """List the table root, so a wrong endpoint, bucket or credential shows up in the UI."""

@@ -1,8 +1,9 @@
 """``DeltaCommitOperator``: turn a commit request (from a Spark job) into one Delta commit.
 
-The commit carries an application transaction (``txn``) whose id names the task and
-whose version is derived from the run, so an Airflow retry after a lost response
-(the commit landed, the task did not hear back) commits nothing the second time.
+The commit carries an application transaction (``txn``) whose id names the task and the
+run (its logical date, else its run id), so an Airflow retry after a lost response (the
+commit landed, the task did not hear back) or a cleared run commits nothing the second
+time, while every other run, older dates (backfills) included, commits its own data once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
-from deltalog.storage import is_remote
 from deltalog_provider._compat import AirflowFailException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
@@ -24,21 +24,42 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
+def run_key(context: Context) -> str:
+    """What identifies the run's data: its logical date (ISO 8601) when it has one, else its run id.
+
+    Keyed by the logical date, a cleared, re-triggered or backfilled run of the same date
+    is recognised as the same run; a run without a logical date (the Airflow 3 default for
+    manual and REST triggers) is identified by its run id, the same for every try.
+    """
+    moment = context.get("logical_date")
+    if moment is not None:
+        return moment.isoformat()
+    dag_run = context.get("dag_run")
+    run_id = context.get("run_id") or getattr(dag_run, "run_id", None)
+    if not run_id:
+        raise InvalidArgumentError("the run has neither a logical date nor a run id: pass app_id explicitly")
+    return str(run_id)
+
+
 def derive_app_id(context: Context) -> str:
-    """``airflow:<dag_id>:<task_id>`` (plus ``:<map_index>`` for mapped tasks): stable across retries."""
+    """``airflow:<dag_id>:<task_id>[:<map_index>]:<run key>``: one app transaction per run.
+
+    Stable across retries of a run, and distinct between runs, so each run commits its own
+    data exactly once in whatever order runs happen (a backfill of an older date after
+    newer runs included). One app id for all runs would make an older run look superseded.
+    """
     ti = context["ti"]
     app_id = f"airflow:{ti.dag_id}:{ti.task_id}"
     map_index = getattr(ti, "map_index", -1)
     if map_index is not None and map_index >= 0:
         app_id += f":{map_index}"
-    return app_id
+    return f"{app_id}:{run_key(context)}"
 
 
 def derive_txn_version(context: Context) -> int:
     """Milliseconds since the epoch of the run's logical date (its ``run_after`` when it has none).
 
-    The same for every try of a run (so a retry is recognised) and increasing from one
-    scheduled run to the next (so each run commits once).
+    The same for every try of a run (so a retry is recognised).
     """
     moment = context.get("logical_date")
     if moment is None:
@@ -76,7 +97,7 @@ def load_request(request: Any, hook: DeltaTableHook, table_uri: str) -> dict[str
     import fsspec
 
     location = text if is_absolute_location(text) else table_uri.rstrip("/") + "/" + text
-    options = hook.storage_options if is_remote(location) else {}
+    options = hook.storage_options_for(location)
     try:
         with fsspec.open(location, "rb", **options) as fh:
             value = json.loads(fh.read())
@@ -97,12 +118,15 @@ class DeltaCommitOperator(DeltaTableOperator):
         JSON string, or the path/URI of a JSON file, relative paths being relative to the
         table root (templated).
     :param app_id: application transaction id (templated; default
-        ``airflow:<dag_id>:<task_id>[:<map_index>]``).
+        ``airflow:<dag_id>:<task_id>[:<map_index>]:<logical date or run id>``). Give one id
+        per unit of data (e.g. ``events:{{ ds }}``) with a fixed ``txn_version`` to commit
+        each unit once across runs.
     :param txn_version: application transaction version (templated; default the run's
         logical date, else its ``run_after``, in epoch milliseconds).
     :param fail_if_superseded: fail (without retry) when the table already records a *higher*
-        version for ``app_id``, i.e. a newer run committed first: the request of this older
-        run is then not committed, and silently succeeding would lose it.
+        version for ``app_id``, i.e. a newer run sharing an explicit ``app_id`` committed
+        first: the request of this older run is then not committed, and silently succeeding
+        would lose it.
     """
 
     template_fields: Sequence[str] = (

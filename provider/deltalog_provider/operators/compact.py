@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog.storage import is_remote
 from deltalog_provider._compat import AirflowException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
@@ -126,7 +125,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         if is_absolute_location(plan_path):
             import fsspec
 
-            options = hook.storage_options if is_remote(plan_path) else {}
+            options = hook.storage_options_for(plan_path)
             with fsspec.open(plan_path, "w", auto_mkdir=True, **options) as fh:
                 fh.write(text)
             location = plan_path

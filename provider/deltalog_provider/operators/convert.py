@@ -60,7 +60,7 @@ class DeltaConvertOperator(DeltaTableOperator):
             convert_to_delta,
             table.uri,
             partition_by=_partition_spec(self.partition_by),
-            storage_options=hook.storage_options or None,
+            storage_options=hook.storage_options_for(table.uri) or None,
         )
 
     def summarize(self, metrics: dict[str, Any]) -> str:

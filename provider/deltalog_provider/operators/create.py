@@ -113,7 +113,7 @@ class DeltaCreateTableOperator(DeltaTableOperator):
                 _schema(self.schema),
                 optional_list(self.partition_by, "partition_by"),
                 _configuration(self.configuration),
-                storage_options=hook.storage_options or None,
+                storage_options=hook.storage_options_for(table.uri) or None,
                 name=self.name,
                 description=self.description,
             )

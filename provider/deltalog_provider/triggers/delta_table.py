@@ -70,7 +70,7 @@ class _PollingTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
             settings = await DeltaTableHook.aget_settings(self.deltalog_conn_id)
-            table = await asyncio.to_thread(DeltaTable, self.table_uri, settings.storage_options)
+            table = await asyncio.to_thread(DeltaTable, self.table_uri, settings.options_for(self.table_uri))
             check: Callable[[DeltaTable], dict[str, Any] | None] = self._check
             failures = 0
             while True:
