@@ -264,7 +264,7 @@ def _plan_full(
     stats = {
         "files_listed": files.num_rows,
         "files_protected": count_true(protected),
-        "files_too_new": count_true(pc.and_(known, pc.invert(old))),
+        "files_too_new": count_true(pc.and_(known, pc.greater_equal(mtime, cutoff))),
         "files_without_modification_time": count_true(pc.invert(known)),
         "files_with_implausible_time": count_true(implausible),
         "hidden_entries_skipped": listing.hidden_skipped,
