@@ -266,6 +266,7 @@ def test_a_listed_file_dated_1970_is_kept_not_taken_for_ancient(tmp_path, mode):
     assert result.num_deleted_files == 0
     assert {h["a"]["path"], junk} <= files_on_disk(path)
     assert result.plan.stats["files_with_implausible_time"] == (2 if mode == "full" else 1)
+    assert result.plan.stats["files_too_new"] == 0
     assert any("before 2000" in w for w in result.warnings)
 
 
