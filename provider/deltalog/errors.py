@@ -107,6 +107,12 @@ class NonAtomicStorageError(OperationRefusedError):
     """The filesystem has no atomic put-if-absent, so concurrent commits could overwrite each other."""
 
 
+class MaintenanceLeaseHeldError(OperationRefusedError):
+    """Another run holds the table's maintenance lease; nothing was done (retry later)."""
+
+    retryable = True
+
+
 class InvalidCommitRequestError(InvalidArgumentError):
     """A commit request (JSON document or dict) is malformed or does not match the table; nothing was written."""
 

@@ -1,8 +1,9 @@
-"""Fleet commands: ``discover`` and ``health`` (one table, several, or every table under a root)."""
+"""Fleet commands: ``discover``, ``health`` (one table, several, or every table under a root), ``maintain``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from deltalog.cli import emit
@@ -10,6 +11,8 @@ from deltalog.due import maintenance_due
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
 from deltalog.fleet.health import TableReport, fleet_health
+from deltalog.fleet.report import format_summary, render_html
+from deltalog.fleet.run import run_fleet
 from deltalog.health import compute_health
 from deltalog.table import DeltaTable
 
@@ -45,6 +48,87 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     _add_source(p)
     p.add_argument("--target-file-size", type=int, metavar="BYTES", help="default: delta.targetFileSize or 128 MiB")
     p.set_defaults(handler=cmd_health)
+    _register_maintain(sub, parent)
+
+
+def _register_maintain(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "maintain",
+        parents=[parent],
+        help="maintain many tables: only what is due, best gain per second first, within --time-budget",
+        description="Measure every table, order the due ones by expected gain per second and run their due "
+        "operations (compaction, checkpoint, vacuum, log cleanup, manifest) under a per-table lease. Past "
+        "--time-budget nothing new starts and a running compaction stops between bins (finished bins are "
+        "committed); the summary says what was done and what was deferred.",
+    )
+    p.add_argument("table", nargs="*", help="table paths or URIs")
+    _add_source(p)
+    p.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop starting work after this long")
+    p.add_argument("--settings", metavar="FILE", help="JSON mapping of table URI or name to per-table settings")
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        help="JSON file of run results: read first (the previous run's throughput), then replaced by this run's",
+    )
+    p.add_argument("--html", metavar="FILE", help="write the summary as a self-contained HTML report")
+    p.add_argument("--dry-run", action="store_true", help="measure and order only; change nothing")
+    p.add_argument(
+        "--allow-short-retention",
+        action="store_true",
+        help="let a per-table vacuum_retention_hours go below the table's retention",
+    )
+    p.set_defaults(handler=cmd_maintain)
+
+
+def _read_json(path: str, what: str, missing_ok: bool = False) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise InvalidArgumentError(f"cannot read the {what} {path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise InvalidArgumentError(f"cannot read the {what} {path}: {exc}") from None
+
+
+def cmd_maintain(args: argparse.Namespace) -> None:
+    _check_source(args, args.table)
+    settings = _read_json(args.settings, "settings file") if args.settings else None
+    previous = _read_json(args.results, "results file", missing_ok=True) if args.results else None
+    errors: list[dict[str, str]] = []
+    tables: list[str | FoundTable]
+    if args.table:
+        tables = list(args.table)
+    else:
+        found = _discover(args, args.root)
+        tables, errors = list(found.tables), list(found.errors)
+    result = run_fleet(
+        tables,
+        args.storage_options,
+        time_budget_seconds=args.time_budget,
+        settings=settings,
+        previous_results=previous,
+        owner="deltalog maintain (CLI)",
+        dry_run=args.dry_run,
+        allow_short_retention=args.allow_short_retention,
+    )
+    result.unreadable.extend(errors)
+    doc = result.to_dict()
+    if args.results and not args.dry_run:
+        with open(args.results, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, default=str)
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as fh:
+            fh.write(render_html(doc))
+
+    def human(d: dict[str, Any]) -> str:
+        if args.dry_run:
+            lines = [f"{p['uri']}: gain {p['gain']:.1f} in ~{p['estimated_seconds']:.1f} s" for p in d["planned"]]
+            return "\n".join(["dry run: nothing changed; due tables, best gain per second first:", *lines])
+        return format_summary(d)
+
+    emit(args, doc, human)
 
 
 def _check_source(args: argparse.Namespace, positional: list[str]) -> None:

@@ -66,8 +66,14 @@ def compact(
     spark_options: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
     run_hooks: bool = True,
+    deadline: float | None = None,
 ) -> CompactionResult:
     """Compact the table's small files (see the module docstring).
+
+    ``deadline`` (a ``time.monotonic()`` value; local engine) stops the work between
+    batches once passed: every finished batch is committed, the bins not started are
+    reported as skipped with kind ``"deferred"`` (the next run plans them again). With
+    a deadline and no ``bins_per_commit``, every bin is its own commit.
 
     ``plan`` runs a plan made earlier (planning arguments are then ignored).
     ``spark_options`` go to :func:`deltalog.compaction.spark.run_spark`
@@ -92,6 +98,8 @@ def compact(
         result.seconds = time.perf_counter() - started
         return result
     options = local_options or LocalOptions(max_workers=max_workers)
+    if deadline is not None and bins_per_commit is None:
+        bins_per_commit = 1
     if engine == "spark":
         from deltalog.compaction.spark import run_spark  # pyspark is optional; only this path needs it
 
@@ -106,6 +114,11 @@ def compact(
     else:
         work = [(batch, None) for batch in _batches(plan.bins, bins_per_commit)]
     for i, (batch, ready) in enumerate(work):
+        if ready is None and deadline is not None and time.monotonic() >= deadline:
+            later = [b for bins, _ in work[i:] for b in bins]
+            result.skipped.extend(BinSkipped(b.id, "deferred: the time budget is spent", "deferred") for b in later)
+            log.info("compaction of %s: time budget spent, %d bins deferred to the next run", dtable.uri, len(later))
+            break
         if ready is None:
             t0 = time.perf_counter()
             ready, skipped = run_local(dtable.storage, plan, batch, options)

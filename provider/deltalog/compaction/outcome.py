@@ -39,7 +39,9 @@ class BinSkipped:
 
     bin_id: int
     reason: str
-    kind: str  # "conflict" (a concurrent commit took an input), "error" (the rewrite failed), "aborted"
+    #: "conflict" (a concurrent commit took an input), "error" (the rewrite failed), "aborted",
+    #: "deferred" (not started: the time budget was spent)
+    kind: str
     paths: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,273 @@
+"""Maintaining a fleet within a time budget: what to do first, and doing it table by table.
+
+Work is ordered by expected gain per second: the gain score of
+:mod:`deltalog.fleet.health` over an estimate of the seconds the table's due work
+takes (a fixed cost per operation plus the bytes to rewrite at the compaction
+throughput measured on earlier runs, which the caller keeps in the previous run's
+results, never in ``_delta_log``). Each table runs the sequence of the
+single-table DAG (compaction, checkpoint, vacuum, log cleanup, manifest when the
+table asks for one) under its maintenance lease, and only the operations that are
+due. Past the deadline nothing new starts; a compaction already running stops
+between bins with every finished bin committed. What was not done is reported as
+deferred, with the reason, and is what the next run picks up first.
+
+Per-table settings: an entry of the settings mapping (by table URI, else by the
+table folder's name) wins over the table's own properties (``delta.targetFileSize``,
+``delta.deletedFileRetentionDuration``), which win over the defaults.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from deltalog.checkpoint import config_bool, create_checkpoint
+from deltalog.compaction import compact
+from deltalog.due import maintenance_due
+from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
+from deltalog.fleet.health import TableReport
+from deltalog.fleet.lease import acquire_lease
+from deltalog.health import compute_health
+from deltalog.log_cleanup import cleanup_log
+from deltalog.manifest import ENABLED_PROPERTY, generate_manifest
+from deltalog.table import DeltaTable
+from deltalog.vacuum import vacuum
+
+log = logging.getLogger(__name__)
+
+#: Compaction throughput assumed before any run has measured one (bytes rewritten per second).
+DEFAULT_THROUGHPUT = 20 * 1024 * 1024
+#: Fixed seconds per due operation (listing, snapshot, commit) in the time estimate.
+OPERATION_OVERHEAD_SECONDS = 0.5
+SETTING_KEYS = ("target_file_size", "vacuum_retention_hours")
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """Per-table overrides; None leaves the decision to the table's properties, then the defaults."""
+
+    target_file_size: int | str | None = None
+    vacuum_retention_hours: float | None = None
+    source: str = "defaults"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def settings_for(uri: str, mapping: dict[str, Any] | None) -> TableSettings:
+    """The mapping's entry for ``uri`` (exact URI first, then the folder name), validated."""
+    if not mapping:
+        return TableSettings()
+    if not isinstance(mapping, dict):
+        raise InvalidArgumentError("per-table settings must be a mapping of table URI or name to settings")
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    entry = mapping.get(uri.rstrip("/"), mapping.get(name))
+    if entry is None:
+        return TableSettings()
+    if not isinstance(entry, dict) or set(entry) - set(SETTING_KEYS):
+        raise InvalidArgumentError(
+            f"settings for {uri} must be a mapping with keys among {', '.join(SETTING_KEYS)}, got {entry!r}"
+        )
+    hours = entry.get("vacuum_retention_hours")
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, int | float) or hours < 0):
+        raise InvalidArgumentError(f"vacuum_retention_hours for {uri} must be a non-negative number, got {hours!r}")
+    return TableSettings(entry.get("target_file_size"), hours, source="settings mapping")
+
+
+# --- ordering ------------------------------------------------------------------------
+
+
+def estimated_seconds(report: TableReport, throughput: float) -> float:
+    """Seconds the table's due work should take: a fixed cost per operation plus the rewrite."""
+    due = report.due
+    if due is None or not due.any:
+        return 0.0
+    ops = sum(due.flags().values())
+    return ops * OPERATION_OVERHEAD_SECONDS + due.compaction_input_bytes / max(throughput, 1.0)
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    uri: str
+    gain: float
+    estimated_seconds: float
+    gain_per_second: float
+    due: dict[str, bool]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def order_work(reports: list[TableReport], throughput: float = DEFAULT_THROUGHPUT) -> list[PlannedTable]:
+    """The due tables, highest expected gain per second first."""
+    planned = []
+    for r in reports:
+        if r.error is not None or not r.any_due:
+            continue
+        assert r.due is not None
+        seconds = estimated_seconds(r, throughput)
+        planned.append(PlannedTable(r.uri, r.gain, round(seconds, 3), r.gain / max(seconds, 1e-3), r.due.flags()))
+    return sorted(planned, key=lambda p: (-p.gain_per_second, p.uri))
+
+
+# --- one table ------------------------------------------------------------------------
+
+
+@dataclass
+class TableOutcome:
+    """What maintenance did to one table (a row of the fleet summary)."""
+
+    uri: str
+    status: str = "done"  # done | partial | deferred | refused | failed | healthy | busy
+    version_before: int | None = None
+    version_after: int | None = None
+    small_files_before: int | None = None
+    small_files_after: int | None = None
+    files_before: int | None = None
+    files_after: int | None = None
+    bytes_reclaimed: int = 0
+    log_files_deleted: int = 0
+    ran: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    compaction_bytes: int = 0
+    compaction_seconds: float = 0.0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return (
+            self.version_after is not None
+            and self.version_after != self.version_before
+            or bool(self.bytes_reclaimed or self.log_files_deleted)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["changed"] = self.changed
+        return out
+
+
+def _left(deadline: float | None) -> float:
+    return float("inf") if deadline is None else deadline - time.monotonic()
+
+
+def maintain_table(
+    uri: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    settings: TableSettings | None = None,
+    deadline: float | None = None,
+    owner: str = "deltalog",
+    lease_ttl_seconds: float = 3600.0,
+    allow_short_retention: bool = False,
+) -> TableOutcome:
+    """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
+
+    Never raises for the table's own problems: a refusal, a held lease or a failed
+    operation becomes the outcome's status and error line (a fleet run goes on).
+    """
+    t0 = time.perf_counter()
+    settings = settings or TableSettings()
+    out = TableOutcome(uri=uri, settings=settings.to_dict())
+    if _left(deadline) <= 0:
+        out.status, out.reasons = "deferred", ["the time budget was spent before this table started"]
+        return out
+    try:
+        table = DeltaTable(uri, storage_options)
+        lease = acquire_lease(table, owner, lease_ttl_seconds)
+    except MaintenanceLeaseHeldError as exc:
+        out.status, out.error = "busy", str(exc)
+        return out
+    except DeltaLogError as exc:
+        out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
+        return out
+    try:
+        _run_steps(table, settings, deadline, out, allow_short_retention)
+    except DeltaLogError as exc:
+        out.status = "refused" if getattr(exc, "exit_code", 2) == 1 and not exc.retryable else "failed"
+        out.error = f"{type(exc).__name__}: {exc}"
+    except OSError as exc:
+        out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        lease.release()
+        out.seconds = round(time.perf_counter() - t0, 3)
+    log.info("fleet maintenance of %s: %s (ran %s, deferred %s)", uri, out.status, out.ran, out.deferred)
+    return out
+
+
+def _run_steps(
+    table: DeltaTable, settings: TableSettings, deadline: float | None, out: TableOutcome, allow_short: bool
+) -> None:
+    snapshot = table.snapshot()
+    before = compute_health(snapshot, settings.target_file_size)
+    out.version_before = out.version_after = snapshot.version
+    out.small_files_before, out.files_before = before.num_small_files, before.num_files
+    due = maintenance_due(table, snapshot, target_size=settings.target_file_size)
+    out.reasons = list(due.reasons)
+    if due.refused:
+        out.status = "refused"
+        out.error = due.refused
+        out.small_files_after, out.files_after = out.small_files_before, out.files_before
+        return
+    manifest = config_bool(snapshot.metadata.configuration, ENABLED_PROPERTY, False)
+    steps = [op for op, flag in due.flags().items() if flag]
+    if not steps:
+        out.status = "healthy"
+        out.small_files_after, out.files_after = out.small_files_before, out.files_before
+        return
+    for step in steps:
+        if _left(deadline) <= 0:
+            out.deferred.append(step)
+            continue
+        if step == "compaction":
+            started = time.perf_counter()
+            result = compact(table, target_size=settings.target_file_size, deadline=deadline, run_hooks=False)
+            out.compaction_seconds = round(time.perf_counter() - started, 3)
+            out.compaction_bytes = int(result.to_dict()["bytesRemoved"])
+            if not result.ok:
+                raise DeltaLogError(result.error or "compaction failed: " + "; ".join(s.reason for s in result.skipped))
+            if any(s.kind == "deferred" for s in result.skipped):
+                out.deferred.append(
+                    f"compaction: {sum(s.kind == 'deferred' for s in result.skipped)} of {len(result.plan.bins)} bins"
+                )
+            if result.commits:
+                out.ran.append(f"compaction: {len(result.committed_bins)} bins")
+        elif step == "checkpoint":
+            create_checkpoint(table)
+            out.ran.append("checkpoint")
+        elif step == "vacuum":
+            vr = vacuum(table, retention_hours=settings.vacuum_retention_hours, allow_short_retention=allow_short)
+            out.bytes_reclaimed += vr.size_of_data_to_delete if vr.num_deleted_files else 0
+            out.ran.append(f"vacuum: {vr.num_deleted_files} files")
+        elif step == "log_cleanup":
+            lr = cleanup_log(table)
+            out.log_files_deleted = lr.num_deleted
+            out.ran.append(f"log_cleanup: {lr.num_deleted} files")
+    if manifest and _left(deadline) > 0 and out.ran:
+        generate_manifest(table)
+        out.ran.append("manifest")
+    after = compute_health(table.snapshot(), settings.target_file_size)
+    out.version_after = after.version
+    out.small_files_after, out.files_after = after.num_small_files, after.num_files
+    out.status = "partial" if out.deferred and out.ran else ("deferred" if out.deferred else "done")
+    if out.deferred:
+        out.reasons.append("deferred: the time budget was spent")
+
+
+def measured_throughput(outcomes: list[TableOutcome], previous: float | None = None) -> float:
+    """Bytes rewritten per second by this run's compactions (else the previous run's, else the default)."""
+    total_bytes = sum(o.compaction_bytes for o in outcomes)
+    total_seconds = sum(o.compaction_seconds for o in outcomes)
+    if total_bytes > 0 and total_seconds > 0:
+        return total_bytes / total_seconds
+    return previous or DEFAULT_THROUGHPUT
+
+
+def table_name(uri: str) -> str:
+    return os.path.basename(uri.rstrip("/")) or uri
