@@ -52,6 +52,8 @@ RUN_KEY = "{{ run_id | path_safe }}"
 TEMPLATE_FILTERS = {"path_safe": safe_run_id}
 #: Pool that serialises every rewrite of the example table (compaction, vacuum).
 MAINTENANCE_POOL = "deltalog_maintenance"
+#: Pool bounding the fleet DAG's table maintenance across all its runs (create it with N slots).
+FLEET_POOL = "deltalog_fleet"
 
 DEFAULTS: dict[str, Any] = {
     "deltalog_table_uri": os.path.join(REPO_ROOT, ".demo", "events"),
@@ -74,6 +76,17 @@ DEFAULTS: dict[str, Any] = {
     "deltalog_vacuum_retention_hours": "",
     "deltalog_vacuum_allow_short_retention": "false",
     "deltalog_maintenance_deadline_minutes": "60",
+    # Fleet maintenance (deltalog_fleet_maintenance): a root to discover tables under, or a list
+    # (JSON list or one URI a line) that replaces discovery; per-table settings (JSON mapping of
+    # table URI or folder name to {"target_file_size", "vacuum_retention_hours"}); concurrency;
+    # the run's deadline and the margin kept free of new work before it.
+    "deltalog_fleet_root": os.path.join(REPO_ROOT, ".demo", "fleet"),
+    "deltalog_fleet_tables": "",
+    "deltalog_fleet_table_settings": "{}",
+    "deltalog_fleet_max_parallel": "4",
+    "deltalog_fleet_deadline_minutes": "60",
+    "deltalog_fleet_deadline_margin_minutes": "5",
+    "deltalog_fleet_report_dir": os.path.join(REPO_ROOT, ".demo"),
 }
 
 

@@ -1,0 +1,237 @@
+"""Fleet maintenance: every table under a root (or in a list), only the work that is due, within a deadline.
+
+1. ``find_tables`` discovers the Delta tables under the ``deltalog_fleet_root`` Variable
+   (parallel listing, not descending into tables), or reads the ``deltalog_fleet_tables``
+   Variable (a JSON list or one URI a line) when it is set.
+2. ``measure`` computes every table's health and due verdict concurrently and orders the
+   due tables by expected gain per second, using the compaction throughput the previous
+   run's ``summary`` recorded (run results, never files in ``_delta_log``).
+3. ``maintain`` is mapped (``expand``) over the due tables: each one runs the sequence of
+   ``deltalog_maintenance`` (compaction, checkpoint, vacuum, log cleanup, manifest where the
+   table asks for one), only the due steps, under the table's maintenance lease
+   (``_deltalog_maintenance.lease`` in the table root, see ``deltalog.fleet.lease``), so two
+   runs never maintain one table at once, whichever DAG or process started them. Concurrency
+   is bounded by ``max_active_tis_per_dagrun`` (``deltalog_fleet_max_parallel``) and the
+   ``deltalog_fleet`` pool across runs. A broken or refused table fails its own mapped task;
+   a table whose lease is held is reported as busy.
+4. ``summary`` (runs whatever happened) logs a table of tables, returns it, and writes
+   ``fleet-report.html`` (self-contained, small inline SVG charts) to
+   ``deltalog_fleet_report_dir``. Each changed table gets an asset event through the
+   ``deltalog:fleet`` alias.
+
+Deadline: a Deadline Alert fires ``log_missed_deadline`` when a run is still going
+``deltalog_fleet_deadline_minutes`` after it was queued; the work itself stops starting
+new steps ``deltalog_fleet_deadline_margin_minutes`` before that (a running compaction stops
+between bins, finished bins committed) and the summary lists what was deferred.
+
+Per-table settings, in order of precedence: the table's entry in the
+``deltalog_fleet_table_settings`` Variable (by URI, else by folder name), then the table's
+properties (``delta.targetFileSize``, ``delta.deletedFileRetentionDuration``), then the
+defaults.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import DAG, AssetAlias, AsyncCallback, DeadlineAlert, DeadlineReference, task
+
+from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting
+from deltalog_example.callbacks import log_missed_deadline
+
+log = logging.getLogger(__name__)
+
+CONN_ID = setting("deltalog_conn_id")
+MAX_PARALLEL = int_setting("deltalog_fleet_max_parallel") or 4
+#: 0 turns the deadline (and the time budget) off; ``airflow dags test`` needs 0 in Airflow 3.3.2
+#: (apache/airflow#73428), as for deltalog_maintenance.
+DEADLINE_MINUTES = int_setting("deltalog_fleet_deadline_minutes") or 0
+FLEET_ALIAS = AssetAlias("deltalog:fleet")
+DEADLINE = (
+    DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(minutes=DEADLINE_MINUTES),
+        callback=AsyncCallback(log_missed_deadline, kwargs={"table": "the fleet", "minutes": DEADLINE_MINUTES}),
+    )
+    if DEADLINE_MINUTES > 0
+    else None
+)
+
+
+def _hook() -> Any:
+    from deltalog_provider.hooks.delta_table import DeltaTableHook
+
+    return DeltaTableHook(deltalog_conn_id=CONN_ID)
+
+
+def _table_list(raw: str) -> list[str]:
+    raw = raw.strip()
+    if raw.startswith("["):
+        return [str(u) for u in json.loads(raw)]
+    return [line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _deadline(context: dict[str, Any]) -> float | None:
+    """The run's deadline minus the margin, as a ``time.monotonic()`` value (None without a deadline)."""
+    minutes = int_setting("deltalog_fleet_deadline_minutes") or 0
+    if minutes <= 0:
+        return None
+    margin = int_setting("deltalog_fleet_deadline_margin_minutes") or 0
+    dag_run = context["dag_run"]
+    start = getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
+    if start is None:
+        return None
+    end = start + timedelta(minutes=minutes - margin)
+    from datetime import UTC
+
+    return time.monotonic() + (end - datetime.now(UTC)).total_seconds()
+
+
+with DAG(
+    dag_id="deltalog_fleet_maintenance",
+    description="Discover Delta tables, rank them by what maintenance gains, maintain the due ones within a deadline",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args=DEFAULT_TASK_ARGS,
+    deadline=DEADLINE,
+    tags=["deltalog", "example", "maintenance", "fleet"],
+    doc_md=__doc__,
+) as dag:
+
+    @task(execution_timeout=timedelta(minutes=15))
+    def find_tables() -> list[str]:
+        """The list Variable when set, else every table discovered under the root Variable."""
+        from deltalog.fleet.discover import discover_tables
+
+        hook = _hook()
+        listed = setting("deltalog_fleet_tables")
+        if listed.strip():
+            return [hook.resolve_uri(u) for u in _table_list(listed)]
+        found = discover_tables(hook.resolve_uri(setting("deltalog_fleet_root")), hook.storage_options)
+        for error in found.errors:
+            log.warning("cannot read %s: %s", error["uri"], error["error"])
+        log.info("discovered %d tables under %s", len(found.tables), found.root)
+        return [t.uri for t in found.tables]
+
+    @task(execution_timeout=timedelta(minutes=30))
+    def measure(tables: list[str], **context: Any) -> dict[str, Any]:
+        """Health and due verdict of every table; the due ones ordered by gain per second."""
+        from deltalog.fleet.health import fleet_health
+        from deltalog.fleet.maintain import DEFAULT_THROUGHPUT, order_work
+        from deltalog.fleet.run import previous_throughput
+
+        previous = context["ti"].xcom_pull(task_ids="summary", include_prior_dates=True)
+        throughput = previous_throughput(previous if isinstance(previous, dict) else None) or DEFAULT_THROUGHPUT
+        reports = fleet_health(tables, _hook().storage_options)
+        planned = order_work(reports, throughput)
+        # Refused and unreadable tables get a mapped task too, which fails: visible per table.
+        broken = [{"uri": r.uri} for r in reports if r.error is not None or (r.due and r.due.refused)]
+        return {
+            "due": [p.to_dict() for p in planned] + broken,
+            "healthy": [r.uri for r in reports if r.error is None and not r.any_due and not r.due.refused],
+            "refused": [{"uri": r.uri, "error": r.due.refused} for r in reports if r.due and r.due.refused],
+            "unreadable": [{"uri": r.uri, "error": r.error} for r in reports if r.error is not None],
+            "throughput_bytes_per_second": throughput,
+        }
+
+    @task
+    def due_tables(measured: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(measured["due"])
+
+    @task(
+        pool=FLEET_POOL,
+        max_active_tis_per_dagrun=MAX_PARALLEL,
+        outlets=[FLEET_ALIAS],
+        retries=0,
+        execution_timeout=timedelta(hours=2),
+        map_index_template="{{ task.op_kwargs['entry']['uri'].rstrip('/').rsplit('/', 1)[-1] }}",
+    )
+    def maintain(entry: dict[str, Any], **context: Any) -> dict[str, Any]:
+        """The table's due steps under its lease; fails only this mapped task when the table is broken."""
+        from airflow.sdk import Asset
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from deltalog.fleet.maintain import maintain_table, settings_for
+
+        ti = context["ti"]
+        mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
+        outcome = maintain_table(
+            entry["uri"],
+            _hook().storage_options,
+            settings=settings_for(entry["uri"], mapping),
+            deadline=_deadline(context),
+            owner=f"{ti.dag_id}/{ti.run_id}/{ti.map_index}",
+        )
+        doc = outcome.to_dict()
+        ti.xcom_push(key="outcome", value=doc)  # the summary reads it even when this task fails
+        if outcome.changed:
+            context["outlet_events"][FLEET_ALIAS].add(
+                Asset(uri=entry["uri"] if "://" in entry["uri"] else "file://" + entry["uri"]),
+                extra={
+                    "table": entry["uri"],
+                    "version": outcome.version_after,
+                    "operation": "FLEET MAINTENANCE",
+                    "ran": outcome.ran,
+                },
+            )
+        if outcome.status in ("failed", "refused"):
+            raise AirflowFailException(f"{entry['uri']}: {outcome.status}: {outcome.error}")
+        return doc
+
+    @task(trigger_rule="all_done", execution_timeout=timedelta(minutes=10))
+    def summary(measured: dict[str, Any], **context: Any) -> dict[str, Any]:
+        """Table of tables in the log, as the return value and as an HTML report next to the demo output."""
+        from deltalog.fleet.maintain import TableOutcome, measured_throughput
+        from deltalog.fleet.report import format_summary, render_html
+
+        pulled = context["ti"].xcom_pull(task_ids="maintain", key="outcome") or []  # every map index
+        if isinstance(pulled, dict):
+            pulled = [pulled]
+        tables = [o for o in pulled if isinstance(o, dict)]
+        seen = {o["uri"] for o in tables}
+        for entry in measured["due"]:  # a mapped task that died before pushing its outcome
+            if entry["uri"] not in seen:
+                tables.append(
+                    TableOutcome(uri=entry["uri"], status="failed", error="the task ended without a result").to_dict()
+                )
+        tables += [
+            TableOutcome(uri=r["uri"], status="refused", error=r["error"]).to_dict() for r in measured["refused"]
+        ]
+        outcomes = [TableOutcome(**{k: v for k, v in o.items() if k != "changed"}) for o in tables]
+        counts: dict[str, int] = {}
+        for o in tables:
+            counts[o["status"]] = counts.get(o["status"], 0) + 1
+        counts["healthy"] = counts.get("healthy", 0) + len(measured["healthy"])
+        counts["unreadable"] = 0  # unreadable tables failed their own mapped task (status "failed")
+        dag_run = context["dag_run"]
+        started = getattr(dag_run, "start_date", None)
+        doc = {
+            "started_at": started.timestamp() if started else time.time(),
+            "time_budget_seconds": None,
+            "seconds": round(time.time() - (started.timestamp() if started else time.time()), 1),
+            "counts": counts,
+            "throughput_bytes_per_second": measured_throughput(outcomes, measured["throughput_bytes_per_second"]),
+            "tables": tables,
+            "healthy": measured["healthy"],
+            "unreadable": [],
+        }
+        log.info("fleet summary\n%s", format_summary(doc))
+        report_dir = setting("deltalog_fleet_report_dir")
+        os.makedirs(report_dir, exist_ok=True)
+        path = os.path.join(report_dir, "fleet-report.html")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(render_html(doc, f"deltalog fleet maintenance, run {context['run_id']}"))
+        log.info("HTML report: %s", path)
+        doc["report"] = path
+        return doc
+
+    measured = measure(find_tables())
+    done = maintain.expand(entry=due_tables(measured))
+    done >> summary(measured)

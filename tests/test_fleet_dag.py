@@ -1,0 +1,89 @@
+"""The fleet DAG under ``airflow dags test``: 50 tables, the due ones maintained by mapped tasks.
+
+The fleet: the four demo tables (healthy, small files, expired log, a protocol feature
+deltalog refuses) plus 46 more, half with small files. A refused table fails only its
+own mapped task; the summary (HTML report included) lists every table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import deltalake
+import pytest
+
+from deltalog import DeltaTable
+from deltalog.due import maintenance_due
+from fleet_helpers import FLEET, healthy_table, small_files_table
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "dags"), str(REPO / "scripts")]
+
+from demo import airflow_env  # noqa: E402
+
+VENV_BIN = str(Path(sys.executable).parent)
+pytestmark = [pytest.mark.slow, pytest.mark.airflow]
+
+
+def _airflow(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [os.path.join(VENV_BIN, "airflow"), *args], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, f"airflow {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_fleet_dag_over_50_tables(tmp_path):
+    root = tmp_path / "lake"
+    for name, build in FLEET.items():
+        build(str(root / "demo" / name))
+    for i in range(46):
+        (small_files_table if i % 2 else healthy_table)(
+            str(root / f"team{i % 5}" / f"t{i:02d}"), **({"n": 3} if i % 2 else {})
+        )
+    home = str(tmp_path / "airflow_home")
+    env = airflow_env(home, "/unused", VENV_BIN)
+    env.update(
+        {
+            "AIRFLOW_VAR_DELTALOG_FLEET_ROOT": str(root),
+            "AIRFLOW_VAR_DELTALOG_FLEET_REPORT_DIR": str(tmp_path / "report"),
+            "AIRFLOW_VAR_DELTALOG_FLEET_DEADLINE_MINUTES": "0",
+            "AIRFLOW_VAR_DELTALOG_FLEET_TABLE_SETTINGS": json.dumps({"t01": {"target_file_size": "64m"}}),
+        }
+    )
+    _airflow(env, "db", "migrate")
+    proc = subprocess.run(
+        [os.path.join(VENV_BIN, "airflow"), "dags", "test", "deltalog_fleet_maintenance"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    with sqlite3.connect(os.path.join(home, "airflow.db")) as db:
+        (run_state,) = db.execute("SELECT state FROM dag_run WHERE dag_id = 'deltalog_fleet_maintenance'").fetchone()
+        tis = db.execute(
+            "SELECT task_id, map_index, rendered_map_index, state FROM task_instance "
+            "WHERE dag_id = 'deltalog_fleet_maintenance'"
+        ).fetchall()
+    states = {(t, r or str(m)): s for t, m, r, s in tis}
+    mapped = {r: s for (t, r), s in states.items() if t == "maintain"}
+    # 23 tables with small files, the demo's small_files and expired_log, and the refused one.
+    assert len(mapped) == 26, (mapped, proc.stdout[-3000:], proc.stderr[-3000:])
+    assert mapped.pop("refused_protocol") == "failed"
+    assert set(mapped.values()) == {"success"}, mapped
+    assert states[("summary", "-1")] == "success" and run_state == "success"
+
+    for i in range(1, 46, 2):
+        uri = str(root / f"team{i % 5}" / f"t{i:02d}")
+        assert (
+            not maintenance_due(DeltaTable(uri)).compaction
+            and deltalake.DeltaTable(uri).to_pyarrow_table().num_rows == 9
+        )
+    page = (tmp_path / "report" / "fleet-report.html").read_text()
+    assert "the task ended without a result" not in page
+    assert "<svg" in page and "refused_protocol" in page and "identityColumns" in page and "t45" in page
