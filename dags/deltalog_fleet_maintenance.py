@@ -141,7 +141,7 @@ with DAG(
             "throughput_bytes_per_second": throughput,
         }
 
-    @task
+    @task(execution_timeout=timedelta(minutes=1))
     def due_tables(measured: dict[str, Any]) -> list[dict[str, Any]]:
         return list(measured["due"])
 

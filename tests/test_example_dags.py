@@ -128,7 +128,12 @@ print(json.dumps(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = json.loads(proc.stdout.strip().splitlines()[-1])
     assert info["errors"] == {}
-    assert info["dags"] == ["deltalog_ingest", "deltalog_maintenance", "deltalog_maintenance_on_change"]
+    assert info["dags"] == [
+        "deltalog_fleet_maintenance",
+        "deltalog_ingest",
+        "deltalog_maintenance",
+        "deltalog_maintenance_on_change",
+    ]
     assert info["no_timeout"] == []
     assert set(info["max_active_runs"].values()) == {1}
     assert info["rewrite_pools"] and set(info["rewrite_pools"].values()) == {info["pool"]}
