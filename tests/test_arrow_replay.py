@@ -250,13 +250,13 @@ def test_random_logs_reconcile_identically(commits):
 @pytest.mark.parametrize(
     ("line", "needle"),
     [
-        ('{"add":{"path":"a","size":1}}{"add":{"path":"b","size":1}}', "line 2 is not valid JSON"),
+        ('{"add":{"path":"a","size":1}}{"add":{"path":"b","size":1}}', "line 2 is not a single Delta action"),
         ('{"add":{"path":"a","size":1,"partitionValues":{"p":1}}}', "wrong type"),
         ('{"add":{"path":"a"}}', "no integer 'size'"),
         ('{"add":{"path":"a","size":1', "line 2 is not valid JSON"),
         ('{"remove":{"size":1}}', "without a string 'path'"),
         ('{"add":{"path":"a","size":1},"remove":{"path":"a"}}', "not a single Delta action"),
-        (b'{"add":{"path":"caf\xe9","size":1}}', "line 2 is not valid JSON"),  # Latin-1, not UTF-8
+        (b'{"add":{"path":"caf\xe9","size":1}}', "line 2 is not valid UTF-8"),  # Latin-1
     ],
 )
 def test_corrupt_lines_decline_and_fail_precisely(tmp_path, line, needle):

@@ -26,6 +26,7 @@ import pyarrow.json as pj
 
 from deltalog.actions import ADD_TYPE, REMOVE_TYPE
 from deltalog.arrow_utils import conform
+from deltalog.commit_lines import is_utf8
 
 #: Lines starting with these are file actions handled here; any other spelling
 #: (spaces, a different key order) goes to the per-line path.
@@ -246,6 +247,8 @@ def parse_file_lines(
     """
     if count == 0:
         return pa.chunked_array([], ADD_TYPE), pa.chunked_array([], REMOVE_TYPE)
+    if not is_utf8(data):  # json.loads refuses invalid UTF-8 anywhere, keys included
+        return None
     try:
         table = _read(data, _BASE_SCHEMA, longest)
         fixups = _map_key_fixups(table)

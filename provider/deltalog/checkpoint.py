@@ -44,8 +44,10 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from deltalog.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
+from deltalog.commit_lines import check_commits, parse_action, parse_commit
 from deltalog.errors import (
     CorruptCheckpointError,
+    CorruptLogError,
     DeltaLogError,
     InvalidArgumentError,
     OperationRefusedError,
@@ -64,7 +66,7 @@ from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
 from deltalog.properties import DEFAULT_CHECKPOINT_INTERVAL, parse_checkpoint_interval
 from deltalog.protocol import Protocol, check_writable
 from deltalog.schema import arrow_field_to_delta
-from deltalog.snapshot import Snapshot
+from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult
@@ -188,13 +190,16 @@ def read_protocol_and_metadata(
         segment = build_segment(listing, version)
         protocol_action: dict[str, Any] | None = None
         metadata_action: dict[str, Any] | None = None
-        for f in reversed(segment.commits):
-            for line in reversed(storage.read_bytes(f.path).split(b"\n")):
-                head = line[:24]
+        contents = read_commit_files(storage, segment.commits)
+        check_commits((f.name, data) for f, data in zip(segment.commits, contents))
+        for f, data in zip(reversed(segment.commits), reversed(contents)):
+            lines = data.split(b"\n")
+            for idx in range(len(lines) - 1, -1, -1):
+                head = lines[idx][:24]
                 if protocol_action is None and b'"protocol"' in head:
-                    protocol_action = json.loads(line)["protocol"]
+                    protocol_action = parse_action(lines[idx], f.name, idx + 1)["protocol"]
                 elif metadata_action is None and b'"metaData"' in head:
-                    metadata_action = json.loads(line)["metaData"]
+                    metadata_action = parse_action(lines[idx], f.name, idx + 1)["metaData"]
             if protocol_action is not None and metadata_action is not None:
                 break
         if (protocol_action is None or metadata_action is None) and segment.checkpoint is not None:
@@ -225,10 +230,8 @@ def read_checkpoint_small_actions(
     for f in checkpoint.files:
         try:
             if f.name.endswith(".json"):
-                for line in storage.read_bytes(f.path).split(b"\n"):
-                    if not line.strip():
-                        continue
-                    ((kind, body),) = json.loads(line).items()
+                for action in parse_commit(storage.read_bytes(f.path), f.name):
+                    ((kind, body),) = action.items()
                     if kind in kinds:
                         out.setdefault(kind, []).append(body)
                 continue
@@ -242,7 +245,7 @@ def read_checkpoint_small_actions(
                     out.setdefault(k, []).extend(v for v in cols.column(k).to_pylist() if v is not None)
         except FileNotFoundError:
             raise CorruptCheckpointError(f"checkpoint file {f.name} disappeared while reading it") from None
-        except (OSError, ValueError, pa.ArrowException) as exc:
+        except (OSError, ValueError, pa.ArrowException, CorruptLogError) as exc:
             raise CorruptCheckpointError(f"checkpoint file {f.name} is not readable: {exc}") from None
     return out
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from deltalog.actions import as_dict
+from deltalog.commit_lines import parse_commit
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
 from deltalog.log import commit_name
-from deltalog.snapshot import parse_commit
 from deltalog.storage import Storage
 
 if TYPE_CHECKING:

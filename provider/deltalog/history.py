@@ -9,13 +9,14 @@ the commit file's modification time, made monotonic the way Delta Spark does
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.errors import CorruptLogError, InvalidArgumentError, VersionNotFoundError
+from deltalog.commit_lines import check_commits, parse_action
+from deltalog.errors import InvalidArgumentError, VersionNotFoundError
 from deltalog.log import LogListing
+from deltalog.snapshot import read_commit_files
 from deltalog.storage import Storage
 
 
@@ -39,17 +40,23 @@ class CommitRecord:
 
 
 def read_commit_info(storage: Storage, path: str, name: str) -> dict[str, Any] | None:
-    """The commitInfo action of one commit file, or None when it has none."""
+    """The commitInfo action of one commit file, or None when it has none.
+
+    The whole commit is checked against the line rule first: a commit with a torn or
+    merged line is corrupt, whatever its commitInfo says.
+    """
     data = storage.read_bytes(path)
+    check_commits([(name, data)])
+    return _commit_info(data, name)
+
+
+def _commit_info(data: bytes, name: str) -> dict[str, Any] | None:
+    """The commitInfo of a commit already checked against the line rule."""
     for lineno, line in enumerate(data.split(b"\n"), start=1):
-        if b'"commitInfo"' not in line:
-            continue
-        try:
-            action = json.loads(line)
-        except ValueError as exc:
-            raise CorruptLogError(f"{name}: line {lineno} is not valid JSON ({exc})") from None
-        if isinstance(action, dict) and isinstance(action.get("commitInfo"), dict):
-            return action["commitInfo"]
+        if b'"commitInfo"' in line:
+            action = parse_action(line, name, lineno)
+            if "commitInfo" in action:
+                return action["commitInfo"]
     return None
 
 
@@ -163,10 +170,12 @@ def history(
     if limit is not None:
         versions = versions[:limit]
     stamps = CommitTimestamps(storage, listing, None)
+    files = [listing.commits[v] for v in versions]
+    contents = read_commit_files(storage, files)
+    check_commits((f.name, data) for f, data in zip(files, contents))  # every line, in vectorised batches
     out = []
-    for v in versions:
-        f = listing.commits[v]
-        info = read_commit_info(storage, f.path, f.name) or {}
+    for v, f, data in zip(versions, files, contents):
+        info = _commit_info(data, f.name) or {}
         ts = info.get("inCommitTimestamp") if ict_from is not None and v >= ict_from else None
         if not isinstance(ts, int):
             ts = stamps(v)

@@ -49,12 +49,14 @@ from deltalog.checkpoint import (
     read_protocol_and_metadata,
     table_for_storage,
 )
+from deltalog.commit_lines import check_commits, parse_action
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
 from deltalog.flags import require_bools
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.hooks import register_hook
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
 from deltalog.protocol import Protocol, check_writable
+from deltalog.snapshot import read_commit_files
 from deltalog.storage import FileInfo, Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult
@@ -265,10 +267,14 @@ def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int)
         for cp in listing.checkpoints[oldest]:
             small = read_checkpoint_small_actions(storage, cp, ("protocol",))
             protocols += [(oldest, p) for p in small.get("protocol", [])]
-    for v in sorted(c for c in listing.commits if c <= checkpoint):
-        for line in storage.read_bytes(listing.commits[v].path).split(b"\n"):
+    versions = sorted(c for c in listing.commits if c <= checkpoint)
+    files = [listing.commits[v] for v in versions]
+    contents = read_commit_files(storage, files)
+    check_commits((f.name, data) for f, data in zip(files, contents))
+    for v, f, data in zip(versions, files, contents):
+        for lineno, line in enumerate(data.split(b"\n"), start=1):
             if b'"protocol"' in line[:24]:
-                protocols.append((v, json.loads(line)["protocol"]))
+                protocols.append((v, parse_action(line, f.name, lineno)["protocol"]))
     for v, action in protocols:
         try:
             check_writable(Protocol.from_action(action), "clean up the log")

@@ -36,12 +36,13 @@ import pyarrow.compute as pc
 
 from deltalog._version import __version__
 from deltalog.checkpoint import config_bool, hook_configuration, table_for_storage
-from deltalog.errors import CorruptLogError, DeltaLogError, OperationRefusedError
+from deltalog.commit_lines import check_commits, parse_action
+from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.flags import require_bools
 from deltalog.hooks import register_hook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
-from deltalog.snapshot import Snapshot
+from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import CommitResult
@@ -156,16 +157,15 @@ def _touched_partitions(
     touched: set[str] = set()
     added: dict[str, str] = {}
     unknown: set[str] = set()  # removes without partitionValues (the field is optional)
-    for v in range(since + 1, snapshot.version + 1):
-        f = listing.commits[v]
-        for lineno, line in enumerate(table.storage.read_bytes(f.path).split(b"\n"), start=1):
+    files = [listing.commits[v] for v in range(since + 1, snapshot.version + 1)]
+    contents = read_commit_files(table.storage, files)
+    check_commits((f.name, data) for f, data in zip(files, contents))
+    for f, data in zip(files, contents):
+        for lineno, line in enumerate(data.split(b"\n"), start=1):
             head = line[:12]
             if b'"add"' not in head and b'"remove"' not in head:
                 continue
-            try:
-                ((kind, action),) = json.loads(line).items()
-            except ValueError as exc:
-                raise CorruptLogError(f"{f.name}: line {lineno} is not valid JSON ({exc})") from None
+            ((kind, action),) = parse_action(line, f.name, lineno).items()
             values = action.get("partitionValues")
             if values is None and cols:
                 unknown.add(action.get("path"))

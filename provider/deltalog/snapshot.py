@@ -2,7 +2,9 @@
 
 The newest action per file key wins. The JSON commits' add/remove lines are parsed
 in one ``pyarrow.json`` call and reconciled with hash kernels (``arrow_replay``);
-a per-line ``json.loads`` replay, newest first, takes over whenever the Arrow
+every other line is parsed too, or (commitInfo, which replay does not need) checked
+in one vectorised pass against the line rule of ``commit_lines``: no line is ever
+skipped unparsed. A per-line replay, newest first, takes over whenever the Arrow
 reading could differ, and names the file and line of a corrupt action. The
 checkpoint (already reconciled by its writer) is then streamed in batches, each
 filtered with one vectorised ``is_in`` against the keys the commits touched. File
@@ -12,7 +14,6 @@ actions stay in Arrow end to end.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from deltalog.arrow_replay import (
     take_newest_first,
 )
 from deltalog.arrow_utils import column_sum, table_from_struct
+from deltalog.commit_lines import is_blank, lines_pass, parse_action, parse_commit
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
 from deltalog.protocol import Protocol, check_readable
@@ -167,26 +169,6 @@ def _read_local(path: str) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def parse_action(line: bytes, name: str, lineno: int) -> dict[str, Any]:
-    """One non-blank commit line as its single-key action object; CorruptLogError names the file and line.
-
-    Every reader of commit lines (snapshot replay, conflict checks, vacuum's window
-    scan) goes through here so a damaged line is reported the same way everywhere.
-    """
-    try:
-        action = json.loads(line)
-    except ValueError as exc:
-        raise CorruptLogError(f"{name}: line {lineno} is not valid JSON ({exc})") from None
-    if not isinstance(action, dict) or len(action) != 1:
-        raise CorruptLogError(f"{name}: line {lineno} is not a single Delta action")
-    return action
-
-
-def parse_commit(data: bytes, name: str) -> list[dict[str, Any]]:
-    """All actions of one commit file; CorruptLogError names the file and line."""
-    return [parse_action(line, name, lineno) for lineno, line in enumerate(data.split(b"\n"), start=1) if line.strip()]
-
-
 @dataclass
 class _Replay:
     """Accumulates reconciled state while commits are replayed newest first."""
@@ -256,6 +238,9 @@ class _CommitState:
     error: CorruptLogError | None = None
 
 
+_INFO_PREFIX = b'{"commitInfo":'
+
+
 def _replay_commits(storage: Storage, segment: LogSegment) -> _CommitState:
     """Replay the segment's JSON commits: the Arrow path, or the exact per-line path when it declines."""
     state = _replay_commits_arrow(read_commit_files(storage, segment.commits))
@@ -276,7 +261,8 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
     buffer = bytearray()
     count = longest = 0
     others: list[bytes] = []
-    skip = (*FILE_LINE_PREFIXES, b'{"commitInfo"')
+    infos: list[bytes] = []
+    skip = (*FILE_LINE_PREFIXES, _INFO_PREFIX)
     contents.reverse()
     while contents:
         lines = contents.pop().split(b"\n")
@@ -286,20 +272,23 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
             longest = max(longest, max(map(len, file_lines)))
             buffer += b"\n".join(file_lines)
             buffer += b"\n"
+        infos += [line for line in lines if line.startswith(_INFO_PREFIX)]
         others += [line for line in lines if line and not line.startswith(skip)]
+    # Replay does not need commitInfo, but a torn one, or one merged with another action,
+    # means the commit is not what it seems: every such line is checked, in one pass.
+    if not lines_pass(infos, _INFO_PREFIX):
+        return None
+    del infos
     replay = _Replay()
     try:
         for line in reversed(others):  # newest first, like the per-line path
-            if not line.strip():
+            if is_blank(line):
                 continue
-            action = json.loads(line)
-            if not isinstance(action, dict) or len(action) != 1:
-                return None
-            ((kind, body),) = action.items()
+            ((kind, body),) = parse_action(line, "", 0).items()
             if kind in ("add", "remove"):
                 return None  # a file action spelled differently: its order among the others matters
             replay.other_action(kind, body, "")
-    except (ValueError, CorruptLogError):
+    except CorruptLogError:
         return None
     del others
     parsed = parse_file_lines(buffer, count, longest)
@@ -338,14 +327,14 @@ def _tables_from_structs(arrays: list[pa.StructArray], schema: pa.Schema) -> pa.
 
 
 def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _CommitState:
-    """The exact path: one json.loads per line, newest first; names the file and line of any problem."""
+    """The exact path: every line parsed by the line rule, newest first; names the file and line of any problem."""
     replay = _Replay()
     for f, data in zip(reversed(files), reversed(contents)):
         name = f.name
         lines = data.split(b"\n")
         for idx in range(len(lines) - 1, -1, -1):
             line = lines[idx]
-            if not line or line.startswith(b'{"commitInfo"') or not line.strip():
+            if not line or is_blank(line):
                 continue
             ((kind, body),) = parse_action(line, name, idx + 1).items()
             where = f"{name}: line {idx + 1}"

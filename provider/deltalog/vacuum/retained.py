@@ -27,10 +27,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.commit_lines import JSON_SPACE, lines_pass, parse_action, parse_commit
 from deltalog.errors import CorruptLogError, VersionNotFoundError
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log import LogListing
-from deltalog.snapshot import Snapshot, parse_action, read_commit_files
+from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import FileInfo, Storage
 from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
@@ -60,19 +61,23 @@ def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...]
     """Collect the ``kinds`` file actions' paths, their deletion vectors and the newest protocol/metaData.
 
     Lines of other kinds (commitInfo above all, or adds when only removes matter) are
-    skipped by their ``{"kind"`` prefix without being parsed; a line written in another
-    JSON layout is parsed in full, so nothing is missed.
+    recognised by their ``{"kind"`` prefix and not used, but still checked against the
+    line rule, all in one vectorised pass: a torn or merged line stops vacuum, since the
+    commit may reference files it does not seem to. A line written in another JSON
+    layout is parsed in full, so nothing is missed.
     """
     wanted = {k.encode() for k in (*kinds, "protocol", "metaData")}
     refs = CommitRefs()
     contents = read_commit_files(storage, files)
+    unused: list[bytes] = []
     for f, data in zip(files, contents):
         refs.commits += 1
         for lineno, line in enumerate(data.split(b"\n"), start=1):
             if line.startswith(b'{"'):
                 if line[2 : line.find(b'"', 2)] not in wanted:
+                    unused.append(line)
                     continue
-            elif not line.strip():
+            elif not line.strip(JSON_SPACE):
                 continue
             ((kind, body),) = parse_action(line, f.name, lineno).items()
             if kind in kinds:
@@ -87,6 +92,9 @@ def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...]
                 refs.protocol = body
             elif kind == "metaData":
                 refs.metadata = body
+    if not lines_pass(unused):
+        for f, data in zip(files, contents):
+            parse_commit(data, f.name)  # names the first bad line
     return refs
 
 
