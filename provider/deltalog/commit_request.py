@@ -413,7 +413,12 @@ def _fill_add(
     # Parquet, fit the schema, and the stats must be true of it.
     footer = _read_footer(storage, full, rel)
     md = snapshot.metadata
-    check_file_schema(footer, md, snapshot.protocol, rel, pv)
+
+    def read_columns(names: list[str]) -> pa.Table:
+        with storage.open_input(full) as fh:
+            return pq.read_table(fh, columns=names)
+
+    check_file_schema(footer, md, snapshot.protocol, rel, pv, read_columns)
     if spec.stats is not None:
         check_claimed_stats(json.loads(spec.stats), footer, md, rel)
         stats = spec.stats

@@ -5,7 +5,7 @@ the table's schema. PROTOCOL.md ("Consistency Between Table Metadata and Data
 Files", "Delta Data Type to Parquet Type Mappings") says what that requires;
 a file that breaks it makes the table unreadable (a string where the table
 says long) or silently wrong (nulls in a non-nullable column). Only the footer
-is read, never the data:
+is read (plus, rarely, the one column whose nulls the footer cannot decide):
 
 - every column of the file is a column of the table (by physical name under
   column mapping, and by field id in ``id`` mode); a partition column in the
@@ -17,10 +17,12 @@ is read, never the data:
   Delta Spark cannot read them), structs, arrays and maps recursively;
 - a narrower file type is accepted only where the table supports the
   ``typeWidening`` feature and the change is one of its widenings;
-- a non-nullable column is present and the footer proves it holds no null
-  (Parquet ``REQUIRED``, or null counts of 0). Nested under a nullable parent the
-  footer cannot tell the child's nulls from the parent's, so a non-zero count
-  there is refused too, saying why.
+- a non-nullable column is present and holds no null: the footer proves it
+  (Parquet ``REQUIRED``, or null counts: 0 passes, more is refused with the
+  count). Where the footer cannot decide (a non-nullable field nested under a
+  nullable parent, whose null count includes the parent's nulls and empty
+  lists; or no null counts at all), only the values of that one top-level
+  column are read and checked exactly.
 
 Violations raise :class:`~deltalog.errors.DataFileMismatchError` naming the file,
 the column and both types. :func:`unenforced_write_rules` lists what a table
@@ -31,7 +33,7 @@ invariants, generated columns): commits of new files are refused on such tables.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,6 +218,8 @@ class _Check:
     rel: str
     column_mapping: str
     widening: bool
+    #: Top-level columns (physical names) whose non-nullable parts the footer cannot decide.
+    undecided: set[str] = field(default_factory=set)
 
     def fail(self, message: str) -> DataFileMismatchError:
         return DataFileMismatchError(
@@ -228,21 +232,18 @@ def _proven_non_null(node: FileNode) -> bool:
     return not node.nullable or any(leaf.nulls == 0 for leaf in node.leaves())
 
 
-def _check_nullability(check: _Check, node: FileNode, path: str, top_level: bool) -> None:
+def _check_nullability(check: _Check, node: FileNode, path: str, top: str, top_level: bool = False) -> None:
+    """Refuse nulls in a non-nullable column the footer counts exactly; leave undecided ones for the data check."""
     if _proven_non_null(node):
         return
-    counts = [leaf.nulls for leaf in node.leaves()]
-    if any(c is None for c in counts):
-        raise check.fail(f"column {path} is not nullable but the footer has no null counts to prove it holds none")
-    if top_level:
-        raise check.fail(f"column {path} is not nullable but holds {min(c or 0 for c in counts)} null(s)")
-    raise check.fail(
-        f"column {path} is not nullable but the footer counts nulls in it (nested, so they may be its "
-        "parent's; deltalog reads footers only and refuses what it cannot prove)"
-    )
+    if top_level and node.kind == "leaf" and node.nulls is not None:
+        raise check.fail(f"column {path} is not nullable but holds {node.nulls} null(s)")
+    # Nested (the footer cannot tell a child's nulls from its parent's or from empty
+    # lists) or no null counts: only this column's values can answer.
+    check.undecided.add(top)
 
 
-def _compare(check: _Check, table_type: Any, node: FileNode, path: str) -> None:
+def _compare(check: _Check, table_type: Any, node: FileNode, path: str, top: str) -> None:
     """Refuse unless ``node`` (the file) holds values of ``table_type`` (the table), recursively."""
     table_name = _delta_type_name(table_type)
     mismatch = f"column {path} is {node.type_name()} in the file but {table_name} in the table"
@@ -263,21 +264,21 @@ def _compare(check: _Check, table_type: Any, node: FileNode, path: str) -> None:
     if kind == "struct":
         if node.kind != "struct":
             raise check.fail(mismatch)
-        _compare_fields(check, table_type.get("fields", []), node.children, path + ".")
+        _compare_fields(check, table_type.get("fields", []), node.children, path + ".", top)
     elif kind == "array":
         if node.kind != "array":
             raise check.fail(mismatch)
         element = node.children[0]
-        _compare(check, table_type["elementType"], element, path + ".element")
+        _compare(check, table_type["elementType"], element, path + ".element", top)
         if not table_type.get("containsNull", True):
-            _check_nullability(check, element, path + ".element", False)
+            _check_nullability(check, element, path + ".element", top)
     elif kind == "map":
         if node.kind != "map":
             raise check.fail(mismatch)
-        _compare(check, table_type["keyType"], node.children[0], path + ".key")
-        _compare(check, table_type["valueType"], node.children[1], path + ".value")
+        _compare(check, table_type["keyType"], node.children[0], path + ".key", top)
+        _compare(check, table_type["valueType"], node.children[1], path + ".value", top)
         if not table_type.get("valueContainsNull", True):
-            _check_nullability(check, node.children[1], path + ".value", False)
+            _check_nullability(check, node.children[1], path + ".value", top)
     else:
         raise check.fail(mismatch)
 
@@ -300,8 +301,14 @@ def _physical(f: dict[str, Any], mode: str) -> str:
 
 
 def _compare_fields(
-    check: _Check, fields: list[dict[str, Any]], nodes: list[FileNode], prefix: str, skip: frozenset[str] = frozenset()
+    check: _Check,
+    fields: list[dict[str, Any]],
+    nodes: list[FileNode],
+    prefix: str,
+    top: str | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> None:
+    """Compare struct fields (``top`` None: the table's top-level columns)."""
     by_name = {_physical(f, check.column_mapping): f for f in fields}
     for node in nodes:
         if node.name in skip:
@@ -326,9 +333,9 @@ def _compare_fields(
             if not f.get("nullable", True):
                 raise check.fail(f"column {path} is not nullable but the file does not have it")
             continue
-        _compare(check, f["type"], got, path)
+        _compare(check, f["type"], got, path, top or physical)
         if not f.get("nullable", True):
-            _check_nullability(check, got, path, top_level=not prefix)
+            _check_nullability(check, got, path, top or physical, top_level=top is None)
 
 
 def check_file_schema(
@@ -337,8 +344,13 @@ def check_file_schema(
     protocol: Protocol,
     rel: str,
     partition_values: dict[str, str | None] | None = None,
+    read_columns: Callable[[list[str]], pa.Table] | None = None,
 ) -> None:
-    """Refuse (DataFileMismatchError) a data file whose footer does not fit the table (see the module doc)."""
+    """Refuse (DataFileMismatchError) a data file whose footer does not fit the table (see the module doc).
+
+    ``read_columns(names)`` reads those top-level columns of the file; it is called
+    only for non-nullable nested fields the footer cannot decide (None: refuse them).
+    """
     check = _Check(
         rel,
         metadata.column_mapping_mode,
@@ -353,10 +365,61 @@ def check_file_schema(
     partition_names = {_physical(f, check.column_mapping): f for f in partition_fields}
     data_fields = [f for f in fields if f not in partition_fields]
     _compare_fields(check, data_fields, nodes, "", skip=frozenset(partition_names))
+    if check.undecided:
+        _check_nulls_in_data(check, data_fields, read_columns)
     for node in nodes:
         f = partition_names.get(node.name)
         if f is not None:
             _check_partition_column(check, f, node, footer, (partition_values or {}).get(node.name))
+
+
+def _check_nulls_in_data(
+    check: _Check, fields: list[dict[str, Any]], read_columns: Callable[[list[str]], pa.Table] | None
+) -> None:
+    """Decide the undecided non-nullable parts by reading just those columns' values."""
+    names = sorted(check.undecided)
+    if read_columns is None:
+        raise check.fail(f"column(s) {', '.join(names)} have non-nullable parts whose nulls the footer cannot rule out")
+    try:
+        data = read_columns(names)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise check.fail(f"column(s) {', '.join(names)} cannot be read to check their nulls ({exc})") from None
+    by_physical = {_physical(f, check.column_mapping): f for f in fields}
+    for name in names:
+        f = by_physical[name]
+        column = data.column(name)
+        array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        where = _null_violation(array, f["type"], f.get("nullable", True), str(f["name"]), check.column_mapping)
+        if where is not None:
+            raise check.fail(f"column {where} is not nullable but holds null(s)")
+
+
+def _null_violation(array: pa.Array, dtype: Any, nullable: bool, path: str, mode: str) -> str | None:
+    """The first non-nullable path with a null where all its parents are present (None: no violation)."""
+    if not nullable and array.null_count:
+        return path
+    if not isinstance(dtype, dict):
+        return None
+    valid = array.filter(array.is_valid()) if array.null_count else array
+    kind = dtype.get("type")
+    if kind == "struct":
+        index = {valid.type.field(i).name: i for i in range(valid.type.num_fields)}
+        for f in dtype.get("fields", []):
+            i = index.get(_physical(f, mode))
+            if i is None:
+                continue  # a missing non-nullable child was refused from the footer already
+            found = _null_violation(valid.field(i), f["type"], f.get("nullable", True), f"{path}.{f['name']}", mode)
+            if found:
+                return found
+    elif kind == "array":
+        return _null_violation(
+            valid.flatten(), dtype["elementType"], dtype.get("containsNull", True), path + ".element", mode
+        )
+    elif kind == "map":
+        return _null_violation(valid.keys, dtype["keyType"], False, path + ".key", mode) or _null_violation(
+            valid.items, dtype["valueType"], dtype.get("valueContainsNull", True), path + ".value", mode
+        )
+    return None
 
 
 def _check_partition_column(
@@ -367,7 +430,7 @@ def _check_partition_column(
     from deltalog.schema import delta_type_to_arrow
 
     name = str(f["name"])
-    _compare(check, f["type"], node, name)
+    _compare(check, f["type"], node, name, node.name)
     refuse = check.fail(
         f"partition column {name} is also stored in the file, and its footer does not prove every row holds "
         f"the partition value {value!r}"
