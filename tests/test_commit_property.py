@@ -284,3 +284,90 @@ def test_refused_partition_text_writes_nothing(tmp_path) -> None:
     with pytest.raises(InvalidCommitRequestError, match="out of range"):
         commit_request(root, {"add": ["p=128/f.parquet"]}, run_hooks=False)
     assert place.versions(root) == 1
+
+
+# --- given stats against the footer -------------------------------------------------------
+
+
+@st.composite
+def stats_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Values of a long column and the stats a writer claims for them, true or not."""
+    ids = draw(st.lists(st.one_of(st.none(), st.integers(-50, 50)), min_size=1, max_size=6))
+    present = [i for i in ids if i is not None]
+    claims: dict[str, Any] = {}
+    truthful = True
+    if draw(st.booleans()):
+        claims["numRecords"] = len(ids) + draw(st.sampled_from([0, 0, 1, -1]))
+        truthful &= claims["numRecords"] == len(ids)
+    if present and draw(st.booleans()):
+        claims.setdefault("minValues", {})["id"] = min(present) + draw(st.integers(-2, 2))
+        truthful &= claims["minValues"]["id"] <= min(present)
+    if present and draw(st.booleans()):
+        claims.setdefault("maxValues", {})["id"] = max(present) + draw(st.integers(-2, 2))
+        truthful &= claims["maxValues"]["id"] >= max(present)
+    if draw(st.booleans()):
+        claims["nullCount"] = {"id": len(ids) - len(present) + draw(st.sampled_from([0, 0, 1]))}
+        truthful &= claims["nullCount"]["id"] == len(ids) - len(present)
+    return {"ids": ids, "claims": claims, "truthful": truthful}
+
+
+def check_stats_case(place: Place, case: dict[str, Any]) -> None:
+    root = place.fresh()
+    create_table(root, pa.schema([("id", pa.int64())]), storage_options=place.options, run_hooks=False)
+    place.put(root, "f.parquet", pa.table({"id": pa.array(case["ids"], pa.int64())}))
+    request = {"add": [{"path": "f.parquet", "stats": case["claims"]}]}
+    event("truthful" if case["truthful"] else "lying")
+    if not case["truthful"]:
+        with pytest.raises(DataFileMismatchError, match="its stats do not match its Parquet footer"):
+            commit_request(DeltaTable(root, place.options), request, run_hooks=False)
+        assert place.versions(root) == 1
+        return
+    commit_request(DeltaTable(root, place.options), request, run_hooks=False)
+    table = deltalake.DeltaTable(root, storage_options=place.dl_options)
+    for value in {i for i in case["ids"] if i is not None}:
+        # Data skipping by the (checked) stats never hides a row.
+        found = table.to_pyarrow_table(filters=[("id", "=", value)]).column("id").to_pylist()
+        assert found == [i for i in case["ids"] if i == value]
+
+
+@LOCAL
+@given(case=stats_cases())
+def test_given_stats_accepted_iff_true_of_the_file_local(tmp_path, case) -> None:
+    check_stats_case(Place(str(tmp_path)), case)
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+@S3
+@given(case=stats_cases())
+def test_given_stats_accepted_iff_true_of_the_file_s3(s3_bucket, s3_storage_options, s3_deltalake_options, case):
+    check_stats_case(Place(f"s3://{s3_bucket}", s3_storage_options, s3_deltalake_options), case)
+
+
+# --- hidden paths --------------------------------------------------------------------------
+
+COMPONENTS = ["a", "p=1", "_p=1", "_q=1", "_change_data", "_change_data_x", ".tmp", "_tmp", "_delta_log", "x=_1"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    dirs=st.lists(st.sampled_from(COMPONENTS), max_size=3),
+    name=st.sampled_from(["f.parquet", "_f.parquet", ".f.parquet"]),
+)
+def test_commit_accepts_a_path_iff_the_shared_rule_calls_it_data(tmp_path, dirs, name) -> None:
+    """One rule: a committed file is never in a place vacuum ignores, and nothing else is committed."""
+    from deltalog.hidden import HiddenRule
+
+    root = Place(str(tmp_path)).fresh()
+    schema = pa.schema([("id", pa.int64()), ("_p", pa.string())])
+    create_table(root, schema, partition_by=["_p"], run_hooks=False)
+    rel = "/".join([*dirs, name])
+    Place(str(tmp_path)).put(root, rel, pa.table({"id": [1]}))
+    rule = HiddenRule(["_p"])
+    request = {"add": [{"path": rel, "partitionValues": {"_p": "1"}}]}
+    if rule.hidden_component(rel) is None:
+        assert not rule.hidden_path(rel)
+        assert commit_request(root, request, run_hooks=False).version == 1
+    else:
+        with pytest.raises(InvalidCommitRequestError, match="hidden path"):
+            commit_request(root, request, run_hooks=False)

@@ -353,3 +353,49 @@ def test_one_hidden_rule_for_vacuum_and_commit_requests() -> None:
             assert not rule.hidden_path(rel)
     assert rule.hidden_component("_change_data/c.parquet") == "_change_data"
     assert not rule.hidden_path("_change_data/c.parquet")  # vacuum still cleans change data
+
+
+# --- column mapping and partition columns inside files ---------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_column_mapping_physical_names_and_ids_are_respected(tmp_path, mode) -> None:
+    from deltalog.create import create_table
+
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    create_table(path, schema, configuration={"delta.columnMapping.mode": mode}, run_hooks=False)
+    fields = {f.name: f for f in DeltaTable(path).snapshot().metadata.schema}
+    physical = {n: f.metadata[b"delta.columnMapping.physicalName"].decode() for n, f in fields.items()}
+    ids = {n: int(f.metadata[b"delta.columnMapping.id"]) for n, f in fields.items()}
+    put(path, "logical.parquet", pa.table({"id": [1], "v": ["a"]}))
+    with pytest.raises(DataFileMismatchError, match="column id is in the file but not in the table schema"):
+        commit_request(path, {"add": ["logical.parquet"]}, run_hooks=False)
+    file_schema = pa.schema(
+        [
+            pa.field(physical["id"], pa.int64(), metadata={b"PARQUET:field_id": str(ids["id"]).encode()}),
+            pa.field(physical["v"], pa.string(), metadata={b"PARQUET:field_id": str(ids["v"]).encode()}),
+        ]
+    )
+    put(path, "physical.parquet", pa.table([[1], ["a"]], schema=file_schema))
+    assert commit_request(path, {"add": ["physical.parquet"]}, run_hooks=False).version == 1
+    assert DeltaTable(path).snapshot().num_files == 1  # (deltalake does not read column mapping)
+    if mode == "id":
+        wrong = file_schema.set(0, file_schema.field(0).with_metadata({b"PARQUET:field_id": b"99"}))
+        put(path, "wrong_id.parquet", pa.table([[1], ["a"]], schema=wrong))
+        with pytest.raises(DataFileMismatchError, match=f"has field id 99 in the file but {ids['id']} in the table"):
+            commit_request(path, {"add": ["wrong_id.parquet"]}, run_hooks=False)
+
+
+def test_partition_column_inside_the_file_must_hold_the_partition_value(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    make_table(path, schema=pa.schema([("id", pa.int64()), ("p", pa.string())]), partition_by=["p"])
+    put(path, "p=a/same.parquet", pa.table({"id": [1], "p": ["a"]}))
+    assert commit_request(path, {"add": ["p=a/same.parquet"]}, run_hooks=False).version == 1
+    put(path, "p=b/other.parquet", pa.table({"id": [2], "p": ["zzz"]}))
+    with pytest.raises(DataFileMismatchError, match="partition column p is also stored in the file"):
+        commit_request(path, {"add": ["p=b/other.parquet"]}, run_hooks=False)
+    put(path, "p=c/typed.parquet", pa.table({"id": [3], "p": [3]}))
+    with pytest.raises(DataFileMismatchError, match="column p is long in the file but string in the table"):
+        commit_request(path, {"add": ["p=c/typed.parquet"]}, run_hooks=False)
+    assert deltalake.DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": 1, "p": "a"}]
