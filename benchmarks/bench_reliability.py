@@ -33,7 +33,12 @@ SUITES = {
     "compaction; at random storage calls of convert to Delta",
     "races": "maintenance racing writers (local table and local S3 server)",
     "bad_logs": "hypothesis-generated corruptions of real logs (tests/test_bad_logs.py)",
+    "adversarial": "generated adversarial inputs per class (CLI arguments, string booleans, ...; "
+    "tests/reliability/test_adversarial.py)",
 }
+#: Test files outside tests/reliability whose property tests are adversarial classes
+#: (reliability_recorder.ADVERSARIAL_CLASSES): corrupt logs, path spellings, links, units.
+ADVERSARIAL_FILES = ["tests/test_bad_logs.py", "tests/test_vacuum_paths_property.py"]
 TOTALS = [
     ("scenarios", "scenarios run", None),
     ("faults_injected", "faults injected", None),
@@ -56,7 +61,7 @@ def _run_suite(scale: str, extra: str) -> tuple[dict[str, Any], float, str]:
         env = dict(os.environ, DELTALOG_RELIABILITY_REPORT=report, PYTHONDONTWRITEBYTECODE="1")
         if scale == "small":
             env["DELTALOG_RELIABILITY_SCALE"] = "small"
-        cmd = [sys.executable, "-m", "pytest", "tests/reliability", "tests/test_bad_logs.py", "-q"]
+        cmd = [sys.executable, "-m", "pytest", "tests/reliability", *ADVERSARIAL_FILES, "-q"]
         cmd += ["-p", "no:cacheprovider", *extra.split()]
         log.info("running %s", " ".join(cmd))
         t0 = time.perf_counter()
@@ -99,6 +104,16 @@ def run(args: Any) -> list[dict[str, Any]]:
             row["target"] = f"must be {must_be}"
             row["met"] = totals.get(key, 0) == must_be
         rows.append(row)
+    tried, unsafe = totals.get("adversarial_inputs", 0), totals.get("unsafe_outcomes", 0)
+    by_class = ", ".join(f"{name}: {n}" for name, n in sorted((doc.get("adversarial_classes") or {}).items()))
+    rows.append(
+        {
+            "case": "adversarial inputs tried / unsafe outcomes",
+            "note": f"{tried} / {unsafe}" + (f" ({by_class})" if by_class else ""),
+            "target": "unsafe must be 0",
+            "met": tried > 0 and unsafe == 0,
+        }
+    )
     rows.append(
         {
             "case": "pytest (whole run)",

@@ -19,6 +19,7 @@ SUITES = {
     "test_crashes.py": "crashes",
     "test_races.py": "races",
     "test_bad_logs.py": "bad_logs",
+    "test_adversarial.py": "adversarial",
 }
 
 
@@ -37,6 +38,10 @@ class _Timer:
 def pytest_configure(config) -> None:
     if not config.pluginmanager.has_plugin("deltalog-reliability-timer"):
         config.pluginmanager.register(_Timer(), "deltalog-reliability-timer")
+        # Every example of the adversarial classes (reliability_recorder.ADVERSARIAL_CLASSES) is counted.
+        from hypothesis.internal.observability import add_observability_callback
+
+        add_observability_callback(reliability_recorder.observe, all_threads=True)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -24,7 +24,25 @@ TOTALS = (
     "checks",
     "files_lost",
     "tables_unreadable",
+    "adversarial_inputs",
+    "unsafe_outcomes",
 )
+
+#: Hypothesis tests whose generated inputs are the adversarial sweep, by class ("file::test" -> class).
+#: Every example they run counts as an adversarial input tried; every example that fails (a live file
+#: deleted, a table made unreadable, a traceback, an exit code outside docs/cli.md: each test asserts
+#: its class's promises) counts as an unsafe outcome.
+ADVERSARIAL_CLASSES = {
+    "test_adversarial.py::test_cli_arguments": "cli_args",
+    "test_adversarial.py::test_string_booleans": "string_booleans",
+    "test_adversarial.py::test_schema_mismatches": "schema_mismatches",
+    "test_adversarial.py::test_partition_values": "partition_values",
+    "test_bad_logs.py::test_corruptions_end_in_a_specific_error_or_a_read": "corrupt_logs",
+    "test_bad_logs.py::test_ignorable_damage_reads_like_the_pristine_table": "corrupt_logs",
+    "test_vacuum_paths_property.py::test_vacuum_never_deletes_a_live_file_whatever_the_spelling": "path_spellings",
+    "test_vacuum_paths_property.py::test_vacuum_never_deletes_a_link_nor_through_one": "links",
+    "test_vacuum_paths_property.py::test_an_inventory_is_accepted_only_in_units_it_can_be_read_in": "units",
+}
 
 COUNTS: Counter = Counter()
 SECONDS: Counter = Counter()
@@ -44,6 +62,19 @@ def add_time(suite: str, seconds: float) -> None:
         SECONDS[suite] += seconds
 
 
+def observe(observation: Any, _thread_id: int | None = None) -> None:
+    """Hypothesis observability callback: count the examples of the adversarial classes."""
+    if getattr(observation, "type", None) != "test_case" or observation.status == "gave_up":
+        return
+    kind = ADVERSARIAL_CLASSES.get(observation.property.rsplit("/", 1)[-1].split("[", 1)[0])
+    if kind is None:
+        return
+    add("adversarial_inputs", 1, "adversarial")
+    add(f"class.{kind}")
+    if observation.status == "failed":
+        add("unsafe_outcomes", 1, "adversarial")
+
+
 def corrupt_logs_tried() -> int:
     """Examples ``tests/test_bad_logs.py`` ran in this process (0 when it did not run)."""
     module = sys.modules.get("test_bad_logs")
@@ -60,11 +91,12 @@ def report() -> dict[str, Any]:
     totals["scenarios"] += bad_logs
     suites: dict[str, dict[str, Any]] = {}
     for key, value in counts.items():
-        if "." in key:
+        if "." in key and not key.startswith("class."):
             suite, name = key.split(".", 1)
             suites.setdefault(suite, {})[name] = int(value)
     if bad_logs:
         suites.setdefault("bad_logs", {}).update(scenarios=bad_logs, corrupt_logs=bad_logs)
     for suite, secs in seconds.items():
         suites.setdefault(suite, {})["seconds"] = round(secs, 1)
-    return {"totals": totals, "suites": suites}
+    classes = {k.split(".", 1)[1]: int(v) for k, v in counts.items() if k.startswith("class.")}
+    return {"totals": totals, "suites": suites, "adversarial_classes": classes}
