@@ -399,3 +399,31 @@ def test_partition_column_inside_the_file_must_hold_the_partition_value(tmp_path
     with pytest.raises(DataFileMismatchError, match="column p is long in the file but string in the table"):
         commit_request(path, {"add": ["p=c/typed.parquet"]}, run_hooks=False)
     assert deltalake.DeltaTable(path).to_pyarrow_table().to_pylist() == [{"id": 1, "p": "a"}]
+
+
+def test_convert_checks_what_readers_cannot_read_and_maps_int96_to_timestamp(tmp_path) -> None:
+    from deltalog.errors import InvalidArgumentError
+
+    nanos = str(tmp_path / "nanos")
+    put(nanos, "f.parquet", pa.table({"t": pa.array([1], pa.timestamp("ns", tz="UTC"))}))
+    with pytest.raises(InvalidArgumentError, match=r"f.parquet: column t is timestamp\(NANOS\) in the file"):
+        convert_to_delta(nanos)
+    assert not os.path.exists(os.path.join(nanos, "_delta_log"))
+    int96 = str(tmp_path / "int96")
+    os.makedirs(int96)
+    stamp = dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)
+    # Spark writes INT96 without an Arrow schema hint: an instant, i.e. a Delta timestamp.
+    pq.write_table(
+        pa.table({"t": pa.array([stamp], pa.timestamp("ns"))}),
+        os.path.join(int96, "f.parquet"),
+        use_deprecated_int96_timestamps=True,
+        store_schema=False,
+    )
+    result = convert_to_delta(int96)
+    assert result.schema[0]["type"] == "timestamp"
+    got = deltalake.DeltaTable(int96).to_pyarrow_table().column("t").to_pylist()
+    assert [t.astimezone(dt.UTC) for t in got] == [stamp]
+    unsigned = str(tmp_path / "unsigned")
+    put(unsigned, "f.parquet", pa.table({"u": pa.array([200], pa.uint8())}))
+    assert convert_to_delta(unsigned).schema[0]["type"] == "short"
+    assert deltalake.DeltaTable(unsigned).to_pyarrow_table().to_pylist() == [{"u": 200}]

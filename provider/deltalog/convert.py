@@ -37,6 +37,7 @@ from deltalog.compaction.layout import to_log_path
 from deltalog.create import choose_protocol, required_features
 from deltalog.errors import (
     CommitFailedError,
+    DataFileMismatchError,
     InvalidArgumentError,
     NotADeltaTableError,
     OperationRefusedError,
@@ -49,6 +50,7 @@ from deltalog.log import list_log
 from deltalog.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol import check_writable
 from deltalog.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
+from deltalog.schema_enforcement import check_file_schema
 from deltalog.stats import stats_from_parquet_metadata, stats_json
 from deltalog.storage import FileInfo, Storage
 from deltalog.transaction import Transaction
@@ -242,6 +244,11 @@ def _merge_schemas(examined: list[_Examined], partition_names: set[str]) -> pa.S
     fields: dict[str, tuple[pa.Field, str, str]] = {}  # name -> (field, delta type json, first file)
     present: dict[str, int] = {}
     for e in examined:
+        int96 = {
+            e.metadata.schema.column(i).path
+            for i in range(e.metadata.num_columns)
+            if e.metadata.schema.column(i).physical_type == "INT96"
+        }
         for f in e.schema:
             if f.name in partition_names:
                 raise InvalidArgumentError(
@@ -251,6 +258,8 @@ def _merge_schemas(examined: list[_Examined], partition_names: set[str]) -> pa.S
                 delta = arrow_field_to_delta(pa.field(f.name, f.type, f.nullable))
             except InvalidArgumentError as exc:
                 raise InvalidArgumentError(f"{e.rel}: column {f.name!r}: {exc}") from None
+            if f.name in int96:
+                delta["type"] = "timestamp"  # Spark's INT96 is an instant (Delta Spark's CONVERT reads it so)
             type_json = json.dumps(delta["type"], sort_keys=True)
             seen = fields.get(f.name)
             if seen is None:
@@ -333,6 +342,13 @@ def convert_to_delta(
         configuration={},
         created_time=int(time.time() * 1000),
     )
+    for e in examined:
+        # The schema came from these files, yet a file may still hold what readers cannot
+        # read as that type (nanosecond timestamps, unsigned integers): the commit-request rule.
+        try:
+            check_file_schema(e.metadata, metadata, protocol, e.rel)
+        except DataFileMismatchError as exc:
+            raise InvalidArgumentError(f"{e.rel}: {exc.detail}; nothing converted") from None
     adds: list[dict[str, Any]] = []
     records = 0
     for e in examined:

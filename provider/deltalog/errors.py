@@ -120,6 +120,9 @@ class InvalidCommitRequestError(InvalidArgumentError):
 class DataFileMismatchError(InvalidCommitRequestError):
     """A data file to commit does not fit the table (schema, nullability) or its claimed stats; nothing was written."""
 
+    #: The mismatch alone (column, both types), without the file and request framing.
+    detail: str = ""
+
 
 class EngineError(DeltaLogError):
     """A data engine (e.g. the Spark compaction job) failed or is unavailable; nothing was committed."""

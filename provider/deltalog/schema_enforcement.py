@@ -12,7 +12,8 @@ is read (plus, rarely, the one column whose nulls the footer cannot decide):
   file is refused unless the footer proves it holds exactly the partition value;
 - each column's Parquet type is the one the Delta type maps to: the same
   integer width, float vs double, decimal precision *and* scale, string vs
-  binary, date, timestamp (``isAdjustedToUTC=true``) vs timestamp_ntz
+  binary (unsigned 8/16/32-bit integers as short/integer/long, as Spark
+  reads them), date, timestamp (``isAdjustedToUTC=true``) vs timestamp_ntz
   (``false``), micro- or millisecond units or INT96 (nanoseconds are refused:
   Delta Spark cannot read them), structs, arrays and maps recursively;
 - a narrower file type is accepted only where the table supports the
@@ -204,8 +205,12 @@ def widening_allowed(file_type: str, table_type: str) -> bool:
     return base is not None and to_dec[0] - base >= to_dec[1] >= 0
 
 
+#: Unsigned Parquet integers and the Delta type Spark reads them as (exactly, without overflow).
+_UNSIGNED_AS = {"uint8": "short", "uint16": "integer", "uint32": "long"}
+
+
 def _leaf_matches(file_type: str, table_type: str) -> bool:
-    if file_type == table_type:
+    if file_type == table_type or _UNSIGNED_AS.get(file_type) == table_type:
         return True
     return file_type == "int96 timestamp" and table_type in ("timestamp", "timestamp_ntz")
 
@@ -222,9 +227,11 @@ class _Check:
     undecided: set[str] = field(default_factory=set)
 
     def fail(self, message: str) -> DataFileMismatchError:
-        return DataFileMismatchError(
+        error = DataFileMismatchError(
             f"invalid commit request: data file {self.rel!r} does not match the table schema: {message}"
         )
+        error.detail = message
+        return error
 
 
 def _proven_non_null(node: FileNode) -> bool:
