@@ -104,20 +104,20 @@ def reclaimable_table(path: str, days: int = 10) -> DeltaTable:
 
 
 def refused_protocol_table(path: str) -> DeltaTable:
-    """A table whose protocol (writer version 6: identityColumns) deltalog reads but refuses to maintain."""
+    """A catalog-managed table: deltalog reads it but refuses every maintenance operation (the catalog owns them)."""
     os.makedirs(os.path.join(path, "_delta_log"), exist_ok=True)
     from deltalog.schema import arrow_schema_to_schema_string
 
-    protocol = Protocol(1, 6)
+    protocol = Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "inCommitTimestamp"))
     lines = [
-        {"protocol": {"minReaderVersion": protocol.min_reader_version, "minWriterVersion": 6}},
+        {"protocol": protocol.to_dict()},
         {
             "metaData": {
                 "id": str(uuid.uuid4()),
                 "format": {"provider": "parquet", "options": {}},
                 "schemaString": arrow_schema_to_schema_string(DEFAULT_SCHEMA),
                 "partitionColumns": [],
-                "configuration": {},
+                "configuration": {"io.unitycatalog.tableId": "t-123"},
                 "createdTime": now_ms(),
             }
         },

@@ -139,7 +139,7 @@ def bad_checkpoint(root, data, rnd):
 def unknown_feature(root, data, rnd):
     log = os.path.join(root, "_delta_log")
     name = commits(root)[-1]
-    feature = data.draw(st.sampled_from(["readerOnlyFuture", "catalogManaged"]))
+    feature = data.draw(st.sampled_from(["readerOnlyFuture", "readerWriterFuture"]))
     proto = {
         "protocol": {
             "minReaderVersion": 3,

@@ -391,11 +391,11 @@ def write_commit(path: str, version: int, actions: list[dict]) -> None:
 
 def test_unsupported_protocol_is_refused_before_writing(table_path):
     metadata = Metadata("t", arrow_schema_to_schema_string(pa.schema([("id", pa.int64())])))
-    protocol = Protocol(1, 7, None, ("rowTracking", "domainMetadata"))
+    protocol = Protocol(1, 7, None, ("someFutureFeature", "domainMetadata"))
     write_commit(table_path, 0, [{"protocol": protocol.to_dict()}, {"metaData": metadata.to_action()}])
     t = DeltaTable(table_path)
     before = log_files(table_path)
-    with pytest.raises(UnsupportedProtocolError, match="rowTracking"):
+    with pytest.raises(UnsupportedProtocolError, match="someFutureFeature"):
         create_checkpoint(t)
     assert log_files(table_path) == before
 

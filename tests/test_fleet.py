@@ -94,7 +94,12 @@ def test_log_cleanup_due_when_the_planner_finds_expired_files(tmp_path):
 def test_refused_protocol_is_never_due(tmp_path):
     t = refused_protocol_table(str(tmp_path / "t"))
     due = maintenance_due(t)
-    assert not due.any and due.refused and "identityColumns" in due.refused
+    assert (
+        not due.any
+        and due.refused
+        and "catalogManaged" in due.refused
+        and "Unity Catalog (table id t-123)" in due.refused
+    )
 
 
 # --- discovery ----------------------------------------------------------------------------

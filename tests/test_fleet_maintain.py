@@ -60,7 +60,7 @@ def test_demo_fleet_gets_what_each_table_needs(tmp_path):
     result = run_fleet(uris)
     by_name = {os.path.basename(o.uri): o for o in result.outcomes}
     assert result.healthy == [str(tmp_path / "healthy")]
-    assert by_name["refused_protocol"].status == "refused" and "identityColumns" in by_name["refused_protocol"].error
+    assert by_name["refused_protocol"].status == "refused" and "catalogManaged" in by_name["refused_protocol"].error
     small = by_name["small_files"]
     assert small.status == "done" and small.ran == ["compaction: 1 bins"]
     assert (small.small_files_before, small.small_files_after) == (6, 1)

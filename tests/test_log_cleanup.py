@@ -291,10 +291,15 @@ def write_commit(path: str, version: int, actions: list[dict], mtime: int | None
 def test_unsupported_protocol_is_refused_before_deleting(table_path):
     history_table(table_path, commits=4, checkpoints=(2,), old_through=4)
     md = DeltaTable(table_path).snapshot().metadata
-    write_commit(table_path, 5, [{"protocol": Protocol(1, 7, None, ("rowTracking", "domainMetadata")).to_dict()}])
+    # Catalog-managed: log cleanup belongs to the catalog (PROTOCOL.md), so deltalog refuses it.
+    write_commit(
+        table_path,
+        5,
+        [{"protocol": Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "inCommitTimestamp")).to_dict()}],
+    )
     before = log_files(table_path)
     for dry in (True, False):
-        with pytest.raises(UnsupportedProtocolError, match="rowTracking"):
+        with pytest.raises(UnsupportedProtocolError, match="catalogManaged"):
             cleanup_log(table_path, dry_run=dry)
     assert log_files(table_path) == before and md.id
 
@@ -321,13 +326,13 @@ def protected_history(path: str, boundary: int, early_features: tuple[str, ...])
 
 
 def test_checkpoint_protection_blocks_partial_truncation_of_unsupported_history(table_path):
-    protected_history(table_path, boundary=6, early_features=("identityColumns",))
+    protected_history(table_path, boundary=6, early_features=("someFutureFeature",))
     for v in range(6, 10):
         set_mtime(commit_path(table_path, v), now_ms())  # cutoff commit 5: cutoff checkpoint 4 < 6
     before = log_files(table_path)
     result = cleanup_log(table_path)
     assert result.cutoff_checkpoint == 4 and result.num_files == 0
-    assert "checkpointProtection" in result.skipped_reason and "identityColumns" in result.skipped_reason
+    assert "checkpointProtection" in result.skipped_reason and "someFutureFeature" in result.skipped_reason
     assert log_files(table_path) == before
     # Once the cleanup can reach past the boundary in one go (checkpoint 8), it proceeds.
     age_commits(table_path, 9)

@@ -53,6 +53,7 @@ from deltalog.errors import (
     OperationRefusedError,
     StorageError,
 )
+from deltalog.features import Operation
 from deltalog.hooks import register_hook
 from deltalog.log import (
     LAST_CHECKPOINT,
@@ -783,8 +784,13 @@ def create_checkpoint(
         latest_protocol, latest_metadata = read_protocol_and_metadata(dt, listing)
         latest_config = latest_metadata.configuration
         snapshot = dt.snapshot(version, listing=listing)
-    check_writable(latest_protocol, "write a checkpoint")
-    check_writable(snapshot.protocol, f"write a checkpoint of version {snapshot.version}")
+    check_writable(latest_protocol, "write a checkpoint", Operation.CHECKPOINT, latest_config)
+    check_writable(
+        snapshot.protocol,
+        f"write a checkpoint of version {snapshot.version}",
+        Operation.CHECKPOINT,
+        snapshot.metadata.configuration,
+    )
     protected = checkpoint_protection_version(latest_protocol, latest_config)
     if snapshot.version < protected:
         raise OperationRefusedError(

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog.errors import InvalidCommitRequestError, StorageError, UnsupportedProtocolError
+from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.hidden import HiddenRule
 from deltalog.partition_values import PartitionValueError, canonical_partition_value, describe_type
@@ -566,7 +567,9 @@ def commit_request(
         req.appId, req.txnVersion = app_id, txn_version
     dt_table = as_table(table, storage_options)
     snapshot = dt_table.snapshot()
-    check_writable(snapshot.protocol, f"commit {req.operation}")
+    check_writable(
+        snapshot.protocol, f"commit {req.operation}", Operation.COMMIT_REQUEST, snapshot.metadata.configuration
+    )
     txn = Transaction(
         dt_table.storage,
         snapshot,
@@ -577,6 +580,7 @@ def commit_request(
         max_attempts=max_attempts,
         single_writer=single_writer,
         run_hooks=run_hooks,
+        feature_operation=Operation.COMMIT_REQUEST,
     )
     if req.appId is not None:
         assert req.txnVersion is not None

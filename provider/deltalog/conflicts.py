@@ -27,6 +27,8 @@ from deltalog.actions import as_dict
 from deltalog.commit_lines import parse_commit
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
 from deltalog.log import commit_name
+from deltalog.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
+from deltalog.row_tracking import parse_high_water_mark
 from deltalog.storage import Storage
 
 if TYPE_CHECKING:
@@ -100,6 +102,8 @@ class WinningCommit:
     domains: set[str] = field(default_factory=set)
     adds: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)  # path, partitionValues, dataChange
     removes: list[tuple[str, bool]] = field(default_factory=list)  # path, dataChange
+    #: The row ID high-water mark this commit set (delta.rowTracking domain), if any.
+    row_id_high_water_mark: int | None = None
 
     @property
     def where(self) -> str:
@@ -129,6 +133,8 @@ class WinningCommit:
                     out.txns[body["appId"]] = int(body.get("version", -1))
             elif kind == "domainMetadata":
                 out.domains.add(_required_str(body, "domain", name, kind))
+                if body.get("domain") == ROW_TRACKING_DOMAIN and not body.get("removed"):
+                    out.row_id_high_water_mark = parse_high_water_mark(body.get("configuration"))
             elif kind == "add":
                 path = _required_str(body, "path", name, kind)
                 out.adds.append((path, as_dict(body.get("partitionValues")), body.get("dataChange", True)))
@@ -150,6 +156,9 @@ class ConflictCheck:
     app_txn_recorded: int | None = None
     #: The newest winner's in-commit timestamp, so ours stays monotonic.
     last_timestamp: int | None = None
+    #: The highest row ID high-water mark a winner set: fresh row IDs are assigned above it on retry
+    #: (two writers assigning row IDs do not conflict; the loser reassigns, as Delta Spark does).
+    row_id_high_water_mark: int | None = None
 
 
 def read_fresh(storage: Storage, path: str) -> bytes:
@@ -213,6 +222,8 @@ def check_conflicts(txn: Transaction, taken_version: int) -> ConflictCheck:
         ict = w.info.get("inCommitTimestamp")
         if isinstance(ict, int):
             check.last_timestamp = ict
+        if w.row_id_high_water_mark is not None:
+            check.row_id_high_water_mark = max(check.row_id_high_water_mark or -1, w.row_id_high_water_mark)
     for w in winners:
         if w.info.get("txnId") == txn.txn_id:
             check.own_version = w.version

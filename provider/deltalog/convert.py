@@ -45,6 +45,7 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from deltalog.features import Operation
 from deltalog.hidden import HiddenRule
 from deltalog.log import list_log
 from deltalog.partition_values import PartitionValueError, canonical_partition_value
@@ -333,7 +334,7 @@ def convert_to_delta(
         raise InvalidArgumentError(f"partition column {clash[0]!r} is also a data column; nothing converted")
     schema = pa.schema(list(data_schema) + part_fields)
     protocol = choose_protocol(required_features(schema, {}))
-    check_writable(protocol, "convert to Delta")
+    check_writable(protocol, "convert to Delta", Operation.CONVERT)
     partition_columns = [n for n, _ in parts]
     metadata = Metadata(
         id=str(uuid.uuid4()),
@@ -368,6 +369,7 @@ def convert_to_delta(
         storage,
         None,
         operation="CONVERT",
+        feature_operation=Operation.CONVERT,
         operation_parameters={
             "numFiles": str(len(adds)),
             "partitionedBy": json.dumps(partition_columns),

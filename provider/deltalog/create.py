@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from deltalog.actions import Metadata
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
+from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.log import list_log
 from deltalog.properties import validate_table_properties
@@ -195,7 +196,7 @@ def create_table(
     config, requested = _normalise_configuration(configuration)
     features = required_features(schema, config, requested)
     protocol = choose_protocol(features)
-    check_writable(protocol, "create the table")
+    check_writable(protocol, "create the table", Operation.CREATE)
     if "columnMapping" in features:
         schema, max_id = _with_column_mapping(schema)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
@@ -226,6 +227,7 @@ def create_table(
         storage,
         None,
         operation="CREATE TABLE",
+        feature_operation=Operation.CREATE,
         operation_parameters=params,
         single_writer=single_writer,
         run_hooks=run_hooks,

@@ -34,6 +34,7 @@ from deltalog.arrow_utils import column_sum
 from deltalog.checkpoint import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.compaction.plan import plan_from_snapshot
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
+from deltalog.features import Operation
 from deltalog.log_cleanup import _midnight_utc, cleanup_log
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
@@ -44,6 +45,17 @@ from deltalog.vacuum.retention import resolve_retention
 
 #: The operations a due verdict covers, in the order maintenance runs them.
 OPERATIONS = ("compaction", "checkpoint", "vacuum", "log_cleanup")
+#: Their columns in the feature table (maintenance compacts with the local engine).
+_FEATURE_OPERATIONS = {
+    "compaction": Operation.COMPACTION_LOCAL,
+    "checkpoint": Operation.CHECKPOINT,
+    "vacuum": Operation.VACUUM,
+    "log_cleanup": Operation.LOG_CLEANUP,
+}
+
+
+class _Skip(Exception):
+    """Vacuum is refused for this table: not judged."""
 
 
 @dataclass(frozen=True)
@@ -126,41 +138,54 @@ def maintenance_due(
     """Which maintenance operations would have work on ``table`` now (see the module docstring).
 
     Reads nothing beyond the snapshot, except the log cleanup planner when the oldest
-    log file is past the log retention. A protocol deltalog cannot write makes every
-    operation refused: nothing is due and ``refused`` says why.
+    log file is past the log retention. An operation the table's features refuse (the
+    feature table in :mod:`deltalog.features`) is never due and a reason says why; when
+    every operation is refused, nothing is due and ``refused`` says why.
     """
     snapshot = snapshot or table.snapshot()
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    try:
-        check_writable(snapshot.protocol, "maintain")
-    except UnsupportedProtocolError as exc:
-        return MaintenanceDue(reasons=(f"refused: {exc}",), refused=str(exc))
     conf = snapshot.metadata.configuration
     reasons: list[str] = []
     values: dict[str, Any] = {}
+    refusals: dict[str, str] = {}
+    for name, op in _FEATURE_OPERATIONS.items():
+        try:
+            check_writable(snapshot.protocol, name.replace("_", " "), op, conf)
+        except UnsupportedProtocolError as exc:
+            refusals[name] = str(exc)
+    if len(refusals) == len(_FEATURE_OPERATIONS):
+        # Nothing may run: one refusal says why (they share the protocol's reason).
+        first = refusals[OPERATIONS[0]]
+        return MaintenanceDue(reasons=(f"refused: {first}",), refused=first)
+    reasons.extend(f"{name}: refused: {why}" for name, why in refusals.items())
 
-    plan = plan_from_snapshot(snapshot, table.uri, target_size)
-    values["compaction_bins"] = len(plan.bins)
-    values["compaction_input_files"] = plan.num_input_files
-    values["compaction_input_bytes"] = plan.input_bytes
-    values["compaction"] = bool(plan.bins)
-    if plan.bins:
-        reasons.append(
-            f"compaction: {plan.num_input_files} small files ({plan.input_bytes} bytes) make "
-            f"{len(plan.bins)} bins of up to {plan.target_size} bytes"
-        )
+    if "compaction" not in refusals:
+        plan = plan_from_snapshot(snapshot, table.uri, target_size, engine="local")
+        values["compaction_bins"] = len(plan.bins)
+        values["compaction_input_files"] = plan.num_input_files
+        values["compaction_input_bytes"] = plan.input_bytes
+        values["compaction"] = bool(plan.bins)
+        if plan.bins:
+            reasons.append(
+                f"compaction: {plan.num_input_files} small files ({plan.input_bytes} bytes) make "
+                f"{len(plan.bins)} bins of up to {plan.target_size} bytes"
+            )
 
     cps = [v for v in snapshot.segment.listing.checkpoints if v <= snapshot.version]
     since = snapshot.version - max(cps) if cps else snapshot.version + 1
     interval = checkpoint_interval(conf)
     values["commits_since_checkpoint"], values["checkpoint_interval"] = since, interval
-    values["checkpoint"] = since >= interval
+    values["checkpoint"] = since >= interval and "checkpoint" not in refusals
     if values["checkpoint"]:
         last = f"checkpoint {max(cps)}" if cps else "any checkpoint"
         reasons.append(f"checkpoint: {since} commits since {last} (interval {interval})")
 
     try:
+        if "vacuum" in refusals:
+            raise _Skip
         retention = resolve_retention(conf, None, False, now_ms=now)
+    except _Skip:
+        pass
     except DeltaLogError as exc:
         reasons.append(f"vacuum: not judged: {exc}")
     else:
@@ -186,7 +211,7 @@ def maintenance_due(
                 + (" and after the previous vacuum" if _last_vacuum_ms(snapshot) is not None else "")
             )
 
-    if config_bool(conf, "delta.enableExpiredLogCleanup", True):
+    if "log_cleanup" not in refusals and config_bool(conf, "delta.enableExpiredLogCleanup", True):
         log_cutoff = _midnight_utc(now - config_interval_ms(conf, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION))
         oldest = _oldest_log_file_ms(snapshot)
         if oldest is not None and oldest < log_cutoff:

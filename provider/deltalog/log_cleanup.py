@@ -51,6 +51,7 @@ from deltalog.checkpoint import (
 )
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
+from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.hooks import register_hook
@@ -151,7 +152,7 @@ def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> 
     latest = listing.latest_version
     assert latest is not None
     protocol, metadata = read_protocol_and_metadata(dtable, listing)
-    check_writable(protocol, "clean up the log")
+    check_writable(protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration)
     conf = metadata.configuration
     result = LogCleanupResult(dry_run=dry_run, latest_version=latest)
     result.log_retention = conf.get("delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
@@ -277,7 +278,7 @@ def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int)
                 protocols.append((v, parse_action(line, f.name, lineno)["protocol"]))
     for v, action in protocols:
         try:
-            check_writable(Protocol.from_action(action), "clean up the log")
+            check_writable(Protocol.from_action(action), "clean up the log", Operation.LOG_CLEANUP)
         except UnsupportedProtocolError as exc:
             return f"version {v} has a protocol deltalog does not support ({exc})"
     return None

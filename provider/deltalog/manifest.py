@@ -38,6 +38,7 @@ from deltalog._version import __version__
 from deltalog.checkpoint import config_bool, hook_configuration, table_for_storage
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.errors import DeltaLogError, OperationRefusedError
+from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.hooks import register_hook
 from deltalog.log import LogListing
@@ -219,7 +220,7 @@ def generate_manifest(table: DeltaTable | str, full: bool = False, dry_run: bool
     storage = dtable.storage
     listing = dtable.list_log()
     snapshot = dtable.snapshot(listing=listing)
-    check_writable(snapshot.protocol, "generate symlink manifests")
+    check_writable(snapshot.protocol, "generate symlink manifests", Operation.MANIFEST, snapshot.metadata.configuration)
     _refuse_unsupported(snapshot)
 
     result = ManifestResult(version=snapshot.version, mode="full", dry_run=dry_run)

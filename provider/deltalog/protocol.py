@@ -11,40 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import UnsupportedProtocolError
+from deltalog.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
-#: Reader features whose effect on log replay and file selection deltalog implements.
-SUPPORTED_READER_FEATURES = frozenset(
-    {
-        "columnMapping",
-        "deletionVectors",
-        "timestampNtz",
-        "typeWidening",
-        "typeWidening-preview",
-        "v2Checkpoint",
-        "vacuumProtocolCheck",
-        "variantType",
-        "variantType-preview",
-    }
+#: Reader features whose effect on log replay and file selection deltalog implements
+#: (derived from the feature x operation table in :mod:`deltalog.features`).
+SUPPORTED_READER_FEATURES = reader_features()
+
+#: Writer features some writing operation of deltalog honours (each operation's own
+#: column of the feature table says which it honours and which it refuses).
+SUPPORTED_WRITER_FEATURES = frozenset(
+    name for name, f in FEATURES.items() if any(f.cell(op).allowed for op in Operation if op not in READ_ONLY)
 )
 
-#: Writer features whose rules deltalog's writers (commit, maintenance) honour: every
-#: reader-writer feature above (PROTOCOL.md lists those in writerFeatures too, and a
-#: writer must read what it writes) plus the writer-only ones.
-SUPPORTED_WRITER_FEATURES = SUPPORTED_READER_FEATURES | frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "domainMetadata",
-        "inCommitTimestamp",
-        "checkpointProtection",
-    }
-)
+#: The column a commit of arbitrary actions (``op=None``) is checked against.
+GENERIC_COMMIT = Operation.COMMIT_REQUEST
 
 # Features implied by legacy (pre-table-features) protocol versions.
 _LEGACY_WRITER = {
@@ -115,10 +98,34 @@ def check_readable(protocol: Protocol) -> None:
         )
 
 
-def check_writable(protocol: Protocol, operation: str = "write") -> None:
-    """Raise unless deltalog may write to (or delete from) a table with this protocol.
+def commit_coordinator(configuration: dict[str, str] | None) -> str:
+    """Who owns the commits of a catalog-managed table, as far as its properties tell."""
+    config = configuration or {}
+    for key in ("delta.coordinatedCommits.commitCoordinator-preview", "delta.coordinatedCommits.commitCoordinator"):
+        if config.get(key):
+            return f"commit coordinator {config[key]!r}"
+    uc = config.get("io.unitycatalog.tableId")
+    if uc:
+        return f"Unity Catalog (table id {uc})"
+    return "its managing catalog (not named in the table properties)"
 
-    Called before any change is made, so a refusal never leaves partial work.
+
+def check_writable(
+    protocol: Protocol,
+    operation: str = "write",
+    op: Operation | None = None,
+    configuration: dict[str, str] | None = None,
+) -> None:
+    """Raise unless deltalog may run ``op`` (writing or deleting) on a table with this protocol.
+
+    Every reader and writer feature of the protocol is looked up in the feature x
+    operation table (:mod:`deltalog.features`); a refused cell, or a feature the
+    table does not know, refuses the operation with the cell's reason. ``op=None``
+    (a commit of arbitrary actions) is held to the commit request's column: it may add
+    any file, as a commit request does.
+    ``configuration`` (the table properties) names a catalog-managed table's
+    coordinator in the refusal. Called before any change is made, so a refusal
+    never leaves partial work; conditional cells are checked by the operation.
     """
     check_readable(protocol)
     if protocol.min_writer_version > MAX_WRITER_VERSION or protocol.min_writer_version < 1:
@@ -126,13 +133,34 @@ def check_writable(protocol: Protocol, operation: str = "write") -> None:
             f"refusing to {operation}: minWriterVersion {protocol.min_writer_version} is not supported "
             f"(deltalog writes up to {MAX_WRITER_VERSION})"
         )
-    missing = sorted(protocol.effective_writer_features() - SUPPORTED_WRITER_FEATURES)
-    if missing:
+    column = GENERIC_COMMIT if op is None else op
+    features = sorted(protocol.effective_writer_features() | protocol.effective_reader_features())
+    refused: dict[str, str] = {}
+    for name in features:
+        cell = feature_cell(name, column)
+        if not cell.allowed:
+            refused[name] = cell.reason
+    if not refused:
+        return
+    catalog = sorted(set(refused) & CATALOG_FEATURES)
+    if catalog:
+        raise UnsupportedProtocolError(
+            f"refusing to {operation}: the table is catalog-managed ({', '.join(catalog)}); its commits and "
+            f"maintenance belong to {commit_coordinator(configuration)}, and deltalog does not talk to catalogs",
+            sorted(refused),
+        )
+    unknown = [n for n in refused if n not in FEATURES]
+    if unknown:
         raise UnsupportedProtocolError(
             f"refusing to {operation}: the table needs writer feature(s) deltalog does not implement: "
-            f"{', '.join(missing)}",
-            missing,
+            f"{', '.join(unknown)}",
+            sorted(refused),
         )
+    name = sorted(refused)[0]
+    more = f" (also: {', '.join(sorted(refused)[1:])})" if len(refused) > 1 else ""
+    raise UnsupportedProtocolError(
+        f"refusing to {operation}: the table uses {name}: {refused[name]}{more}", sorted(refused)
+    )
 
 
 @dataclass

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from deltalog import row_tracking
 from deltalog._version import __version__
 from deltalog.actions import Metadata, file_key, to_json_line
 from deltalog.errors import (
@@ -34,6 +35,7 @@ from deltalog.errors import (
     StorageError,
     TableAlreadyExistsError,
 )
+from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.log import commit_name
 from deltalog.protocol import Protocol, check_writable
@@ -149,7 +151,10 @@ class Transaction:
         single_writer: bool = False,
         run_hooks: bool = True,
         allow_system_domains: bool = False,
+        feature_operation: Operation | None = None,
     ) -> None:
+        """``feature_operation`` is the column of the feature table (:mod:`deltalog.features`) the
+        commit is checked against; ``None`` (a commit of arbitrary actions) uses the commit request's."""
         require_bools(single_writer=single_writer, run_hooks=run_hooks, allow_system_domains=allow_system_domains)
         if max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -169,6 +174,9 @@ class Transaction:
         self.single_writer = single_writer
         self.run_hooks = run_hooks
         self.allow_system_domains = allow_system_domains
+        self.feature_operation = feature_operation
+        self._row_hwm: int | None = None
+        self._row_live: dict[str, dict[str, int]] = {}
         self.txn_id = str(uuid.uuid4())
         self.adds: list[dict[str, Any]] = []
         self.removes: list[dict[str, Any]] = []
@@ -309,9 +317,14 @@ class Transaction:
         if self.snapshot is None and (self.protocol_update is None or self.metadata_update is None):
             raise InvalidArgumentError("creating a table needs both a protocol and a metaData action")
         if self.snapshot is not None:
-            check_writable(self.snapshot.protocol, f"commit {self.operation}")
+            check_writable(
+                self.snapshot.protocol,
+                f"commit {self.operation}",
+                self.feature_operation,
+                self.snapshot.metadata.configuration,
+            )
         if self.protocol_update is not None:
-            check_writable(self.protocol_update, f"commit {self.operation}")
+            check_writable(self.protocol_update, f"commit {self.operation}", self.feature_operation)
         protocol = self.protocol
         assert protocol is not None
         config = self.configuration
@@ -448,9 +461,15 @@ class Transaction:
             lines.append(to_json_line({"metaData": action}))
         if self.app_id is not None:
             lines.append(to_json_line({"txn": {"appId": self.app_id, "version": self.app_version, "lastUpdated": now}}))
-        lines.extend(to_json_line({"domainMetadata": d}) for d in self.domain_updates)
-        lines.extend(to_json_line({"remove": r}) for r in self.removes)
-        lines.extend(to_json_line({"add": a}) for a in self.adds)
+        adds, removes, domains = self.adds, self.removes, self.domain_updates
+        if self._row_hwm is not None:
+            # Row tracking: fresh row IDs above the mark and this version as the row commit version.
+            adds, removes, mark = row_tracking.assign(adds, removes, self._row_live, self._row_hwm, version)
+            if mark is not None:
+                domains = [*domains, row_tracking.domain_action(mark)]
+        lines.extend(to_json_line({"domainMetadata": d}) for d in domains)
+        lines.extend(to_json_line({"remove": r}) for r in removes)
+        lines.extend(to_json_line({"add": a}) for a in adds)
         return ("\n".join(lines) + "\n").encode(), ict
 
     @property
@@ -479,6 +498,7 @@ class Transaction:
         done = self._already_applied()
         if done is not None:
             return done
+        self._prepare_row_tracking()
         version = self.read_version + 1
         ict_on = self.ict_enabled()
         previous_ts = self._previous_commit_timestamp() if ict_on else None
@@ -518,6 +538,8 @@ class Transaction:
                         f"cannot create a table at {self.storage.uri}: another writer created it concurrently"
                     ) from None
                 version = check.next_version
+                if self._row_hwm is not None and check.row_id_high_water_mark is not None:
+                    self._row_hwm = max(self._row_hwm, check.row_id_high_water_mark)
                 if ict_on and check.last_timestamp is not None:
                     previous_ts = check.last_timestamp
                 if attempt < self.max_attempts:
@@ -530,6 +552,18 @@ class Transaction:
             f"gave up committing {self.operation} after {self.max_attempts} attempts: every version was taken "
             "by concurrent writers (raise max_attempts to wait longer)"
         )
+
+    def _prepare_row_tracking(self) -> None:
+        """Under row tracking, the mark to assign above and the live files' row fields (copied into removes)."""
+        self._row_hwm = None
+        self._row_live = {}
+        if self.snapshot is None or not row_tracking.assigns_row_ids(self.protocol, self.configuration):
+            return
+        if any(d["domain"] == row_tracking.DOMAIN for d in self.domain_updates):
+            return  # the caller manages the mark itself (allow_system_domains)
+        self._row_hwm = row_tracking.high_water_mark(self.snapshot.domain_metadata)
+        paths = [r["path"] for r in self.removes] + [a["path"] for a in self.adds]
+        self._row_live = row_tracking.live_row_fields(self.snapshot.files, paths)
 
     def _put(self, path: str, body: bytes) -> None:
         """Create the version file; FileExistsError when the version exists, ours or another writer's.

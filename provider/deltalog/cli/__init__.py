@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "deltalog.cli.vacuum",
     "deltalog.cli.maintenance",
     "deltalog.cli.compact",
+    "deltalog.cli.features",
 ]
 
 Handler = Callable[[argparse.Namespace], Any]

@@ -20,7 +20,7 @@ from typing import Any
 from deltalog.compaction.commit import CommitRecord, commit_bins, discard
 from deltalog.compaction.local import LocalOptions, run_local
 from deltalog.compaction.outcome import BinOutput, BinSkipped
-from deltalog.compaction.plan import Bin, CompactionPlan, plan_compaction, plan_from_snapshot
+from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, plan_compaction, plan_from_snapshot
 from deltalog.compaction.result import CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError
 from deltalog.flags import require_bools, require_workers
@@ -92,7 +92,12 @@ def compact(
     snapshot = None
     if plan is None:
         snapshot = dtable.snapshot()
-        plan = plan_from_snapshot(snapshot, dtable.uri, target_size, where, min_files, max_bins, small_file_threshold)
+        plan = plan_from_snapshot(
+            snapshot, dtable.uri, target_size, where, min_files, max_bins, small_file_threshold, engine=engine
+        )
+    else:
+        # A plan made elsewhere: check this engine may compact the table before any file is written.
+        check_compactable(dtable.snapshot(), engine)
     result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, plan_only=plan_only)
     if plan_only or not plan.bins:
         result.seconds = time.perf_counter() - started

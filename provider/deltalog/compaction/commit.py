@@ -30,10 +30,9 @@ import pyarrow.compute as pc
 
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.outcome import BinOutput, BinSkipped
-from deltalog.compaction.plan import Bin, CompactionPlan
+from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
-from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable
@@ -114,7 +113,7 @@ def remove_actions(b: Bin, now: int) -> list[dict[str, Any]]:
     return out
 
 
-def check_table_matches(snapshot: Snapshot, plan: CompactionPlan) -> None:
+def check_table_matches(snapshot: Snapshot, plan: CompactionPlan, engine: str = "local") -> None:
     """Refuse to commit a plan made for another table or another schema/partitioning."""
     md = snapshot.metadata
     if md.id != plan.table_id:
@@ -135,7 +134,7 @@ def check_table_matches(snapshot: Snapshot, plan: CompactionPlan) -> None:
             f"the table's {' and '.join(changed)} changed after the plan was made at version "
             f"{plan.snapshot_version}; nothing committed (plan again)"
         )
-    check_writable(snapshot.protocol, "compact")
+    check_compactable(snapshot, engine)
 
 
 def live_keys(snapshot: Snapshot, paths: list[str]) -> dict[str, str | None]:
@@ -192,7 +191,7 @@ def commit_bins(
             latest = snapshot
         else:
             latest = table.snapshot(listing=listing)
-        check_table_matches(latest, plan)
+        check_table_matches(latest, plan, engine)
         all_paths = [f.path for bid in pending for f in bins_by_id[bid].files]
         live = live_keys(latest, all_paths)
         gone: dict[int, list[str]] = {}
@@ -222,6 +221,7 @@ def commit_bins(
                 operation=OPERATION,
                 operation_parameters=operation_parameters(plan, engine),
                 run_hooks=run_hooks,
+                feature_operation=compaction_operation(engine),
             )
             txn.add([o.add for o in outs if o.add])
             txn.remove([r for b in bins for r in remove_actions(b, now)])

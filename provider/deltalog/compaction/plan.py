@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.layout import compression_codec
 from deltalog.compaction.predicate import PartitionFilter, parse_where
-from deltalog.errors import InvalidArgumentError
+from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
+from deltalog.features import Operation
 from deltalog.protocol import check_writable
 from deltalog.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.snapshot import Snapshot
@@ -233,6 +234,27 @@ def _pack(files: list[PlanFile], target: int) -> list[list[PlanFile]]:
     return bins
 
 
+def compaction_operation(engine: str) -> Operation:
+    """The feature table's column for a compaction run by ``engine``."""
+    return Operation.COMPACTION_SPARK if engine == "spark" else Operation.COMPACTION_LOCAL
+
+
+def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
+    """Refuse before planning when the table's features forbid compaction by ``engine``.
+
+    ``engine=None`` (a plan to be run by whichever engine) passes when either engine may
+    compact the table; the engine is checked again before it runs and at commit.
+    """
+    config = snapshot.metadata.configuration
+    if engine is not None:
+        check_writable(snapshot.protocol, "compact", compaction_operation(engine), config)
+        return
+    try:
+        check_writable(snapshot.protocol, "compact", Operation.COMPACTION_LOCAL, config)
+    except UnsupportedProtocolError:
+        check_writable(snapshot.protocol, "compact", Operation.COMPACTION_SPARK, config)
+
+
 def plan_from_snapshot(
     snapshot: Snapshot,
     table_uri: str,
@@ -241,9 +263,10 @@ def plan_from_snapshot(
     min_files: int = 2,
     max_bins: int | None = None,
     small_file_threshold: int | str | None = None,
+    engine: str | None = None,
 ) -> CompactionPlan:
     """Plan against an already loaded snapshot (see :func:`plan_compaction`)."""
-    check_writable(snapshot.protocol, "compact")
+    check_compactable(snapshot, engine)
     target = target_size_for(snapshot, target_size)
     threshold = (
         target // 2 if small_file_threshold is None else parse_size(small_file_threshold, "small file threshold")

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from deltalog.actions import Metadata
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import CommitFailedError, DeltaLogError, OperationRefusedError, StorageError
+from deltalog.features import Operation
 from deltalog.flags import require_bools, require_workers
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
@@ -77,7 +78,7 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
     protocol, metadata = view.protocol, view.metadata
     if refs.protocol is not None:
         protocol = Protocol.from_action(refs.protocol)
-        check_writable(protocol, "vacuum")
+        check_writable(protocol, "vacuum", Operation.VACUUM)
     if refs.metadata is not None:
         metadata = Metadata.from_action(refs.metadata)
         before = view.metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
@@ -102,7 +103,9 @@ def _commit_marker(
     storage: Storage, view: Snapshot, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]
 ) -> CommitResult:
     """Write a commitInfo-only commit (VACUUM START/END) at the version after ``view``."""
-    txn = Transaction(storage, view, operation=operation, operation_parameters=parameters)
+    txn = Transaction(
+        storage, view, operation=operation, operation_parameters=parameters, feature_operation=Operation.VACUUM
+    )
     return txn.commit(metrics)
 
 

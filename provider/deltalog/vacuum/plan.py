@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from deltalog.arrow_utils import column_sum, count_true
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.features import Operation
 from deltalog.flags import require_bools, require_workers
 from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.history import format_ms
@@ -400,7 +401,7 @@ def plan_vacuum(
     storage = dt.storage
     listing = dt.list_log()
     snapshot = dt.snapshot(listing=listing)
-    check_writable(snapshot.protocol, "vacuum")
+    check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention)
     rule = HiddenRule(partition_dir_names(snapshot))
     log.info(

@@ -1,0 +1,281 @@
+"""The feature x operation table: enforced by the protocol checks, printed by the CLI, rendered into the docs.
+
+Plus hand-built tables (the actions Delta Spark writes for row tracking, liquid
+clustering, identity columns, defaults and collations) on which every snapshot-only
+operation runs and keeps what the protocol says it must keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from deltalog import DeltaTable
+from deltalog.checkpoint import create_checkpoint
+from deltalog.cli import main
+from deltalog.commit_request import commit_request
+from deltalog.compaction import compact
+from deltalog.errors import UnsupportedProtocolError
+from deltalog.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
+from deltalog.log_cleanup import cleanup_log
+from deltalog.manifest import generate_manifest
+from deltalog.protocol import Protocol, check_readable, check_writable
+from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.vacuum import vacuum
+from helpers import rows, write_data_file
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _protocol_with(name: str) -> Protocol:
+    """The smallest table-features protocol that lists ``name`` as the table feature says it is."""
+    if FEATURES[name].kind == "reader-writer":
+        return Protocol(3, 7, (name,), (name,))
+    return Protocol(1, 7, None, (name,))
+
+
+# --- the table itself ---------------------------------------------------------------
+
+
+def test_docs_page_is_current():
+    doc = (ROOT / "docs" / "features.md").read_text(encoding="utf-8")
+    assert doc == markdown(), "docs/features.md is stale: run .venv/bin/python scripts/features_doc.py"
+
+
+def test_every_cell_is_well_formed():
+    for f in FEATURES.values():
+        assert f.kind in ("reader-writer", "writer")
+        assert set(f.cells) == set(Operation)
+        for op, cell in f.cells.items():
+            assert cell.status in (SUPPORTED, CONDITIONAL, REFUSED), (f.name, op)
+            # A refusal or a condition always says why, in one line.
+            if cell.status != SUPPORTED:
+                assert cell.reason and "\n" not in cell.reason, (f.name, op)
+
+
+@pytest.mark.parametrize("name", sorted(FEATURES))
+def test_check_writable_follows_each_cell(name):
+    """Cell by cell: the protocol check refuses exactly the refused cells, with the cell's reason."""
+    protocol = _protocol_with(name)
+    for op in Operation:
+        cell = FEATURES[name].cell(op)
+        if op in READ_ONLY:
+            if cell.allowed:
+                check_readable(protocol)
+            else:
+                with pytest.raises(UnsupportedProtocolError):
+                    check_readable(protocol)
+            continue
+        if cell.allowed:
+            check_writable(protocol, op.value, op)
+        else:
+            with pytest.raises(UnsupportedProtocolError, match=name) as info:
+                check_writable(protocol, op.value, op)
+            assert name in info.value.features
+            if name not in ("catalogManaged", "catalogOwned-preview", "coordinatedCommits-preview"):
+                assert cell.reason in str(info.value)
+
+
+def test_without_an_operation_a_commit_is_held_to_the_commit_request_column():
+    # Every commit of arbitrary actions may add files, as a commit request does.
+    for name, f in FEATURES.items():
+        protocol = _protocol_with(name)
+        if f.cell(Operation.COMMIT_REQUEST).allowed:
+            check_writable(protocol, "write")
+        else:
+            with pytest.raises(UnsupportedProtocolError, match=name):
+                check_writable(protocol, "write")
+
+
+@pytest.mark.parametrize("op", [op for op in Operation if op not in READ_ONLY])
+def test_unknown_features_are_refused_by_every_operation(op):
+    with pytest.raises(UnsupportedProtocolError, match="does not implement: someFutureFeature"):
+        check_writable(Protocol(1, 7, None, ("someFutureFeature",)), op.value, op)
+    with pytest.raises(UnsupportedProtocolError, match="readerFuture"):
+        check_readable(Protocol(3, 7, ("readerFuture",), ("readerFuture",)))
+
+
+def test_catalog_managed_refusal_names_the_coordinator():
+    protocol = Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "inCommitTimestamp"))
+    check_readable(protocol)
+    with pytest.raises(UnsupportedProtocolError, match=r"Unity Catalog \(table id abc\)"):
+        check_writable(protocol, "vacuum", Operation.VACUUM, {"io.unitycatalog.tableId": "abc"})
+    with pytest.raises(UnsupportedProtocolError, match="commit coordinator 'dynamodb'"):
+        check_writable(
+            Protocol(1, 7, None, ("coordinatedCommits-preview",)),
+            "compact",
+            Operation.COMPACTION_LOCAL,
+            {"delta.coordinatedCommits.commitCoordinator-preview": "dynamodb"},
+        )
+
+
+def test_cli_prints_the_table(capsys):
+    assert main(["features", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["operations"] == [op.value for op in Operation]
+    by_name = {f["feature"]: f for f in data["features"]}
+    assert set(by_name) == set(FEATURES)
+    assert by_name["rowTracking"]["operations"]["checkpoint"]["status"] == SUPPORTED
+    assert by_name["catalogManaged"]["operations"]["vacuum"]["status"] == REFUSED
+    assert main(["features"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].split() == " ".join(op.value for op in Operation).split()
+    assert any(line.startswith("rowTracking ") for line in text.splitlines())
+
+
+def test_docs_script_writes_the_page(tmp_path):
+    # The script is how the page is regenerated; it must run from a clean checkout.
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "features_doc.py")], capture_output=True, text=True, check=True
+    )
+    assert "features.md" in proc.stdout
+
+
+# --- a Delta Spark-shaped table with row tracking, clustering, identity, defaults, collations --
+
+
+def _commit(path: str, version: int, actions: list[dict]) -> None:
+    log = os.path.join(path, "_delta_log")
+    os.makedirs(log, exist_ok=True)
+    with open(os.path.join(log, f"{version:020d}.json"), "w") as fh:
+        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def _info(op: str) -> dict:
+    return {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": op}}
+
+
+WRITER_FEATURES = (
+    "rowTracking",
+    "domainMetadata",
+    "clustering",
+    "identityColumns",
+    "allowColumnDefaults",
+    "collations",
+    "appendOnly",
+    "invariants",
+)
+
+
+def spark_like_table(path: str) -> None:
+    """Versions 0-3 as Delta Spark writes them for a clustered, row-tracked table with identity and defaults."""
+    schema = json.loads(arrow_schema_to_schema_string(pa.schema([("id", pa.int64()), ("value", pa.string())])))
+    schema["fields"][0]["metadata"] = {
+        "delta.identity.start": 0,
+        "delta.identity.step": 1,
+        "delta.identity.highWaterMark": 5,
+        "delta.identity.allowExplicitInsert": False,
+    }
+    schema["fields"][1]["metadata"] = {
+        "CURRENT_DEFAULT": "'x'",
+        "EXISTS_DEFAULT": "'x'",
+        "__COLLATIONS": {"value": "spark.UTF8_LCASE"},
+    }
+    config = {
+        "delta.enableRowTracking": "true",
+        "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
+        "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-1",
+        "delta.feature.allowColumnDefaults": "supported",
+    }
+    _commit(
+        path,
+        0,
+        [
+            _info("CREATE TABLE"),
+            {"protocol": Protocol(1, 7, None, WRITER_FEATURES).to_dict()},
+            {
+                "metaData": {
+                    "id": str(uuid.uuid4()),
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": config,
+                    "createdTime": 0,
+                }
+            },
+            {
+                "domainMetadata": {
+                    "domain": "delta.clustering",
+                    "configuration": json.dumps({"clusteringColumns": [["id"]]}),
+                    "removed": False,
+                }
+            },
+        ],
+    )
+    for v, start in ((1, 0), (2, 3)):
+        add = write_data_file(path, rows(3, start=start).drop_columns(["part"]))
+        add.update(baseRowId=start, defaultRowCommitVersion=v, clusteringProvider="liquid")
+        hwm = {"rowIdHighWaterMark": start + 2}
+        _commit(
+            path,
+            v,
+            [
+                _info("WRITE"),
+                {"add": add},
+                {"domainMetadata": {"domain": "delta.rowTracking", "configuration": json.dumps(hwm), "removed": False}},
+            ],
+        )
+
+
+@pytest.fixture()
+def spark_like(tmp_path) -> str:
+    path = str(tmp_path / "t")
+    spark_like_table(path)
+    return path
+
+
+def test_checkpoint_keeps_row_tracking_clustering_and_domains(spark_like):
+    before = DeltaTable(spark_like).snapshot()
+    result = create_checkpoint(spark_like)
+    assert result.num_domain_metadata == 2
+    cp = pq.read_table(os.path.join(spark_like, "_delta_log", result.files[0]))
+    adds = [a for a in cp.column("add").to_pylist() if a]
+    assert sorted((a["baseRowId"], a["defaultRowCommitVersion"], a["clusteringProvider"]) for a in adds) == [
+        (0, 1, "liquid"),
+        (3, 2, "liquid"),
+    ]
+    domains = {d["domain"]: json.loads(d["configuration"]) for d in cp.column("domainMetadata").to_pylist() if d}
+    assert domains == {
+        "delta.clustering": {"clusteringColumns": [["id"]]},
+        "delta.rowTracking": {"rowIdHighWaterMark": 5},
+    }
+    after = DeltaTable(spark_like).snapshot()  # now read from the checkpoint
+    cols = ["path", "baseRowId", "defaultRowCommitVersion", "clusteringProvider"]
+    assert after.files.select(cols).sort_by("path").equals(before.files.select(cols).sort_by("path"))
+    assert after.domain_metadata == before.domain_metadata
+    assert after.metadata.schema_string == before.metadata.schema_string
+
+
+def test_snapshot_only_operations_run(spark_like):
+    assert vacuum(spark_like, dry_run=True).num_deleted_files == 0
+    assert not cleanup_log(spark_like, dry_run=True).num_files
+    manifest = generate_manifest(spark_like, dry_run=True)
+    assert manifest.to_dict()
+    assert main(["health", spark_like, "--json"]) == 0
+
+
+def test_rewrites_are_refused_with_the_feature_reason(spark_like):
+    with pytest.raises(UnsupportedProtocolError, match=r"clustering: bin-packing would undo .*also: rowTracking"):
+        compact(spark_like, plan_only=True)
+    add = write_data_file(spark_like, rows(2, start=10).drop_columns(["part"]))
+    with pytest.raises(UnsupportedProtocolError, match="refusing to commit WRITE: the table uses"):
+        commit_request(spark_like, {"operation": "WRITE", "add": [{"path": add["path"]}]})
+
+
+def test_iceberg_compat_vacuum_refused_but_checkpoint_runs(tmp_path):
+    path = str(tmp_path / "t")
+    spark_like_table(path)
+    proto = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2", "domainMetadata", "rowTracking", "clustering"))
+    _commit(path, 3, [_info("SET TBLPROPERTIES"), {"protocol": proto.to_dict()}])
+    create_checkpoint(path)
+    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2: vacuum would treat the Iceberg metadata"):
+        vacuum(path, dry_run=True)
