@@ -36,9 +36,18 @@ SUITES = {
     "adversarial": "generated adversarial inputs per class (CLI arguments, string booleans, ...; "
     "tests/reliability/test_adversarial.py)",
 }
-#: Test files outside tests/reliability whose property tests are adversarial classes
-#: (reliability_recorder.ADVERSARIAL_CLASSES): corrupt logs, path spellings, links, units.
-ADVERSARIAL_FILES = ["tests/test_bad_logs.py", "tests/test_vacuum_paths_property.py"]
+#: Tests outside tests/reliability whose property tests are adversarial classes
+#: (reliability_recorder.ADVERSARIAL_CLASSES): corrupt logs, torn log lines, path spellings,
+#: links, units (local and S3), schema mismatches and partition values, string booleans.
+ADVERSARIAL_FILES = [
+    "tests/test_bad_logs.py",
+    "tests/test_vacuum_paths_property.py",
+    "tests/test_vacuum_paths_s3.py::test_s3_inventory_in_another_unit_is_refused",
+    "tests/test_commit_lines.py::test_any_damaged_line_stops_every_command_alike",
+    "tests/test_commit_lines.py::test_any_damaged_line_stops_every_command_alike_on_s3",
+    "tests/test_commit_property.py",
+    "tests/test_safety_flags.py::test_every_core_switch_refuses_non_bools",
+]
 TOTALS = [
     ("scenarios", "scenarios run", None),
     ("faults_injected", "faults injected", None),

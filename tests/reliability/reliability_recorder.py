@@ -42,6 +42,18 @@ ADVERSARIAL_CLASSES = {
     "test_vacuum_paths_property.py::test_vacuum_never_deletes_a_live_file_whatever_the_spelling": "path_spellings",
     "test_vacuum_paths_property.py::test_vacuum_never_deletes_a_link_nor_through_one": "links",
     "test_vacuum_paths_property.py::test_an_inventory_is_accepted_only_in_units_it_can_be_read_in": "units",
+    "test_vacuum_paths_s3.py::test_s3_inventory_in_another_unit_is_refused": "units",
+    "test_commit_lines.py::test_any_damaged_line_stops_every_command_alike": "torn_log_lines",
+    "test_commit_lines.py::test_any_damaged_line_stops_every_command_alike_on_s3": "torn_log_lines",
+    "test_commit_property.py::test_commit_accepted_iff_file_fits_schema_local": "schema_mismatches",
+    "test_commit_property.py::test_commit_accepted_iff_file_fits_schema_s3": "schema_mismatches",
+    "test_commit_property.py::test_given_stats_accepted_iff_true_of_the_file_local": "schema_mismatches",
+    "test_commit_property.py::test_given_stats_accepted_iff_true_of_the_file_s3": "schema_mismatches",
+    "test_commit_property.py::test_partition_values_are_canonical_and_readable_local": "partition_values",
+    "test_commit_property.py::test_partition_values_are_canonical_and_readable_s3": "partition_values",
+    "test_commit_property.py::test_partition_value_text_is_canonical_or_refused": "partition_values",
+    "test_commit_property.py::test_commit_accepts_a_path_iff_the_shared_rule_calls_it_data": "path_spellings",
+    "test_safety_flags.py::test_every_core_switch_refuses_non_bools": "string_booleans",
 }
 
 COUNTS: Counter = Counter()
