@@ -427,3 +427,40 @@ def test_convert_checks_what_readers_cannot_read_and_maps_int96_to_timestamp(tmp
     put(unsigned, "f.parquet", pa.table({"u": pa.array([200], pa.uint8())}))
     assert convert_to_delta(unsigned).schema[0]["type"] == "short"
     assert deltalake.DeltaTable(unsigned).to_pyarrow_table().to_pylist() == [{"u": 200}]
+
+
+def test_stats_of_strings_timestamps_decimals_and_dates_are_checked_by_their_order(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    schema = pa.schema(
+        [("s", pa.string()), ("t", pa.timestamp("us", tz="UTC")), ("d", pa.decimal128(6, 2)), ("day", pa.date32())]
+    )
+    make_table(path, schema=schema)
+    long_text = "x" * 40
+    stamp = dt.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=dt.UTC)
+    data = pa.table(
+        {
+            "s": ["a", long_text],
+            "t": pa.array([stamp, stamp], pa.timestamp("us", tz="UTC")),
+            "d": pa.array([decimal.Decimal("-1.25"), decimal.Decimal("3.50")], pa.decimal128(6, 2)),
+            "day": [dt.date(2024, 1, 1), dt.date(2024, 1, 31)],
+        },
+        schema=schema,
+    )
+    put(path, "f.parquet", data)
+    honest = {
+        "numRecords": 2,
+        "minValues": {"s": "a", "t": "2024-05-01T10:00:00.123Z", "d": -1.25, "day": "2024-01-01"},
+        # a 32-character prefix with U+10FFFF is an upper bound of the 40-character maximum
+        "maxValues": {"s": "x" * 32 + "\U0010ffff", "t": "2024-05-01T10:00:00.123Z", "d": "3.50", "day": "2024-01-31"},
+    }
+    lies = [
+        ({"maxValues": {**honest["maxValues"], "s": "x" * 32}}, "maxValues.s"),
+        ({"maxValues": {**honest["maxValues"], "t": "2024-05-01T09:59:59.999Z"}}, "maxValues.t"),
+        ({"minValues": {**honest["minValues"], "d": -1.2}}, "minValues.d"),
+        ({"maxValues": {**honest["maxValues"], "day": "2024-01-30"}}, "maxValues.day"),
+        ({"minValues": {**honest["minValues"], "t": "yesterday"}}, "not a value of the column's type"),
+    ]
+    for change, expected in lies:
+        message = refused(path, {"add": [{"path": "f.parquet", "stats": {**honest, **change}}]})
+        assert expected in message
+    assert commit_request(path, {"add": [{"path": "f.parquet", "stats": honest}]}, run_hooks=False).version == 1

@@ -43,7 +43,9 @@ import pyarrow.parquet as pq
 
 from deltalog.actions import Metadata
 from deltalog.errors import DataFileMismatchError
+from deltalog.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol import Protocol
+from deltalog.schema import delta_type_to_arrow
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 COLUMN_ID = "delta.columnMapping.id"
@@ -433,9 +435,6 @@ def _check_partition_column(
     check: _Check, f: dict[str, Any], node: FileNode, footer: pq.FileMetaData, value: str | None
 ) -> None:
     """A partition column stored in the file too: allowed only when the footer proves every row holds ``value``."""
-    from deltalog.partition_values import PartitionValueError, canonical_partition_value
-    from deltalog.schema import delta_type_to_arrow
-
     name = str(f["name"])
     _compare(check, f["type"], node, name, node.name)
     refuse = check.fail(
