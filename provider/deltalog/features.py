@@ -115,9 +115,9 @@ def _conditional(reason: str) -> Cell:
 _NOT_CONVERTED = _refused("convert writes a new table with only the features its Parquet files need; " + _NEVER_CREATED)
 _NO_CREATE = _refused(_NEVER_CREATED)
 
-_ROW_TRACKING_WRITE = _refused(
-    "new files would need baseRowId/defaultRowCommitVersion and an advanced delta.rowTracking high-water mark, "
-    "which deltalog does not assign yet"
+_ROW_IDS = (
+    "new files get baseRowId above the delta.rowTracking high-water mark (advanced in the same commit) and the "
+    "commit's version as defaultRowCommitVersion; removes keep the live add's fields"
 )
 _CATALOG = _refused(
     "the table's commits and maintenance belong to its managing catalog's commit coordinator (PROTOCOL.md "
@@ -254,9 +254,12 @@ FEATURES: dict[str, Feature] = {
             "rowTracking",
             "writer",
             "row IDs and row commit versions",
-            commit_request=_ROW_TRACKING_WRITE,
-            compaction_local=_ROW_TRACKING_WRITE,
-            compaction_spark=_ROW_TRACKING_WRITE,
+            commit_request=Cell(SUPPORTED, _ROW_IDS),
+            compaction_local=_conditional(
+                _ROW_IDS + "; when enabled, every row's stable row ID and commit version are materialised into the "
+                "delta.rowTracking.materialized* columns; refused when those are not named or a file lacks baseRowId"
+            ),
+            compaction_spark=_refused("the Spark engine does not materialise row IDs and row commit versions yet"),
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

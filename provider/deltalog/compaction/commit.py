@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.outcome import BinOutput, BinSkipped
-from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation
+from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
 from deltalog.snapshot import Snapshot
@@ -126,6 +126,7 @@ def check_table_matches(snapshot: Snapshot, plan: CompactionPlan, engine: str = 
             ("schema", md.schema_string, plan.schema_string),
             ("partition columns", md.partition_columns, plan.partition_columns),
             ("column mapping mode", md.column_mapping_mode, plan.column_mapping_mode),
+            ("row tracking", plan_row_tracking(snapshot), plan.row_tracking),
         )
         if now != then
     ]

@@ -26,6 +26,7 @@ from typing import Any
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog.compaction.dv import read_deletion_vector
@@ -127,6 +128,14 @@ class BinWriter:
         self.target = physical_data_schema(plan.schema_string, plan.partition_columns, plan.column_mapping_mode)
         self.logical = parse_schema_string(plan.schema_string)
         self.id_mode = plan.column_mapping_mode == "id"
+        #: Row tracking enabled: every row's stable row ID and commit version go into these hidden columns.
+        self.rt_columns: tuple[str, str] | None = None
+        self.output = self.target
+        if plan.row_tracking:
+            self.rt_columns = (plan.row_tracking["rowIdColumn"], plan.row_tracking["rowCommitVersionColumn"])
+            self.output = self.target.append(pa.field(self.rt_columns[0], pa.int64())).append(
+                pa.field(self.rt_columns[1], pa.int64())
+            )
 
     # --- reading --------------------------------------------------------------------
 
@@ -200,18 +209,53 @@ class BinWriter:
         # With no column left to read (all dropped since the file was written) pyarrow still
         # yields the row counts, so the rows survive as nulls.
         columns = sorted(set(mapping.values()))
+        if self.rt_columns is not None:
+            self._check_row_tracking(f)
+            columns += [c for c in self.rt_columns if c in pf.schema_arrow.names and c not in columns]
         offset = 0
         for batch in pf.iter_batches(batch_size=self.options.batch_rows, columns=columns, use_threads=False):
             n = batch.num_rows
+            # Row IDs come from physical positions, so they are taken before deleted rows are dropped.
+            tracked = self._stable_row_tracking(batch, f, offset) if self.rt_columns is not None else []
             if deleted is not None and len(deleted):
                 lo, hi = np.searchsorted(deleted, [offset, offset + n])
                 if hi > lo:
                     keep = np.ones(n, dtype=bool)
                     keep[(deleted[lo:hi] - np.uint64(offset)).astype(np.int64)] = False
-                    batch = batch.filter(pa.array(keep))
+                    mask = pa.array(keep)
+                    batch = batch.filter(mask)
+                    tracked = [a.filter(mask) for a in tracked]
             offset += n
             if batch.num_rows:
-                yield self._conform(batch, mapping, f.path)
+                out = self._conform(batch, mapping, f.path)
+                if tracked:
+                    out = pa.RecordBatch.from_arrays([*out.columns, *tracked], schema=self.output)
+                yield out
+
+    def _check_row_tracking(self, f: PlanFile) -> None:
+        if f.baseRowId is None or f.defaultRowCommitVersion is None:
+            raise OperationRefusedError(
+                f"{f.path}: row tracking is enabled but the file has no baseRowId/defaultRowCommitVersion; "
+                "its rows' IDs cannot be preserved"
+            )
+
+    def _stable_row_tracking(self, batch: pa.RecordBatch, f: PlanFile, offset: int) -> list[pa.Array]:
+        """Each row's stable row ID and row commit version (PROTOCOL.md "Reader Requirements for Row Tracking").
+
+        The materialised value where the file has one, else the default: ``baseRowId`` plus
+        the row's position in the file, and the file's ``defaultRowCommitVersion``.
+        """
+        assert self.rt_columns is not None and f.baseRowId is not None and f.defaultRowCommitVersion is not None
+        n = batch.num_rows
+        fresh_ids = pa.array(np.arange(f.baseRowId + offset, f.baseRowId + offset + n, dtype=np.int64))
+        fresh_versions = pa.array(np.full(n, f.defaultRowCommitVersion, dtype=np.int64))
+        out = []
+        for name, fresh in zip(self.rt_columns, (fresh_ids, fresh_versions)):
+            if name in batch.schema.names:
+                out.append(pc.coalesce(batch.column(name).cast(pa.int64()), fresh))
+            else:
+                out.append(fresh)
+        return out
 
     # --- writing --------------------------------------------------------------------
 
@@ -235,7 +279,7 @@ class BinWriter:
         def flush() -> None:
             nonlocal rows_out, buf, buf_rows, buf_bytes
             assert writer is not None
-            writer.write_table(pa.Table.from_batches(buf, schema=self.target), row_group_size=buf_rows)
+            writer.write_table(pa.Table.from_batches(buf, schema=self.output), row_group_size=buf_rows)
             rows_out += buf_rows
             buf, buf_rows, buf_bytes = [], 0, 0
 
@@ -246,7 +290,7 @@ class BinWriter:
                     if writer is None:  # the first input's footer decides which columns get dictionaries
                         writer = pq.ParquetWriter(
                             sink,
-                            self.target,
+                            self.output,
                             compression=self.plan.codec,
                             use_dictionary=_dictionary_columns(pf.metadata, self.target),
                             write_statistics=True,

@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from deltalog import row_tracking
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.layout import compression_codec
 from deltalog.compaction.predicate import PartitionFilter, parse_where
@@ -46,12 +47,30 @@ class PlanFile:
     path: str
     size: int
     deletionVector: dict[str, Any] | None = None
+    #: Row tracking fields of the live add (the rows' fresh IDs and commit versions).
+    baseRowId: int | None = None
+    defaultRowCommitVersion: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"path": self.path, "size": self.size}
         if self.deletionVector:
             d["deletionVector"] = self.deletionVector
+        if self.baseRowId is not None:
+            d["baseRowId"] = self.baseRowId
+        if self.defaultRowCommitVersion is not None:
+            d["defaultRowCommitVersion"] = self.defaultRowCommitVersion
         return d
+
+    @classmethod
+    def from_dict(cls, f: dict[str, Any]) -> PlanFile:
+        base, version = f.get("baseRowId"), f.get("defaultRowCommitVersion")
+        return cls(
+            str(f["path"]),
+            int(f["size"]),
+            f.get("deletionVector"),
+            None if base is None else int(base),
+            None if version is None else int(version),
+        )
 
     @property
     def key(self) -> tuple[str, str | None]:
@@ -99,6 +118,9 @@ class CompactionPlan:
     codec: str
     #: ``delta.dataSkipping*`` table properties: which columns get stats in new files.
     stats_configuration: dict[str, str] = field(default_factory=dict)
+    #: Row tracking enabled: the materialised columns the rewritten files carry every row's
+    #: stable row ID and row commit version in (``rowIdColumn``, ``rowCommitVersionColumn``).
+    row_tracking: dict[str, str] | None = None
     bins: list[Bin] = field(default_factory=list)
     num_files: int = 0
     num_candidate_files: int = 0
@@ -152,6 +174,7 @@ class CompactionPlan:
             "columnMappingMode": self.column_mapping_mode,
             "codec": self.codec,
             "statsConfiguration": dict(self.stats_configuration),
+            "rowTracking": dict(self.row_tracking) if self.row_tracking else None,
             "numFiles": self.num_files,
             "numCandidateFiles": self.num_candidate_files,
             "numBinsDeferred": self.num_bins_deferred,
@@ -176,7 +199,7 @@ class CompactionPlan:
                 Bin(
                     id=int(b["id"]),
                     partitionValues=dict(b.get("partitionValues") or {}),
-                    files=[PlanFile(str(f["path"]), int(f["size"]), f.get("deletionVector")) for f in b["files"]],
+                    files=[PlanFile.from_dict(f) for f in b["files"]],
                 )
                 for b in doc.get("bins", [])
             ]
@@ -195,6 +218,7 @@ class CompactionPlan:
                 column_mapping_mode=str(doc.get("columnMappingMode") or "none"),
                 codec=str(doc.get("codec") or "zstd"),
                 stats_configuration={str(k): str(v) for k, v in (doc.get("statsConfiguration") or {}).items()},
+                row_tracking=_row_tracking_doc(doc.get("rowTracking")),
                 bins=bins,
                 num_files=int(doc.get("numFiles") or 0),
                 num_candidate_files=int(doc.get("numCandidateFiles") or 0),
@@ -232,6 +256,25 @@ def _pack(files: list[PlanFile], target: int) -> list[list[PlanFile]]:
     if current:
         bins.append(current)
     return bins
+
+
+def plan_row_tracking(snapshot: Snapshot) -> dict[str, str] | None:
+    """The materialised row tracking columns when the table enables row tracking (else None).
+
+    PROTOCOL.md: with row tracking enabled, a rewrite preserves every row's stable row ID
+    and row commit version by materialising them; merely supported, it cannot.
+    """
+    config = snapshot.metadata.configuration
+    if not row_tracking.enabled(snapshot.protocol, config):
+        return None
+    cols = row_tracking.materialized_columns(config)
+    return {"rowIdColumn": cols.row_id, "rowCommitVersionColumn": cols.row_commit_version}
+
+
+def _row_tracking_doc(doc: Any) -> dict[str, str] | None:
+    if doc is None:
+        return None
+    return {"rowIdColumn": str(doc["rowIdColumn"]), "rowCommitVersionColumn": str(doc["rowCommitVersionColumn"])}
 
 
 def compaction_operation(engine: str) -> Operation:
@@ -293,11 +336,18 @@ def plan_from_snapshot(
         sizes = candidates.column("size").to_pylist()
         pvs = candidates.column("partitionValues").to_pylist()
         dvs = candidates.column("deletionVector").to_pylist()
-        for path, size, pv, dv in zip(paths, sizes, pvs, dvs):
+        n = candidates.num_rows
+        bases = candidates.column("baseRowId").to_pylist() if "baseRowId" in candidates.column_names else [None] * n
+        versions = (
+            candidates.column("defaultRowCommitVersion").to_pylist()
+            if "defaultRowCommitVersion" in candidates.column_names
+            else [None] * n
+        )
+        for path, size, pv, dv, base, version in zip(paths, sizes, pvs, dvs, bases, versions):
             pv = dict(pv or [])
             key = tuple(sorted(pv.items(), key=lambda kv: kv[0]))
             groups.setdefault(key, []).append(
-                PlanFile(path, size, {k: v for k, v in dv.items() if v is not None} if dv else None)
+                PlanFile(path, size, {k: v for k, v in dv.items() if v is not None} if dv else None, base, version)
             )
             pvs_by_key[key] = pv
     packed: list[tuple[tuple, list[PlanFile]]] = []
@@ -327,6 +377,7 @@ def plan_from_snapshot(
         column_mapping_mode=mapping,
         codec=compression_codec(md.configuration),
         stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
+        row_tracking=plan_row_tracking(snapshot),
         bins=bins,
         num_files=files.num_rows,
         num_candidate_files=candidates.num_rows,
