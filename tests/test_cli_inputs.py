@@ -91,6 +91,8 @@ def test_non_utf8_file_name_in_a_directory_to_convert(tmp_path, capsys):
         (["compact", "{t}", "--max-workers", "0"], "max_workers must be a positive integer, got 0"),
         (["vacuum", "{t}", "--max-workers", "0"], "max_workers must be a positive integer, got 0"),
         (["compact", "{t}", "--max-workers", "-3", "--plan-only"], "max_workers must be a positive integer"),
+        (["discover", "{t}", "--workers", "0"], "--workers must be a positive integer, got 0"),
+        (["health", "--root", "{t}", "--workers", "0"], "--workers must be a positive integer, got 0"),
         (["snapshot", "{t}/no\nsuch"], "no\\nsuch"),
     ],
 )
@@ -110,6 +112,10 @@ def test_core_bounds_sizes_timestamps_and_workers(table):
         compact(table, target_size=10**26)
     with pytest.raises(InvalidArgumentError, match="max_workers"):
         compact(table, max_workers=0)
+    from deltalog.fleet.health import fleet_health
+
+    with pytest.raises(InvalidArgumentError, match="max_workers must be a positive integer, got 0"):
+        fleet_health([table], max_workers=0)  # used to be quietly made 1
 
 
 def test_a_commit_request_nested_100000_deep(table, tmp_path, capsys):

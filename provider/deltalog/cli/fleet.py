@@ -9,6 +9,7 @@ from typing import Any
 from deltalog.cli import emit
 from deltalog.due import maintenance_due
 from deltalog.errors import InvalidArgumentError
+from deltalog.flags import require_workers
 from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
 from deltalog.fleet.health import TableReport, fleet_health
 from deltalog.fleet.report import format_summary, render_html
@@ -135,8 +136,7 @@ def _check_source(args: argparse.Namespace, positional: list[str]) -> None:
     given = sum(bool(x) for x in (positional, args.root, args.list_file))
     if given != 1:
         raise InvalidArgumentError("give tables, --root ROOT or --list FILE (exactly one of them)")
-    if args.workers < 1:
-        raise InvalidArgumentError(f"--workers must be positive, got {args.workers}")
+    require_workers(args.workers, "--workers")
 
 
 def _discover(args: argparse.Namespace, root: str | None) -> DiscoveryResult:

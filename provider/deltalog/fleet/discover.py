@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError
+from deltalog.flags import require_workers
 from deltalog.log import LogListing, list_log
 from deltalog.storage import LOG_DIR, Storage
 
@@ -102,8 +103,7 @@ def discover_tables(
     """Every Delta table at or below ``root`` (depth 0 is the root itself), found in parallel."""
     if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 0:
         raise InvalidArgumentError(f"max depth must be a non-negative integer, got {max_depth!r}")
-    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-        raise InvalidArgumentError(f"max workers must be a positive integer, got {max_workers!r}")
+    require_workers(max_workers)
     opts = dict(storage_options or {})
     t0 = time.perf_counter()
     storage = Storage(root, opts)

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError
+from deltalog.flags import require_workers
 from deltalog.fleet.discover import FoundTable
 from deltalog.health import TableHealth, compute_health
 from deltalog.log import LogListing
@@ -130,7 +131,8 @@ def fleet_health(
             return measure_table(t.uri, storage_options, target_size=target_size, listing=t.listing)
         return measure_table(t, storage_options, target_size=target_size)
 
-    with ThreadPoolExecutor(max_workers=max(1, max_workers), thread_name_prefix="deltalog-health") as pool:
+    require_workers(max_workers)  # the one rule for worker counts: 0 is refused, not quietly made 1
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="deltalog-health") as pool:
         reports = list(pool.map(one, tables))
     log.info(
         "fleet health: %d tables, %d due, %d unreadable",
