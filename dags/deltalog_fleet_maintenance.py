@@ -201,9 +201,6 @@ with DAG(
                 tables.append(
                     TableOutcome(uri=entry["uri"], status="failed", error="the task ended without a result").to_dict()
                 )
-        tables += [
-            TableOutcome(uri=r["uri"], status="refused", error=r["error"]).to_dict() for r in measured["refused"]
-        ]
         outcomes = [TableOutcome(**{k: v for k, v in o.items() if k != "changed"}) for o in tables]
         counts: dict[str, int] = {}
         for o in tables:

@@ -16,7 +16,9 @@
 Scheduling guarantees: ``max_active_runs=1``, and every task that rewrites or
 deletes files runs in the ``deltalog_maintenance`` pool (one slot), shared with
 ``deltalog_maintenance_on_change``, so two compactions of the table never overlap
-(and if one ever did, deltalog's conflict checks would fail the second commit).
+(and if one ever did, deltalog's conflict checks would fail the second commit). Those
+tasks also hold the table's maintenance lease (``deltalog_example.lease``), shared with
+``deltalog_fleet_maintenance``, so a fleet run never works on the table at the same time.
 
 The SLA is a Deadline Alert (Airflow 3.1+): a run still going
 ``deltalog_maintenance_deadline_minutes`` after it was queued fires
@@ -46,6 +48,7 @@ from deltalog_example import (
     spark_submit_args,
 )
 from deltalog_example.callbacks import log_missed_deadline
+from deltalog_example.lease import table_lease
 from deltalog_provider.operators import (
     DeltaCheckpointOperator,
     DeltaCompactOperator,
@@ -122,6 +125,7 @@ with DAG(
         target_size=optional_setting("deltalog_target_file_size"),
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=1),
+        **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
         **common,
     )
 
@@ -144,9 +148,15 @@ with DAG(
         ),
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=2),
+        **table_lease(TABLE, CONN_ID, timedelta(hours=2)),
     )
 
-    @task(task_id="commit_compaction", pool=MAINTENANCE_POOL, execution_timeout=timedelta(minutes=10))
+    @task(
+        task_id="commit_compaction",
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(minutes=10),
+        **table_lease(TABLE, CONN_ID, timedelta(minutes=10)),
+    )
     def commit_compaction(table: str, conn_id: str, plan_path: str, request_path: str) -> dict[str, Any]:
         """Commit the Spark job's files bin by bin (a bin that lost a race is dropped, the rest commit)."""
         from deltalog_example.spark_compaction import commit_result
@@ -167,6 +177,7 @@ with DAG(
         allow_short_retention=bool_setting("deltalog_vacuum_allow_short_retention"),
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=1),
+        **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
         **common,
     )
     log_cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", execution_timeout=timedelta(minutes=15), **common)

@@ -24,6 +24,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, task
 
 from deltalog_example import DEFAULT_TASK_ARGS, MAINTENANCE_POOL, health_thresholds, optional_setting, setting
+from deltalog_example.lease import table_lease
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
 from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
 from deltalog_provider.utils.results import table_asset_uri
@@ -63,6 +64,7 @@ with DAG(
         emit_asset=False,
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=1),
+        **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
         **common,
     )
     checkpoint = DeltaCheckpointOperator(

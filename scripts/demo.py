@@ -10,9 +10,13 @@
    vacuum, log cleanup, manifest, summary.
 5. Checks every task instance (success, or skipped on the branch not taken), reads the
    table with deltalake (an independent reader) and prints a before/after table.
+6. Fleet mode: seeds ``.demo/fleet`` with four tables of different needs (healthy, small
+   files, an expired log, a protocol feature deltalog refuses), runs
+   ``airflow dags test deltalog_fleet_maintenance`` and prints the fleet summary
+   (also written as ``.demo/fleet-report.html``).
 
-Exit status 0 only if both runs succeeded, every task did, and the rows read back
-are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
+Exit status 0 only if every run succeeded, every task did (in the fleet run, all but the
+refused table's), and the rows read back are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ def run(keep_home: bool = False) -> int:
     if shutil.which("java") is None:
         raise DemoError("java not found: Spark needs a Java 17+ runtime (scripts/bootstrap.sh installs one)")
 
-    print(f"[1/5] seeding a month-old demo table with many small files at {table}")
+    print(f"[1/6] seeding a month-old demo table with many small files at {table}")
     seeded = seed_history(table)
     print(
         f"      {seeded.versions} versions over {seeded.first_day}..{seeded.last_day}, {seeded.live_files} live files, "
@@ -162,11 +166,11 @@ def run(keep_home: bool = False) -> int:
     home = tempfile.mkdtemp(prefix="deltalog-demo-airflow-")
     env = airflow_env(home, table, venv_bin)
     try:
-        print(f"[2/5] airflow db migrate (AIRFLOW_HOME={home}, SQLite)")
+        print(f"[2/6] airflow db migrate (AIRFLOW_HOME={home}, SQLite)")
         run_airflow(["db", "migrate"], env, os.path.join(logs, "db_migrate.log"), "airflow db migrate")
 
         today = dt.datetime.now(dt.UTC).date().isoformat()
-        print(f"[3/5] airflow dags test deltalog_ingest {today}  (Spark local[2] + DeltaCommitOperator)")
+        print(f"[3/6] airflow dags test deltalog_ingest {today}  (Spark local[2] + DeltaCommitOperator)")
         secs = dags_test("deltalog_ingest", today, env, logs)
         check_ingest(home)
         before = table_report(DeltaTable(table))
@@ -174,13 +178,13 @@ def run(keep_home: bool = False) -> int:
         rows_ingested, _ = deltalake_rows(table)
         print(f"      ingest: all 3 tasks succeeded in {secs:.0f} s, {rows_ingested - rows_before} rows committed")
 
-        print(f"[4/5] airflow dags test deltalog_maintenance {today}")
+        print(f"[4/6] airflow dags test deltalog_maintenance {today}")
         secs = dags_test("deltalog_maintenance", today, env, logs)
         engine, states = check_maintenance(home)
         ran = sum(1 for s in states.values() if s == "success")
         print(f"      maintenance: {ran} tasks succeeded ({engine} compaction path) in {secs:.0f} s")
 
-        print("[5/5] checking the result with deltalake")
+        print("[5/6] checking the result with deltalake")
         after = table_report(DeltaTable(table))
         rows_after, distinct_after = deltalake_rows(table)
         if rows_after != rows_ingested or distinct_after != rows_after:
@@ -189,6 +193,10 @@ def run(keep_home: bool = False) -> int:
             )
         log_removed = len(log_before - set(os.listdir(os.path.join(table, "_delta_log"))))
         print_report(table, before, after, rows_after, log_removed)
+
+        fleet_root = os.path.join(demo_dir, "fleet")
+        print(f"\n[6/6] fleet mode: four tables with different needs under {fleet_root}")
+        run_fleet_demo(home, env, fleet_root, demo_dir, logs)
     finally:
         if keep_home:
             print(f"Airflow home kept at {home}")
@@ -196,6 +204,43 @@ def run(keep_home: bool = False) -> int:
             shutil.rmtree(home, ignore_errors=True)
     print(f"\ndone in {time.perf_counter() - started:.0f} s; task logs in {logs}")
     return 0
+
+
+def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, logs: str) -> None:
+    """Seed the demo fleet, run the fleet DAG, check it and print its summary."""
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    from deltalog.fleet.report import format_summary
+    from fleet_helpers import FLEET
+
+    shutil.rmtree(root, ignore_errors=True)
+    for name, build in FLEET.items():
+        build(os.path.join(root, name))
+    fleet_env = dict(
+        env,
+        AIRFLOW_VAR_DELTALOG_FLEET_ROOT=root,
+        AIRFLOW_VAR_DELTALOG_FLEET_REPORT_DIR=report_dir,
+        AIRFLOW_VAR_DELTALOG_FLEET_DEADLINE_MINUTES="0",  # apache/airflow#73428, as for deltalog_maintenance
+    )
+    secs = run_airflow(
+        ["dags", "test", "deltalog_fleet_maintenance"], fleet_env, os.path.join(logs, "fleet.log"), "fleet DAG"
+    )
+    with sqlite3.connect(os.path.join(home, "airflow.db")) as db:
+        tis = db.execute(
+            "SELECT rendered_map_index, task_id, state FROM task_instance WHERE dag_id = 'deltalog_fleet_maintenance'"
+        ).fetchall()
+        row = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'deltalog_fleet_maintenance' AND task_id = 'summary' "
+            "AND key = 'return_value' ORDER BY dag_run_id DESC LIMIT 1"
+        ).fetchone()
+    failed = sorted(m or t for m, t, state in tis if state != "success")
+    if failed != ["refused_protocol"] or row is None:
+        raise DemoError(f"deltalog_fleet_maintenance: unexpected task states {tis} (summary found: {row is not None})")
+    doc = json.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
+    if isinstance(doc, str):
+        doc = json.loads(doc)
+    print(f"      fleet run in {secs:.0f} s: the refused table failed its own mapped task, every other task succeeded\n")
+    print(format_summary(doc))
+    print(f"\nHTML report: {doc.get('report')}")
 
 
 def print_report(table: str, before: TableReport, after: TableReport, rows: int, log_removed: int) -> None:

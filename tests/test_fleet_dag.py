@@ -86,4 +86,5 @@ def test_fleet_dag_over_50_tables(tmp_path):
         )
     page = (tmp_path / "report" / "fleet-report.html").read_text()
     assert "the task ended without a result" not in page
+    assert page.count("<td>refused_protocol</td>") == 1 and page.count("<td>t01</td>") == 1
     assert "<svg" in page and "refused_protocol" in page and "catalogManaged" in page and "t45" in page

@@ -76,3 +76,31 @@ def test_lease_on_s3(s3_table_uri, s3_storage_options):
     with pytest.raises(MaintenanceLeaseHeldError):
         acquire_lease(DeltaTable(s3_table_uri, s3_storage_options), "b", ttl_seconds=30)
     assert lease.release() and lease_holder(t) is None
+
+
+def test_single_table_dag_tasks_share_the_fleet_lease(tmp_path):
+    """The single-table DAGs' rewriting tasks take the same lease the fleet DAG holds."""
+    import datetime as dt
+    import sys
+    import types
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dags"))
+    from deltalog_example import lease as dag_lease
+
+    t = healthy_table(str(tmp_path / "t"))
+    ti = types.SimpleNamespace(dag_id="deltalog_maintenance", run_id="r1", task_id="vacuum", map_index=-1)
+    hooks = dag_lease.table_lease(str(tmp_path / "t"), "deltalog_default", dt.timedelta(minutes=5))
+    fleet = acquire_lease(t, "deltalog_fleet_maintenance/run/3", ttl_seconds=60)
+    old_wait, dag_lease.WAIT_SECONDS = dag_lease.WAIT_SECONDS, 0
+    try:
+        with pytest.raises(MaintenanceLeaseHeldError, match="deltalog_fleet_maintenance"):
+            hooks["pre_execute"]({"ti": ti})
+        fleet.release()
+        hooks["pre_execute"]({"ti": ti})
+        assert lease_holder(t)["owner"] == "deltalog_maintenance/r1/vacuum"
+        with pytest.raises(MaintenanceLeaseHeldError, match="deltalog_maintenance/r1/vacuum"):
+            acquire_lease(DeltaTable(t.uri), "fleet", ttl_seconds=60)
+        hooks["on_failure_callback"]({"ti": ti})  # a failed task gives it back too
+        assert lease_holder(t) is None
+    finally:
+        dag_lease.WAIT_SECONDS = old_wait

@@ -40,8 +40,8 @@ def _rows(result: dict[str, Any]) -> list[list[str]]:
 def format_summary(result: dict[str, Any]) -> str:
     """A plain-text table of tables plus the counts line."""
     rows = [list(COLUMNS), *_rows(result)]
-    widths = [min(60, max(len(r[i]) for r in rows)) for i in range(len(COLUMNS))]
-    lines = ["  ".join(c[:60].ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    widths = [min(90, max(len(r[i]) for r in rows)) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c[:90].ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     counts = ", ".join(f"{v} {k}" for k, v in sorted(result.get("counts", {}).items()) if v)
     budget = result.get("time_budget_seconds")
