@@ -162,3 +162,17 @@ def test_cli_maintain_dry_run_then_budgeted_run_with_results_and_html(tmp_path, 
     assert "<svg" in open(page).read()
     assert main(["maintain", "--root", lake, "--time-budget", "0"]) == 2
     assert "time budget" in capsys.readouterr().err
+
+
+def test_cli_compact_time_budget(tmp_path, monkeypatch, capsys):
+    """deltalog compact --time-budget: the first bin commits, the second is deferred (exit 0)."""
+    path = str(tmp_path / "t")
+    _two_partition_table(path)
+    _slow_bins(monkeypatch, 0.4)
+    assert main(["compact", path, "--time-budget", "0.2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["numBinsCommitted"] == 1 and [s["kind"] for s in out["skipped"]] == ["deferred"]
+    assert main(["compact", path, "--time-budget", "-1"]) == 2
+    assert "positive" in capsys.readouterr().err
+    with pytest.raises(InvalidArgumentError, match="local engine only"):
+        compact(path, engine="spark", deadline=time.monotonic() + 5)

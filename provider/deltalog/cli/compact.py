@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("--small-file-threshold", type=_size, metavar="BYTES", help="default: half the target size")
     p.add_argument("--bins-per-commit", type=int, metavar="N", help="commit every N bins instead of once")
     p.add_argument("--max-workers", type=int, metavar="N", help="local engine: bins rewritten at once")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        help="local engine: start no bin after this long; finished bins are committed, the rest deferred",
+    )
     p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
     p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
     p.set_defaults(handler=cmd_compact)
@@ -100,6 +107,14 @@ def _human(r: CompactionResult) -> str:
     return "\n".join(lines)
 
 
+def _deadline(budget: float | None) -> float | None:
+    if budget is None:
+        return None
+    if not budget > 0:
+        raise InvalidArgumentError(f"--time-budget must be a positive number of seconds, got {budget:g}")
+    return time.monotonic() + budget
+
+
 def cmd_compact(args: argparse.Namespace) -> None:
     plan = _load_plan(args.plan) if args.plan else None
     spark_options = {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
@@ -117,6 +132,7 @@ def cmd_compact(args: argparse.Namespace) -> None:
         max_workers=args.max_workers,
         spark_options=spark_options if args.engine == "spark" else None,
         storage_options=args.storage_options,
+        deadline=_deadline(args.time_budget),
     )
     emit(args, result, _human)
     if result.error:

@@ -88,6 +88,8 @@ def compact(
         raise InvalidArgumentError(f"unknown compaction engine {engine!r}: use one of {', '.join(ENGINES)}")
     if bins_per_commit is not None and (not isinstance(bins_per_commit, int) or bins_per_commit < 1):
         raise InvalidArgumentError(f"bins_per_commit must be a positive integer, got {bins_per_commit!r}")
+    if deadline is not None and engine != "local":
+        raise InvalidArgumentError("a time budget (deadline) stops between bins of the local engine only")
     dtable = as_table(table, storage_options)
     snapshot = None
     if plan is None:
