@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
+import json
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -115,8 +116,8 @@ class Place:
         """Every row as deltalake reads it.
 
         Locally by its query engine: ``to_pyarrow_table`` renders a negative decimal partition
-        value above -1 as ``'0.-1'`` and fails (deltalake 1.x; its own writer fails the same
-        way). On S3 by ``to_pyarrow_table``: the query engine blocks on the in-process server.
+        value with a fraction wrongly (``-0.01`` as ``'0.-1'``, ``-1.01`` as ``'-1.-1'``) and
+        fails (deltalake 1.x; its own writer fails the same way). On S3 by ``to_pyarrow_table``: the query engine blocks on the in-process server.
         """
         table = deltalake.DeltaTable(root, storage_options=self.dl_options)
         if self.options:
@@ -194,7 +195,8 @@ def partition_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 def check_partition_case(place: Place, case: dict[str, Any]) -> None:
     if place.options and isinstance(case["value"], decimal.Decimal):
-        assume(not -1 < case["value"] < 0)  # deltalake's to_pyarrow_table bug, see Place.read
+        value = case["value"]
+        assume(not (value < 0 and value != value.to_integral_value()))  # deltalake's bug, see Place.read
     root = place.fresh()
     schema = pa.schema([("id", pa.int64()), ("p", case["type"])])
     create_table(root, schema, partition_by=["p"], storage_options=place.options, run_hooks=False)
@@ -371,3 +373,23 @@ def test_commit_accepts_a_path_iff_the_shared_rule_calls_it_data(tmp_path, dirs,
     else:
         with pytest.raises(InvalidCommitRequestError, match="hidden path"):
             commit_request(root, request, run_hooks=False)
+
+
+@pytest.mark.s3
+def test_remote_footers_are_read_by_range_and_non_parquet_is_refused(s3_table_uri, s3_storage_options) -> None:
+    """A big footer (over the first 64 KiB guess) is fetched whole; a file that only ends like Parquet is refused."""
+    place = Place(s3_table_uri.rsplit("/", 1)[0], s3_storage_options)
+    root = s3_table_uri
+    wide = pa.schema([(f"c{i:04d}", pa.int64()) for i in range(1500)])
+    create_table(root, wide, storage_options=s3_storage_options, run_hooks=False)
+    place.put(root, "wide.parquet", pa.table([[i] for i in range(1500)], schema=wide))
+    assert place.fs.info(f"{root}/wide.parquet")["size"] > 64 * 1024
+    commit_request(DeltaTable(root, s3_storage_options), {"add": ["wide.parquet"]}, run_hooks=False)
+    assert json.loads(DeltaTable(root, s3_storage_options).snapshot().files.to_pylist()[0]["stats"])["numRecords"] == 1
+    place.fs.pipe_file(f"{root}/fake.parquet", b"x" * 100 + (10**6).to_bytes(4, "little") + b"PAR1")
+    with pytest.raises(InvalidCommitRequestError, match="its footer length exceeds the file"):
+        commit_request(DeltaTable(root, s3_storage_options), {"add": ["fake.parquet"]}, run_hooks=False)
+    place.fs.pipe_file(f"{root}/text.parquet", b"hello, not parquet")
+    with pytest.raises(InvalidCommitRequestError, match="no Parquet magic bytes"):
+        commit_request(DeltaTable(root, s3_storage_options), {"add": ["text.parquet"]}, run_hooks=False)
+    assert place.versions(root) == 2

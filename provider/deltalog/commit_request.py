@@ -382,17 +382,42 @@ def _partition_values(view: _TableView, spec: AddSpec, rel: str) -> dict[str, st
     return pv
 
 
-def _read_footer(storage: Storage, full: str, rel: str) -> pq.FileMetaData:
-    """The file's Parquet footer (only the footer is read); a file that is not Parquet is bad input."""
+#: Bytes read from the end of a remote data file in the first request; most footers fit.
+_FOOTER_GUESS = 64 * 1024
+
+
+def _read_footer(storage: Storage, full: str, rel: str, size: int) -> pq.FileMetaData:
+    """The file's Parquet footer (only the footer is read); a file that is not Parquet is bad input.
+
+    On object stores the footer is fetched by range from the known size (one GET for most
+    files, two for a footer over 64 KiB), not through a file object that would HEAD again.
+    """
+    not_parquet = "data file {!r} is not a readable Parquet file ({})"
     try:
-        with storage.open_input(full) as fh:
-            return pq.read_metadata(fh)
+        if storage.is_local:
+            with storage.open_input(full) as fh:
+                return pq.read_metadata(fh)
+        if size < 12:
+            raise _bad(not_parquet.format(rel, f"{size} bytes"))
+        tail = storage.fs.cat_file(full, start=max(0, size - _FOOTER_GUESS), end=size)
+        if tail[-4:] != b"PAR1":
+            raise _bad(not_parquet.format(rel, "no Parquet magic bytes at its end"))
+        needed = int.from_bytes(tail[-8:-4], "little") + 8
+        if needed > size:
+            raise _bad(not_parquet.format(rel, "its footer length exceeds the file"))
+        if needed > len(tail):
+            tail = storage.fs.cat_file(full, start=size - needed, end=size)
+        return pq.read_metadata(pa.BufferReader(tail[-needed:]))
+    except InvalidCommitRequestError:
+        raise
+    except FileNotFoundError:
+        raise _bad(f"data file {rel!r} disappeared while its footer was read") from None
     except OSError as exc:
         if exc.errno is not None and not storage.is_local:
             raise StorageError(f"cannot read the footer of data file {rel!r} ({exc}); nothing committed") from None
-        raise _bad(f"data file {rel!r} is not a readable Parquet file ({exc})") from None
+        raise _bad(not_parquet.format(rel, exc)) from None
     except (pa.ArrowException, ValueError) as exc:
-        raise _bad(f"data file {rel!r} is not a readable Parquet file ({exc})") from None
+        raise _bad(not_parquet.format(rel, exc)) from None
 
 
 def _fill_add(
@@ -412,7 +437,7 @@ def _fill_add(
     pv = _partition_values(view, spec, rel)
     # The footer is read even when the request carries stats: the file must be
     # Parquet, fit the schema, and the stats must be true of it.
-    footer = _read_footer(storage, full, rel)
+    footer = _read_footer(storage, full, rel, info.size)
     md = snapshot.metadata
 
     def read_columns(names: list[str]) -> pa.Table:
