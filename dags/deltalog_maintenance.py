@@ -3,10 +3,10 @@
 1. ``health_check`` (``DeltaHealthBranchOperator``) measures the table; when no
    threshold is crossed, everything but ``summary`` is skipped.
 2. ``choose_engine`` picks the compaction engine from the table's size: the local
-   pyarrow engine for small tables, Spark (``spark_jobs/compact.py`` via
-   ``SparkSubmitOperator``) above ``deltalog_spark_compaction_min_bytes``. The Spark path
-   plans in deltalog, rewrites in Spark (plain Parquet, no Delta jars) and commits the
-   job's request in deltalog, bin by bin (``deltalog_example.spark_compaction``).
+   pyarrow engine for small tables, Spark above ``deltalog_spark_compaction_min_bytes``.
+   ``compact_spark`` (``DeltaCompactOperator(engine="spark")``) plans in deltalog,
+   rewrites in Spark through the Spark connection (plain Parquet, no Delta jars) and
+   commits the job's files in deltalog, bin by bin.
 3. ``checkpoint`` -> ``vacuum`` -> ``log_cleanup`` -> ``manifest``, each one core
    operation with its own safety checks (vacuum keeps the table's retention unless
    the Variables explicitly override it; log cleanup follows the protocol's
@@ -32,7 +32,6 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference, task
 
 from deltalog_example import (
@@ -45,7 +44,8 @@ from deltalog_example import (
     int_setting,
     optional_setting,
     setting,
-    spark_submit_args,
+    spark_conf,
+    spark_env,
 )
 from deltalog_example.callbacks import log_missed_deadline
 from deltalog_example.lease import table_lease
@@ -74,10 +74,6 @@ DEADLINE = (
     if DEADLINE_MINUTES > 0
     else None
 )
-#: Hidden (leading ``_``) folder of the table: readers and vacuum ignore it. Named by the
-#: run id: runs triggered without a logical date have no ``ts_nodash``.
-PLAN = f"_compaction/plan-{RUN_KEY}.json"
-RESULT_REQUEST = f"_compaction/request-{RUN_KEY}.json"
 #: Runs when at least one upstream path ran and none failed (the other path was skipped).
 AFTER_BRANCH = "none_failed_min_one_success"
 
@@ -113,7 +109,7 @@ with DAG(
         threshold = int_setting("deltalog_spark_compaction_min_bytes")
         if threshold is not None and size >= threshold:
             log.info("table holds %d bytes >= %s: compacting with Spark", size, threshold)
-            return "plan_compaction"
+            return "compact_spark"
         log.info("table holds %d bytes < %s: compacting with the local engine", size, threshold)
         return "compact_local"
 
@@ -129,44 +125,18 @@ with DAG(
         **common,
     )
 
-    # Plan only: the plan goes to XCom and to PLAN in the table folder, where the Spark job reads it.
-    plan = DeltaCompactOperator(
-        task_id="plan_compaction",
-        plan_only=True,
-        plan_path=PLAN,
-        target_size=optional_setting("deltalog_target_file_size"),
-        execution_timeout=timedelta(minutes=10),
-        **common,
-    )
-    rewrite = SparkSubmitOperator(
+    # Plan, Spark job (through the Spark connection; killing the task kills the job), commit bin by bin.
+    compact_spark = DeltaCompactOperator(
         task_id="compact_spark",
-        **spark_submit_args(
-            "compact.py",
-            f"deltalog-compact-{RUN_KEY}",
-            ["--table", TABLE, "--plan", f"{TABLE.rstrip('/')}/{PLAN}"]
-            + ["--output-request", f"{TABLE.rstrip('/')}/{RESULT_REQUEST}"],
-        ),
+        engine="spark",
+        target_size=optional_setting("deltalog_target_file_size"),
+        spark_conn_id=setting("spark_conn_id"),
+        spark_options={"conf": spark_conf(), "env_vars": spark_env(), "name": f"deltalog-compact-{RUN_KEY}"},
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=2),
         **table_lease(TABLE, CONN_ID, timedelta(hours=2)),
+        **common,
     )
-
-    @task(
-        task_id="commit_compaction",
-        pool=MAINTENANCE_POOL,
-        execution_timeout=timedelta(minutes=10),
-        **table_lease(TABLE, CONN_ID, timedelta(minutes=10)),
-    )
-    def commit_compaction(table: str, conn_id: str, plan_path: str, request_path: str) -> dict[str, Any]:
-        """Commit the Spark job's files bin by bin (a bin that lost a race is dropped, the rest commit)."""
-        from deltalog_example.spark_compaction import commit_result
-        from deltalog_provider.failures import deltalog_errors_as_task_failures
-        from deltalog_provider.hooks.delta_table import DeltaTableHook
-
-        with deltalog_errors_as_task_failures():
-            return commit_result(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table), plan_path, request_path)
-
-    commit_rewrite = commit_compaction(TABLE, CONN_ID, PLAN, RESULT_REQUEST)
 
     checkpoint = DeltaCheckpointOperator(
         task_id="checkpoint", trigger_rule=AFTER_BRANCH, execution_timeout=timedelta(minutes=15), **common
@@ -217,6 +187,5 @@ with DAG(
     done = summary(TABLE, CONN_ID, health.output)
 
     health >> [engine, done]
-    engine >> [compact_local, plan]
-    plan >> rewrite >> commit_rewrite
-    [compact_local, commit_rewrite] >> checkpoint >> vacuum >> log_cleanup >> manifest >> done
+    engine >> [compact_local, compact_spark]
+    [compact_local, compact_spark] >> checkpoint >> vacuum >> log_cleanup >> manifest >> done

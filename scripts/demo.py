@@ -46,7 +46,7 @@ log = logging.getLogger("deltalog.demo")
 
 #: Tasks that must succeed in every maintenance run; the rest may only be skipped by the engine branch.
 MAINTENANCE_CORE = ["health_check", "choose_engine", "checkpoint", "vacuum", "log_cleanup", "manifest", "summary"]
-ENGINE_PATHS = {"local": ["compact_local"], "spark": ["plan_compaction", "compact_spark", "commit_compaction"]}
+ENGINE_PATHS = {"local": ["compact_local"], "spark": ["compact_spark"]}
 
 
 class DemoError(Exception):

@@ -205,6 +205,43 @@ def test_batches_commit_as_they_go_and_where_limits_partitions(tmp_path):
     assert sum(read_multiset(path).values()) == sum(before.values()) + 15
 
 
+def test_cancel_stops_between_bins_and_keeps_what_committed(tmp_path, monkeypatch):
+    """The cancel event (Airflow's on_kill) reaches the core: committed bins stay, the rest is aborted."""
+    import threading
+
+    import deltalog.compaction as compaction_module
+    from deltalog.errors import OperationCancelledError
+
+    path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=10)
+    before = read_multiset(path)
+    cancel = threading.Event()
+    cancel.set()
+    version = DeltaTable(path).version()
+
+    def data_files() -> set[str]:
+        return {f for d, _, names in os.walk(path) if "_delta_log" not in d for f in names}
+
+    files = data_files()
+    with pytest.raises(OperationCancelledError, match="nothing was committed"):
+        compact(path, cancel=cancel)
+    assert DeltaTable(path).version() == version and data_files() == files  # nothing rewritten either
+
+    cancel.clear()
+    real_commit = compaction_module.commit_bins
+
+    def commit_then_cancel(*args, **kwargs):
+        out = real_commit(*args, **kwargs)
+        cancel.set()
+        return out
+
+    monkeypatch.setattr(compaction_module, "commit_bins", commit_then_cancel)
+    result = compact(path, bins_per_commit=1, cancel=cancel)
+    assert [c.bins for c in result.commits] == [[0]] and result.error == "cancelled" and not result.ok
+    assert [(s.bin_id, s.kind) for s in result.skipped] == [(1, "aborted")]
+    assert read_multiset(path) == before
+    assert len(DeltaTable(path).snapshot().file_paths()) == 1 + 3  # part a compacted, part b untouched
+
+
 def test_output_row_groups_are_bounded_by_the_buffer(tmp_path):
     path = make_rich_table(str(tmp_path / "t"), False, appends=5, rows_per_append=100)
     before = read_multiset(path)

@@ -11,8 +11,9 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.compaction import compact, plan_compaction
 from deltalog.compaction.layout import output_file_name
-from deltalog.compaction.spark import outputs_from_request, run_spark
 from deltalog.create import create_table
+from deltalog.engines.spark.result import outputs_from_request
+from deltalog.engines.spark.submit import run_spark
 from deltalog.errors import EngineError
 from deltalog.log import commit_name
 from test_compaction_support import RICH_SCHEMA, add_deletion_vector, make_rich_table, read_multiset
@@ -122,3 +123,40 @@ def test_spark_engine_on_a_real_table(tmp_path):
     }
     assert not leftovers
     assert compact(path).noop  # the Spark output is as compact as the local engine's
+
+
+def test_a_cancelled_spark_job_is_stopped_and_commits_nothing(small_plan, tmp_path):
+    """The cancel event (an Airflow on_kill) terminates spark-submit instead of waiting for it."""
+    import threading
+    import time
+
+    from deltalog.errors import OperationCancelledError
+
+    path, plan = small_plan
+    fake = tmp_path / "spark-submit"
+    fake.write_text("#!/bin/sh\nexec sleep 60\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    version = DeltaTable(path).version()
+    started = time.monotonic()
+    with pytest.raises(OperationCancelledError, match="cancelled"):
+        compact(path, engine="spark", spark_options={"spark_submit": str(fake)}, cancel=cancel)
+    assert time.monotonic() - started < 20 and DeltaTable(path).version() == version
+
+
+def test_commit_spark_result_commits_bin_by_bin(small_plan):
+    """The library step after spark-submit: the request's files are committed per bin, failures reported."""
+    from deltalog.compaction.local import run_local
+    from deltalog.engines.spark.result import commit_spark_result
+
+    path, plan = small_plan
+    before = read_multiset(path)
+    b0, b1 = plan.bins
+    (out,), _ = run_local(DeltaTable(path).storage, plan, [b0])  # stands in for the Spark job's file
+    request = {"add": [out.add], "remove": [f.path for f in b0.files]}
+    result = commit_spark_result(path, plan, request, failures=[{"bin": b1.id, "reason": "executor lost"}])
+    assert result.engine == "spark" and [c.bins for c in result.commits] == [[b0.id]]
+    assert [(s.bin_id, s.kind) for s in result.skipped] == [(b1.id, "error")] and not result.ok
+    assert result.to_dict()["numFilesRemoved"] == len(b0.files)
+    assert read_multiset(path) == before

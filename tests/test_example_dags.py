@@ -33,7 +33,7 @@ from demo import airflow_env, task_states  # noqa: E402
 VENV_BIN = str(Path(sys.executable).parent)
 TODAY = dt.datetime.now(dt.UTC).date()
 INGEST_ROWS, INGEST_FILES = 3000, 4
-SPARK_PATH = ["plan_compaction", "compact_spark", "commit_compaction"]
+SPARK_PATH = ["compact_spark"]
 CORE = ["health_check", "choose_engine", "checkpoint", "vacuum", "log_cleanup", "manifest", "summary"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark]
@@ -114,7 +114,7 @@ out = {
                          if t.execution_timeout is None and not t.task_id.startswith("wait_")),
     "max_active_runs": {d.dag_id: d.max_active_runs for d in bag.dags.values()},
     "rewrite_pools": {f"{d.dag_id}.{t.task_id}": t.pool for d in bag.dags.values() for t in d.tasks
-                      if t.task_id in ("compact_local", "compact_spark", "commit_compaction", "vacuum", "compact")},
+                      if t.task_id in ("compact_local", "compact_spark", "vacuum", "compact")},
     "deadline": [(type(a.reference).__name__, a.interval.total_seconds(), a.callback.path) for a in (m.deadline or [])],
     "on_change_schedule": [a.uri for a in bag.dags["deltalog_maintenance_on_change"].schedule],
     "commit_outlets": [o.uri for o in bag.dags["deltalog_ingest"].get_task("commit").outlets],
@@ -201,11 +201,9 @@ def test_templates_render_with_and_without_a_logical_date(home: str, logical_dat
     assert ":" not in request.split("://", 1)[1] and "+" not in request
     # One app transaction per ingested day, whichever run commits it.
     assert r["deltalog_ingest.commit.app_id"] == f"airflow:deltalog_ingest:commit:{day}"
-    plan = r["deltalog_maintenance.plan_compaction.plan_path"]
-    spark_args = r["deltalog_maintenance.compact_spark.application_args"]
-    assert spark_args[spark_args.index("--plan") + 1] == "s3://bucket/warehouse/events/" + plan
-    assert r["deltalog_maintenance.commit_compaction.op_args"][2] == plan
-    assert ":" not in plan and "+" not in plan
+    # The Spark compaction names its job (and its plan files, inside the operator) without ds/ts.
+    job_name = r["deltalog_maintenance.compact_spark.spark_options"]["name"]
+    assert job_name.startswith("deltalog-compact-") and ":" not in job_name and "+" not in job_name
 
 
 def test_deadline_callback_logs_the_missed_run(caplog: pytest.LogCaptureFixture) -> None:

@@ -17,14 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from deltalog.engines.spark_ingest import (
-    STAGING_DIR,
-    WrittenFile,
-    build_commit_request,
-    hadoop_uri,
-    parse_partition_dirs,
-    safe_run_id,
-)
+from deltalog.engines.spark.hadoop import STAGING_DIR, hadoop_uri
+from deltalog.engines.spark.ingest import WrittenFile, build_commit_request, parse_partition_dirs, safe_run_id
 from deltalog.errors import InvalidArgumentError, StorageError
 from helpers import make_table
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog.engines.spark_ingest import safe_run_id
+from deltalog.engines.spark.ingest import safe_run_id
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Submitted by ``SparkSubmitOperator`` in the ``deltalog_ingest`` DAG (or by hand:
 --run-id manual --request .../request.json``). It writes plain Parquet files into the
 table folder (hive-style ``event_date=YYYY-MM-DD`` directories, no Delta jars) and a
 commit request JSON that the ``DeltaCommitOperator`` turns into one Delta commit.
-All the file handling lives in ``deltalog.engines.spark_ingest``; this script only
+All the file handling lives in ``deltalog.engines.spark.ingest``; this script only
 builds the DataFrame. To ingest your own data, replace ``generate_events`` with a
 ``spark.read...`` of your source that yields the same columns.
 
@@ -22,7 +22,7 @@ import logging
 import sys
 from typing import Any
 
-from deltalog.engines.spark_ingest import write_ingest
+from deltalog.engines.spark.ingest import write_ingest
 
 PARTITION_BY = ["event_date"]
 EVENT_TYPES = ["view", "click", "add_to_cart", "purchase"]

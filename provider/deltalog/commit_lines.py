@@ -76,29 +76,35 @@ def is_utf8(data: bytes | bytearray) -> bool:
     return True
 
 
+def _skip(text: str, i: int) -> int:
+    """The index of the first non-blank character at or after ``i`` (``_WS`` also matches nothing)."""
+    m = _WS.match(text, i)
+    return m.end() if m else i
+
+
 def _split_action(text: str) -> tuple[str, Any]:
     """``{"kind": value}`` parsed member by member, so a second member (even a repeated key) is seen.
 
     Raises ValueError (with the reason) for anything else.
     """
-    i = _WS.match(text).end()
+    i = _skip(text, 0)
     if text[i : i + 1] != "{":
         raise ValueError("not a JSON object")
-    i = _WS.match(text, i + 1).end()
+    i = _skip(text, i + 1)
     if text[i : i + 1] != '"':
         raise ValueError("an object without an action key" if text[i : i + 1] == "}" else "expected a key")
-    kind, i = json.decoder.scanstring(text, i + 1)
-    i = _WS.match(text, i).end()
+    kind, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]  # C scanner, not in the stubs
+    i = _skip(text, i)
     if text[i : i + 1] != ":":
         raise ValueError("expected ':' after the key")
-    i = _WS.match(text, i + 1).end()
+    i = _skip(text, i + 1)
     body, i = _DECODER.raw_decode(text, i)
-    i = _WS.match(text, i).end()
+    i = _skip(text, i)
     if text[i : i + 1] == ",":
         raise ValueError("more than one action on one line")
     if text[i : i + 1] != "}":
         raise ValueError("the object is not closed after its action")
-    i = _WS.match(text, i + 1).end()
+    i = _skip(text, i + 1)
     if i != len(text):
         raise ValueError("extra data after the action")
     return kind, body

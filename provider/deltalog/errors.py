@@ -131,6 +131,17 @@ class EngineError(DeltaLogError):
     retryable = True
 
 
+class OperationCancelledError(DeltaLogError):
+    """The caller cancelled a long operation (its cancel event was set) before it committed anything.
+
+    It stopped at a safe point: between vacuum delete chunks or compaction bins, never in
+    the middle of a commit. Running it again continues the work.
+    """
+
+    exit_code = 1
+    retryable = True
+
+
 class CommitOutcomeUnknownError(StorageError):
     """Writing a version failed and reading it back failed too: the commit may or may not have landed.
 

@@ -36,6 +36,7 @@ from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
 from deltalog_provider.operators import (
     DeltaCommitOperator,
+    DeltaCompactOperator,
     DeltaHealthBranchOperator,
     DeltaHealthCheckOperator,
     DeltaVacuumOperator,
@@ -787,3 +788,98 @@ def test_provider_info_serves_the_rest_providers_list():
             "conn-fields"
         ]
     )
+
+
+def test_kill_during_vacuum_deletes_stops_between_files(tmp_path, monkeypatch):
+    """on_kill reaches the core: the delete loop stops at the next file, VACUUM END records it."""
+    import deltalog.vacuum.delete as delete_module
+    from deltalog.transaction import Transaction
+
+    table = make_table(str(tmp_path / "t"))
+    for i in range(6):
+        append(table, rows(1, start=i))
+    snap = table.snapshot()
+    txn = Transaction(table.storage, snap, operation="DELETE")
+    txn.remove([{"path": p, "dataChange": True, "deletionTimestamp": 0} for p in snap.file_paths()])
+    txn.commit()
+    op = DeltaVacuumOperator(task_id="v", table=str(tmp_path / "t"), retention_hours=0, allow_short_retention=True)
+    unlinked: list[str] = []
+    real_unlink = delete_module._unlink
+
+    def unlink_then_kill(path: str) -> None:
+        real_unlink(path)
+        unlinked.append(path)
+        if len(unlinked) == 2:
+            op.on_kill()
+
+    monkeypatch.setattr(delete_module, "_unlink", unlink_then_kill)
+    with pytest.raises(AirflowException, match="OperationCancelledError: .* cancelled after deleting 2 of 6 files"):
+        op.execute({})
+    left = [p for p in snap.file_paths() if os.path.exists(os.path.join(str(tmp_path / "t"), p))]
+    assert len(unlinked) == 2 and len(left) == 4
+    last = table.history(limit=1)[0]
+    assert last.operation == "VACUUM END" and last.operationParameters["status"] == "FAILED"
+
+
+# --- DeltaCompactOperator(engine="spark"): plan -> SparkSubmitHook -> commit, with a stand-in spark-submit ---
+
+#: A ``spark-submit`` stand-in on PATH: does the Spark job's work with the local engine (same files, same
+#: request), so the operator's hook, argument and commit plumbing is tested without a JVM.
+FAKE_SPARK_SUBMIT = """#!{python}
+import json, os, sys, time
+args = sys.argv[1:]
+opt = lambda name: args[args.index(name) + 1]
+if os.environ.get("FAKE_SPARK_SLEEP"):
+    time.sleep(float(os.environ["FAKE_SPARK_SLEEP"]))
+from deltalog import DeltaTable
+from deltalog.compaction import CompactionPlan
+from deltalog.compaction.local import run_local
+from deltalog.storage import Storage
+storage = DeltaTable(opt("--table")).storage
+plan = CompactionPlan.from_json(Storage(opt("--plan")).read_bytes(Storage(opt("--plan")).root))
+outputs, _ = run_local(storage, plan)
+request = {{"add": [o.add for o in outputs], "remove": [f.path for b in plan.bins for f in b.files]}}
+out = Storage(opt("--output-request"))
+out.write_atomic(out.root, json.dumps(request).encode())
+"""
+
+
+@pytest.fixture
+def fake_spark(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "spark-submit"
+    script.write_text(FAKE_SPARK_SUBMIT.format(python=sys.executable))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_FAKE", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    return "spark_fake"
+
+
+def test_compact_operator_runs_the_spark_engine_through_the_spark_hook(tmp_path, fake_spark):
+    table = make_table(str(tmp_path / "t"))
+    for i in range(3):
+        append(table, rows(2, start=i * 2))
+    op = DeltaCompactOperator(task_id="c", table=table.uri, engine="spark", spark_conn_id=fake_spark)
+    metrics = op.execute({})
+    assert metrics["engine"] == "spark" and metrics["numFilesRemoved"] == 3 and metrics["numFilesAdded"] == 1
+    assert len(table.snapshot().file_paths()) == 1
+    assert os.listdir(os.path.join(str(tmp_path / "t"), "_compaction")) == []  # plan and request cleaned up
+    with pytest.raises(AirflowFailException, match="master"):
+        DeltaCompactOperator(
+            task_id="c2", table=table.uri, engine="spark", spark_conn_id=fake_spark, spark_options={"master": "x"}
+        ).execute({})
+
+
+def test_killing_a_spark_compaction_kills_the_job_and_commits_nothing(tmp_path, fake_spark, monkeypatch):
+    table = make_table(str(tmp_path / "t"))
+    for i in range(3):
+        append(table, rows(2, start=i * 2))
+    version = table.version()
+    monkeypatch.setenv("FAKE_SPARK_SLEEP", "60")
+    op = DeltaCompactOperator(task_id="c", table=table.uri, engine="spark", spark_conn_id=fake_spark)
+    threading.Timer(2.0, op.on_kill).start()
+    started = time.monotonic()
+    with pytest.raises(AirflowException):
+        op.execute({})
+    assert time.monotonic() - started < 30 and table.version() == version

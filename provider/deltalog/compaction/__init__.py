@@ -14,6 +14,7 @@ crash loses at most one batch of work.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -22,8 +23,9 @@ from deltalog.compaction.local import LocalOptions, run_local
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, plan_compaction, plan_from_snapshot
 from deltalog.compaction.result import CompactionResult
-from deltalog.errors import DeltaLogError, InvalidArgumentError
+from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationCancelledError
 from deltalog.flags import require_bools, require_workers
+from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "CompactionPlan",
     "CompactionResult",
     "LocalOptions",
+    "commit_outputs",
     "compact",
     "plan_compaction",
 ]
@@ -67,6 +70,7 @@ def compact(
     storage_options: dict[str, Any] | None = None,
     run_hooks: bool = True,
     deadline: float | None = None,
+    cancel: threading.Event | None = None,
 ) -> CompactionResult:
     """Compact the table's small files (see the module docstring).
 
@@ -76,9 +80,12 @@ def compact(
     a deadline and no ``bins_per_commit``, every bin is its own commit.
 
     ``plan`` runs a plan made earlier (planning arguments are then ignored).
-    ``spark_options`` go to :func:`deltalog.compaction.spark.run_spark`
+    ``spark_options`` go to :func:`deltalog.engines.spark.submit.run_spark`
     (``master``, ``spark_submit``, ``conf``, ``timeout``). ``run_hooks=False``
     leaves the post-commit hooks (checkpoint, log cleanup) to a separate task.
+    ``cancel`` (set from another thread, e.g. an Airflow ``on_kill``) stops the run at
+    the next bin: bins already committed stay, the rest is reported as aborted (or
+    ``OperationCancelledError`` when nothing was committed).
     """
     started = time.perf_counter()
     require_bools(plan_only=plan_only, run_hooks=run_hooks)
@@ -108,48 +115,19 @@ def compact(
     if deadline is not None and bins_per_commit is None:
         bins_per_commit = 1
     if engine == "spark":
-        from deltalog.compaction.spark import run_spark  # pyspark is optional; only this path needs it
+        # The Spark engine is imported here only, when asked for: pyspark is optional.
+        from deltalog.engines.spark.submit import run_spark
 
         t0 = time.perf_counter()
-        outputs, skipped = run_spark(dtable.storage, plan, **(spark_options or {}))
+        outputs, skipped = run_spark(dtable.storage, plan, cancel=cancel, **(spark_options or {}))
         result.engine_seconds = time.perf_counter() - t0
         result.skipped.extend(skipped)
-        by_bin = {o.bin_id: o for o in outputs}
-        work: list[tuple[list[Bin], list[BinOutput] | None]] = [
-            (batch, [by_bin[b.id] for b in batch if b.id in by_bin]) for batch in _batches(plan.bins, bins_per_commit)
-        ]
+        work = _ready_batches(plan, outputs, bins_per_commit)
     else:
         work = [(batch, None) for batch in _batches(plan.bins, bins_per_commit)]
-    for i, (batch, ready) in enumerate(work):
-        if ready is None and deadline is not None and time.monotonic() >= deadline:
-            later = [b for bins, _ in work[i:] for b in bins]
-            result.skipped.extend(BinSkipped(b.id, "deferred: the time budget is spent", "deferred") for b in later)
-            log.info("compaction of %s: time budget spent, %d bins deferred to the next run", dtable.uri, len(later))
-            break
-        if ready is None:
-            t0 = time.perf_counter()
-            ready, skipped = run_local(dtable.storage, plan, batch, options)
-            result.engine_seconds += time.perf_counter() - t0
-            result.skipped.extend(skipped)
-        if not ready:
-            continue
-        try:
-            record, lost = commit_bins(dtable, plan, ready, engine=engine, snapshot=snapshot, run_hooks=run_hooks)
-            snapshot = None  # after our own commit the table has moved on
-        except DeltaLogError as exc:
-            # Nothing of this batch landed; later batches are not attempted.
-            rest = [o for _, outs in work[i + 1 :] if outs for o in outs]
-            discard(dtable.storage, rest)
-            if not result.commits:
-                raise
-            result.error = str(exc)
-            aborted = [b for later, _ in work[i:] for b in later]
-            result.skipped.extend(BinSkipped(b.id, f"not committed: {exc}", "aborted") for b in aborted)
-            break
-        result.skipped.extend(lost)
-        if record is not None:
-            result.commits.append(record)
-            result.outputs.extend(o for o in ready if o.bin_id in record.bins)
+    _commit_work(
+        dtable, plan, work, result, options, snapshot=snapshot, run_hooks=run_hooks, cancel=cancel, deadline=deadline
+    )
     result.seconds = time.perf_counter() - started
     log.info(
         "compaction of %s: %d commit(s), %d of %d bins committed, %d skipped in %.2fs",
@@ -161,3 +139,115 @@ def compact(
         result.seconds,
     )
     return result
+
+
+def commit_outputs(
+    table: DeltaTable | str,
+    plan: CompactionPlan,
+    outputs: list[BinOutput],
+    skipped: list[BinSkipped] | tuple[BinSkipped, ...] = (),
+    *,
+    engine: str,
+    bins_per_commit: int | None = None,
+    run_hooks: bool = True,
+    cancel: threading.Event | None = None,
+    engine_seconds: float = 0.0,
+    storage_options: dict[str, Any] | None = None,
+) -> CompactionResult:
+    """Commit bins an engine has already rewritten (``outputs``), bin by bin conflict handling included.
+
+    The last step of any engine that runs outside this process (the Spark job): a bin
+    whose input a concurrent writer removed is dropped and its new file deleted, the
+    others commit (``bins_per_commit`` at a time). ``skipped`` are the bins the engine
+    could not rewrite; they are reported, not committed.
+    """
+    started = time.perf_counter()
+    require_bools(run_hooks=run_hooks)
+    dtable = as_table(table, storage_options)
+    result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, engine_seconds=engine_seconds)
+    result.skipped.extend(skipped)
+    if plan.bins:
+        work = _ready_batches(plan, outputs, bins_per_commit)
+        _commit_work(dtable, plan, work, result, LocalOptions(), snapshot=None, run_hooks=run_hooks, cancel=cancel)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _ready_batches(
+    plan: CompactionPlan, outputs: list[BinOutput], bins_per_commit: int | None
+) -> list[tuple[list[Bin], list[BinOutput] | None]]:
+    by_bin = {o.bin_id: o for o in outputs}
+    return [(batch, [by_bin[b.id] for b in batch if b.id in by_bin]) for batch in _batches(plan.bins, bins_per_commit)]
+
+
+def _commit_work(
+    dtable: DeltaTable,
+    plan: CompactionPlan,
+    work: list[tuple[list[Bin], list[BinOutput] | None]],
+    result: CompactionResult,
+    options: LocalOptions,
+    *,
+    snapshot: Snapshot | None,
+    run_hooks: bool,
+    cancel: threading.Event | None,
+    deadline: float | None = None,
+) -> None:
+    """Rewrite (local engine: ``None`` outputs) and commit each batch in turn, into ``result``.
+
+    A failed commit keeps what earlier batches committed and stops; a cancel stops before
+    the next batch (the bins of a batch already rewritten are still committed first); a
+    passed ``deadline`` defers the batches not rewritten yet to the next run.
+    """
+    for i, (batch, ready) in enumerate(work):
+        if ready is None and deadline is not None and time.monotonic() >= deadline:
+            later = [b for bins, _ in work[i:] for b in bins]
+            result.skipped.extend(BinSkipped(b.id, "deferred: the time budget is spent", "deferred") for b in later)
+            log.info("compaction of %s: time budget spent, %d bins deferred to the next run", dtable.uri, len(later))
+            return
+        if cancel is not None and cancel.is_set():
+            _stop(dtable, work, i, result, "cancelled before this bin was committed")
+            if not result.commits:
+                raise OperationCancelledError(f"compaction of {dtable.uri} was cancelled; nothing was committed")
+            result.error = "cancelled"
+            return
+        if ready is None:
+            t0 = time.perf_counter()
+            ready, skipped = run_local(dtable.storage, plan, batch, options, cancel=cancel)
+            result.engine_seconds += time.perf_counter() - t0
+            result.skipped.extend(skipped)
+        if not ready:
+            continue
+        try:
+            record, lost = commit_bins(
+                dtable, plan, ready, engine=result.engine, snapshot=snapshot, run_hooks=run_hooks
+            )
+            snapshot = None  # after our own commit the table has moved on
+        except DeltaLogError as exc:
+            # Nothing of this batch landed; later batches are not attempted.
+            if not result.commits:
+                discard(dtable.storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
+                raise
+            _stop(dtable, work, i, result, f"not committed: {exc}", include_current=True)
+            result.error = str(exc)
+            return
+        result.skipped.extend(lost)
+        if record is not None:
+            result.commits.append(record)
+            result.outputs.extend(o for o in ready if o.bin_id in record.bins)
+
+
+def _stop(
+    dtable: DeltaTable,
+    work: list[tuple[list[Bin], list[BinOutput] | None]],
+    i: int,
+    result: CompactionResult,
+    reason: str,
+    *,
+    include_current: bool = False,
+) -> None:
+    """Give up on batches ``i`` onwards: delete their rewritten files, report their bins as aborted."""
+    discard(dtable.storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
+    if not include_current:
+        discard(dtable.storage, work[i][1] or [])
+    aborted = [b for later, _ in work[i:] for b in later]
+    result.skipped.extend(BinSkipped(b.id, reason, "aborted") for b in aborted)

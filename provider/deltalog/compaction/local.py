@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -358,9 +359,18 @@ class BinWriter:
 
 
 def run_local(
-    storage: Storage, plan: CompactionPlan, bins: list[Bin] | None = None, options: LocalOptions | None = None
+    storage: Storage,
+    plan: CompactionPlan,
+    bins: list[Bin] | None = None,
+    options: LocalOptions | None = None,
+    *,
+    cancel: threading.Event | None = None,
 ) -> tuple[list[BinOutput], list[BinSkipped]]:
-    """Rewrite ``bins`` (default: all of the plan's) in parallel; a failing bin does not stop the others."""
+    """Rewrite ``bins`` (default: all of the plan's) in parallel; a failing bin does not stop the others.
+
+    Once ``cancel`` is set, bins not started yet are skipped (``aborted``); those already
+    being rewritten finish, so their files can still be committed or discarded whole.
+    """
     options = options or LocalOptions()
     todo = plan.bins if bins is None else bins
     if not todo:
@@ -368,6 +378,8 @@ def run_local(
     workers = max(1, min(len(todo), options.max_workers or os.cpu_count() or 2))
 
     def one(b: Bin) -> BinOutput | BinSkipped:
+        if cancel is not None and cancel.is_set():
+            return BinSkipped(b.id, "cancelled before this bin was rewritten", "aborted")
         try:
             return BinWriter(storage, plan, options).rewrite(b)
         except DeltaLogError as exc:

@@ -1,1 +1,1 @@
-"""Execution engines for the heavy data work (the local pyarrow engine and the Spark jobs)."""
+"""Execution engines for heavy data work: ``spark/`` (the local pyarrow engine is ``deltalog.compaction.local``)."""

@@ -29,8 +29,10 @@ PROGRESS_EVERY_S = 5.0
 class Progress:
     """Thread-safe counters with a log line every few seconds."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, cancel: threading.Event | None = None) -> None:
         self.total = total
+        #: The caller's cancel event (e.g. an Airflow on_kill): workers stop at the next file or chunk.
+        self.cancel = cancel
         self.deleted = 0
         self.gone = 0
         #: Files not deleted because they turned out to be links or to lie behind one (see deltalog.vacuum.links).
@@ -39,6 +41,16 @@ class Progress:
         self.last = time.monotonic()
         #: Set by the first failing worker so the others stop instead of deleting on.
         self.stop = threading.Event()
+
+    def halted(self) -> bool:
+        """Whether workers should stop: a worker failed, or the caller cancelled."""
+        return self.stop.is_set() or (self.cancel is not None and self.cancel.is_set())
+
+    @property
+    def cancelled(self) -> bool:
+        """The caller cancelled before every file was handled."""
+        done = self.deleted + self.gone + self.refused
+        return self.cancel is not None and self.cancel.is_set() and done < self.total
 
     def add(self, deleted: int, gone: int, refused: int = 0) -> None:
         with self.lock:
@@ -60,7 +72,7 @@ def _delete_chunk_local(guard: LinkGuard, chunk: list[str], progress: Progress) 
     deleted = gone = refused = 0
     try:
         for rel in chunk:
-            if progress.stop.is_set():
+            if progress.halted():
                 return
             status, _ = guard.check(rel)
             if status == LinkGuard.GONE:
@@ -82,7 +94,7 @@ def _delete_chunk_local(guard: LinkGuard, chunk: list[str], progress: Progress) 
 
 
 def _delete_chunk_remote(storage: Storage, chunk: list[str], progress: Progress) -> None:
-    if progress.stop.is_set():
+    if progress.halted():
         return
     try:
         storage.fs.rm([storage.join(rel) for rel in chunk])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import time
 from typing import Any
 
@@ -25,7 +26,13 @@ import pyarrow.compute as pc
 
 from deltalog.actions import Metadata
 from deltalog.arrow_utils import column_sum, count_true
-from deltalog.errors import CommitFailedError, DeltaLogError, OperationRefusedError, StorageError
+from deltalog.errors import (
+    CommitFailedError,
+    DeltaLogError,
+    OperationCancelledError,
+    OperationRefusedError,
+    StorageError,
+)
 from deltalog.features import Operation
 from deltalog.flags import require_bools, require_workers
 from deltalog.log import list_log
@@ -123,10 +130,14 @@ def execute_vacuum(
     max_workers: int = DEFAULT_MAX_WORKERS,
     *,
     storage_options: dict[str, Any] | None = None,
+    cancel: threading.Event | None = None,
 ) -> VacuumResult:
     """Carry out ``plan`` (from :func:`plan_vacuum`) after re-validating it against the latest log.
 
     A table given as a URI without ``storage_options`` reuses the planned snapshot's storage options.
+    ``cancel`` (set from another thread, e.g. an Airflow ``on_kill``) stops the deleting at the
+    next file or chunk; ``VACUUM END`` records how far it got (status FAILED) and
+    ``OperationCancelledError`` says so (a rerun finishes the job).
     """
     t0 = time.perf_counter()
     require_workers(max_workers)
@@ -179,11 +190,13 @@ def execute_vacuum(
 
     status = COMPLETED
     failure: BaseException | None = None
-    progress = Progress(len(to_delete))
+    progress = Progress(len(to_delete), cancel)
     try:
         delete_files(storage, to_delete, max_workers, progress)
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised as a StorageError
         status, failure = FAILED, exc
+    if failure is None and progress.cancelled:
+        status, failure = FAILED, OperationCancelledError("cancelled")
     deleted, gone = progress.deleted, progress.gone
     dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else ancestors(to_delete)
     num_dirs = remove_empty_dirs(storage, dirs, rule) if failure is None else 0
@@ -204,6 +217,11 @@ def execute_vacuum(
     except (CommitFailedError, DeltaLogError) as exc:
         warnings.append(f"the {END} commit could not be written ({exc}); the deletions themselves stand")
         log.warning("vacuum of %s: %s", storage.uri, warnings[-1])
+    if isinstance(failure, OperationCancelledError):
+        raise OperationCancelledError(
+            f"vacuum of {storage.uri} was cancelled after deleting {deleted} of {len(to_delete)} files; "
+            "run it again to finish"
+        )
     if failure is not None:
         raise StorageError(
             f"vacuum of {storage.uri} stopped after deleting {deleted} of {len(to_delete)} files "
@@ -245,10 +263,12 @@ def vacuum(
     full_fallback: bool = False,
     *,
     storage_options: dict[str, Any] | None = None,
+    cancel: threading.Event | None = None,
 ) -> VacuumResult:
     """Delete the files no version inside the retention window needs (see :func:`plan_vacuum` for the checks).
 
-    ``dry_run`` returns the plan without deleting or writing anything.
+    ``dry_run`` returns the plan without deleting or writing anything; ``cancel``: see
+    :func:`execute_vacuum`.
     """
     t0 = time.perf_counter()
     require_bools(dry_run=dry_run, allow_short_retention=allow_short_retention, full_fallback=full_fallback)
@@ -264,4 +284,4 @@ def vacuum(
     )
     if dry_run:
         return result_of_plan(plan, time.perf_counter() - t0)
-    return execute_vacuum(dt, plan, max_workers=max_workers)
+    return execute_vacuum(dt, plan, max_workers=max_workers, cancel=cancel)

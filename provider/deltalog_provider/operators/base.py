@@ -10,9 +10,9 @@ base class owns the rest, identically for every operation:
   retry, and everything else into ordinary, retryable failures;
 * the XCom value (the result's ``to_dict()``), the asset event on the table's Asset
   with the version and metrics as extra, and the OpenLineage facets;
-* cancellation: ``on_kill`` sets an event the core checks at safe points (when its
-  entry point accepts ``cancel``), so a killed task stops between steps instead of
-  being cut off in the middle of a write.
+* cancellation: ``on_kill`` sets an event the core checks at safe points (compaction
+  between bins, vacuum between delete chunks; see ``call_core``), so a killed task stops
+  between steps instead of being cut off in the middle of a write.
 """
 
 from __future__ import annotations
@@ -33,21 +33,21 @@ from deltalog_provider.utils.results import event_extra, is_templated, jsonable,
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Names under which a core entry point may accept a cancellation event (checked in order).
-CANCEL_PARAMETERS = ("cancel", "cancel_event")
-
 
 def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
-    """Call a core entry point, passing the cancel event only when it accepts one."""
+    """Call a core entry point, passing the cancel event when it takes one (``cancel=``).
+
+    Those that do stop at their safe points: ``compact`` between bins, ``vacuum`` /
+    ``execute_vacuum`` between files and delete chunks. The others are short, or write
+    once at the end, and run to completion.
+    """
     if cancel is not None:
         try:
-            params = set(inspect.signature(fn).parameters)
+            accepts = "cancel" in inspect.signature(fn).parameters
         except (TypeError, ValueError):  # builtins without a signature
-            params = set()
-        for name in CANCEL_PARAMETERS:
-            if name in params:
-                kwargs[name] = cancel
-                break
+            accepts = False
+        if accepts:
+            kwargs["cancel"] = cancel
     return fn(*args, **kwargs)
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
+from deltalog.errors import DeltaLogError, InvalidArgumentError
 from deltalog_provider._compat import AirflowException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
@@ -14,6 +18,9 @@ from deltalog_provider.utils.results import jsonable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+#: Hidden folder of the table (readers and vacuum ignore it) for the Spark job's plan and request.
+WORK_DIR = "_compaction"
 
 
 class DeltaCompactOperator(DeltaTableOperator):
@@ -31,15 +38,21 @@ class DeltaCompactOperator(DeltaTableOperator):
         (templated; default the table's ``delta.targetFileSize``, else 128 MiB).
     :param where: partition predicate restricting the compaction, e.g. ``"day >= '2024-05-01'"``
         (templated).
-    :param engine: ``"local"`` (pyarrow, in the task) or ``"spark"`` (the core runs
-        ``spark-submit`` with ``spark_options``) (templated).
+    :param engine: ``"local"`` (pyarrow, in the task) or ``"spark"`` (templated): the whole
+        Spark compaction in this one task: plan, write the plan under the table's hidden
+        ``_compaction/`` folder, submit deltalog's Spark job through the apache-spark
+        provider's ``SparkSubmitHook`` (``spark_conn_id``; ``on_kill`` kills the job), then
+        commit its files bin by bin (``deltalog.engines.spark.result.commit_spark_result``).
     :param plan_only: plan without rewriting (no asset event is declared).
     :param plan_path: where to write the plan JSON (templated): a path relative to the table
         root (written with the table's storage options) or an absolute path/URI.
     :param min_files: a bin needs at least this many files.
     :param max_bins: plan at most this many bins (the rest waits for the next run).
     :param bins_per_commit: commit every N bins (a long run then loses at most one batch).
-    :param spark_options: for ``engine="spark"``: ``master``, ``spark_submit``, ``conf``, ``timeout``.
+    :param spark_conn_id: the Spark connection ``engine="spark"`` submits through (its host is the master).
+    :param spark_options: for ``engine="spark"``: keyword arguments of ``SparkSubmitHook`` (``conf``,
+        ``env_vars``, ``name``, ``executor_memory``, ...; templated). The driver runs this
+        worker's Python (``PYSPARK_DRIVER_PYTHON``) unless ``env_vars`` says otherwise.
     """
 
     template_fields: Sequence[str] = (
@@ -49,6 +62,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         "engine",
         "plan_path",
         "spark_options",
+        "spark_conn_id",
         "plan_only",
     )
     bool_fields: Sequence[str] = (*DeltaTableOperator.bool_fields, "plan_only")
@@ -66,6 +80,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         min_files: int = 2,
         max_bins: int | None = None,
         bins_per_commit: int | None = None,
+        spark_conn_id: str = "spark_default",
         spark_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -77,7 +92,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         self.min_files = min_files
         self.max_bins = max_bins
         self.bins_per_commit = bins_per_commit
+        self.spark_conn_id = spark_conn_id
         self.spark_options = spark_options
+        self._spark_hook: Any = None
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
@@ -86,6 +103,9 @@ class DeltaCompactOperator(DeltaTableOperator):
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
         from deltalog.compaction import compact, plan_compaction
 
+        engine = optional_str(self.engine) or "local"
+        if engine == "spark":
+            self._spark_options()  # bad options fail before anything is planned
         plan = self.call(
             plan_compaction,
             table,
@@ -98,19 +118,23 @@ class DeltaCompactOperator(DeltaTableOperator):
             "compaction plan: %d bins over %d candidate files", len(plan.bins), plan.summary()["numCandidateFiles"]
         )
         plan_path = optional_str(self.plan_path)
+        if engine == "spark" and not self.plan_only and plan.bins:
+            return self._compact_with_spark(hook, table, plan, plan_path)
         if plan_path:
             self._write_plan(hook, table, plan_path, plan.to_json())
         self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
         result = self.call(
             compact,
             table,
-            engine=optional_str(self.engine) or "local",
+            engine=engine,
             plan_only=self.plan_only,
             plan=plan,
             bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
-            spark_options=self.spark_options or None,
         )
-        if not result.ok:
+        return self._checked(table, result)
+
+    def _checked(self, table: DeltaTable, result: Any) -> Any:
+        if not result.ok and result.error != "cancelled":
             # Bins lost to a concurrent writer are normal; a failed rewrite or commit is not.
             # Whatever committed stays committed; a retry re-plans what is left.
             errors = [s.reason for s in result.skipped if s.kind == "error"]
@@ -118,10 +142,88 @@ class DeltaCompactOperator(DeltaTableOperator):
                 f"compaction of {table.uri} did not complete: {result.error or '; '.join(errors[:3])} "
                 f"(committed versions: {[c.version for c in result.commits]})"
             )
+        if result.error == "cancelled":
+            raise AirflowException(
+                f"compaction of {table.uri} was cancelled (committed versions: {[c.version for c in result.commits]})"
+            )
         return result
 
-    def _write_plan(self, hook: DeltaTableHook, table: DeltaTable, plan_path: str, text: str) -> None:
-        """Write the plan where the Spark job reads it."""
+    def _spark_options(self) -> dict[str, Any]:
+        """``spark_options`` as ``SparkSubmitHook`` arguments; the local runner's own keys are refused."""
+        options = dict(self.spark_options or {})
+        local_only = sorted(set(options) & {"master", "spark_submit", "timeout"})
+        if local_only:
+            raise InvalidArgumentError(
+                f"spark_options {local_only} are not SparkSubmitHook arguments: the Spark connection "
+                f"({self.spark_conn_id!r}) names the master and execution_timeout bounds the task"
+            )
+        return options
+
+    def _compact_with_spark(self, hook: DeltaTableHook, table: DeltaTable, plan: Any, plan_path: str | None) -> Any:
+        """Plan file -> deltalog's Spark job through ``SparkSubmitHook`` -> commit its request bin by bin."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        from deltalog.engines.spark.result import commit_spark_result, read_request
+        from deltalog.engines.spark.submit import DEFAULT_CONF, job_script
+
+        options = self._spark_options()
+        run = uuid.uuid4().hex[:12]
+        plan_rel = plan_path or f"{WORK_DIR}/plan-{run}.json"
+        request_rel = f"{WORK_DIR}/request-{run}.json"
+        plan_location = self._write_plan(hook, table, plan_rel, plan.to_json())
+        request_location = table.storage.join(*request_rel.split("/"))
+        env_vars = {"PYSPARK_DRIVER_PYTHON": sys.executable, **(options.pop("env_vars", None) or {})}
+        self._spark_hook = SparkSubmitHook(
+            conn_id=self.spark_conn_id,
+            conf={**DEFAULT_CONF, **(options.pop("conf", None) or {})},
+            env_vars=env_vars,
+            name=options.pop("name", f"deltalog-compact-{run}"),
+            application_args=[
+                "--table",
+                table.uri,
+                "--plan",
+                plan_location if is_absolute_location(plan_location) else table.storage.full_uri(plan_rel),
+                "--output-request",
+                table.storage.full_uri(request_rel),
+            ],
+            **options,
+        )
+        self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
+        started = time.perf_counter()
+        try:
+            self._spark_hook.submit(job_script())
+            self.raise_if_cancelled()
+            request = read_request(table.storage, request_location)
+            result = self.call(
+                commit_spark_result,
+                table,
+                plan,
+                request,
+                bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
+                engine_seconds=time.perf_counter() - started,
+            )
+        finally:
+            self._spark_hook = None
+            # Our scratch files; the plan is kept when the caller named its path.
+            self._remove_quietly(table, [request_location] + ([] if plan_path else [plan_location]))
+        return self._checked(table, result)
+
+    def _remove_quietly(self, table: DeltaTable, locations: list[str]) -> None:
+        for location in locations:
+            try:
+                table.storage.delete(location)
+            except DeltaLogError as exc:  # leftovers sit in a hidden folder; never mask the real outcome
+                self.log.warning("could not remove %s: %s", location, exc)
+
+    def on_kill(self) -> None:
+        """Stop at the next safe point, and kill the Spark job when one is running."""
+        super().on_kill()
+        spark = self._spark_hook
+        if spark is not None:
+            spark.on_kill()
+
+    def _write_plan(self, hook: DeltaTableHook, table: DeltaTable, plan_path: str, text: str) -> str:
+        """Write the plan where the Spark job reads it; return where that is."""
         if is_absolute_location(plan_path):
             import fsspec
 
@@ -134,6 +236,7 @@ class DeltaCompactOperator(DeltaTableOperator):
             table.storage.makedirs(location.rsplit("/", 1)[0])
             table.storage.write_atomic(location, text.encode("utf-8"))
         self.log.info("compaction plan written to %s", location)
+        return location
 
     def result_metrics(self, result: Any) -> dict[str, Any]:
         metrics = jsonable(result)

@@ -1,7 +1,7 @@
 """Running the Spark compaction engine from deltalog: spark-submit the job, read back its commit request.
 
 ``compact(engine="spark")`` writes the plan to a temporary folder, runs
-``spark-submit <master> engines/spark_compaction.py --plan ... --table ...
+``spark-submit <master> engines/spark/compaction_main.py --plan ... --table ...
 --output-request ...`` (the ``spark-submit`` of the pyspark package next to
 this Python by default), and turns the request into per-bin outputs so the
 usual committer can drop only the bins that lost a race. The job's Python is
@@ -17,15 +17,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from deltalog.compaction.layout import bin_id_from_name, from_log_path, to_log_path
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
-from deltalog.compaction.spark_job import REPORT_PREFIX
-from deltalog.errors import EngineError
+from deltalog.engines.spark.compaction_job import REPORT_PREFIX
+from deltalog.engines.spark.result import outputs_from_request
+from deltalog.errors import EngineError, OperationCancelledError
 from deltalog.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,7 @@ DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "fa
 
 def job_script() -> str:
     """Path of the spark-submit entry script shipped with deltalog."""
-    import deltalog.engines
-
-    return str(Path(deltalog.engines.__file__).parent / "spark_compaction.py")
+    return str(Path(__file__).with_name("compaction_main.py"))
 
 
 def find_spark_submit(explicit: str | None = None) -> str:
@@ -77,49 +76,31 @@ def _last_error(stderr_path: str, stdout: str = "") -> str:
     return lines[-1][:500] if lines else "no output"
 
 
-def outputs_from_request(
-    storage: Storage, plan: CompactionPlan, request: dict[str, Any], failures: list[dict[str, Any]]
-) -> tuple[list[BinOutput], list[BinSkipped]]:
-    """Map a Spark commit request back onto the plan's bins (the bin id is in each new file's name)."""
-    bins = {b.id: b for b in plan.bins}
-    outputs: dict[int, BinOutput] = {}
-    removed = set(request.get("remove") or [])
-    for add in request.get("add") or []:
-        path = add["path"]
-        bid = bin_id_from_name(path)
-        if bid not in bins or bid in outputs:
-            raise EngineError(f"the Spark job returned {path!r}, which belongs to no bin of the plan")
-        stats = json.loads(add.get("stats") or "{}")
-        outputs[bid] = BinOutput(
-            bin_id=bid,
-            add={
-                "path": to_log_path(path),
-                "partitionValues": dict(add.get("partitionValues") or {}),
-                "size": int(add["size"]),
-                "modificationTime": int(add["modificationTime"]),
-                "dataChange": False,
-                "stats": add.get("stats"),
-            },
-            rows_out=int(stats.get("numRecords", 0)),
-            bytes_in=bins[bid].size,
-            deletion_vectors=sum(1 for f in bins[bid].files if f.deletionVector),
-            storage_path=storage.join(*path.split("/")),
-        )
-    failed = {int(f["bin"]): str(f.get("reason")) for f in failures}
-    skipped = []
-    for bid, b in bins.items():
-        if bid in outputs:
-            continue
-        inputs = {from_log_path(f.path) for f in b.files}
-        if bid in failed:
-            skipped.append(BinSkipped(bid, f"the Spark job failed on this bin: {failed[bid]}", "error"))
-        elif inputs <= removed:  # every row was deleted: remove the inputs, add nothing
-            outputs[bid] = BinOutput(
-                bin_id=bid, add=None, bytes_in=b.size, deletion_vectors=sum(1 for f in b.files if f.deletionVector)
-            )
-        else:
-            skipped.append(BinSkipped(bid, "the Spark job did not report this bin", "error"))
-    return [outputs[k] for k in sorted(outputs)], skipped
+#: Seconds between checks of a running job for a cancel or a time-out.
+POLL_S = 0.5
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float | None, cancel: threading.Event | None) -> int:
+    """Wait for ``proc``; terminate it (then kill) on a time-out or a cancel, and say which."""
+    deadline = time.monotonic() + timeout if timeout else None
+    while True:
+        try:
+            return proc.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        cancelled = cancel is not None and cancel.is_set()
+        if cancelled or (deadline is not None and time.monotonic() >= deadline):
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if cancelled:
+                raise OperationCancelledError(
+                    "the Spark compaction job was cancelled and stopped; nothing was committed"
+                )
+            raise EngineError(f"the Spark compaction job did not finish within {timeout} s")
 
 
 def run_spark(
@@ -131,14 +112,20 @@ def run_spark(
     conf: dict[str, str] | None = None,
     timeout: float | None = None,
     max_parallel_bins: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> tuple[list[BinOutput], list[BinSkipped]]:
-    """Rewrite the plan's bins with ``spark-submit``; raises EngineError when the job fails."""
+    """Rewrite the plan's bins with ``spark-submit``; raises EngineError when the job fails.
+
+    A set ``cancel`` event stops the job (the process is terminated) and raises
+    ``OperationCancelledError``; nothing is committed either way until the caller commits.
+    """
     submit = find_spark_submit(spark_submit)
     workdir = tempfile.mkdtemp(prefix="deltalog-compaction-")
     try:
         plan_path = os.path.join(workdir, "plan.json")
         request_path = os.path.join(workdir, "request.json")
         stderr_path = os.path.join(workdir, "spark-submit.stderr")
+        stdout_path = os.path.join(workdir, "spark-submit.stdout")
         Path(plan_path).write_text(plan.to_json())
         cmd = [submit, "--master", master]
         for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
@@ -151,20 +138,18 @@ def run_spark(
         env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
         log.info("running %s", " ".join(cmd))
         started = time.perf_counter()
-        with open(stderr_path, "wb") as err:
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
-                proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, env=env, timeout=timeout, check=False)
-            except subprocess.TimeoutExpired:
-                raise EngineError(f"the Spark compaction job did not finish within {timeout} s") from None
+                proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
             except OSError as exc:
                 raise EngineError(f"cannot run {submit}: {exc}") from None
-        if proc.returncode != 0:
-            reason = _last_error(stderr_path, proc.stdout.decode(errors="replace"))
-            raise EngineError(
-                f"the Spark compaction job failed (exit {proc.returncode}): {reason}; nothing was committed"
-            )
+            returncode = _wait(proc, timeout, cancel)
+        stdout = Path(stdout_path).read_text(errors="replace")
+        if returncode != 0:
+            reason = _last_error(stderr_path, stdout)
+            raise EngineError(f"the Spark compaction job failed (exit {returncode}): {reason}; nothing was committed")
         report: dict[str, Any] = {"failures": []}
-        for line in proc.stdout.decode(errors="replace").splitlines():
+        for line in stdout.splitlines():
             if line.startswith(REPORT_PREFIX):
                 report = json.loads(line[len(REPORT_PREFIX) :])
         try:

@@ -1,6 +1,6 @@
 """The Spark side of compaction: rewrite a plan's bins with plain Parquet, write a commit request.
 
-Runs inside ``spark-submit`` (``engines/spark_compaction.py`` is the entry
+Runs inside ``spark-submit`` (``engines/spark/compaction_main.py`` is the entry
 script). Spark does the data work, deltalog keeps the commit: no Delta jars.
 
 - Every bin is one Spark job, ``read.parquet(inputs).coalesce(1).write``
@@ -25,7 +25,6 @@ pyspark is imported lazily so the core library never needs it.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import posixpath
@@ -35,8 +34,6 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow.parquet as pq
 
 from deltalog.compaction.commit import operation_parameters
 from deltalog.compaction.dv import deleted_rows
@@ -48,7 +45,7 @@ from deltalog.compaction.layout import (
     physical_data_schema_json,
 )
 from deltalog.compaction.plan import Bin, CompactionPlan
-from deltalog.engines.spark_ingest import STAGING_DIR, _HadoopFs, hadoop_uri
+from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.schema import parse_schema_string
 from deltalog.stats import stats_from_parquet_metadata, stats_json
@@ -59,8 +56,6 @@ ROW_INDEX = "__deltalog_row_index"
 #: Marks the job's one-line JSON report on stdout (bins that failed), read by the launcher.
 REPORT_PREFIX = "DELTALOG_COMPACTION_REPORT "
 _GLOB = re.compile(r"([\\{}\[\]*?])")
-#: How much of a file's tail is fetched for its footer in one read (most footers are smaller).
-_TAIL = 64 * 1024
 
 #: SparkSession settings the rewrite relies on.
 SPARK_CONF = {
@@ -71,68 +66,6 @@ SPARK_CONF = {
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
 }
-
-
-class _Fs(_HadoopFs):
-    """Hadoop FileSystem access through the JVM, plus reads (footers, DVs, the plan)."""
-
-    def __init__(self, spark: Any, uri: str) -> None:
-        super().__init__(spark, uri)
-        self._io = self._jvm.org.apache.commons.io.IOUtils
-
-    def read_range(self, uri: str, offset: int, length: int) -> bytes:
-        stream = self.fs.open(self.path(uri))
-        try:
-            stream.seek(offset)
-            return bytes(self._io.toByteArray(stream, length))
-        finally:
-            stream.close()
-
-    def read_text(self, uri: str) -> str:
-        size, _ = self.status(uri)
-        return self.read_range(uri, 0, size).decode("utf-8")
-
-    def footer(self, uri: str) -> pq.FileMetaData:
-        """The Parquet footer of ``uri`` from one or two tail reads."""
-        size, _ = self.status(uri)
-        tail = self.read_range(uri, max(0, size - _TAIL), min(size, _TAIL))
-        need = int.from_bytes(tail[-8:-4], "little") + 8
-        if need > len(tail):
-            tail = self.read_range(uri, size - need, need)
-        return pq.read_metadata(_TailFile(tail, size))
-
-
-class _TailFile(io.RawIOBase):
-    """A read-only file of ``size`` bytes of which only the tail is known (all a footer read touches)."""
-
-    def __init__(self, tail: bytes, size: int) -> None:
-        self._tail, self._size, self._start, self._pos = tail, size, size - len(tail), 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._pos = offset if whence == 0 else (self._pos + offset if whence == 1 else self._size + offset)
-        return self._pos
-
-    def readinto(self, b: Any) -> int:
-        if self._pos < self._start:
-            raise OSError("only the footer of this file is available")
-        chunk = self._tail[self._pos - self._start : self._pos - self._start + len(b)]
-        b[: len(chunk)] = chunk
-        self._pos += len(chunk)
-        return len(chunk)
-
-
-def _is_data_file(name: str) -> bool:
-    """Spark's markers (``_SUCCESS``) and checksums (``.crc``) are not data."""
-    return name.endswith(".parquet") and not name.startswith(("_", "."))
 
 
 @dataclass
@@ -160,7 +93,7 @@ class SparkBinRewriter:
         self.spark = spark
         self.plan = plan
         self.table = hadoop_uri(table_uri).rstrip("/")
-        self.fs = _Fs(spark, self.table)
+        self.fs = HadoopFs(spark, self.table)
         self.schema = StructType.fromJson(
             physical_data_schema_json(
                 plan.schema_string, plan.partition_columns, plan.column_mapping_mode, for_spark=True
@@ -209,7 +142,7 @@ class SparkBinRewriter:
         staged = f"{self.staging}/bin-{b.id}"
         self._frame(b).coalesce(1).write.mode("overwrite").option("compression", self.plan.codec).parquet(staged)
         staged_path = self.fs.path(staged).toUri().getPath().rstrip("/")
-        written = [p for p, _, _ in self.fs.list_files(staged) if _is_data_file(posixpath.basename(p))]
+        written = [p for p, _, _ in self.fs.list_files(staged) if is_data_file(posixpath.basename(p))]
         if not written:  # no row survived the deletion vectors (Spark may then write no file at all)
             self.fs.delete(staged)
             return None
@@ -279,14 +212,16 @@ class SparkBinRewriter:
 def run_job(
     spark: Any, plan_uri: str, table_uri: str, request_uri: str, max_parallel_bins: int | None = None
 ) -> SparkRewrite:
-    """What ``engines/spark_compaction.py`` does: plan in, commit request out."""
+    """What ``engines/spark/compaction_main.py`` runs: plan in, commit request out."""
     # The plan and the request usually live on the driver's local disk while the table
     # is on S3: each gets the Hadoop FileSystem of its own URI ("Wrong FS" otherwise).
-    plan_fs = _Fs(spark, hadoop_uri(plan_uri))
+    plan_fs = HadoopFs(spark, hadoop_uri(plan_uri))
     plan = CompactionPlan.from_json(plan_fs.read_text(hadoop_uri(plan_uri)))
     rewrite = SparkBinRewriter(spark, plan, table_uri).run(max_parallel_bins)
     doc = dict(rewrite.request)
-    _Fs(spark, hadoop_uri(request_uri)).write_text(hadoop_uri(request_uri), json.dumps(doc, indent=1, sort_keys=True))
+    HadoopFs(spark, hadoop_uri(request_uri)).write_text(
+        hadoop_uri(request_uri), json.dumps(doc, indent=1, sort_keys=True)
+    )
     log.info(
         "compaction job: %d bins rewritten, %d failed, request at %s (%.1fs)",
         len(plan.bins) - len(rewrite.failures),

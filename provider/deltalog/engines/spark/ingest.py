@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
+from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import InvalidArgumentError, StorageError
 
 log = logging.getLogger(__name__)
 
-STAGING_DIR = "_deltalog_staging"
 #: Spark's (Hive's) marker for a null partition value in a directory name.
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _SAFE_RUN_ID = re.compile(r"[^A-Za-z0-9._-]+")
@@ -88,24 +87,6 @@ class IngestResult:
         }
 
 
-def hadoop_uri(location: str) -> str:
-    """The URI Spark's Hadoop layer understands for a deltalog location.
-
-    Local paths become ``file:`` URIs (absolute, so the executors agree with the
-    driver) and ``s3://`` becomes ``s3a://``, the connector Spark ships for S3.
-    """
-    if not isinstance(location, str) or not location.strip():
-        raise InvalidArgumentError("table location must be a non-empty path or URI")
-    parsed = urlparse(location)
-    scheme = parsed.scheme if len(parsed.scheme) > 1 else ""
-    if scheme in ("", "file", "local"):
-        path = parsed.path if scheme else location
-        return "file://" + os.path.abspath(os.path.expanduser(path))
-    if scheme in ("s3", "s3n"):
-        return "s3a://" + location.split("://", 1)[1]
-    return location
-
-
 def safe_run_id(run_id: str) -> str:
     """Airflow run ids hold ``:`` and ``+``; keep them out of object names."""
     cleaned = _SAFE_RUN_ID.sub("_", str(run_id)).strip("._")
@@ -145,66 +126,6 @@ def build_commit_request(
     return request
 
 
-class _HadoopFs:
-    """The few Hadoop FileSystem calls the ingest needs, through Spark's JVM gateway."""
-
-    def __init__(self, spark: Any, uri: str) -> None:
-        self._jvm = spark._jvm
-        conf = spark._jsc.hadoopConfiguration()
-        self._path_cls = self._jvm.org.apache.hadoop.fs.Path
-        fs = self._path_cls(uri).getFileSystem(conf)
-        # The checksummed local filesystem writes a hidden .crc next to every file it
-        # creates or moves; the raw one does not, so the table folder stays clean.
-        # (Spark may hand out a subclass, e.g. Hive's ProxyLocalFileSystem, hence isInstance.)
-        checksummed = self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem")
-        if checksummed.isInstance(fs):
-            fs = fs.getRawFileSystem()
-        self.fs = fs
-
-    def path(self, uri: str) -> Any:
-        return self._path_cls(uri)
-
-    def list_files(self, uri: str) -> list[tuple[str, int, int]]:
-        """(path, size, mtime ms) of every file under ``uri``, recursively."""
-        out = []
-        it = self.fs.listFiles(self.path(uri), True)
-        while it.hasNext():
-            st = it.next()
-            out.append((st.getPath().toUri().getPath(), int(st.getLen()), int(st.getModificationTime())))
-        return out
-
-    def move(self, src: str, dst: str) -> None:
-        target = self.path(dst)
-        self.fs.mkdirs(target.getParent())
-        if not self.fs.rename(self.path(src), target):
-            raise StorageError(f"could not move {src} to {dst}")
-
-    def status(self, uri: str) -> tuple[int, int]:
-        st = self.fs.getFileStatus(self.path(uri))
-        return int(st.getLen()), int(st.getModificationTime())
-
-    def delete(self, uri: str) -> None:
-        self.fs.delete(self.path(uri), True)
-
-    def delete_if_empty(self, uri: str) -> None:
-        """Remove a directory nothing else is using (object stores have no directories to remove)."""
-        path = self.path(uri)
-        if self.fs.exists(path) and len(self.fs.listStatus(path)) == 0:
-            self.fs.delete(path, False)
-
-    def write_text(self, uri: str, text: str) -> None:
-        out = self.fs.create(self.path(uri), True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-        finally:
-            out.close()
-
-
-def _is_data_file(name: str) -> bool:
-    """Spark's own markers (``_SUCCESS``) and checksums (``.crc``) are not table data."""
-    return not name.startswith(("_", ".")) and name.endswith(".parquet")
-
-
 def write_ingest(
     spark: Any,
     df: Any,
@@ -229,7 +150,7 @@ def write_ingest(
     table = hadoop_uri(table_uri).rstrip("/")
     request = hadoop_uri(request_uri)
     staging = f"{table}/{STAGING_DIR}/{run}"
-    hfs = _HadoopFs(spark, table)
+    hfs = HadoopFs(spark, table)
 
     log.info("writing data files to staging folder %s", staging)
     writer = df.write.mode("overwrite")
@@ -243,7 +164,7 @@ def write_ingest(
     for path, _size, _mtime in sorted(hfs.list_files(staging)):
         rel = path[len(staging_path) + 1 :]
         rel_dir, _, name = rel.rpartition("/")
-        if not _is_data_file(name):
+        if not is_data_file(name):
             continue
         values = parse_partition_dirs(rel_dir, partition_by)
         target_rel = rel
