@@ -464,3 +464,17 @@ def test_stats_of_strings_timestamps_decimals_and_dates_are_checked_by_their_ord
         message = refused(path, {"add": [{"path": "f.parquet", "stats": {**honest, **change}}]})
         assert expected in message
     assert commit_request(path, {"add": [{"path": "f.parquet", "stats": honest}]}, run_hooks=False).version == 1
+
+
+def test_decimal_stats_past_float_precision_are_compared_exactly(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    make_table(path, schema=pa.schema([("d", pa.decimal128(22, 2))]))
+    exact = decimal.Decimal("12345678901234567890.12")
+    put(path, "f.parquet", pa.table({"d": pa.array([exact], pa.decimal128(22, 2))}))
+    # As a JSON number this rounds to 1.2345678901234567e19 as a float: above the true minimum.
+    stats = '{"numRecords":1,"minValues":{"d":12345678901234567890.12},"maxValues":{"d":12345678901234567890.12}}'
+    assert commit_request(path, {"add": [{"path": "f.parquet", "stats": stats}]}, run_hooks=False).version == 1
+    lying = stats.replace('"maxValues":{"d":12345678901234567890.12}', '"maxValues":{"d":12345678901234567890.11}')
+    put(path, "g.parquet", pa.table({"d": pa.array([exact], pa.decimal128(22, 2))}))
+    with pytest.raises(DataFileMismatchError, match="maxValues.d"):
+        commit_request(path, {"add": [{"path": "g.parquet", "stats": lying}]}, run_hooks=False)

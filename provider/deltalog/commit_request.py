@@ -45,7 +45,7 @@ from deltalog.protocol import check_writable
 from deltalog.schema_enforcement import check_file_schema, unenforced_write_rules
 from deltalog.snapshot import Snapshot
 from deltalog.stats import stats_from_parquet_metadata, stats_json
-from deltalog.stats_check import check_claimed_stats
+from deltalog.stats_check import check_claimed_stats, parse_stats
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import DEFAULT_MAX_ATTEMPTS, ISOLATION_LEVELS, CommitResult, Transaction, partition_keys
@@ -446,7 +446,7 @@ def _fill_add(
 
     check_file_schema(footer, md, snapshot.protocol, rel, pv, read_columns)
     if spec.stats is not None:
-        check_claimed_stats(json.loads(spec.stats), footer, md, rel)
+        check_claimed_stats(parse_stats(spec.stats), footer, md, rel)
         stats = spec.stats
     else:
         stats = stats_json(

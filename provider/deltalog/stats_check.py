@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -93,7 +94,7 @@ def comparable(value: Any, dtype: pa.DataType) -> Any:
             raise ValueError(value)
         return value
     if pa.types.is_floating(dtype):
-        if not isinstance(value, int | float) or math.isnan(value):
+        if not isinstance(value, int | float | decimal.Decimal) or math.isnan(value):
             raise ValueError(value)
         return float(value)
     if pa.types.is_decimal(dtype):
@@ -117,7 +118,11 @@ def comparable(value: Any, dtype: pa.DataType) -> Any:
 
 
 def check_claimed_stats(claimed: dict[str, Any], footer: pq.FileMetaData, metadata: Metadata, rel: str) -> None:
-    """Refuse (DataFileMismatchError) ``claimed`` stats the footer contradicts; see the module docstring."""
+    """Refuse (DataFileMismatchError) ``claimed`` stats the footer contradicts; see the module docstring.
+
+    Parse the stats JSON with ``parse_float=decimal.Decimal`` (:func:`parse_stats`): a
+    decimal bound past float precision would otherwise be compared rounded.
+    """
 
     def fail(message: str) -> DataFileMismatchError:
         return DataFileMismatchError(
@@ -165,6 +170,11 @@ def check_claimed_stats(claimed: dict[str, Any], footer: pq.FileMetaData, metada
                 raise fail(f"{name} is {value!r} but the file holds values down to {actual!r}")
             if section == "maxValues" and mine < footer_value:
                 raise fail(f"{name} is {value!r} but the file holds values up to {actual!r}")
+
+
+def parse_stats(text: str) -> dict[str, Any]:
+    """A ``stats`` JSON string with numbers kept exact (decimals as ``decimal.Decimal``)."""
+    return json.loads(text, parse_float=decimal.Decimal)
 
 
 def _check_null_count(fail: Any, name: str, value: Any, actual: Any, rows: int, tight: bool) -> None:
