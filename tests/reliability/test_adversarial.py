@@ -42,8 +42,9 @@ from helpers import append, make_table, rows
 
 SMALL = os.environ.get("DELTALOG_RELIABILITY_SCALE") == "small"
 #: Generated inputs per class (modest: each CLI input copies a table and reads it with both readers).
-CLI_EXAMPLES = 40 if SMALL else 120
-BOOL_EXAMPLES = 30 if SMALL else 80
+CLI_EXAMPLES = 30 if SMALL else 80
+BOOL_EXAMPLES = 20 if SMALL else 50
+COMMIT_EXAMPLES = 20 if SMALL else 40
 
 pytestmark = [pytest.mark.timeout(900)]
 
@@ -420,7 +421,7 @@ def _readers_agree_on_rows(path: str) -> list[str]:
 
 
 @settings(
-    max_examples=BOOL_EXAMPLES,
+    max_examples=COMMIT_EXAMPLES,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -521,7 +522,7 @@ def partition_tables(tmp_path_factory):
 
 
 @settings(
-    max_examples=BOOL_EXAMPLES,
+    max_examples=COMMIT_EXAMPLES,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
