@@ -66,6 +66,10 @@ def test_fleet_dag_over_50_tables(tmp_path):
     )
     with sqlite3.connect(os.path.join(home, "airflow.db")) as db:
         (run_state,) = db.execute("SELECT state FROM dag_run WHERE dag_id = 'deltalog_fleet_maintenance'").fetchone()
+        events = db.execute(
+            "SELECT a.uri FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+            "WHERE e.source_dag_id = 'deltalog_fleet_maintenance'"
+        ).fetchall()
         tis = db.execute(
             "SELECT task_id, map_index, rendered_map_index, state FROM task_instance "
             "WHERE dag_id = 'deltalog_fleet_maintenance'"
@@ -77,6 +81,11 @@ def test_fleet_dag_over_50_tables(tmp_path):
     assert mapped.pop("refused_protocol") == "failed"
     assert set(mapped.values()) == {"success"}, mapped
     assert states[("summary", "-1")] == "success" and run_state == "success"
+    # One asset event per changed table (compacted or log cleaned), none for healthy or refused ones.
+    changed = sorted(u for (u,) in events)
+    assert len(changed) == 25 and len(set(changed)) == 25
+    assert "file://" + str(root / "demo" / "expired_log") in changed
+    assert not any(u.endswith(("/healthy", "/refused_protocol", "/t00")) for u in changed)
 
     for i in range(1, 46, 2):
         uri = str(root / f"team{i % 5}" / f"t{i:02d}")
