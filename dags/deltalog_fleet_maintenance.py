@@ -77,7 +77,12 @@ def _table_list(raw: str) -> list[str]:
 
 
 def _deadline(context: dict[str, Any]) -> float | None:
-    """The run's deadline minus the margin, as a ``time.monotonic()`` value (None without a deadline)."""
+    """The run's deadline minus the margin, as a ``time.monotonic()`` value (None without a deadline).
+
+    Counted from the run's queue time when the context has it, else from its start (the
+    Task SDK's DagRun carries ``start_date``; the Deadline Alert counts from queuing, so a
+    run that waited in the queue keeps a little less margin than configured).
+    """
     minutes = int_setting("deltalog_fleet_deadline_minutes") or 0
     if minutes <= 0:
         return None
