@@ -478,3 +478,40 @@ def test_decimal_stats_past_float_precision_are_compared_exactly(tmp_path) -> No
     put(path, "g.parquet", pa.table({"d": pa.array([exact], pa.decimal128(22, 2))}))
     with pytest.raises(DataFileMismatchError, match="maxValues.d"):
         commit_request(path, {"add": [{"path": "g.parquet", "stats": lying}]}, run_hooks=False)
+
+
+def test_variant_columns_take_unshredded_variant_structs_only(tmp_path) -> None:
+    import uuid
+
+    from deltalog.actions import Metadata
+    from deltalog.storage import Storage
+    from deltalog.transaction import Transaction
+
+    path = str(tmp_path / "t")
+    schema_string = json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
+            ],
+        }
+    )
+    txn = Transaction(Storage(path), None, operation="CREATE TABLE", run_hooks=False)
+    txn.update_protocol(Protocol(3, 7, ("variantType",), ("variantType",)))
+    txn.update_metadata(Metadata(str(uuid.uuid4()), schema_string, [], {}, 0))
+    txn.commit()
+    variant = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
+    put(
+        path,
+        "ok.parquet",
+        pa.table({"id": [1], "v": pa.array([{"metadata": b"\x01\x00\x00", "value": b"\x00"}], variant)}),
+    )
+    assert commit_request(path, {"add": ["ok.parquet"]}, run_hooks=False).version == 1
+    shredded = pa.struct([("metadata", pa.binary()), ("value", pa.binary()), ("typed_value", pa.int64())])
+    put(path, "shredded.parquet", pa.table({"id": [1], "v": pa.array([{"metadata": b"", "value": b""}], shredded)}))
+    with pytest.raises(DataFileMismatchError, match="but variant in the table"):
+        commit_request(path, {"add": ["shredded.parquet"]}, run_hooks=False)
+    put(path, "text.parquet", pa.table({"id": [1], "v": ["{}"]}))
+    with pytest.raises(DataFileMismatchError, match="column v is string in the file but variant in the table"):
+        commit_request(path, {"add": ["text.parquet"]}, run_hooks=False)
