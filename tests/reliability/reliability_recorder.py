@@ -34,6 +34,7 @@ TOTALS = (
 #: its class's promises) counts as an unsafe outcome.
 ADVERSARIAL_CLASSES = {
     "test_adversarial.py::test_cli_arguments": "cli_args",
+    "test_adversarial.py::test_cli_arguments_on_s3": "cli_args_s3",
     "test_adversarial.py::test_string_booleans": "string_booleans",
     "test_adversarial.py::test_schema_mismatches": "schema_mismatches",
     "test_adversarial.py::test_partition_values": "partition_values",

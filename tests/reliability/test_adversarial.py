@@ -11,6 +11,7 @@ links, units). Classes here:
   the parser (a new option is fuzzed without touching this file), with huge and
   negative numbers, empty and blank strings, non-UTF-8 bytes (as the shell hands them
   over), ``KEY=VALUE`` oddities and random text;
+* ``cli_args_s3``: the same generator against a copy of the table on the S3 test server;
 * ``string_booleans``: every yes/no switch of the core given strings and numbers;
 * ``schema_mismatches``: commit requests whose file does not match the table's schema
   (types, nullability, extra columns) or whose stats lie;
@@ -551,3 +552,85 @@ def test_partition_values(partition_tables, tmp_path, kind, raw, explicit):
         problems.append(f"{type(exc).__name__}: {exc}")
     problems += table_problems(path, live_files(path))
     assert not problems, (kind, raw, explicit, problems)
+
+
+# --- class: CLI arguments on the S3 test server ----------------------------------------------------
+
+S3_CLI_EXAMPLES = 10 if SMALL else 25
+
+
+@pytest.fixture(scope="module")
+def s3_pristine(pristine, s3_server):
+    """The pristine table uploaded once to its own bucket of the S3 test server."""
+    import uuid
+
+    import boto3
+    import fsspec
+
+    from s3_server import ACCESS_KEY, REGION, SECRET_KEY, storage_options_for
+
+    bucket = f"adv-{uuid.uuid4().hex[:12]}"
+    boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        region_name=REGION,
+    ).create_bucket(Bucket=bucket)
+    options = storage_options_for(s3_server)
+    fs = fsspec.filesystem("s3", **options)
+    fs.put(pristine + "/", f"{bucket}/pristine/", recursive=True)
+    return bucket, options, s3_server
+
+
+def _s3_problems(uri: str, options: dict, endpoint: str, needed: list[str]) -> list[str]:
+    import fsspec
+
+    from s3_server import deltalake_options_for
+
+    fs = fsspec.filesystem("s3", **options, use_listings_cache=False)
+    problems = [f"live file deleted: {p}" for p in needed if not fs.exists(p)]
+    try:
+        DeltaTable(uri, options).snapshot()
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"deltalog cannot read the table: {type(exc).__name__}: {exc}")
+    try:
+        deltalake.DeltaTable(uri, storage_options=deltalake_options_for(endpoint)).to_pyarrow_table()
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"deltalake cannot read the table: {type(exc).__name__}: {exc}")
+    return problems
+
+
+@settings(
+    max_examples=S3_CLI_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(args=cli_invocations())
+@pytest.mark.slow
+@pytest.mark.s3
+def test_cli_arguments_on_s3(s3_pristine, pristine, tmp_path, monkeypatch, args):
+    """The CLI class against a table on the S3 test server (the generated storage options come first, the
+    server's last, so a generated endpoint or key can break the connection but not point elsewhere)."""
+    import uuid
+
+    import fsspec
+
+    bucket, options, endpoint = s3_pristine
+    fs = fsspec.filesystem("s3", **options, use_listings_cache=False)
+    prefix = f"{bucket}/{uuid.uuid4().hex[:10]}"
+    fs.copy(f"{bucket}/pristine/", prefix + "/", recursive=True)
+    uri = f"s3://{prefix}"
+    workdir = str(tmp_path / "w")
+    local = fresh_copy(pristine, workdir)  # for the {parquet}/{file} tokens: local inputs
+    monkeypatch.chdir(workdir)
+    snap = DeltaTable(uri, options).snapshot()
+    needed = [f"{prefix}/{_urlparse.unquote(p)}" for p in snap.file_paths()]
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    argv = [a.replace("{table}", uri) for a in args]
+    argv = _expand(argv, local, workdir)
+    argv += [f"--storage-option={k}={v}" for k, v in options.items() if isinstance(v, str)]
+    code, _out, err = run_cli(argv)
+    problems = cli_problems(code, err) + _s3_problems(uri, options, endpoint, needed)
+    assert not problems, (argv, problems)
