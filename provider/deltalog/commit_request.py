@@ -36,6 +36,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from deltalog import identity
 from deltalog.errors import InvalidCommitRequestError, StorageError, UnsupportedProtocolError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
@@ -616,6 +617,15 @@ def commit_request(
             # files were cleaned up since the first attempt landed.
             return txn.commit()
     adds, removes = prepare_actions(dt_table.storage, snapshot, req)
+    storage = dt_table.storage
+    advanced = identity.check_and_advance(
+        snapshot.metadata,
+        [from_log_path(a["path"]) for a in adds],
+        lambda rel: storage.open_input(storage.join(*rel.split("/"))),
+    )
+    if advanced is not None:
+        # The identity columns' high-water marks move past the new values in the same commit.
+        txn.update_metadata(advanced)
     txn.add(adds)
     txn.remove(removes)
     for predicate in req.readPartitions:

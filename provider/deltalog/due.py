@@ -54,6 +54,15 @@ _FEATURE_OPERATIONS = {
 }
 
 
+#: How a refusal names each operation ("refusing to <verb>: ...").
+_VERBS = {
+    "compaction": "compact",
+    "checkpoint": "write a checkpoint",
+    "vacuum": "vacuum",
+    "log_cleanup": "clean up the log",
+}
+
+
 class _Skip(Exception):
     """Vacuum is refused for this table: not judged."""
 
@@ -150,7 +159,7 @@ def maintenance_due(
     refusals: dict[str, str] = {}
     for name, op in _FEATURE_OPERATIONS.items():
         try:
-            check_writable(snapshot.protocol, name.replace("_", " "), op, conf)
+            check_writable(snapshot.protocol, _VERBS[name], op, conf)
         except UnsupportedProtocolError as exc:
             refusals[name] = str(exc)
     if len(refusals) == len(_FEATURE_OPERATIONS):

@@ -267,9 +267,10 @@ FEATURES: dict[str, Feature] = {
             "identityColumns",
             "writer",
             "columns generated as IDENTITY (high-water mark in the schema)",
-            commit_request=_refused(
-                "new rows would need checking against, and advancing, the identity columns' high-water marks; "
-                "deltalog does not do that yet"
+            commit_request=_conditional(
+                "the files must carry the identity values (deltalog generates none): without allowExplicitInsert "
+                "each is start + k * step, beyond delta.identity.highWaterMark and unique; the mark is advanced in "
+                "the schema in the same commit; refused naming the column otherwise"
             ),
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
