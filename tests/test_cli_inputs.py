@@ -206,3 +206,12 @@ def test_human_output_with_a_non_utf8_table_name_is_printed_escaped(tmp_path):
     assert b"t\\udcff" in p.stdout or b"t\\xff" in p.stdout
     p = subprocess.run([DELTALOG, "snapshot", table, "--json"], capture_output=True, timeout=120)
     assert p.returncode == 0 and json.loads(p.stdout)["version"] == 1
+
+
+def test_the_fsync_storage_option_is_true_or_false_never_a_guess(table, capsys):
+    assert Storage(table, {"fsync": "TRUE"}).fsync and not Storage(table, {"fsync": "no"}).fsync
+    assert Storage(table, {"fsync": True}).fsync
+    with pytest.raises(InvalidArgumentError, match="fsync must be true or false, got 'maybe'"):
+        Storage(table, {"fsync": "maybe"})
+    assert main(["snapshot", table, "--storage-option", "fsync=maybe"]) == 2
+    assert "fsync must be true or false" in one_error(capsys)

@@ -106,6 +106,8 @@ def _mtime_ms(info: dict[str, Any]) -> int:
 
 #: Storage options deltalog itself interprets; they are not passed to fsspec.
 _DELTALOG_OPTIONS = frozenset({"fsync"})
+#: The spellings of the ``fsync`` storage option (a string from ``--storage-option``); anything else is a typo.
+_FSYNC_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 #: botocore settings for S3 unless the caller gives ``config_kwargs``: an unreachable endpoint
@@ -177,6 +179,9 @@ class Storage:
         if not isinstance(uri, str) or not uri.strip():
             raise InvalidArgumentError("table location must be a non-empty path or URI")
         self.storage_options = dict(storage_options or {})
+        fsync = self.storage_options.get("fsync", False)
+        if not isinstance(fsync, bool) and str(fsync).strip().lower() not in _FSYNC_WORDS:
+            raise InvalidArgumentError(f"storage option fsync must be true or false, got {fsync!r}")
         scheme = _scheme(uri)
         if not is_remote(uri):
             path = urlparse(uri).path if scheme else uri
@@ -387,7 +392,8 @@ class Storage:
         power loss at about 4 ms per commit. Turn it on with the storage option
         ``{"fsync": "true"}`` (local tables only).
         """
-        return str(self.storage_options.get("fsync", "false")).lower() in ("1", "true", "yes")
+        value = self.storage_options.get("fsync", False)
+        return value if isinstance(value, bool) else _FSYNC_WORDS[str(value).strip().lower()]
 
     def _write_temp(self, path: str, data: bytes) -> str:
         """Write ``data`` to a hidden temp file next to ``path`` and return its name."""
