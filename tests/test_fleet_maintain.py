@@ -34,9 +34,9 @@ def _slow_bins(monkeypatch, seconds: float) -> None:
     """Every bin rewrite takes ``seconds`` longer (a deterministic stand-in for big files)."""
     real = compaction_module.run_local
 
-    def slow(storage, plan, batch, options):
+    def slow(storage, plan, batch, options, **kwargs):
         time.sleep(seconds * len(batch))
-        return real(storage, plan, batch, options)
+        return real(storage, plan, batch, options, **kwargs)
 
     monkeypatch.setattr(compaction_module, "run_local", slow)
 

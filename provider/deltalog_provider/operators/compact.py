@@ -6,6 +6,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
@@ -49,6 +50,10 @@ class DeltaCompactOperator(DeltaTableOperator):
     :param min_files: a bin needs at least this many files.
     :param max_bins: plan at most this many bins (the rest waits for the next run).
     :param bins_per_commit: commit every N bins (a long run then loses at most one batch).
+    :param deadline_margin: local engine: when the DAG has a Deadline Alert counted from the
+        run's queuing (``DeadlineReference.DAGRUN_QUEUED_AT``), start no bin later than this
+        long before the deadline; finished bins are committed, the rest is reported as
+        ``deferred`` and planned again by the next run (a ``timedelta``; refused with Spark).
     :param spark_conn_id: the Spark connection ``engine="spark"`` submits through (its host is the master).
     :param spark_options: for ``engine="spark"``: keyword arguments of ``SparkSubmitHook`` (``conf``,
         ``env_vars``, ``name``, ``executor_memory``, ...; templated). The driver runs this
@@ -82,6 +87,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         bins_per_commit: int | None = None,
         spark_conn_id: str = "spark_default",
         spark_options: dict[str, Any] | None = None,
+        deadline_margin: timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         self.target_size = target_size
@@ -94,6 +100,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         self.bins_per_commit = bins_per_commit
         self.spark_conn_id = spark_conn_id
         self.spark_options = spark_options
+        if deadline_margin is not None and not isinstance(deadline_margin, timedelta):
+            raise InvalidArgumentError(f"deadline_margin must be a timedelta, got {deadline_margin!r}")
+        self.deadline_margin = deadline_margin
         self._spark_hook: Any = None
         super().__init__(**kwargs)
 
@@ -104,6 +113,8 @@ class DeltaCompactOperator(DeltaTableOperator):
         from deltalog.compaction import compact, plan_compaction
 
         engine = optional_str(self.engine) or "local"
+        if engine == "spark" and self.deadline_margin is not None:
+            raise InvalidArgumentError("deadline_margin stops between bins of the local engine only, not Spark")
         if engine == "spark":
             self._spark_options()  # bad options fail before anything is planned
         plan = self.call(
@@ -130,8 +141,31 @@ class DeltaCompactOperator(DeltaTableOperator):
             plan_only=self.plan_only,
             plan=plan,
             bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
+            deadline=None if self.plan_only else self.work_deadline(context),
         )
         return self._checked(table, result)
+
+    def work_deadline(self, context: Context) -> float | None:
+        """The DAG's run deadline minus ``deadline_margin``, as a ``time.monotonic()`` value (or None).
+
+        Counted from the run's queue time when the context has it, else its start.
+        """
+        if self.deadline_margin is None or not self.has_dag():
+            return None
+        alerts = self.dag.deadline or []
+        intervals = [
+            a.interval
+            for a in (alerts if isinstance(alerts, list) else [alerts])
+            if type(a.reference).__name__ == "DagRunQueuedAtDeadline"
+        ]
+        dag_run = context.get("dag_run") if hasattr(context, "get") else None
+        start = getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
+        if not intervals or start is None:
+            return None
+        end = start + min(intervals) - self.deadline_margin
+        left = (end - datetime.now(UTC)).total_seconds()
+        self.log.info("time budget: %.0f s left before the run's deadline minus %s", left, self.deadline_margin)
+        return time.monotonic() + left
 
     def _checked(self, table: DeltaTable, result: Any) -> Any:
         if not result.ok and result.error != "cancelled":
