@@ -52,6 +52,7 @@ def _entry_points(path: str):
     from deltalog.commit_request import commit_request
     from deltalog.compaction import compact
     from deltalog.create import create_table
+    from deltalog.fleet.maintain import maintain_table
     from deltalog.log_cleanup import cleanup_log
     from deltalog.manifest import generate_manifest
     from deltalog.vacuum import plan_vacuum, vacuum
@@ -70,6 +71,7 @@ def _entry_points(path: str):
         ("commit_request single_writer", lambda v: commit_request(path, request, single_writer=v)),
         ("commit_request run_hooks", lambda v: commit_request(path, request, run_hooks=v)),
         ("create_table single_writer", lambda v: create_table(path + "_new", table.snapshot().schema, single_writer=v)),
+        ("maintain_table allow_short_retention", lambda v: maintain_table(path, allow_short_retention=v)),
         (
             "Transaction allow_system_domains",
             lambda v: Transaction(table.storage, None, operation="W", allow_system_domains=v),
@@ -90,7 +92,7 @@ def test_truthy_string_is_not_consent_to_short_retention(removed_table):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(value=NOT_BOOLS, which=st.integers(0, 11))
+@given(value=NOT_BOOLS, which=st.integers(0, 12))
 def test_every_core_switch_refuses_non_bools(removed_table, value, which):
     before_files, before_log = files_on_disk(removed_table), log_files(removed_table)
     name, call = _entry_points(removed_table)[which]

@@ -28,6 +28,7 @@ from deltalog.checkpoint import config_bool, create_checkpoint
 from deltalog.compaction import compact
 from deltalog.due import maintenance_due
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
+from deltalog.flags import require_bools
 from deltalog.fleet.health import TableReport
 from deltalog.fleet.lease import acquire_lease
 from deltalog.health import compute_health
@@ -173,6 +174,7 @@ def maintain_table(
     operation becomes the outcome's status and error line (a fleet run goes on).
     """
     t0 = time.perf_counter()
+    require_bools(allow_short_retention=allow_short_retention)  # the caller's mistake, not the table's: raise
     settings = settings or TableSettings()
     out = TableOutcome(uri=uri, settings=settings.to_dict())
     if _left(deadline) <= 0:
