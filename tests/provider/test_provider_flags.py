@@ -126,3 +126,26 @@ def test_manifest_operator_dry_run_writes_nothing(tmp_path):
     metrics = op.execute({})
     assert metrics["dry_run"] is True and len(metrics["manifests_written"]) == 1
     assert not os.path.exists(os.path.join(path, "_symlink_format_manifest"))
+
+
+ANY_RENDERED = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["nan", "inf", "-inf", "1e400", "99999999999999999999999999", "[" * 5000, "{{ x }}", "None", "١٢"]),
+    st.integers(),
+    st.floats(),
+    st.none(),
+    st.booleans(),
+)
+
+
+@given(value=ANY_RENDERED)
+@settings(max_examples=300, deadline=None)
+def test_template_coercions_end_in_a_value_or_invalid_argument(value):
+    """Issue 13 item 10 for rendered templates: any value becomes a typed value or InvalidArgumentError."""
+    from deltalog_provider.utils.coerce import optional_float, optional_int, optional_list, optional_size
+
+    for fn in (optional_int, optional_float, optional_list, optional_size, strict_bool):
+        try:
+            fn(value, "p")
+        except InvalidArgumentError:
+            pass

@@ -82,8 +82,8 @@ def optional_list(value: Any, name: str) -> list[str] | None:
         if text.startswith("["):
             try:
                 value = json.loads(text)
-            except ValueError:
-                raise InvalidArgumentError(f"{name} is not a valid JSON list: {value!r}") from None
+            except (ValueError, RecursionError):  # RecursionError: nested deeper than any list of names
+                raise InvalidArgumentError(f"{name} is not a valid JSON list: {text[:80]!r}") from None
         else:
             return [part.strip() for part in text.split(",") if part.strip()]
     if isinstance(value, list | tuple):
