@@ -162,14 +162,14 @@ def test_refuses_tables_with_unsupported_writer_features(tmp_path):
     t = make_table(path)
     append(t, rows(2))
     append(t, rows(2, 2))
-    # A later writer turned on liquid clustering, which bin-packing would undo: never rewrite such a table.
+    # A later writer turned on Iceberg compatibility, whose file rules deltalog does not follow yet.
     commit0 = os.path.join(path, "_delta_log", f"{0:020d}.json")
     lines = [json.loads(x) for x in open(commit0).read().splitlines()]
     for action in lines:
         if "protocol" in action:
-            action["protocol"] = Protocol(1, 7, None, ("clustering", "domainMetadata")).to_dict()
+            action["protocol"] = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2")).to_dict()
     open(commit0, "w").write("\n".join(json.dumps(a) for a in lines) + "\n")
-    with pytest.raises(UnsupportedProtocolError, match="clustering"):
+    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
         plan_compaction(path)
-    with pytest.raises(UnsupportedProtocolError, match="clustering"):
+    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
         compact(path)

@@ -263,13 +263,11 @@ def test_snapshot_only_operations_run(spark_like):
     assert main(["health", spark_like, "--json"]) == 0
 
 
-def test_rewrites_are_refused_with_the_feature_reason(spark_like):
-    with pytest.raises(
-        UnsupportedProtocolError, match=r"refusing to compact: the table uses clustering: bin-packing would undo"
-    ):
-        compact(spark_like, plan_only=True)
+def test_compaction_leaves_clustered_files_alone_and_defaults_refuse_commit_requests(spark_like):
+    # Both live files were written by a clustering implementation: nothing for bin-packing.
+    assert compact(spark_like, target_size=1 << 30, plan_only=True).plan.bins == []
     add = write_data_file(spark_like, rows(2, start=10).drop_columns(["part"]))
-    with pytest.raises(UnsupportedProtocolError, match="refusing to commit WRITE: the table uses"):
+    with pytest.raises(UnsupportedProtocolError, match="refusing to commit WRITE: the table uses allowColumnDefaults"):
         commit_request(spark_like, {"operation": "WRITE", "add": [{"path": add["path"]}]})
 
 

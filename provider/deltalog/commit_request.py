@@ -36,7 +36,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog import identity
+from deltalog import clustering, identity
 from deltalog.errors import InvalidCommitRequestError, StorageError, UnsupportedProtocolError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
@@ -626,6 +626,8 @@ def commit_request(
     if advanced is not None:
         # The identity columns' high-water marks move past the new values in the same commit.
         txn.update_metadata(advanced)
+    if clustering.is_clustered(snapshot.protocol):
+        clustering.check_clustering_stats(adds, clustering.clustering_columns(snapshot.domain_metadata))
     txn.add(adds)
     txn.remove(removes)
     for predicate in req.readPartitions:

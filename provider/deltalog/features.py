@@ -137,9 +137,9 @@ _ICEBERG_VACUUM = _refused(
 _SHREDDED = _refused(
     "files may hold shredded variant columns (Parquet variant shredding), which deltalog cannot rewrite or check yet"
 )
-_CLUSTERED_REWRITE = _refused(
-    "bin-packing would undo the liquid clustering layout (files keep clusteringProvider only when a clustering "
-    "implementation wrote them); clustered layout work is not implemented yet"
+_CLUSTERED_REWRITE = _conditional(
+    "only unclustered files (no clusteringProvider) are bin-packed, so clustered files keep their layout; the "
+    "output is unclustered; refused when it lacks statistics for a clustering column"
 )
 
 FEATURES: dict[str, Feature] = {
@@ -279,8 +279,9 @@ FEATURES: dict[str, Feature] = {
             "clustering",
             "writer",
             "liquid clustering (delta.clustering domain, clusteringProvider on files)",
-            commit_request=_refused(
-                "new files would need statistics on every clustering column; deltalog does not check that yet"
+            commit_request=_conditional(
+                "new files are unclustered (no clusteringProvider); refused when one lacks statistics for a "
+                "clustering column"
             ),
             compaction_local=_CLUSTERED_REWRITE,
             compaction_spark=_CLUSTERED_REWRITE,

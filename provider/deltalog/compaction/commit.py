@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog import clustering
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
@@ -193,6 +194,9 @@ def commit_bins(
         else:
             latest = table.snapshot(listing=listing)
         check_table_matches(latest, plan, engine)
+        if clustering.is_clustered(latest.protocol):
+            columns = clustering.clustering_columns(latest.domain_metadata)
+            clustering.check_clustering_stats([o.add for o in pending.values() if o.add], columns)
         all_paths = [f.path for bid in pending for f in bins_by_id[bid].files]
         live = live_keys(latest, all_paths)
         gone: dict[int, list[str]] = {}

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from deltalog import row_tracking
+from deltalog import clustering, row_tracking
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.layout import compression_codec
 from deltalog.compaction.predicate import PartitionFilter, parse_where
@@ -328,6 +328,9 @@ def plan_from_snapshot(
     mask = pc.less(files.column("size"), threshold)
     if pfilter is not None and files.num_rows:
         mask = pc.and_(mask, pfilter.mask(files.column("partitionValues")))
+    if files.num_rows and clustering.is_clustered(snapshot.protocol) and "clusteringProvider" in files.column_names:
+        # Only unclustered files: those a clustering implementation wrote keep their layout.
+        mask = pc.and_(mask, pc.is_null(files.column("clusteringProvider")))
     candidates = files.filter(mask) if files.num_rows else files
     groups: dict[tuple, list[PlanFile]] = {}
     pvs_by_key: dict[tuple, dict[str, str | None]] = {}
