@@ -271,11 +271,27 @@ def test_compaction_leaves_clustered_files_alone_and_defaults_refuse_commit_requ
         commit_request(spark_like, {"operation": "WRITE", "add": [{"path": add["path"]}]})
 
 
-def test_iceberg_compat_vacuum_refused_but_checkpoint_runs(tmp_path):
+def test_uniform_vacuum_keeps_the_iceberg_metadata(tmp_path):
     path = str(tmp_path / "t")
-    spark_like_table(path)
-    proto = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2", "domainMetadata", "rowTracking", "clustering"))
-    _commit(path, 3, [_info("SET TBLPROPERTIES"), {"protocol": proto.to_dict()}])
+    schema = arrow_schema_to_schema_string(pa.schema([("id", pa.int64()), ("value", pa.string())]))
+    proto = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2", "invariants", "appendOnly"))
+    config = {"delta.enableIcebergCompatV2": "true", "delta.universalFormat.enabledFormats": "iceberg"}
+    meta = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}}, "schemaString": schema}
+    meta.update(partitionColumns=[], configuration=config, createdTime=0)
+    add = write_data_file(path, rows(2).drop_columns(["part"]))
+    _commit(path, 0, [_info("CREATE TABLE"), {"protocol": proto.to_dict()}, {"metaData": meta}, {"add": add}])
+    old = time.time() - 30 * 86400
+    kept = []
+    for rel in ("metadata/v1.metadata.json", "metadata/snap-1.avro", "metadata/sub/x.parquet"):
+        full = os.path.join(path, rel)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        open(full, "w").write("{}")
+        os.utime(full, (old, old))
+        kept.append(full)
+    orphan = os.path.join(path, "orphan.parquet")
+    open(orphan, "w").write("x")
+    os.utime(orphan, (old, old))
+    result = vacuum(path)
+    assert result.num_deleted_files == 1 and not os.path.exists(orphan)
+    assert all(os.path.exists(k) for k in kept)
     create_checkpoint(path)
-    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2: vacuum would treat the Iceberg metadata"):
-        vacuum(path, dry_run=True)

@@ -131,8 +131,10 @@ _ICEBERG_WRITE = _refused(
     "new files would have to carry partition values and (V2) nested field ids as Iceberg compatibility requires; "
     "deltalog does not write them yet"
 )
-_ICEBERG_VACUUM = _refused(
-    "vacuum would treat the Iceberg metadata under metadata/ as unreferenced files; deltalog does not keep it yet"
+_ICEBERG_VACUUM = Cell(
+    SUPPORTED,
+    "metadata/ (the Iceberg metadata) is hidden from vacuum, as Delta Spark hides it; the Iceberg metadata itself "
+    "is Delta Spark's to write on its next commit",
 )
 _SHREDDED = _refused(
     "files may hold shredded variant columns (Parquet variant shredding), which deltalog cannot rewrite or check yet"

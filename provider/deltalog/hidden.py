@@ -46,18 +46,40 @@ def partition_dir_names(metadata: Metadata) -> list[str]:
     return names
 
 
-class HiddenRule:
-    """Delta's rule for which names readers and vacuum skip, for one table's partition columns."""
+#: Where UniForm keeps the Iceberg metadata Delta Spark writes beside the Delta log.
+ICEBERG_METADATA_DIR = "metadata"
 
-    def __init__(self, partition_columns: Iterable[str] = ()) -> None:
+
+def iceberg_enabled(metadata: Metadata) -> bool:
+    """UniForm Iceberg or Iceberg compatibility is on: ``metadata/`` holds Iceberg's metadata, not data.
+
+    Delta Spark hides the directory when ``delta.universalFormat.enabledFormats`` names
+    iceberg; the compatibility properties are counted too (keeping more is the safe side).
+    """
+    conf = {k.lower(): str(v).lower() for k, v in metadata.configuration.items()}
+    formats = {f.strip() for f in conf.get("delta.universalformat.enabledformats", "").split(",")}
+    return "iceberg" in formats or any(conf.get(f"delta.enableicebergcompatv{n}") == "true" for n in (1, 2, 3))
+
+
+class HiddenRule:
+    """Delta's rule for which names readers and vacuum skip, for one table's partition columns.
+
+    ``iceberg`` (UniForm tables) hides every ``metadata`` component too, as Delta Spark's
+    ``isHiddenDirectory`` does: vacuum must never delete the Iceberg metadata files.
+    """
+
+    def __init__(self, partition_columns: Iterable[str] = (), iceberg: bool = False) -> None:
         self.partition_prefixes = tuple(f"{c}=" for c in partition_columns if c)
+        self.iceberg = iceberg
 
     @classmethod
     def for_metadata(cls, metadata: Metadata) -> HiddenRule:
-        return cls(partition_dir_names(metadata))
+        return cls(partition_dir_names(metadata), iceberg_enabled(metadata))
 
     def hidden_name(self, name: str) -> bool:
         """Whether one path component is hidden (and so skipped with everything below it)."""
+        if self.iceberg and name == ICEBERG_METADATA_DIR:
+            return True
         if not name or name[0] not in "_.":
             return False
         if name == LOG_DIR:
@@ -85,7 +107,11 @@ class HiddenRule:
         """Vectorised :meth:`hidden_path`: a boolean per path (only paths with a ``_``/``.`` component are checked one by one)."""
         if len(paths) == 0:
             return pa.array([], pa.bool_())
-        maybe = any_substring(paths, ("/_", "/."), ("_", "."))
+        needles, prefixes = ("/_", "/."), ("_", ".")
+        if self.iceberg:
+            needles += (f"/{ICEBERG_METADATA_DIR}/",)
+            prefixes += (f"{ICEBERG_METADATA_DIR}/",)
+        maybe = any_substring(paths, needles, prefixes)
         idx = pc.indices_nonzero(maybe)
         if len(idx) == 0:
             return pc.fill_null(maybe, False)

@@ -48,7 +48,6 @@ from deltalog.vacuum.plan import (
     DEFAULT_MAX_WORKERS,
     VacuumPlan,
     cursor_path,
-    partition_dir_names,
     plan_vacuum,
 )
 from deltalog.vacuum.result import COMPLETED, FAILED, VacuumResult, result_of_plan
@@ -149,7 +148,7 @@ def execute_vacuum(
         raise OperationRefusedError("this vacuum plan carries no snapshot (was it rebuilt from JSON?); plan again")
     if storage.uri != plan.table_uri:
         raise OperationRefusedError(f"the plan was made for {plan.table_uri}, not {storage.uri}")
-    rule = HiddenRule(partition_dir_names(plan.snapshot))
+    rule = HiddenRule.for_metadata(plan.snapshot.metadata)
     files = plan.files
     paths = files.column("path").combine_chunks() if files.num_rows else pa.array([], pa.string())
     # Defence in depth: the plan never holds these, and a corrupted plan must not delete them.

@@ -403,7 +403,7 @@ def plan_vacuum(
     snapshot = dt.snapshot(listing=listing)
     check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention)
-    rule = HiddenRule(partition_dir_names(snapshot))
+    rule = HiddenRule.for_metadata(snapshot.metadata)
     log.info(
         "planning %s vacuum of %s at version %d: retention %.4g hours, cutoff %s",
         mode,
