@@ -31,11 +31,14 @@ SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "a", "type": "long", 
 
 
 def metadata(partition_columns: list[str] | None = None, mid: str = "m") -> dict:
+    fields = json.loads(SCHEMA)["fields"] + [
+        {"name": c, "type": "string", "nullable": True, "metadata": {}} for c in partition_columns or []
+    ]
     return {
         "metaData": {
             "id": mid,
             "format": {"provider": "parquet", "options": {}},
-            "schemaString": SCHEMA,
+            "schemaString": json.dumps({"type": "struct", "fields": fields}),  # partition columns are columns
             "partitionColumns": partition_columns or [],
             "configuration": {},
         }

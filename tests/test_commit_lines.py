@@ -10,8 +10,6 @@ file and line, exit 2) and write or delete nothing, on local files and on S3.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import random
@@ -20,27 +18,25 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
-from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from corrupt_log_helpers import (
+    cli_refusals,
+    copy_to_s3,
+    fingerprint,
+    put_data_file,
+    refusals,
+    s3_fingerprint,
+    write_request,
+)
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
-from deltalog.cli import main
 from deltalog.commit_lines import lines_pass, parse_action
-from deltalog.commit_request import commit_request
-from deltalog.compaction import compact
 from deltalog.errors import CorruptLogError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
 from deltalog.storage import Storage
 from deltalog.transaction import Transaction
-from deltalog.vacuum import vacuum
 from helpers import append, make_table, rows
 
 pytestmark = pytest.mark.timeout(600)
@@ -98,16 +94,6 @@ def test_the_vectorised_check_clears_ordinary_lines():
 
 
 # --- the examples of the issue: every command refuses, nothing is written ---------------
-
-
-def fingerprint(root: str) -> dict[str, str]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            full = os.path.join(dirpath, name)
-            with open(full, "rb") as fh:
-                out[os.path.relpath(full, root)] = hashlib.md5(fh.read()).hexdigest()
-    return out
 
 
 def three_versions(path: str) -> str:
@@ -169,56 +155,6 @@ EXAMPLES = [
 ]
 
 
-#: A data file waiting to be committed, in every test table: a commit request names it.
-NEW_FILE = "part=a/new.parquet"
-
-
-def put_data_file(storage: Storage, rel: str = NEW_FILE) -> None:
-    buf = io.BytesIO()
-    pq.write_table(pa.table({"id": pa.array([99], pa.int64()), "value": ["x"]}), buf)
-    storage.write_atomic(storage.join(rel), buf.getvalue())
-
-
-def api_commands(uri: str, options: dict[str, Any] | None) -> dict[str, Callable[[], Any]]:
-    """Every reading, writing and deleting entry point, as the library exposes it."""
-
-    def t() -> DeltaTable:
-        return DeltaTable(uri, options)
-
-    def commit() -> Any:  # NEW_FILE was put in place before the damage (see put_data_file)
-        return commit_request(t(), {"add": [{"path": NEW_FILE, "partitionValues": {"part": "a"}}]}, run_hooks=False)
-
-    def append_txn() -> Any:
-        txn = Transaction(t().storage, t().snapshot(), operation="WRITE", run_hooks=False)
-        txn.set_app_transaction("app", 1)
-        return txn.commit()
-
-    return {
-        "snapshot": lambda: t().snapshot(),
-        "history": lambda: t().history(),
-        "health": lambda: t().health(),
-        "vacuum": lambda: vacuum(t(), retention_hours=0, allow_short_retention=True),
-        "vacuum dry run": lambda: vacuum(t(), retention_hours=0, allow_short_retention=True, dry_run=True),
-        "vacuum lite": lambda: vacuum(t(), retention_hours=0, allow_short_retention=True, mode="lite"),
-        "checkpoint": lambda: create_checkpoint(t()),
-        "cleanup-log": lambda: cleanup_log(t()),
-        "manifest": lambda: generate_manifest(t(), full=True),
-        "compact": lambda: compact(t(), target_size=1 << 20),
-        "commit": commit,
-        "transaction": append_txn,
-    }
-
-
-def refusals(uri: str, options: dict[str, Any] | None = None) -> dict[str, str]:
-    """Each command's CorruptLogError message (anything else propagates and fails the test)."""
-    out = {}
-    for name, run in api_commands(uri, options).items():
-        with pytest.raises(CorruptLogError) as info:
-            run()
-        out[name] = str(info.value)
-    return out
-
-
 @pytest.mark.parametrize("damage", EXAMPLES, ids=[f.__name__ for f in EXAMPLES])
 def test_a_damaged_commit_info_line_stops_every_command(tmp_path, damage):
     path = str(tmp_path / "t")
@@ -234,36 +170,14 @@ def test_a_damaged_commit_info_line_stops_every_command(tmp_path, damage):
     assert not [n for n in os.listdir(os.path.join(path, "_delta_log")) if "checkpoint" in n]
 
 
-CLI_COMMANDS = [
-    ["snapshot", "{t}", "--json"],
-    ["snapshot", "{t}"],
-    ["history", "{t}", "--json"],
-    ["health", "{t}"],
-    ["vacuum", "{t}", "--retention-hours", "0", "--allow-short-retention"],
-    ["vacuum", "{t}", "--retention-hours", "0", "--allow-short-retention", "--dry-run", "--mode", "lite"],
-    ["checkpoint", "{t}"],
-    ["cleanup-log", "{t}"],
-    ["manifest", "{t}", "--full"],
-    ["compact", "{t}", "--plan-only"],
-    ["compact", "{t}"],
-    ["commit", "{t}", "--request", "{request}"],
-]
-
-
 def test_every_cli_command_exits_2_with_one_line(tmp_path, capsys):
     path = str(tmp_path / "t")
     three_versions(path)
     commit_info_merged_with_the_add(path)
-    request = tmp_path / "request.json"
-    request.write_text(json.dumps({"add": [{"path": NEW_FILE, "partitionValues": {"part": "a"}}]}))
+    request = write_request(str(tmp_path / "request.json"))
     before = fingerprint(path)
-    for argv in CLI_COMMANDS:
-        args = [a.format(t=path, request=request) for a in argv]
-        assert main(args) == 2, args
-        captured = capsys.readouterr()
-        assert captured.out == ""
-        err = captured.err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"error: {V2}: line 1"), (args, captured.err)
+    (line,) = cli_refusals(path, request, capsys)  # one message, from every command
+    assert line.startswith(f"error: {V2}: line 1 ")
     assert fingerprint(path) == before
 
 
@@ -437,13 +351,7 @@ def test_any_damaged_line_stops_every_command_alike_on_s3(
     local = str(tmp_path_factory.mktemp("bad") / "t")
     name, lineno = damaged_copy(pristine, local, data, damage, seed)
     uri = f"s3://{s3_bucket}/{uuid.uuid4().hex}"
-    fs = Storage(uri, s3_storage_options).fs
-    fs.put(local + "/", uri.removeprefix("s3://") + "/", recursive=True)
+    fs = copy_to_s3(local, uri, s3_storage_options)
     before = s3_fingerprint(fs, uri)
     assert_refused_alike(refusals(uri, s3_storage_options), name, lineno)
     assert s3_fingerprint(fs, uri) == before
-
-
-def s3_fingerprint(fs, uri: str) -> dict[str, str]:
-    root = uri.removeprefix("s3://")
-    return {p: hashlib.md5(fs.cat_file(p)).hexdigest() for p in fs.find(root)}

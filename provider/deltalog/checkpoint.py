@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
+from deltalog.action_checks import check_action, check_table_metadata
 from deltalog.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
 from deltalog.commit_lines import check_commits, parse_action, parse_commit
 from deltalog.errors import (
@@ -181,10 +182,11 @@ def read_protocol_and_metadata(
     """The protocol and metaData at ``version`` without reconstructing the file list.
 
     Post-commit hooks run after every commit and only need table properties: scanning
-    the few commits since the checkpoint for protocol/metaData lines and reading two
-    small checkpoint columns costs a fraction of a full snapshot. Anything unusual
-    (an unreadable checkpoint) falls back to the full snapshot, which knows how to
-    skip a bad checkpoint.
+    the few commits since the checkpoint for their non-file actions and reading the
+    checkpoint's small columns costs a fraction of a full snapshot. Every line and every
+    non-file action read is checked as a snapshot load checks it; anything unusual (a
+    corrupt line, an invalid action, an unreadable checkpoint) falls back to the full
+    snapshot, which skips a bad checkpoint or refuses the log naming where it is.
     """
     storage = table.storage
     try:
@@ -197,16 +199,25 @@ def read_protocol_and_metadata(
             lines = data.split(b"\n")
             for idx in range(len(lines) - 1, -1, -1):
                 head = lines[idx][:24]
-                if protocol_action is None and b'"protocol"' in head:
-                    protocol_action = parse_action(lines[idx], f.name, idx + 1)["protocol"]
-                elif metadata_action is None and b'"metaData"' in head:
-                    metadata_action = parse_action(lines[idx], f.name, idx + 1)["metaData"]
-            if protocol_action is not None and metadata_action is not None:
-                break
-        if (protocol_action is None or metadata_action is None) and segment.checkpoint is not None:
+                if not any(k in head for k in _NON_FILE_KEYS):
+                    continue
+                ((kind, body),) = parse_action(lines[idx], f.name, idx + 1).items()
+                if kind == "metaData" and metadata_action is None:
+                    check_table_metadata(body, "")
+                    metadata_action = body
+                else:
+                    check_action(kind, body, "")
+                if kind == "protocol" and protocol_action is None:
+                    protocol_action = body
+        if segment.checkpoint is not None:
             small = read_checkpoint_small_actions(storage, segment.checkpoint)
+            for kind, actions in small.items():
+                for action in actions:
+                    check_action(kind, action, "")
             protocol_action = protocol_action or next(iter(small.get("protocol") or []), None)
-            metadata_action = metadata_action or next(iter(small.get("metaData") or []), None)
+            if metadata_action is None and small.get("metaData"):
+                metadata_action = small["metaData"][0]
+                check_table_metadata(metadata_action, "")
         if protocol_action is not None and metadata_action is not None:
             return Protocol.from_action(protocol_action), Metadata.from_action(metadata_action)
     except (DeltaLogError, OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
@@ -216,6 +227,7 @@ def read_protocol_and_metadata(
 
 
 SMALL_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
+_NON_FILE_KEYS = (b'"protocol"', b'"metaData"', b'"txn"', b'"domainMetadata"')
 
 
 def read_checkpoint_small_actions(
@@ -1063,6 +1075,13 @@ def describe_checkpoint(storage: Storage, checkpoint: Checkpoint) -> CheckpointD
         raise CorruptCheckpointError(
             f"checkpoint {checkpoint.files[0].name} does not hold exactly one protocol and one metaData action"
         )
+    # Its non-file actions as a snapshot load checks them: a checkpoint holding an invalid
+    # one is neither reused by a checkpoint rerun nor kept as log cleanup's oldest state.
+    where = f"checkpoint {checkpoint.files[0].name}"
+    for kind, actions in small.items():
+        for action in actions:
+            check_action(kind, action, where, CorruptCheckpointError)
+    check_table_metadata(small["metaData"][0], where, CorruptCheckpointError)
     num_actions = num_adds = size = 0
     schema = None
     parquet_files = [(f.path, f.name) for f in checkpoint.files if not f.name.endswith(".json")]

@@ -23,6 +23,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from deltalog.action_checks import check_txn
 from deltalog.actions import as_dict
 from deltalog.commit_lines import parse_commit
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
@@ -129,8 +130,8 @@ class WinningCommit:
             elif kind == "metaData":
                 out.metadata = True
             elif kind == "txn":
-                if isinstance(body.get("appId"), str):
-                    out.txns[body["appId"]] = int(body.get("version", -1))
+                check_txn(body, name)
+                out.txns[body["appId"]] = body["version"]
             elif kind == "domainMetadata":
                 out.domains.add(_required_str(body, "domain", name, kind))
                 if body.get("domain") == ROW_TRACKING_DOMAIN and not body.get("removed"):

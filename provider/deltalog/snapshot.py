@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
 from deltalog.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
@@ -42,7 +43,13 @@ from deltalog.arrow_replay import (
 )
 from deltalog.arrow_utils import column_sum, table_from_struct
 from deltalog.commit_lines import is_blank, lines_pass, parse_action, parse_commit
-from deltalog.errors import CorruptCheckpointError, CorruptLogError, NoMetadataError, NoProtocolError
+from deltalog.errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
+    DeltaLogError,
+    NoMetadataError,
+    NoProtocolError,
+)
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
 from deltalog.protocol import Protocol, check_readable
 from deltalog.storage import FileInfo, Storage
@@ -180,6 +187,11 @@ class _Replay:
     metadata: dict[str, Any] | None = None
     txns: dict[str, dict[str, Any]] = field(default_factory=dict)
     domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    protocol_where: str = ""
+    metadata_where: str = ""
+    #: Keep the first invalid non-file action here (True) rather than raise it at once.
+    defer: bool = False
+    action_error: DeltaLogError | None = None
 
     def file_action(self, kind: str, action: Any, where: str) -> None:
         if not isinstance(action, dict) or not isinstance(action.get("path"), str):
@@ -198,16 +210,36 @@ class _Replay:
             self.removes.append(action)
 
     def other_action(self, kind: str, action: Any, where: str) -> None:
+        """Record a non-file action, checked first (action_checks): the newest metaData in full.
+
+        The Arrow path (``defer=False``) raises, then takes the per-line path, which knows
+        the line; that one keeps the first problem in ``action_error`` so that load_snapshot
+        reports it after the protocol checks (a table of an unknown feature is refused as such).
+        """
         if kind == "commitInfo":
             return
         if not isinstance(action, dict):
             raise CorruptLogError(f"{where}: {kind} action is not an object")
+        try:
+            if kind == "metaData" and self.metadata is None:
+                check_table_metadata(action, where)
+            else:
+                check_action(kind, action, where)
+        except DeltaLogError as exc:
+            if not self.defer:
+                raise
+            if self.action_error is None:
+                self.action_error = exc
+            if kind not in ("metaData", "protocol"):  # the newest of those is checked again in load_snapshot
+                return
         if kind == "metaData":
             if self.metadata is None:
                 self.metadata = action
+                self.metadata_where = where
         elif kind == "protocol":
             if self.protocol is None:
                 self.protocol = action
+                self.protocol_where = where
         elif kind == "txn":
             app = action.get("appId")
             if app is not None and app not in self.txns:
@@ -234,8 +266,13 @@ class _CommitState:
     metadata: dict[str, Any] | None = None
     txns: dict[str, dict[str, Any]] = field(default_factory=dict)
     domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Where the newest protocol / metaData action is ("<commit>: line N"; empty on the Arrow path).
+    protocol_where: str = ""
+    metadata_where: str = ""
     #: A file action of the wrong type; raised after the protocol checks, whose errors come first.
     error: CorruptLogError | None = None
+    #: The first invalid non-file action (per-line path); likewise raised after the protocol checks.
+    action_error: DeltaLogError | None = None
 
 
 _INFO_PREFIX = b'{"commitInfo":'
@@ -288,7 +325,7 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
             if kind in ("add", "remove"):
                 return None  # a file action spelled differently: its order among the others matters
             replay.other_action(kind, body, "")
-    except CorruptLogError:
+    except DeltaLogError:  # a corrupt line or an invalid action: the per-line path names where
         return None
     del others
     parsed = parse_file_lines(buffer, count, longest)
@@ -304,6 +341,9 @@ def _replay_commits_arrow(contents: list[bytes]) -> _CommitState | None:
         metadata=replay.metadata,
         txns=replay.txns,
         domains=replay.domains,
+        protocol_where=replay.protocol_where,
+        metadata_where=replay.metadata_where,
+        action_error=replay.action_error,
     )
     if len(add) == 0:
         return state
@@ -328,7 +368,7 @@ def _tables_from_structs(arrays: list[pa.StructArray], schema: pa.Schema) -> pa.
 
 def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _CommitState:
     """The exact path: every line parsed by the line rule, newest first; names the file and line of any problem."""
-    replay = _Replay()
+    replay = _Replay(defer=True)
     for f, data in zip(reversed(files), reversed(contents)):
         name = f.name
         lines = data.split(b"\n")
@@ -350,6 +390,9 @@ def _replay_commits_python(files: list[FileInfo], contents: list[bytes]) -> _Com
         metadata=replay.metadata,
         txns=replay.txns,
         domains=replay.domains,
+        protocol_where=replay.protocol_where,
+        metadata_where=replay.metadata_where,
+        action_error=replay.action_error,
     )
     try:
         state.adds = table_from_struct(pa.array(replay.adds, type=ADD_TYPE), ADD_SCHEMA)
@@ -527,6 +570,8 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
             state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys))
     sidecars = state.small.get("sidecar", [])
     if sidecars:
+        for s in sidecars:
+            check_sidecar(s, f"checkpoint {checkpoint.files[0].name}", CorruptCheckpointError)
         paths = [sidecar_path(storage, s["path"]) for s in sidecars]
 
         def load(p: str) -> _CheckpointState:
@@ -576,13 +621,24 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
     if metadata_action is None:
         raise NoMetadataError(f"no metaData action in the log up to version {segment.version}")
 
-    try:
-        protocol = Protocol.from_action(protocol_action)
-    except (TypeError, ValueError) as exc:
-        raise CorruptLogError(f"the protocol action is invalid: {exc}") from None
+    # Every non-file action is checked here, once, so that every command refuses an invalid
+    # one alike; a checkpoint's as CorruptCheckpointError (an older checkpoint may rebuild
+    # the version). The protocol comes first: an unknown feature is refused as such.
+    in_checkpoint = f"checkpoint {cp_name}"
+    if replay.protocol is not None:
+        check_protocol(protocol_action, replay.protocol_where)
+    else:
+        check_protocol(protocol_action, in_checkpoint, CorruptCheckpointError)
+    protocol = Protocol.from_action(protocol_action)
     check_readable(protocol)
-    if not isinstance(metadata_action.get("id"), str) or not isinstance(metadata_action.get("schemaString"), str):
-        raise CorruptLogError("the metaData action lacks a string 'id' or 'schemaString'")
+    if replay.action_error is not None:
+        raise replay.action_error
+    if cp_state is not None:
+        for kind in ("protocol", "metaData", "txn", "domainMetadata"):
+            for action in cp_state.small.get(kind, []):
+                check_action(kind, action, in_checkpoint, CorruptCheckpointError)
+    if replay.metadata is None:  # the commits' newest metaData was checked in full during replay
+        check_table_metadata(metadata_action, in_checkpoint, CorruptCheckpointError)
     metadata = Metadata.from_action(metadata_action)
 
     if replay.error is not None:
