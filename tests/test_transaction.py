@@ -11,7 +11,6 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from deltalog import DeltaTable, __version__
-from deltalog import hooks as hooks_mod
 from deltalog.actions import Metadata
 from deltalog.errors import (
     CommitFailedError,
@@ -22,6 +21,7 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     UnsupportedProtocolError,
 )
+from deltalog.hooks import PostCommitHook
 from deltalog.protocol import Protocol
 from deltalog.storage import Storage
 from deltalog.transaction import (
@@ -387,15 +387,17 @@ def test_failing_hook_never_fails_a_landed_commit(table_path: str) -> None:
     def bad(storage, result):
         raise RuntimeError("disk on fire")
 
-    hooks_mod.register_hook("test.good", good)
-    hooks_mod.register_hook("test.bad", bad)
-    try:
-        result = append(table, rows(1))
-    finally:
-        hooks_mod.unregister_hook("test.good")
-        hooks_mod.unregister_hook("test.bad")
+    txn = Transaction(
+        table.storage,
+        table.snapshot(),
+        operation="WRITE",
+        post_commit_hooks=[PostCommitHook("test.good", good), PostCommitHook("test.bad", bad)],
+    )
+    txn.add([write_data_file(table_path, rows(1))])
+    result = txn.commit()
     assert result.version == 1 and not result.noop
     by_name = {h.name: h for h in result.hooks}
+    assert list(by_name) == ["test.good", "test.bad"]  # exactly the hooks given, in order
     assert by_name["test.good"].ok and by_name["test.good"].detail == {"ok": 1}
     assert not by_name["test.bad"].ok and "disk on fire" in by_name["test.bad"].detail
     assert seen == [(1, {})]
@@ -403,13 +405,32 @@ def test_failing_hook_never_fails_a_landed_commit(table_path: str) -> None:
     assert result.to_dict()["hooks"][0]["name"]
 
 
-def test_default_hook_modules_are_imported_lazily_and_missing_ones_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hooks_mod, "_DEFAULT_HOOK_MODULES", ["deltalog.no_such_module", "json"])
-    monkeypatch.setattr(hooks_mod, "_defaults_loaded", False)
-    monkeypatch.setattr(hooks_mod, "_import_errors", [])
-    names = hooks_mod.registered_hooks()
-    assert hooks_mod._defaults_loaded and hooks_mod._import_errors == []
-    assert isinstance(names, list)
+def test_standard_hooks_are_an_explicit_list_and_run_by_default(table_path: str) -> None:
+    """No import-time registry: the default is ``standard_hooks()``, and it does run."""
+    from deltalog.post_commit import standard_hooks
+
+    assert [h.name for h in standard_hooks()] == ["checkpoint", "log_cleanup", "symlink_manifest"]
+    table = make_table(table_path, configuration={"delta.checkpointInterval": "2"})
+    append(table, rows(1))
+    result = append(table, rows(1, start=1))
+    assert [h.name for h in result.hooks if h.ok][:1] == ["checkpoint"]
+    assert os.path.exists(os.path.join(table_path, "_delta_log", f"{2:020d}.checkpoint.parquet"))
+
+
+def test_transaction_conflicts_and_hooks_import_without_a_cycle() -> None:
+    """Each imports cleanly on its own in a fresh interpreter (no module needs another half-loaded)."""
+    import subprocess
+    import sys
+
+    for module in ("deltalog.conflicts", "deltalog.hooks", "deltalog.transaction", "deltalog.post_commit"):
+        code = f"import {module}"
+        assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0, module
+    code = (
+        "import sys, deltalog.transaction; "
+        "assert 'deltalog.post_commit' not in sys.modules and 'deltalog.checkpoint' not in sys.modules"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_filesystem_without_hard_links_is_refused(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

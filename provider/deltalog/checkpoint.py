@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from deltalog.action_checks import check_action, check_table_metadata
 from deltalog.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
 from deltalog.commit_lines import check_commits, parse_action, parse_commit
+from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CorruptCheckpointError,
     CorruptLogError,
@@ -55,7 +56,7 @@ from deltalog.errors import (
     StorageError,
 )
 from deltalog.features import Operation
-from deltalog.hooks import register_hook
+from deltalog.hooks import PostCommitHook
 from deltalog.log import (
     LAST_CHECKPOINT,
     SIDECARS_DIR,
@@ -71,7 +72,6 @@ from deltalog.schema import arrow_field_to_delta
 from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
-from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)
 
@@ -1140,7 +1140,8 @@ def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] |
     return create_checkpoint(table_for_storage(storage), result.version).to_dict()
 
 
-register_hook("checkpoint", _checkpoint_hook)
+#: Post-commit hook (see ``deltalog.post_commit``).
+CHECKPOINT_HOOK = PostCommitHook("checkpoint", _checkpoint_hook)
 
 __all__ = [
     "CheckpointResult",

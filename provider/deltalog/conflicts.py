@@ -27,6 +27,7 @@ from deltalog.action_checks import check_txn
 from deltalog.actions import as_dict
 from deltalog.commit_lines import parse_commit
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
+from deltalog.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
 from deltalog.log import commit_name
 from deltalog.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from deltalog.row_tracking import parse_high_water_mark
@@ -241,7 +242,6 @@ def check_conflicts(txn: Transaction, taken_version: int) -> ConflictCheck:
 
 
 def _check_one(txn: Transaction, w: WinningCommit) -> None:
-    from deltalog.transaction import SERIALIZABLE, SNAPSHOT_ISOLATION
 
     isolation = txn.effective_isolation_level()
     if w.protocol:

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.actions import Metadata
+from deltalog.commit_result import CommitResult
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
@@ -30,7 +31,7 @@ from deltalog.properties import validate_table_properties
 from deltalog.protocol import FeatureRequirements, Protocol, check_writable
 from deltalog.schema import arrow_schema_to_schema_string, has_timestamp_ntz
 from deltalog.storage import Storage
-from deltalog.transaction import CommitResult, Transaction
+from deltalog.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

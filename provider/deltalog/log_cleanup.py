@@ -50,17 +50,17 @@ from deltalog.checkpoint import (
     table_for_storage,
 )
 from deltalog.commit_lines import check_commits, parse_action
+from deltalog.commit_result import CommitResult
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
-from deltalog.hooks import register_hook
+from deltalog.hooks import PostCommitHook
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import read_commit_files
 from deltalog.storage import FileInfo, Storage
 from deltalog.table import DeltaTable, as_table
-from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)
 
@@ -394,6 +394,7 @@ def _cleanup_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | No
     return cleanup_log(table_for_storage(storage)).summary()
 
 
-register_hook("log_cleanup", _cleanup_hook)
+#: Post-commit hook (see ``deltalog.post_commit``).
+LOG_CLEANUP_HOOK = PostCommitHook("log_cleanup", _cleanup_hook)
 
 __all__ = ["LogCleanupResult", "cleanup_log"]

@@ -37,16 +37,16 @@ import pyarrow.compute as pc
 from deltalog._version import __version__
 from deltalog.checkpoint import config_bool, hook_configuration, table_for_storage
 from deltalog.commit_lines import check_commits, parse_action
+from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
-from deltalog.hooks import register_hook
+from deltalog.hooks import PostCommitHook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
-from deltalog.transaction import CommitResult
 
 log = logging.getLogger(__name__)
 
@@ -328,6 +328,7 @@ def _manifest_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | N
     return generate_manifest(table_for_storage(storage)).summary()
 
 
-register_hook("symlink_manifest", _manifest_hook)
+#: Post-commit hook (see ``deltalog.post_commit``).
+MANIFEST_HOOK = PostCommitHook("symlink_manifest", _manifest_hook)
 
 __all__ = ["ManifestResult", "generate_manifest", "partition_dir"]

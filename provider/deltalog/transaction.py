@@ -20,13 +20,14 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from deltalog import row_tracking
 from deltalog._version import __version__
 from deltalog.actions import Metadata, file_key, to_json_line
+from deltalog.commit_result import CommitResult
+from deltalog.conflicts import check_conflicts, read_fresh
 from deltalog.errors import (
     CommitFailedError,
     CommitOutcomeUnknownError,
@@ -37,6 +38,8 @@ from deltalog.errors import (
 )
 from deltalog.features import Operation
 from deltalog.flags import require_bools
+from deltalog.hooks import PostCommitHook, run_post_commit_hooks
+from deltalog.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 from deltalog.log import commit_name
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
@@ -44,10 +47,6 @@ from deltalog.storage import Storage
 
 log = logging.getLogger(__name__)
 
-SERIALIZABLE = "Serializable"
-WRITE_SERIALIZABLE = "WriteSerializable"
-SNAPSHOT_ISOLATION = "SnapshotIsolation"
-ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE, SNAPSHOT_ISOLATION)
 
 #: Attempts before giving up. Generous on purpose: a blind append can only lose a
 #: race to contention, never to a conflict, so it should practically never give up.
@@ -67,51 +66,6 @@ ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
 #: A read predicate: partition column -> value (or a collection of values), or a
 #: callable that gets a file's partitionValues and says whether the read covered it.
 ReadPredicate = dict[str, Any] | Callable[[dict[str, Any]], bool]
-
-
-@dataclass
-class HookResult:
-    """Outcome of one post-commit hook; a failed hook never fails the commit."""
-
-    name: str
-    ok: bool
-    detail: dict[str, Any] | str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class CommitResult:
-    """What a commit did (or, for an already-applied app transaction, did not do).
-
-    ``table_configuration`` (the table properties as of this commit) is there for
-    post-commit hooks, which must decide cheaply whether to run; it is left out of
-    :meth:`to_dict`.
-    """
-
-    version: int
-    read_version: int | None
-    operation: str
-    attempts: int = 1
-    noop: bool = False
-    reason: str | None = None
-    num_actions: int = 0
-    operation_metrics: dict[str, Any] = field(default_factory=dict)
-    hooks: list[HookResult] = field(default_factory=list)
-    isolation_level: str | None = None
-    in_commit_timestamp: int | None = None
-    app_id: str | None = None
-    app_version: int | None = None
-    txn_id: str | None = None
-    winning_commits: int = 0
-    table_configuration: dict[str, str] = field(default_factory=dict, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("table_configuration", None)
-        d["hooks"] = [h.to_dict() for h in self.hooks]
-        return d
 
 
 def _backoff(attempt: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
@@ -152,6 +106,7 @@ class Transaction:
         run_hooks: bool = True,
         allow_system_domains: bool = False,
         feature_operation: Operation | None = None,
+        post_commit_hooks: Sequence[PostCommitHook] | None = None,
     ) -> None:
         """``feature_operation`` is the column of the feature table (:mod:`deltalog.features`) the
         commit is checked against; ``None`` (a commit of arbitrary actions) uses the commit request's."""
@@ -173,6 +128,8 @@ class Transaction:
         self.max_attempts = max_attempts
         self.single_writer = single_writer
         self.run_hooks = run_hooks
+        #: What runs after a landed commit (``run_hooks``): None = ``deltalog.post_commit.standard_hooks()``.
+        self.post_commit_hooks = list(post_commit_hooks) if post_commit_hooks is not None else None
         self.allow_system_domains = allow_system_domains
         self.feature_operation = feature_operation
         self._row_hwm: int | None = None
@@ -492,7 +449,6 @@ class Transaction:
         commit invalidates this one, CommitFailedError when every attempt lost, and
         returns a no-op result when the app transaction was already committed.
         """
-        from deltalog.conflicts import check_conflicts  # conflicts imports this module's constants
 
         self._validate()
         done = self._already_applied()
@@ -581,7 +537,6 @@ class Transaction:
             if isinstance(exc, FileExistsError):
                 raise
             failure = exc
-        from deltalog.conflicts import read_fresh  # conflicts imports this module
 
         try:
             read_fresh(self.storage, path)
@@ -622,9 +577,14 @@ class Transaction:
         )
         log.info("%s committed version %d after %d attempt(s)", self.operation, version, attempts)
         if self.run_hooks:
-            from deltalog.hooks import run_post_commit_hooks  # hooks import this module
+            hooks = self.post_commit_hooks
+            if hooks is None:
+                # The standard hooks live with the operations they run (checkpoint, log cleanup,
+                # manifests); they are looked up here, when a commit first needs them.
+                from deltalog.post_commit import standard_hooks
 
-            result.hooks = run_post_commit_hooks(self.storage, result)
+                hooks = standard_hooks()
+            result.hooks = run_post_commit_hooks(self.storage, result, hooks)
         return result
 
 

@@ -8,8 +8,8 @@ import fsspec
 import pyarrow.parquet as pq
 
 from deltalog.cli import emit, key_values
+from deltalog.commit_result import CommitResult
 from deltalog.errors import InvalidArgumentError
-from deltalog.transaction import CommitResult
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

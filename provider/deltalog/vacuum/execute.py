@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from deltalog.actions import Metadata
 from deltalog.arrow_utils import column_sum, count_true
+from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CommitFailedError,
     DeltaLogError,
@@ -40,7 +41,7 @@ from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
 from deltalog.table import DeltaTable, as_table
-from deltalog.transaction import CommitResult, Transaction
+from deltalog.transaction import Transaction
 from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs
 from deltalog.vacuum.paths import HiddenRule, PathResolver
 from deltalog.vacuum.plan import (
