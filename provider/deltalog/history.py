@@ -21,7 +21,7 @@ from deltalog.storage import Storage
 
 
 @dataclass
-class CommitRecord:
+class HistoryEntry:
     """One entry of ``deltalog history``."""
 
     version: int
@@ -162,7 +162,7 @@ def _in_range(ms: int, value: object) -> int:
 
 def history(
     storage: Storage, listing: LogListing, ict_from: int | None, limit: int | None = None
-) -> list[CommitRecord]:
+) -> list[HistoryEntry]:
     """commitInfo of the newest ``limit`` commits still in the log, newest first."""
     if limit is not None and limit < 1:
         raise InvalidArgumentError(f"limit must be a positive integer, got {limit}")
@@ -180,7 +180,7 @@ def history(
         if not isinstance(ts, int):
             ts = stamps(v)
         out.append(
-            CommitRecord(
+            HistoryEntry(
                 version=v,
                 timestamp=ts,
                 operation=info.get("operation"),

@@ -7,7 +7,7 @@ from typing import Any
 
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
 from deltalog.health import TableHealth, compute_health
-from deltalog.history import CommitRecord, CommitTimestamps, history, ict_enablement_version, parse_timestamp
+from deltalog.history import CommitTimestamps, HistoryEntry, history, ict_enablement_version, parse_timestamp
 from deltalog.log import LogListing, build_segment, list_log
 from deltalog.snapshot import Snapshot, load_snapshot
 from deltalog.storage import Storage
@@ -75,7 +75,7 @@ class DeltaTable:
         assert latest is not None
         return latest
 
-    def history(self, limit: int | None = None) -> list[CommitRecord]:
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
         listing = self.list_log()
         latest = self._load(listing, None)
         return history(self.storage, listing, ict_enablement_version(latest.metadata.configuration), limit)

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from deltalog.compaction.commit import CommitRecord, commit_bins, discard
+from deltalog.compaction.commit import CompactionCommit, commit_bins, discard
 from deltalog.compaction.local import LocalOptions, run_local
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, plan_compaction, plan_from_snapshot
@@ -32,7 +32,7 @@ __all__ = [
     "Bin",
     "BinOutput",
     "BinSkipped",
-    "CommitRecord",
+    "CompactionCommit",
     "CompactionPlan",
     "CompactionResult",
     "LocalOptions",

@@ -45,7 +45,7 @@ OPERATION = "OPTIMIZE"
 
 
 @dataclass
-class CommitRecord:
+class CompactionCommit:
     """One landed OPTIMIZE commit."""
 
     version: int
@@ -167,7 +167,7 @@ def commit_bins(
     max_conflict_retries: int | None = None,
     snapshot: Snapshot | None = None,
     run_hooks: bool = True,
-) -> tuple[CommitRecord | None, list[BinSkipped]]:
+) -> tuple[CompactionCommit | None, list[BinSkipped]]:
     """Commit ``outputs`` in one OPTIMIZE commit; bins that lost a race are returned as skipped.
 
     ``snapshot`` (the one the plan was made from) is reused when the table is
@@ -243,7 +243,7 @@ def commit_bins(
                 drop(list(hit), f"a concurrent commit (version {exc.winning_version}) removed input files", hit)
                 log.info("version %d removed inputs of %d bin(s); committing the rest", exc.winning_version, len(hit))
                 continue
-            record = CommitRecord(
+            record = CompactionCommit(
                 version=result.version,
                 bins=sorted(pending),
                 attempts=result.attempts,

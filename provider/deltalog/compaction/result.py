@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.compaction.commit import CommitRecord
+from deltalog.compaction.commit import CompactionCommit
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
 
@@ -18,7 +18,7 @@ class CompactionResult:
     engine: str
     plan: CompactionPlan
     plan_only: bool = False
-    commits: list[CommitRecord] = field(default_factory=list)
+    commits: list[CompactionCommit] = field(default_factory=list)
     outputs: list[BinOutput] = field(default_factory=list)
     skipped: list[BinSkipped] = field(default_factory=list)
     error: str | None = None
