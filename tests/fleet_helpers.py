@@ -65,7 +65,7 @@ def expired_log_table(path: str, days: int = 40) -> DeltaTable:
     t = make_table(path, partition_by=["part"])
     append(t, rows(2, part="p0"), partition={"part": "p0"})
     append(t, rows(2, start=2, part="p1"), partition={"part": "p1"})
-    create_checkpoint(t, 2)
+    create_checkpoint(t, version=2)
     base = now_ms() - days * DAY_MS
     for v in range(3):
         os.utime(_commit_path(path, v), ((base + v * 1000) / 1000,) * 2)

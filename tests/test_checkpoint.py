@@ -326,10 +326,10 @@ def test_checkpoint_policy_v2_without_the_feature_writes_classic(table_path):
 
 def test_deltalake_reads_every_retained_version_after_our_checkpoints(table_path):
     t = populated(table_path)
-    create_checkpoint(t, 2)
+    create_checkpoint(t, version=2)
     for i in range(3):
         append(t, rows(2, 100 + i, part="p9"), partition={"part": "p9"})
-    create_checkpoint(t, 6)
+    create_checkpoint(t, version=6)
     append(t, rows(1, 200, part="p9"), partition={"part": "p9"})
     drop_commits_before(table_path, 2)  # as log cleanup would: version 2 is now the oldest
     latest = DeltaTable(table_path).version()
@@ -377,7 +377,7 @@ def test_existing_checkpoint_is_reused_and_a_lost_hint_repaired(table_path):
 def test_an_older_checkpoint_never_moves_the_hint_back(table_path):
     t = populated(table_path)
     create_checkpoint(t)
-    result = create_checkpoint(t, 2)
+    result = create_checkpoint(t, version=2)
     assert result.version == 2 and not result.last_checkpoint_updated
     assert json.loads(open(os.path.join(log_dir(table_path), "_last_checkpoint")).read())["version"] == 5
     assert ours(table_path, 3) == theirs(table_path, 3)
@@ -408,16 +408,16 @@ def test_checkpoint_protection_forbids_checkpoints_before_its_version(table_path
     )
     before = log_files(table_path)
     with pytest.raises(OperationRefusedError, match="checkpointProtection"):
-        create_checkpoint(t, 3)
+        create_checkpoint(t, version=3)
     assert log_files(table_path) == before
-    assert create_checkpoint(t, 4).version == 4
+    assert create_checkpoint(t, version=4).version == 4
 
 
 @pytest.mark.parametrize("bad", [-1, "3", True])
 def test_bad_version_argument(table_path, bad):
     t = populated(table_path)
     with pytest.raises(InvalidArgumentError):
-        create_checkpoint(t, bad)
+        create_checkpoint(t, version=bad)
 
 
 def test_parse_interval():

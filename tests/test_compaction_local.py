@@ -159,7 +159,7 @@ def test_own_deletion_vectors_on_disk_and_inline(tmp_path, runs, monkeypatch):
     import test_compaction_support as support
 
     path = str(tmp_path / "t")
-    create_table(path, RICH_SCHEMA, ["part"], {"delta.enableDeletionVectors": "true"})
+    create_table(path, RICH_SCHEMA, partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
     make_rich_table(path, True, appends=3, rows_per_append=6000)
     paths = DeltaTable(path).snapshot().file_paths()
     serialize = support.serialize_bitmap

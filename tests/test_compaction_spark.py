@@ -89,7 +89,7 @@ def test_a_failing_job_names_the_python_error_spark_submit_prints_on_stdout(smal
 def test_spark_engine_on_a_real_table(tmp_path):
     """One spark-submit --master local[2]: nested/decimal/timestamp/null-heavy columns, two partitions, DVs."""
     path = str(tmp_path / "t")
-    create_table(path, RICH_SCHEMA, ["part"], {"delta.enableDeletionVectors": "true"})
+    create_table(path, RICH_SCHEMA, partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
     make_rich_table(path, True, appends=4, rows_per_append=50)
     live = DeltaTable(path).snapshot().file_paths()
     add_deletion_vector(path, live[0], [0, 7, 49])

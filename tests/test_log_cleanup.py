@@ -79,7 +79,7 @@ def history_table(
     for i in range(commits):
         append(t, rows(2, i * 2, part=f"p{i % 3}"), partition={"part": f"p{i % 3}"})
     for v in checkpoints:
-        create_checkpoint(t, v, **({"sidecar_max_actions": 3} if kw.get("protocol") == V2 else {}))
+        create_checkpoint(t, version=v, **({"sidecar_max_actions": 3} if kw.get("protocol") == V2 else {}))
     age_commits(path, old_through)
     return t
 
@@ -243,7 +243,7 @@ def ict_history(path: str, old_commits: int, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_in_commit_timestamps_decide_the_cutoff(table_path, monkeypatch):
     t = ict_history(table_path, 6, monkeypatch)  # versions 0..6 have old ICTs, recent file times
-    create_checkpoint(t, 4)
+    create_checkpoint(t, version=4)
     result = cleanup_log(t)
     assert (result.cutoff_commit, result.oldest_version_kept) == (6, 4)
     assert result.by_kind == {"commit": 4}
@@ -252,7 +252,7 @@ def test_in_commit_timestamps_decide_the_cutoff(table_path, monkeypatch):
 
 def test_old_file_times_do_not_count_when_in_commit_timestamps_are_recent(table_path, monkeypatch):
     t = ict_history(table_path, 0, monkeypatch)
-    create_checkpoint(t, 2)
+    create_checkpoint(t, version=2)
     age_commits(table_path, 3)
     result = cleanup_log(t)
     assert result.num_files == 0 and "no commit is older than the cutoff" in result.skipped_reason
@@ -322,7 +322,7 @@ def protected_history(path: str, boundary: int, early_features: tuple[str, ...])
     storage = DeltaTable(path).storage
     # Checkpoints at 4 (older protocol: written with the internal writer, the API refuses) and 8.
     _CheckpointWriter(storage, DeltaTable(path).snapshot(4), now_ms(), []).write_classic()
-    create_checkpoint(path, 8)
+    create_checkpoint(path, version=8)
 
 
 def test_checkpoint_protection_blocks_partial_truncation_of_unsupported_history(table_path):
@@ -416,7 +416,7 @@ def test_hook_cleans_up_after_an_automatic_checkpoint(table_path):
     t = make_table(table_path, configuration={"delta.checkpointInterval": "5"})
     for i in range(4):
         append(t, rows(1, i))
-    create_checkpoint(t, 2)
+    create_checkpoint(t, version=2)
     age_commits(table_path, 4)
     result = append(t, rows(1, 99))
     hooks = {h.name: h for h in result.hooks}

@@ -25,7 +25,7 @@ from deltalog.errors import (
     UnsupportedProtocolError,
     VersionNotFoundError,
 )
-from helpers import append, make_table, rows
+from helpers import append, make_table, rows, write_data_file
 
 SCHEMA_STRING = json.dumps(
     {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
@@ -376,3 +376,37 @@ def test_operations_refuse_a_table_argument_of_the_wrong_type(tmp_path):
     for call in (lambda: create_checkpoint(tmp_path), lambda: compact(42)):
         with pytest.raises(InvalidArgumentError, match="must be a DeltaTable or a path/URI string"):
             call()
+
+
+def test_public_api_on_the_table_and_at_the_top(tmp_path):
+    """The entry points a user finds: DeltaTable methods (keyword-only options) and deltalog.<op>."""
+    import inspect
+
+    import deltalog
+
+    path = str(tmp_path / "t")
+    t = make_table(path, configuration={"delta.enableExpiredLogCleanup": "false"})
+    for i in range(3):
+        append(t, rows(2, start=i * 2))
+    assert t.compact(plan_only=True).plan.bins and t.compact().commits[0].version == 4
+    assert t.create_checkpoint().version == 4
+    assert t.cleanup_log(dry_run=True).dry_run
+    assert t.generate_manifest(dry_run=True).dry_run
+    assert t.vacuum(dry_run=True).num_files_to_delete == 0
+    txn = t.transaction(operation="WRITE")
+    txn.add([write_data_file(path, rows(1, start=9))])
+    assert txn.commit().version == 5
+    assert [h.operation for h in t.history(limit=2)] == ["WRITE", "OPTIMIZE"]
+    assert t.health().num_files == 2
+    with pytest.raises(TypeError):
+        t.history(2)  # keyword-only
+    from deltalog.vacuum import vacuum
+
+    ops = ("compact", "plan_compaction", "plan_vacuum", "create_checkpoint", "cleanup_log", "generate_manifest")
+    for name, fn in [("vacuum", vacuum), *((n, getattr(deltalog, n)) for n in ops)]:
+        params = list(inspect.signature(fn).parameters.values())
+        assert all(p.kind is p.KEYWORD_ONLY for p in params[1:]), name
+        assert "storage_options" in inspect.signature(fn).parameters, name
+    assert deltalog.create_table is __import__("deltalog.create", fromlist=["x"]).create_table
+    with pytest.raises(AttributeError):
+        deltalog.no_such_thing  # noqa: B018

@@ -110,7 +110,7 @@ def seed_history(
     today = today or dt.datetime.now(dt.UTC).date()
     first = today - dt.timedelta(days=days)
     midnight = int(dt.datetime.combine(first, dt.time(), dt.UTC).timestamp() * 1000)
-    create_table(root, EVENTS_SCHEMA, PARTITION_BY, description="deltalog demo: click-stream events")
+    create_table(root, EVENTS_SCHEMA, partition_by=PARTITION_BY, description="deltalog demo: click-stream events")
     # version -> moment it stands for; data file -> the same moment
     moments: dict[int, int] = {0: midnight - DAY_MS + 3_600_000}
     file_moments: dict[str, int] = {}

@@ -767,10 +767,11 @@ def _update_last_checkpoint(storage: Storage, doc: dict[str, Any]) -> bool:
 
 def create_checkpoint(
     table: DeltaTable | str,
-    version: int | None = None,
     *,
+    version: int | None = None,
     now_ms: int | None = None,
     sidecar_max_actions: int = SIDECAR_MAX_ACTIONS,
+    storage_options: dict[str, Any] | None = None,
 ) -> CheckpointResult:
     """Write a checkpoint of ``version`` (default: the latest) and point ``_last_checkpoint`` at it.
 
@@ -781,7 +782,7 @@ def create_checkpoint(
     ``_last_checkpoint``. ``now_ms`` fixes the clock for tombstone expiry (tests).
     """
     started = time.perf_counter()
-    dt = as_table(table)
+    dt = as_table(table, storage_options)
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
         raise InvalidArgumentError(f"version must be a non-negative integer, got {version!r}")
     if sidecar_max_actions < 1:
@@ -1137,7 +1138,7 @@ def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] |
     """Post-commit: checkpoint the committed version when ``delta.checkpointInterval`` says so."""
     if result.noop or not checkpoint_due(hook_configuration(result), result.version):
         return None
-    return create_checkpoint(table_for_storage(storage), result.version).to_dict()
+    return create_checkpoint(table_for_storage(storage), version=result.version).to_dict()
 
 
 #: Post-commit hook (see ``deltalog.post_commit``).

@@ -568,10 +568,10 @@ def _metrics(adds: list[dict[str, Any]], removes: list[dict[str, Any]]) -> dict[
 def commit_request(
     table: DeltaTable | str,
     request: str | dict[str, Any] | CommitRequest,
+    *,
     app_id: str | None = None,
     txn_version: int | None = None,
     single_writer: bool = False,
-    *,
     storage_options: dict[str, Any] | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     run_hooks: bool = True,

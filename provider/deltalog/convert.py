@@ -286,9 +286,9 @@ def _show(delta_type: Any) -> str:
 
 def convert_to_delta(
     path: str,
+    *,
     partition_by: str | list[Any] | dict[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
-    *,
     max_workers: int | None = None,
 ) -> ConvertResult:
     """Make the Parquet directory at ``path`` a Delta table (version 0); see the module docstring."""

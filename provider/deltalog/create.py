@@ -181,10 +181,10 @@ def existing_table_version(storage: Storage) -> int | None:
 def create_table(
     uri: str,
     schema: pa.Schema,
+    *,
     partition_by: list[str] | None = None,
     configuration: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
-    *,
     name: str | None = None,
     description: str | None = None,
     single_writer: bool = False,

@@ -119,7 +119,13 @@ def _midnight_utc(ms: int) -> int:
 _REPLANS = 3
 
 
-def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int | None = None) -> LogCleanupResult:
+def cleanup_log(
+    table: DeltaTable | str,
+    *,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> LogCleanupResult:
     """Delete the expired log files of ``table`` (or, with ``dry_run``, only say which).
 
     Checks the protocol before anything else, honours ``delta.enableExpiredLogCleanup``
@@ -130,6 +136,7 @@ def cleanup_log(table: DeltaTable | str, dry_run: bool = False, *, now_ms: int |
     one plans from its listing; planning then starts again from a fresh listing.
     """
     require_bools(dry_run=dry_run)
+    table = as_table(table, storage_options)
     for attempt in range(1, _REPLANS + 1):
         try:
             return _cleanup_log(table, dry_run, now_ms)

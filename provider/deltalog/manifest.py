@@ -209,14 +209,20 @@ def _refuse_unsupported(snapshot: Snapshot) -> None:
         )
 
 
-def generate_manifest(table: DeltaTable | str, full: bool = False, dry_run: bool = False) -> ManifestResult:
+def generate_manifest(
+    table: DeltaTable | str,
+    *,
+    full: bool = False,
+    dry_run: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ManifestResult:
     """Write the symlink-format manifests of the latest version (incremental unless ``full``).
 
     ``dry_run`` plans the same generation and returns it without writing or deleting anything.
     """
     started = time.perf_counter()
     require_bools(full=full, dry_run=dry_run)
-    dtable = as_table(table)
+    dtable = as_table(table, storage_options)
     storage = dtable.storage
     listing = dtable.list_log()
     snapshot = dtable.snapshot(listing=listing)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
 from deltalog.health import TableHealth, compute_health
@@ -11,6 +11,14 @@ from deltalog.history import CommitTimestamps, HistoryEntry, history, ict_enable
 from deltalog.log import LogListing, build_segment, list_log
 from deltalog.snapshot import Snapshot, load_snapshot
 from deltalog.storage import Storage
+
+if TYPE_CHECKING:
+    from deltalog.checkpoint import CheckpointResult
+    from deltalog.compaction import CompactionResult
+    from deltalog.log_cleanup import LogCleanupResult
+    from deltalog.manifest import ManifestResult
+    from deltalog.transaction import Transaction
+    from deltalog.vacuum import VacuumResult
 
 
 class DeltaTable:
@@ -75,15 +83,58 @@ class DeltaTable:
         assert latest is not None
         return latest
 
-    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+    def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
+        """commitInfo of the newest ``limit`` commits still in the log, newest first."""
         listing = self.list_log()
         latest = self._load(listing, None)
         return history(self.storage, listing, ict_enablement_version(latest.metadata.configuration), limit)
 
-    def health(self, target_file_size: int | None = None) -> TableHealth:
+    def health(self, *, target_file_size: int | None = None) -> TableHealth:
+        """The health numbers of the latest version (small files, commits since checkpoint, ...)."""
         if target_file_size is not None and target_file_size <= 0:
             raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
-        return compute_health(self.snapshot(), target_file_size)
+        return compute_health(self.snapshot(), target=target_file_size)
+
+    # --- operations: each delegates to its module (imported here, on use: they build on this class) ---
+
+    def vacuum(self, **options: Any) -> VacuumResult:
+        """Delete files no retained version needs; see :func:`deltalog.vacuum.vacuum` for the options
+        (``retention_hours``, ``mode``, ``dry_run``, ``allow_short_retention``, ``inventory``, ``cancel``...)."""
+        from deltalog.vacuum import vacuum
+
+        return vacuum(self, **options)
+
+    def compact(self, **options: Any) -> CompactionResult:
+        """Bin-pack small files (OPTIMIZE); see :func:`deltalog.compaction.compact` for the options
+        (``target_size``, ``where``, ``engine``, ``plan_only``, ``bins_per_commit``, ``cancel``...)."""
+        from deltalog.compaction import compact
+
+        return compact(self, **options)
+
+    def create_checkpoint(self, **options: Any) -> CheckpointResult:
+        """Write a checkpoint (of ``version``, default the latest); see :func:`deltalog.checkpoint.create_checkpoint`."""
+        from deltalog.checkpoint import create_checkpoint
+
+        return create_checkpoint(self, **options)
+
+    def cleanup_log(self, **options: Any) -> LogCleanupResult:
+        """Delete expired log files (``dry_run`` to only list them); see :func:`deltalog.log_cleanup.cleanup_log`."""
+        from deltalog.log_cleanup import cleanup_log
+
+        return cleanup_log(self, **options)
+
+    def generate_manifest(self, **options: Any) -> ManifestResult:
+        """Write symlink-format manifests (``full``, ``dry_run``); see :func:`deltalog.manifest.generate_manifest`."""
+        from deltalog.manifest import generate_manifest
+
+        return generate_manifest(self, **options)
+
+    def transaction(self, *, operation: str, **options: Any) -> Transaction:
+        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.transaction.Transaction`
+        (``operation_parameters``, ``isolation_level``, ``post_commit_hooks``...)."""
+        from deltalog.transaction import Transaction
+
+        return Transaction(self.storage, self.snapshot(), operation=operation, **options)
 
 
 def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:

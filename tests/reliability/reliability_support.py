@@ -306,7 +306,7 @@ def build_checkpoint_v2(path: str) -> dict[str, Any]:
     table = make_table(path, partition_by=["part"], configuration=conf, protocol=V2_PROTOCOL)
     for i in range(7):
         append(table, rows(3, i * 3, part="abc"[i % 3]), partition={"part": "abc"[i % 3]})
-    create_checkpoint(table, 4, sidecar_max_actions=2)
+    create_checkpoint(table, version=4, sidecar_max_actions=2)
     return {"rows": row_multiset(path)}
 
 
@@ -333,7 +333,7 @@ def build_cleanup(path: str) -> dict[str, Any]:
     for i in range(12):
         append(table, rows(2, i * 2, part=f"p{i % 3}"), partition={"part": f"p{i % 3}"})
     for v in (4, 8):
-        create_checkpoint(table, v)
+        create_checkpoint(table, version=v)
     base = now_ms() - 40 * DAY_MS
     for v in range(10):
         set_mtime(commit_file(path, v), base + v * 1000)

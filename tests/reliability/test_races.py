@@ -276,7 +276,7 @@ def aged_history(ref: TableRef) -> Counter:
     """A history (a checkpoint 3 commits before its end) dated 40 days back locally; then checkpoints every 4 commits."""
     initial = build_table(ref, {"a": 4, "b": 4, "c": 3}, {"delta.checkpointInterval": "4"})
     latest = ref.deltalog().version()
-    create_checkpoint(ref.deltalog(), latest - 3)
+    create_checkpoint(ref.deltalog(), version=latest - 3)
     if not ref.options:
         base = int(time.time() * 1000) - 40 * 86_400_000
         for v in range(latest + 1):

@@ -165,7 +165,7 @@ def _single(args: argparse.Namespace, uri: str) -> None:
         raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
     table = DeltaTable(uri, args.storage_options)
     snapshot = table.snapshot()
-    out: dict[str, Any] = compute_health(snapshot, args.target_file_size).to_dict()
+    out: dict[str, Any] = compute_health(snapshot, target=args.target_file_size).to_dict()
     out.update(maintenance_due(table, snapshot, target_size=args.target_file_size).to_dict())
 
     def human(d: dict[str, Any]) -> str:

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> None:
-    result = create_checkpoint(DeltaTable(args.table, args.storage_options), args.version)
+    result = create_checkpoint(DeltaTable(args.table, args.storage_options), version=args.version)
 
     def human(r: CheckpointResult) -> str:
         lines = [

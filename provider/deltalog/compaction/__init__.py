@@ -54,11 +54,11 @@ def _batches(bins: list[Bin], size: int | None) -> list[list[Bin]]:
 
 def compact(
     table: DeltaTable | str,
+    *,
     target_size: int | str | None = None,
     where: str | None = None,
     engine: str = "local",
     plan_only: bool = False,
-    *,
     min_files: int = 2,
     max_bins: int | None = None,
     small_file_threshold: int | str | None = None,

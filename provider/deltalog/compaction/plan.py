@@ -402,14 +402,16 @@ def plan_from_snapshot(
 
 def plan_compaction(
     table: DeltaTable | str,
+    *,
     target_size: int | str | None = None,
     where: str | None = None,
     min_files: int = 2,
     max_bins: int | None = None,
     small_file_threshold: int | str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> CompactionPlan:
     """Plan a compaction of the table's latest version (nothing is written)."""
-    dtable = as_table(table)
+    dtable = as_table(table, storage_options)
     return plan_from_snapshot(
         dtable.snapshot(), dtable.uri, target_size, where, min_files, max_bins, small_file_threshold
     )

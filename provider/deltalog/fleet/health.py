@@ -97,7 +97,7 @@ def measure_table(
     try:
         table = DeltaTable(uri, storage_options)
         snapshot = table.snapshot(listing=listing)
-        health = compute_health(snapshot, target_size)
+        health = compute_health(snapshot, target=target_size)
         due = maintenance_due(table, snapshot, target_size=target_size)
         dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
         num_dv = int(pc.sum(pc.is_valid(dv)).as_py() or 0) if dv is not None else 0

@@ -127,8 +127,8 @@ def write_cursor(storage: Storage, version: int) -> None:
 def execute_vacuum(
     table: DeltaTable | str,
     plan: VacuumPlan,
-    max_workers: int = DEFAULT_MAX_WORKERS,
     *,
+    max_workers: int = DEFAULT_MAX_WORKERS,
     storage_options: dict[str, Any] | None = None,
     cancel: threading.Event | None = None,
 ) -> VacuumResult:
@@ -254,6 +254,7 @@ def execute_vacuum(
 
 def vacuum(
     table: DeltaTable | str,
+    *,
     retention_hours: float | None = None,
     mode: str = "full",
     dry_run: bool = False,
@@ -261,7 +262,6 @@ def vacuum(
     inventory: str | pa.Table | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
-    *,
     storage_options: dict[str, Any] | None = None,
     cancel: threading.Event | None = None,
 ) -> VacuumResult:

@@ -372,13 +372,13 @@ def _plan_lite(
 
 def plan_vacuum(
     table: DeltaTable | str,
+    *,
     retention_hours: float | None = None,
     mode: str = "full",
     allow_short_retention: bool = False,
     inventory: str | pa.Table | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
-    *,
     storage_options: dict[str, Any] | None = None,
 ) -> VacuumPlan:
     """Plan a vacuum: every check of a real run, nothing deleted, nothing written.

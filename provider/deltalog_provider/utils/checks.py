@@ -183,10 +183,10 @@ def evaluate_health(
     since_vacuum = None
     if thresholds.max_versions_since_vacuum is not None:  # look back just far enough to judge it
         window = int(thresholds.max_versions_since_vacuum) + 1
-        health = compute_health(snapshot, target_file_size, vacuum_lookback=window).to_dict()
+        health = compute_health(snapshot, target=target_file_size, vacuum_lookback=window).to_dict()
         since_vacuum = health["versions_since_vacuum"]
     else:
-        health = compute_health(snapshot, target_file_size).to_dict()
+        health = compute_health(snapshot, target=target_file_size).to_dict()
     verdict = maintenance_due(table, snapshot, target_size=target_file_size)
     report = HealthReport(
         version=snapshot.version,
