@@ -50,7 +50,7 @@ VACUUM_LOOKBACK = 20
 
 
 def compute_health(
-    snapshot: Snapshot, *, target: int | str | None = None, vacuum_lookback: int = VACUUM_LOOKBACK
+    snapshot: Snapshot, target: int | str | None = None, *, vacuum_lookback: int = VACUUM_LOOKBACK
 ) -> TableHealth:
     """The health numbers of ``snapshot``; ``vacuum_lookback`` bounds the search for the last vacuum."""
     files = snapshot.files
