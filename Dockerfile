@@ -27,6 +27,14 @@ COPY --chown=airflow:0 provider/ /opt/deltalog/provider/
 # suite ran with (Airflow 3.3.2, apache-spark provider 6.3.4, pyspark 4.2.0, ...),
 # without installing the test-only packages it also pins.
 RUN pip install --no-cache-dir -c /opt/deltalog/requirements.lock \
-      "apache-airflow==3.3.2" "/opt/deltalog[airflow]" \
-    && python -c "import deltalog, deltalog_provider, pyspark" \
+      "apache-airflow==3.3.2" "/opt/deltalog[airflow,amazon]" \
+    && python -c "import deltalog, deltalog_provider, pyspark, psycopg2, asyncpg" \
     && command -v spark-submit
+# The s3a jars (hadoop-aws + the AWS SDK bundle its POM names) and Delta Spark, resolved
+# by Maven coordinates into an Ivy cache keyed by the versions
+# (deltalog.engines.spark_packages), at build time: the Spark jobs of a fresh container
+# find them there (compose's spark.jars.ivy) instead of downloading them.
+COPY --chown=airflow:0 scripts/spark_jars.py /opt/deltalog/scripts/spark_jars.py
+ENV DELTALOG_CACHE=/opt/deltalog/cache
+RUN python /opt/deltalog/scripts/spark_jars.py \
+    && python -c "from deltalog.engines.spark_packages import ivy_dir; print(ivy_dir())"

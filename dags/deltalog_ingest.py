@@ -36,6 +36,7 @@ from deltalog_example import (
     RUN_DAY,
     RUN_KEY,
     TEMPLATE_FILTERS,
+    optional_setting,
     setting,
     spark_submit_args,
 )
@@ -52,7 +53,7 @@ APP_ID = f"airflow:deltalog_ingest:commit:{RUN_DAY}"
 with DAG(
     dag_id="deltalog_ingest",
     description="Spark ingest of one day of events, committed to a Delta table by deltalog",
-    schedule="@daily",
+    schedule=optional_setting("deltalog_ingest_schedule"),
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

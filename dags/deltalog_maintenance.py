@@ -80,7 +80,7 @@ AFTER_BRANCH = "none_failed_min_one_success"
 with DAG(
     dag_id="deltalog_maintenance",
     description="Health-driven compaction, checkpoint, vacuum, log cleanup and manifests for one Delta table",
-    schedule="@daily",
+    schedule=optional_setting("deltalog_maintenance_schedule"),
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

@@ -2,11 +2,14 @@
 
 Scheduled on the table's Asset, so every commit the ingest DAG makes (through
 ``DeltaCommitOperator``, which emits an asset event with the new version) queues a
-run. ``wait_until_due`` (``DeltaMaintenanceDueSensor``, reschedule mode) then checks
-the table's health: when small files or commits since the last checkpoint cross a
-threshold, it passes at once and the cheap, local maintenance runs (compaction with
-the local engine, then a checkpoint); when the table is healthy it gives up after
-``timeout`` and the run ends skipped (``soft_fail``), which is the normal outcome.
+run. ``wait_until_due`` (``DeltaMaintenanceDueSensor``, deferrable: it waits in the
+triggerer, holding no worker slot) then checks the table's health: when small files or
+commits since the last checkpoint cross a threshold, it passes at once and the cheap,
+local maintenance runs (compaction with the local engine, then a checkpoint); otherwise
+the trigger re-checks every ``deltalog_on_change_poke_seconds`` (60) and the task resumes
+as soon as maintenance falls due; a table still healthy after
+``deltalog_on_change_timeout_minutes`` (15) ends the run skipped (``soft_fail``), which is
+the normal outcome.
 
 The heavy work (vacuum, log cleanup, manifests, Spark compaction) stays in the daily
 ``deltalog_maintenance``. The tasks here emit no asset events of their own, so a
@@ -23,7 +26,14 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
-from deltalog_example import DEFAULT_TASK_ARGS, MAINTENANCE_POOL, health_thresholds, optional_setting, setting
+from deltalog_example import (
+    DEFAULT_TASK_ARGS,
+    MAINTENANCE_POOL,
+    health_thresholds,
+    int_setting,
+    optional_setting,
+    setting,
+)
 from deltalog_example.lease import table_lease
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
 from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
@@ -51,9 +61,10 @@ with DAG(
     due = DeltaMaintenanceDueSensor(
         task_id="wait_until_due",
         **health_thresholds(),
-        mode="reschedule",
-        poke_interval=60,
-        timeout=15 * 60,
+        # Waits in the triggerer, not in a worker slot: LocalExecutor has only a few.
+        deferrable=True,
+        poke_interval=int_setting("deltalog_on_change_poke_seconds") or 60,
+        timeout=60 * (int_setting("deltalog_on_change_timeout_minutes") or 15),
         soft_fail=True,
         **common,
     )

@@ -21,6 +21,21 @@ if ! command -v java >/dev/null 2>&1; then
   fi
 fi
 
+# Postgres (Debian package postgresql) for the system test's Airflow metadata database
+# (tests/test_system.py starts its own throw-away cluster with it; nothing else uses it).
+if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null 2>&1; then
+  log "Postgres not found: installing the Debian package postgresql"
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null \
+      || log "warning: postgresql could not be installed; the Airflow system test will fail"
+  else
+    log "no apt-get on this machine: install Postgres by hand for the Airflow system test"
+  fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($PYTHON --version)"

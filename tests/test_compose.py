@@ -59,11 +59,21 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose["services"]
 
 
+SHARED_ENV = os.path.join(REPO, "docker", "airflow.env")
+
+
 def _env(service: dict[str, Any]) -> dict[str, str]:
     env = service.get("environment") or {}
     if isinstance(env, list):
         env = dict(item.split("=", 1) for item in env)
     return {k: _interpolate(str(v)) for k, v in env.items()}
+
+
+def _shared_env() -> dict[str, str]:
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from airflow_stack import read_env_file
+
+    return read_env_file(SHARED_ENV)
 
 
 def _pyspark_jar_version(prefix: str) -> str:
@@ -296,3 +306,83 @@ def test_documented_triggers_unpause_their_dag_first() -> None:
             assert dag in unpaused, f"docs/docker-compose.md triggers {dag} before unpausing it"
     # The asset-scheduled DAG has no trigger of its own but must run on the ingest's commits.
     assert "deltalog_maintenance_on_change" in unpaused
+
+
+def test_airflow_services_share_the_settings_file_the_system_test_reads(services: dict[str, Any]) -> None:
+    """Compose and tests/test_system.py read docker/airflow.env, so they cannot drift."""
+    shared = _shared_env()
+    for name in AIRFLOW_SERVICES:
+        env_files = services[name].get("env_file")
+        env_files = [env_files] if isinstance(env_files, str) else env_files
+        assert env_files == ["docker/airflow.env"], f"{name}: env_file {env_files}"
+        repeated = set(_env(services[name])) & set(shared)
+        assert not repeated, f"{name} repeats shared settings in environment: {sorted(repeated)}"
+    assert shared["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    # Issue 15 fault 10: LocalExecutor sized (not 32 idle workers) and the UI's Test button on.
+    assert 1 <= int(shared["AIRFLOW__CORE__PARALLELISM"]) <= 8
+    assert shared["AIRFLOW__CORE__TEST_CONNECTION"] == "Enabled"
+    test_system = open(os.path.join(REPO, "tests", "test_system.py"), encoding="utf-8").read()
+    assert "airflow.env" in test_system
+
+
+def test_image_carries_the_s3a_jars_the_jobs_use(services: dict[str, Any]) -> None:
+    """Issue 15 fault 11: the s3a jars are resolved into the image, where the jobs' Ivy cache points."""
+    from deltalog.engines import spark_packages
+
+    with open(DOCKERFILE, encoding="utf-8") as f:
+        text = f.read()
+    cache = re.search(r"^ENV DELTALOG_CACHE=(\S+)$", text, re.M).group(1)
+    assert re.search(r"^RUN python /opt/deltalog/scripts/spark_jars\.py", text, re.M)
+    assert "COPY --chown=airflow:0 scripts/spark_jars.py /opt/deltalog/scripts/spark_jars.py" in text
+    conf = json.loads(_env(services["airflow-scheduler"])["AIRFLOW_VAR_DELTALOG_SPARK_CONF"])
+    assert conf["spark.jars.ivy"] == f"{cache}/{spark_packages.ivy_dir().name}"
+    assert spark_packages.HADOOP_AWS_PACKAGE in spark_packages.packages()
+    assert conf["spark.jars.packages"] == spark_packages.HADOOP_AWS_PACKAGE
+    # The Postgres drivers `airflow db migrate` needs are installed and checked in the image.
+    assert '"/opt/deltalog[airflow,amazon]"' in text and "import deltalog, deltalog_provider, pyspark, psycopg2" in text
+
+
+def test_compose_check_script_is_valid_and_drives_this_stack(services: dict[str, Any]) -> None:
+    """scripts/compose-check.sh (up, trigger, wait, assert, down) cannot run here: check it by construction."""
+    import shutil
+
+    script = os.path.join(REPO, "scripts", "compose-check.sh")
+    proc = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    if shutil.which("shellcheck"):
+        proc = subprocess.run(["shellcheck", "-S", "warning", script], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout
+    with open(script, encoding="utf-8") as f:
+        text = f.read()
+    assert "docker compose -f docker-compose.yml" in text
+    assert re.search(r"trap down EXIT", text) and "down -v" in text
+    assert "up -d --build" in text
+    # It talks to the api-server the compose file publishes, from the container it execs into.
+    assert "8080:8080" in services["airflow-apiserver"]["ports"]
+    assert "compose exec -T" in text and "airflow-scheduler python -" in text
+    assert "http://airflow-apiserver:8080" in text
+    env = _env(services["airflow-scheduler"])
+    for var in re.findall(r'os\.environ(?:\.get)?\[?\(?"(AIRFLOW_VAR_[A-Z_]+)"', text):
+        assert var in env or var == "AIRFLOW_VAR_DELTALOG_INGEST_ROWS", var
+    for dag in EXAMPLE_DAGS:
+        assert dag.removesuffix(".py") in text
+    # The embedded Python is valid Python.
+    body = text.split("python - <<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    compile(body, "compose-check.sh:python", "exec")
+    # The unpause comes before any trigger (fault 3 of issue 15).
+    assert text.index('{"is_paused": False}') < text.index("def trigger")
+
+
+def test_airflow_extra_brings_the_postgres_drivers() -> None:
+    """Issue 15 fault 1: `airflow db migrate` on Postgres failed with No module named 'asyncpg'."""
+    import tomllib
+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    names = {re.split(r"[<>=\[ ]", req, maxsplit=1)[0] for req in extras["airflow"]}
+    assert {"psycopg2-binary", "asyncpg"} <= names
+    with open(os.path.join(REPO, "requirements.lock"), encoding="utf-8") as f:
+        locked = {line.split("==")[0].lower() for line in f if "==" in line}
+    assert {"psycopg2-binary", "asyncpg", "apache-airflow-providers-amazon"} <= locked
+    import asyncpg  # noqa: F401
+    import psycopg2  # noqa: F401

@@ -119,6 +119,8 @@ out = {
     "on_change_schedule": [a.uri for a in bag.dags["deltalog_maintenance_on_change"].schedule],
     "commit_outlets": [o.uri for o in bag.dags["deltalog_ingest"].get_task("commit").outlets],
     "pool": MAINTENANCE_POOL,
+    "deferrable": sorted(f"{d.dag_id}.{t.task_id}" for d in bag.dags.values() for t in d.tasks
+                         if getattr(t, "deferrable", False)),
 }
 print(json.dumps(out))
 """.replace("DAGS", repr(str(DAGS)))
@@ -141,6 +143,8 @@ print(json.dumps(out))
     # The on-change DAG listens to exactly the asset the ingest commit emits.
     assert info["commit_outlets"] == ["file:///data/events"]
     assert info["on_change_schedule"] == ["file:///data/events"]
+    # Issue 15 fault 11: the on-change sensor waits in the triggerer, not in one of the few worker slots.
+    assert info["deferrable"] == ["deltalog_maintenance_on_change.wait_until_due"]
 
 
 RENDER_CODE = r"""

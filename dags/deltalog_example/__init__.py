@@ -87,6 +87,12 @@ DEFAULTS: dict[str, Any] = {
     "deltalog_fleet_deadline_minutes": "60",
     "deltalog_fleet_deadline_margin_minutes": "5",
     "deltalog_fleet_report_dir": os.path.join(REPO_ROOT, ".demo"),
+    # Cron schedule of the daily DAGs; empty = triggered runs only (the system test uses that).
+    "deltalog_ingest_schedule": "@daily",
+    "deltalog_maintenance_schedule": "@daily",
+    # The on-change DAG's deferrable sensor: how often the trigger checks, and when it gives up.
+    "deltalog_on_change_poke_seconds": "60",
+    "deltalog_on_change_timeout_minutes": "15",
 }
 
 
