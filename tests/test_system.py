@@ -27,6 +27,7 @@ import datetime as dt
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -99,7 +100,7 @@ def _test_settings(s3: str, spark_master: str) -> dict[str, str]:
         "AIRFLOW_VAR_DELTALOG_MAX_VERSIONS_SINCE_VACUUM": "",
         "AIRFLOW_VAR_DELTALOG_MAINTENANCE_DEADLINE_MINUTES": "1",
         "AIRFLOW_VAR_DELTALOG_ON_CHANGE_POKE_SECONDS": "3",
-        "AIRFLOW_VAR_DELTALOG_ON_CHANGE_TIMEOUT_MINUTES": "2",
+        "AIRFLOW_VAR_DELTALOG_ON_CHANGE_TIMEOUT_MINUTES": "10",
         # Quick pick-up of triggered runs and finished tasks on a busy 2-core machine.
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
@@ -149,6 +150,7 @@ def stack() -> Iterator[dict[str, Any]]:
         if s3_proc is not None:
             s3_proc.terminate()
             s3_proc.wait(timeout=30)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _wait_dags_parsed(airflow: AirflowStack, dag_ids: list[str], timeout: float = 180) -> None:
@@ -179,7 +181,7 @@ def _wait_state(airflow: AirflowStack, dag_id: str, run_id: str, task_id: str, s
     raise AssertionError(f"{dag_id}.{task_id} in {run_id} is {state}, not {states}, after {timeout} s")
 
 
-def _asset_run(airflow: AirflowStack, after: set[str], timeout: float = 120) -> str:
+def _asset_run(airflow: AirflowStack, after: set[str], timeout: float = 240) -> str:
     """The first asset-triggered run of the on-change DAG not in ``after``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -216,7 +218,7 @@ def scenario(stack: dict[str, Any]) -> dict[str, Any]:
     on_change = _asset_run(airflow, set())
     out["on_change_run"] = on_change
     out["sensor_state_before_backfill"] = _wait_state(
-        airflow, "deltalog_maintenance_on_change", on_change, "wait_until_due", {"deferred", "success", "failed"}, 120
+        airflow, "deltalog_maintenance_on_change", on_change, "wait_until_due", {"deferred", "success", "failed"}, 240
     )
     # 3. A backfill of an older date, after a newer run committed.
     today = dt.date.fromisoformat(out["ingest_today_run"]["run_after"][:10])
