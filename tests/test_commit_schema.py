@@ -23,7 +23,11 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.commit_request import commit_request
 from deltalog.convert import convert_to_delta
-from deltalog.errors import DataFileMismatchError, InvalidCommitRequestError, UnsupportedProtocolError
+from deltalog.errors import (
+    DataFileMismatchError,
+    InvalidCommitRequestError,
+    OperationRefusedError,
+)
 from deltalog.protocol import Protocol
 from helpers import make_table
 
@@ -248,15 +252,18 @@ def test_lying_stats_are_refused(table: str) -> None:
         ({}, {"delta.generationExpression": "id * 2"}, "generated column v (id * 2)"),
     ],
 )
-def test_tables_with_constraints_invariants_or_generated_columns_refuse_commits(
+def test_tables_with_constraints_invariants_or_generated_columns_check_every_row(
     tmp_path, configuration, field_metadata, named
 ) -> None:
     path = str(tmp_path / "t")
     schema = pa.schema([("id", pa.int64()), pa.field("v", pa.int64(), metadata=field_metadata or None)])
     make_table(path, schema=schema, configuration=configuration, protocol=Protocol(1, 4))
-    rel = put(path, "f.parquet", pa.table({"id": [1], "v": [-5]}))
-    message = refused(path, {"add": [rel]}, UnsupportedProtocolError)
-    assert named in message and "does not evaluate" in message
+    rel = put(path, "f.parquet", pa.table({"id": [1, 5], "v": [-5, 10]}))
+    message = refused(path, {"add": [rel]}, OperationRefusedError)
+    assert named in message and "1 row(s) of f.parquet violate it" in message
+    assert versions(path) == [0]
+    good = put(path, "g.parquet", pa.table({"id": [2, 5], "v": [4, 10]}))
+    assert commit_request(path, {"add": [good]}, run_hooks=False).version == 1
 
 
 def test_cli_exit_code_for_a_schema_mismatch(table: str, tmp_path) -> None:

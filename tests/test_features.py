@@ -24,7 +24,7 @@ from deltalog.checkpoint import create_checkpoint
 from deltalog.cli import main
 from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
-from deltalog.errors import UnsupportedProtocolError
+from deltalog.errors import OperationRefusedError, UnsupportedProtocolError
 from deltalog.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import generate_manifest
@@ -263,11 +263,22 @@ def test_snapshot_only_operations_run(spark_like):
     assert main(["health", spark_like, "--json"]) == 0
 
 
-def test_compaction_leaves_clustered_files_alone_and_defaults_refuse_commit_requests(spark_like):
+def test_commit_request_on_a_spark_shaped_table_follows_every_feature(spark_like):
     # Both live files were written by a clustering implementation: nothing for bin-packing.
     assert compact(spark_like, target_size=1 << 30, plan_only=True).plan.bins == []
     add = write_data_file(spark_like, rows(2, start=10).drop_columns(["part"]))
-    with pytest.raises(UnsupportedProtocolError, match="refusing to commit WRITE: the table uses allowColumnDefaults"):
+    r = commit_request(spark_like, {"operation": "WRITE", "add": [{"path": add["path"]}]})
+    snap = DeltaTable(spark_like).snapshot()
+    new = [f for f in snap.files.to_pylist() if f["path"] == add["path"]][0]
+    # Row IDs above the mark (5), this version as row commit version, unclustered, identity mark advanced.
+    assert (new["baseRowId"], new["defaultRowCommitVersion"], new["clusteringProvider"]) == (6, r.version, None)
+    assert json.loads(snap.domain_metadata["delta.rowTracking"]["configuration"]) == {"rowIdHighWaterMark": 7}
+    field = json.loads(snap.metadata.schema_string)["fields"][0]
+    assert field["metadata"]["delta.identity.highWaterMark"] == 11
+    assert json.loads(snap.domain_metadata["delta.clustering"]["configuration"]) == {"clusteringColumns": [["id"]]}
+    # A file without the defaulted column is refused: its rows would read NULL instead of 'x'.
+    add = write_data_file(spark_like, rows(2, start=20).drop_columns(["part", "value"]))
+    with pytest.raises(OperationRefusedError, match="column 'value' has the default 'x'"):
         commit_request(spark_like, {"operation": "WRITE", "add": [{"path": add["path"]}]})
 
 

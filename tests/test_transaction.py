@@ -289,11 +289,11 @@ def write_table_with_protocol(table_path: str, protocol: Protocol) -> None:
 
 
 def test_unsupported_writer_feature_is_refused_before_writing(table_path: str) -> None:
-    write_table_with_protocol(table_path, Protocol(1, 7, None, ("allowColumnDefaults",)))
+    write_table_with_protocol(table_path, Protocol(2, 7, None, ("columnMapping", "icebergCompatV2")))
     table = DeltaTable(table_path)
     txn = new_txn(table)
     txn.add([{"path": "x.parquet", "size": 1}])
-    with pytest.raises(UnsupportedProtocolError, match="allowColumnDefaults"):
+    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
         txn.commit()
     assert versions(table_path) == [0]
 

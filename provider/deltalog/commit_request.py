@@ -37,13 +37,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import clustering, identity
-from deltalog.errors import InvalidCommitRequestError, StorageError, UnsupportedProtocolError
+from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.hidden import HiddenRule
 from deltalog.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol import check_writable
-from deltalog.schema_enforcement import check_file_schema, unenforced_write_rules
+from deltalog.row_rules import RowRuleChecker
+from deltalog.schema_enforcement import check_file_schema
 from deltalog.snapshot import Snapshot
 from deltalog.stats import stats_from_parquet_metadata, stats_json
 from deltalog.stats_check import check_claimed_stats, parse_stats
@@ -499,8 +500,6 @@ def prepare_actions(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Validate ``request`` against the table and build its add and remove actions (nothing is written)."""
     view = _view(snapshot)
-    if request.add:
-        _refuse_unenforced_rules(snapshot, request.operation)
     rels = [_relative(storage, a.path, view.hidden) for a in request.add]
     _no_duplicates(rels, "add")
     for rel in rels:  # a link inside the table may lead out of it; vacuum would then delete outside the root
@@ -531,17 +530,23 @@ def prepare_actions(
         workers = min(8 if storage.is_local else 16, len(pairs))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             adds = list(pool.map(fill, pairs))
+    _check_row_rules(storage, snapshot, adds)
     return adds, removes
 
 
-def _refuse_unenforced_rules(snapshot: Snapshot, operation: str) -> None:
-    """Refuse to add files to a table whose CHECK constraints, invariants or generated columns deltalog cannot evaluate."""
-    rules = unenforced_write_rules(snapshot.metadata)
-    if rules:
-        raise UnsupportedProtocolError(
-            f"refusing to commit {operation}: the table has {'; '.join(rules)}, and deltalog does not evaluate "
-            "these on the rows of a commit request's files; write through an engine that enforces them",
-            sorted({r.split(" ", 1)[0] for r in rules}),
+def _check_row_rules(storage: Storage, snapshot: Snapshot, adds: list[dict[str, Any]]) -> None:
+    """Every new row keeps the table's CHECK constraints, invariants, generated columns and defaults (DuckDB)."""
+    checker = RowRuleChecker(
+        snapshot.metadata, defaults="allowColumnDefaults" in snapshot.protocol.effective_writer_features()
+    )
+    if not adds or not checker.active:
+        return
+    for a in adds:
+        rel = from_log_path(a["path"])
+        checker.check_file(
+            rel,
+            dict(a.get("partitionValues") or {}),
+            lambda r: storage.open_input(storage.join(*r.split("/"))),
         )
 
 

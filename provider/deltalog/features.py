@@ -124,8 +124,8 @@ _CATALOG = _refused(
     "'Catalog-managed tables'); deltalog does not talk to catalogs"
 )
 _ROW_RULES = _conditional(
-    "refused while the table has CHECK constraints, invariants or generated columns: deltalog does not evaluate "
-    "their SQL expressions on a request's rows yet"
+    "every row of every new file is checked with DuckDB (NULL violates, as in Delta Spark; generated columns "
+    "null-safe equal); a violation, or an expression DuckDB cannot evaluate, refuses naming the rule"
 )
 _ICEBERG_WRITE = _refused(
     "new files would have to carry partition values and (V2) nested field ids as Iceberg compatibility requires; "
@@ -294,9 +294,9 @@ FEATURES: dict[str, Feature] = {
             "allowColumnDefaults",
             "writer",
             "column DEFAULT values",
-            commit_request=_refused(
-                "a file missing a column would need the column's default rather than null; deltalog does not "
-                "apply defaults yet"
+            commit_request=_conditional(
+                "a file that does not carry a column with a non-NULL CURRENT_DEFAULT is refused (its rows would "
+                "read NULL instead of the default); files carrying the column have explicit values"
             ),
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,

@@ -26,9 +26,9 @@ is read (plus, rarely, the one column whose nulls the footer cannot decide):
   column are read and checked exactly.
 
 Violations raise :class:`~deltalog.errors.DataFileMismatchError` naming the file,
-the column and both types. :func:`unenforced_write_rules` lists what a table
-promises about rows that deltalog does not evaluate (CHECK constraints,
-invariants, generated columns): commits of new files are refused on such tables.
+the column and both types. What a table promises about the rows themselves (CHECK
+constraints, invariants, generated columns, defaults) is checked on the data by
+:mod:`deltalog.row_rules`.
 """
 
 from __future__ import annotations
@@ -474,44 +474,3 @@ def _exact_stats_type(dtype: pa.DataType) -> bool:
     return (
         pa.types.is_integer(dtype) or pa.types.is_string(dtype) or pa.types.is_decimal(dtype) or pa.types.is_date(dtype)
     )
-
-
-# --- what the table promises about rows ---------------------------------------------------
-
-
-def unenforced_write_rules(metadata: Metadata) -> list[str]:
-    """CHECK constraints, column invariants and generated columns of the table, described for a message.
-
-    deltalog does not evaluate SQL expressions, so a commit that adds rows to such a
-    table cannot be checked against them; callers refuse it (never pass it unchecked).
-    """
-    rules: list[str] = []
-    for key, expression in sorted(metadata.configuration.items()):
-        if key.lower().startswith("delta.constraints."):
-            rules.append(f"CHECK constraint {key[len('delta.constraints.') :]} ({expression})")
-
-    def walk(fields: list[dict[str, Any]], prefix: str) -> None:
-        for f in fields:
-            name = prefix + str(f.get("name"))
-            meta = f.get("metadata") or {}
-            if "delta.invariants" in meta:
-                rules.append(f"invariant on column {name} ({_invariant_text(meta['delta.invariants'])})")
-            if "delta.generationExpression" in meta:
-                rules.append(f"generated column {name} ({meta['delta.generationExpression']})")
-            t = f.get("type")
-            if isinstance(t, dict) and t.get("type") == "struct":
-                walk(t.get("fields", []), name + ".")
-
-    try:
-        walk(json.loads(metadata.schema_string).get("fields", []), "")
-    except (ValueError, AttributeError):
-        pass
-    return rules
-
-
-def _invariant_text(raw: Any) -> str:
-    try:
-        doc = json.loads(raw) if isinstance(raw, str) else raw
-        return str(doc["expression"]["expression"])
-    except (ValueError, KeyError, TypeError):
-        return str(raw)
