@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 from deltalog.errors import CorruptLogError, UnsupportedProtocolError
 
@@ -48,7 +48,7 @@ _PRIMITIVE_TYPES = frozenset(
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

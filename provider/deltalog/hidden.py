@@ -107,7 +107,8 @@ class HiddenRule:
         """Vectorised :meth:`hidden_path`: a boolean per path (only paths with a ``_``/``.`` component are checked one by one)."""
         if len(paths) == 0:
             return pa.array([], pa.bool_())
-        needles, prefixes = ("/_", "/."), ("_", ".")
+        needles: tuple[str, ...] = ("/_", "/.")
+        prefixes: tuple[str, ...] = ("_", ".")
         if self.iceberg:
             needles += (f"/{ICEBERG_METADATA_DIR}/",)
             prefixes += (f"{ICEBERG_METADATA_DIR}/",)
