@@ -306,3 +306,46 @@ def test_uniform_vacuum_keeps_the_iceberg_metadata(tmp_path):
     assert result.num_deleted_files == 1 and not os.path.exists(orphan)
     assert all(os.path.exists(k) for k in kept)
     create_checkpoint(path)
+
+
+@pytest.mark.parametrize("suffix", ["", "-preview"])
+def test_shredded_variant_tables_are_read_and_kept_but_not_rewritten(tmp_path, suffix):
+    """variantShredding(-preview): snapshot-only work runs; compaction refuses with the reason, nothing written."""
+    path = str(tmp_path / "t")
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
+        ],
+    }
+    features = (f"variantType{suffix}", f"variantShredding{suffix}")
+    meta = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+    }
+    meta.update(partitionColumns=[], configuration={"delta.enableVariantShredding": "true"}, createdTime=0)
+    shredded = pa.struct(
+        [("metadata", pa.binary()), ("value", pa.binary()), ("typed_value", pa.struct([("a", pa.int64())]))]
+    )
+    actions = [_info("CREATE TABLE"), {"protocol": Protocol(3, 7, features, features).to_dict()}, {"metaData": meta}]
+    _commit(path, 0, actions)
+    for v in (1, 2):
+        data = pa.table(
+            {
+                "id": pa.array([v], pa.int64()),
+                "v": pa.array([{"metadata": b"\x01\x00\x00", "value": None, "typed_value": {"a": v}}], shredded),
+            }
+        )
+        _commit(path, v, [_info("WRITE"), {"add": write_data_file(path, data)}])
+    snap = DeltaTable(path).snapshot()
+    assert snap.num_files == 2 and set(snap.protocol.reader_features or ()) == set(features)
+    create_checkpoint(path)
+    assert DeltaTable(path).snapshot().files.num_rows == 2
+    assert vacuum(path, dry_run=True).num_deleted_files == 0
+    assert generate_manifest(path, dry_run=True).to_dict()
+    before = sorted(os.listdir(path))
+    with pytest.raises(UnsupportedProtocolError, match=f"variantShredding{suffix}: files may hold shredded variant"):
+        compact(path, target_size=1 << 30)
+    assert sorted(os.listdir(path)) == before
