@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import subprocess
 import sys
 import time
 
-from deltalog.engines.spark_packages import ivy_dir, packages, spark_conf
+from deltalog.engines.spark_packages import DELTA_SQL_CONF, ivy_dir, jar_list_file, packages
+
+#: The package sets resolved (each its own classpath: a Delta session does not need the AWS SDK).
+SETS = ({"delta": True, "s3a": False}, {"delta": False, "s3a": True})
+#: A class from each package, loaded to prove the resolution is complete.
+PROBES = {"delta": "io.delta.sql.DeltaSparkSessionExtension", "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
 
 log = logging.getLogger("spark_jars")
 
@@ -28,30 +34,49 @@ def resolved_marker_text() -> str:
 
 def is_cached() -> bool:
     marker = ivy_dir() / MARKER
-    return marker.exists() and marker.read_text() == resolved_marker_text()
+    lists = [jar_list_file(**s) for s in SETS]
+    return marker.exists() and marker.read_text() == resolved_marker_text() and all(p.exists() for p in lists)
 
 
-def fetch() -> float:
-    """Start (and stop) one local Spark session with the packages; returns the seconds it took."""
+def fetch(delta: bool, s3a: bool) -> float:
+    """Resolve one package set in a throw-away local session and record its jars; returns the seconds."""
     from pyspark.sql import SparkSession
 
     started = time.perf_counter()
+    conf = {"spark.jars.packages": packages(delta=delta, s3a=s3a), "spark.jars.ivy": str(ivy_dir())}
+    if delta:
+        conf.update(DELTA_SQL_CONF)
     builder = SparkSession.builder.master("local[1]").appName("deltalog-fetch-jars")
-    for k, v in {**spark_conf(), "spark.ui.enabled": "false"}.items():
+    for k, v in {**conf, "spark.ui.enabled": "false"}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     try:
-        # Touch a class from each package so a partial resolution fails here, not in a test.
         loader = spark.sparkContext._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        for name in ("io.delta.sql.DeltaSparkSessionExtension", "org.apache.hadoop.fs.s3a.S3AFileSystem"):
-            loader.loadClass(name)
+        for kind, wanted in (("delta", delta), ("s3a", s3a)):
+            if wanted:
+                loader.loadClass(PROBES[kind])
+        jars = [j.removeprefix("file://").removeprefix("file:") for j in spark.conf.get("spark.jars").split(",") if j]
     finally:
         spark.stop()
+    jar_list_file(delta=delta, s3a=s3a).write_text("\n".join(jars) + "\n")
     return time.perf_counter() - started
+
+
+def fetch_one(flag: str) -> int:
+    """Child process: resolve one package set (``--delta`` or ``--s3a``)."""
+    which = {"delta": flag == "--delta", "s3a": flag == "--s3a"}
+    try:
+        fetch(**which)
+    except Exception as exc:  # noqa: BLE001 - report any JVM/Ivy failure as one line
+        log.error("could not fetch the Spark jars (%s): %s", flag, (str(exc).splitlines() or [repr(exc)])[0])
+        return 1
+    return 0
 
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="[spark_jars] %(message)s")
+    if len(sys.argv) > 1:
+        return fetch_one(sys.argv[1])
     target = ivy_dir()
     target.mkdir(parents=True, exist_ok=True)
     with open(target / ".lock", "w") as lock:
@@ -60,11 +85,13 @@ def main() -> int:
             log.info("jars already cached in %s", target)
             return 0
         log.info("resolving %s into %s (first time: a few minutes)", packages(), target)
-        try:
-            seconds = fetch()
-        except Exception as exc:  # noqa: BLE001 - report any JVM/Ivy failure as one line
-            log.error("could not fetch the Spark jars: %s", str(exc).splitlines()[0] if str(exc) else exc)
-            return 1
+        started = time.perf_counter()
+        for which in SETS:
+            # One process per set: a Python process keeps its first JVM, whose classpath is fixed.
+            flag = "--delta" if which["delta"] else "--s3a"
+            if subprocess.run([sys.executable, __file__, flag], check=False).returncode != 0:
+                return 1
+        seconds = time.perf_counter() - started
         (target / MARKER).write_text(resolved_marker_text())
         log.info("jars cached in %s (%.0f s)", target, seconds)
     return 0

@@ -56,9 +56,26 @@ def packages(*, delta: bool = True, s3a: bool = True) -> str:
     return ",".join(names)
 
 
+def jar_list_file(*, delta: bool, s3a: bool) -> Path:
+    """Where ``scripts/spark_jars.py`` records the jars Ivy resolved for one package set."""
+    return ivy_dir() / f"jars-{'delta' if delta else ''}{'-' if delta and s3a else ''}{'s3a' if s3a else ''}.txt"
+
+
 def spark_conf(*, delta: bool = True, s3a: bool = True) -> dict[str, str]:
-    """``spark.jars.packages`` + ``spark.jars.ivy`` (+ the Delta SQL extension when ``delta``)."""
-    conf = {"spark.jars.packages": packages(delta=delta, s3a=s3a), "spark.jars.ivy": str(ivy_dir())}
+    """Spark settings that put the packages on the classpath (+ the Delta SQL extension when ``delta``).
+
+    Once ``scripts/spark_jars.py`` has resolved a package set, its jars are named
+    directly (``spark.jars``: no Ivy resolution, no network, no lock at session
+    start); before that, ``spark.jars.packages`` with the cache as ``spark.jars.ivy``.
+    """
+    conf: dict[str, str] = {}
+    if delta or s3a:
+        listed = jar_list_file(delta=delta, s3a=s3a)
+        jars = listed.read_text().split() if listed.exists() else []
+        if jars and all(os.path.exists(j) for j in jars):
+            conf["spark.jars"] = ",".join(jars)
+        else:
+            conf = {"spark.jars.packages": packages(delta=delta, s3a=s3a), "spark.jars.ivy": str(ivy_dir())}
     if delta:
         conf.update(DELTA_SQL_CONF)
     return conf
