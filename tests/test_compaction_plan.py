@@ -162,14 +162,15 @@ def test_refuses_tables_with_unsupported_writer_features(tmp_path):
     t = make_table(path)
     append(t, rows(2))
     append(t, rows(2, 2))
-    # A later writer turned on Iceberg compatibility, whose file rules deltalog does not follow yet.
+    # A later writer turned on variant shredding, whose files deltalog cannot rewrite.
     commit0 = os.path.join(path, "_delta_log", f"{0:020d}.json")
     lines = [json.loads(x) for x in open(commit0).read().splitlines()]
     for action in lines:
         if "protocol" in action:
-            action["protocol"] = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2")).to_dict()
+            features = ("variantType", "variantShredding")
+            action["protocol"] = Protocol(3, 7, features, features).to_dict()
     open(commit0, "w").write("\n".join(json.dumps(a) for a in lines) + "\n")
-    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
+    with pytest.raises(UnsupportedProtocolError, match="variantShredding"):
         plan_compaction(path)
-    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
+    with pytest.raises(UnsupportedProtocolError, match="variantShredding"):
         compact(path)

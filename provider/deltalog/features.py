@@ -131,6 +131,12 @@ _ICEBERG_WRITE = _refused(
     "new files would have to carry partition values and (V2) nested field ids as Iceberg compatibility requires; "
     "deltalog does not write them yet"
 )
+_ICEBERG_COMPACT = Cell(
+    SUPPORTED,
+    "new files follow the writer rules: partition values materialised after the data columns, field ids on every "
+    "column (V2: list element and map key/value ids from delta.columnMapping.nested.ids), numRecords in stats, no "
+    "deletion vectors; the Iceberg metadata is Delta Spark's to write on its next commit",
+)
 _ICEBERG_VACUUM = Cell(
     SUPPORTED,
     "metadata/ (the Iceberg metadata) is hidden from vacuum, as Delta Spark hides it; the Iceberg metadata itself "
@@ -306,7 +312,7 @@ FEATURES: dict[str, Feature] = {
             "writer",
             "UniForm Iceberg compatibility, version 1",
             commit_request=_ICEBERG_WRITE,
-            compaction_local=_ICEBERG_WRITE,
+            compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_WRITE,
             vacuum=_ICEBERG_VACUUM,
             convert=_NOT_CONVERTED,
@@ -317,7 +323,7 @@ FEATURES: dict[str, Feature] = {
             "writer",
             "UniForm Iceberg compatibility, version 2",
             commit_request=_ICEBERG_WRITE,
-            compaction_local=_ICEBERG_WRITE,
+            compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_WRITE,
             vacuum=_ICEBERG_VACUUM,
             convert=_NOT_CONVERTED,

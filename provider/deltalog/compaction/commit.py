@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from deltalog import clustering
 from deltalog.actions import dv_unique_id
+from deltalog.compaction.layout import iceberg_compat_version
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
@@ -128,6 +129,7 @@ def check_table_matches(snapshot: Snapshot, plan: CompactionPlan, engine: str = 
             ("partition columns", md.partition_columns, plan.partition_columns),
             ("column mapping mode", md.column_mapping_mode, plan.column_mapping_mode),
             ("row tracking", plan_row_tracking(snapshot), plan.row_tracking),
+            ("iceberg compatibility", iceberg_compat_version(md.configuration), plan.iceberg_compat),
         )
         if now != then
     ]

@@ -183,3 +183,66 @@ def physical_data_schema(schema_string: str, partition_columns: list[str], colum
     if column_mapping_mode == "id":
         schema = pa.schema([_with_field_ids(f) for f in schema])
     return schema
+
+
+# --- Iceberg compatibility (PROTOCOL.md "Iceberg Compatibility V1/V2") ------------------------
+
+NESTED_IDS = "delta.columnMapping.nested.ids"
+
+
+def iceberg_compat_version(configuration: dict[str, str]) -> int | None:
+    """The Iceberg compatibility version the table enables (its writer rules apply to new files), if any."""
+    for n in (2, 1):
+        if str(configuration.get(f"delta.enableIcebergCompatV{n}", "")).lower() == "true":
+            return n
+    return None
+
+
+def _nested_ids(field: pa.Field) -> dict[str, int]:
+    raw = (field.metadata or {}).get(NESTED_IDS.encode())
+    if raw is None:
+        return {}
+    try:
+        doc = json.loads(raw)
+        return {str(k): int(v) for k, v in doc.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+def _with_iceberg_ids(field: pa.Field, ids: dict[str, int] | None = None, key: str | None = None) -> pa.Field:
+    """Field ids on every column and (V2) on list elements and map keys/values, from the nested ids of the
+    nearest ancestor struct field, keyed ``<physical name>.element`` / ``.key`` / ``.value``."""
+    meta = dict(field.metadata or {})
+    cid = meta.get(COLUMN_ID.encode())
+    if key is None:  # a struct field: its own id, and its nested ids for the lists and maps inside it
+        if cid is not None:
+            meta[PARQUET_FIELD_ID] = cid
+        ids, key = _nested_ids(field), field.name
+    elif key in (ids or {}):
+        meta[PARQUET_FIELD_ID] = str((ids or {})[key]).encode()
+    return field.with_type(_iceberg_type(field.type, ids or {}, key)).with_metadata(meta)
+
+
+def _iceberg_type(t: pa.DataType, ids: dict[str, int], key: str) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_with_iceberg_ids(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        element = _with_iceberg_ids(t.value_field, ids, f"{key}.element")
+        return pa.large_list(element) if pa.types.is_large_list(t) else pa.list_(element)
+    if pa.types.is_map(t):
+        return pa.map_(
+            _with_iceberg_ids(t.key_field, ids, f"{key}.key"), _with_iceberg_ids(t.item_field, ids, f"{key}.value")
+        )
+    return t
+
+
+def iceberg_data_schema(schema_string: str, partition_columns: list[str]) -> pa.Schema:
+    """Data files of an Iceberg-compatible table: physical names, field ids everywhere (nested ones from
+    ``delta.columnMapping.nested.ids``), and the partition columns materialised after the data columns."""
+    doc = json.loads(schema_string)
+    fields = doc.get("fields", [])
+    parts = set(partition_columns)
+    ordered = [f for f in fields if f["name"] not in parts] + [f for f in fields if f["name"] in parts]
+    physical = {"type": "struct", "fields": [_physical_field(f, True, False) for f in ordered]}
+    schema = parse_schema_string(json.dumps(physical))
+    return pa.schema([_with_iceberg_ids(f) for f in schema])

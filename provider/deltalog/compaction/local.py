@@ -15,6 +15,7 @@ the new file's stats come from the footer the writer just produced.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -34,6 +35,7 @@ from deltalog.compaction.dv import read_deletion_vector
 from deltalog.compaction.layout import (
     PARQUET_FIELD_ID,
     from_log_path,
+    iceberg_data_schema,
     is_absolute,
     output_dir,
     output_file_name,
@@ -126,9 +128,19 @@ class BinWriter:
         self.storage = storage
         self.plan = plan
         self.options = options
-        self.target = physical_data_schema(plan.schema_string, plan.partition_columns, plan.column_mapping_mode)
         self.logical = parse_schema_string(plan.schema_string)
         self.id_mode = plan.column_mapping_mode == "id"
+        #: Iceberg compatibility: partition columns are written into the file (physical name -> logical name).
+        self.materialized: dict[str, str] = {}
+        self.consts: dict[str, str | None] = {}
+        if plan.iceberg_compat:
+            self.target = iceberg_data_schema(plan.schema_string, plan.partition_columns)
+            for f in json.loads(plan.schema_string).get("fields", []):
+                if f["name"] in plan.partition_columns:
+                    physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName") or f["name"]
+                    self.materialized[physical] = f["name"]
+        else:
+            self.target = physical_data_schema(plan.schema_string, plan.partition_columns, plan.column_mapping_mode)
         #: Row tracking enabled: every row's stable row ID and commit version go into these hidden columns.
         self.rt_columns: tuple[str, str] | None = None
         self.output = self.target
@@ -163,8 +175,12 @@ class BinWriter:
         n = batch.num_rows
         for f in self.target:
             src = mapping.get(f.name)
-            if src is None:
-                arr: pa.Array = pa.nulls(n, f.type)
+            if f.name in self.materialized:  # the bin's partition value, the same in every row
+                # partitionValues are keyed by physical name under column mapping.
+                value = self.consts.get(f.name, self.consts.get(self.materialized[f.name]))
+                arr: pa.Array = pa.nulls(n, f.type) if value is None else pa.array([value] * n).cast(f.type)
+            elif src is None:
+                arr = pa.nulls(n, f.type)
             else:
                 arr = batch.column(src)
                 if not arr.type.equals(f.type):
@@ -262,6 +278,7 @@ class BinWriter:
 
     def rewrite(self, b: Bin) -> BinOutput:
         started = time.perf_counter()
+        self.consts = dict(b.partitionValues)
         rel_dir = output_dir(b.files[0].path, b.partitionValues)
         name = output_file_name(b.id, self.plan.codec)
         rel = f"{rel_dir}/{name}" if rel_dir else name

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from deltalog import clustering, row_tracking
 from deltalog.actions import dv_unique_id
-from deltalog.compaction.layout import compression_codec
+from deltalog.compaction.layout import compression_codec, iceberg_compat_version
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltalog.features import Operation
@@ -121,6 +121,9 @@ class CompactionPlan:
     #: Row tracking enabled: the materialised columns the rewritten files carry every row's
     #: stable row ID and row commit version in (``rowIdColumn``, ``rowCommitVersionColumn``).
     row_tracking: dict[str, str] | None = None
+    #: The Iceberg compatibility version the table enables: new files follow its rules
+    #: (partition values materialised, field ids on every column, nested ids for V2).
+    iceberg_compat: int | None = None
     bins: list[Bin] = field(default_factory=list)
     num_files: int = 0
     num_candidate_files: int = 0
@@ -175,6 +178,7 @@ class CompactionPlan:
             "codec": self.codec,
             "statsConfiguration": dict(self.stats_configuration),
             "rowTracking": dict(self.row_tracking) if self.row_tracking else None,
+            "icebergCompat": self.iceberg_compat,
             "numFiles": self.num_files,
             "numCandidateFiles": self.num_candidate_files,
             "numBinsDeferred": self.num_bins_deferred,
@@ -219,6 +223,7 @@ class CompactionPlan:
                 codec=str(doc.get("codec") or "zstd"),
                 stats_configuration={str(k): str(v) for k, v in (doc.get("statsConfiguration") or {}).items()},
                 row_tracking=_row_tracking_doc(doc.get("rowTracking")),
+                iceberg_compat=None if doc.get("icebergCompat") is None else int(doc["icebergCompat"]),
                 bins=bins,
                 num_files=int(doc.get("numFiles") or 0),
                 num_candidate_files=int(doc.get("numCandidateFiles") or 0),
@@ -381,6 +386,7 @@ def plan_from_snapshot(
         codec=compression_codec(md.configuration),
         stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
         row_tracking=plan_row_tracking(snapshot),
+        iceberg_compat=iceberg_compat_version(md.configuration),
         bins=bins,
         num_files=files.num_rows,
         num_candidate_files=candidates.num_rows,
