@@ -75,7 +75,11 @@ def api_commands(uri: str, options: dict[str, Any] | None) -> dict[str, Callable
         "compact": lambda: compact(t(), target_size=1 << 20),
         "commit": commit,
         "idempotent commit": lambda: commit_request(
-            t(), {"add": [{"path": NEW_FILE, "partitionValues": {"part": "a"}}]}, app_id="app", txn_version=99, run_hooks=False
+            t(),
+            {"add": [{"path": NEW_FILE, "partitionValues": {"part": "a"}}]},
+            app_id="app",
+            txn_version=99,
+            run_hooks=False,
         ),
         "transaction": append_txn,
     }

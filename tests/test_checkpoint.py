@@ -17,11 +17,12 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.actions import Metadata
-from deltalog.checkpoint import create_checkpoint, last_checkpoint_checksum, parse_interval_ms
+from deltalog.checkpoint import create_checkpoint, last_checkpoint_checksum
 from deltalog.cli import main
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
 from deltalog.protocol import Protocol
 from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.table_config import parse_interval_ms
 from deltalog.transaction import Transaction
 from helpers import append, make_table, rows, write_data_file
 
@@ -453,7 +454,7 @@ elif point == "before-hint":
         return real(self, path, data)
     storage_mod.Storage.write_atomic = write_atomic
 elif point == "between-sidecars":
-    import deltalog.checkpoint as cp
+    import deltalog.checkpoint.writer as cp
     real = cp._publish
     calls = []
     def publish(storage, tmp, final):

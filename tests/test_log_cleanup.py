@@ -22,7 +22,8 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.actions import Metadata
-from deltalog.checkpoint import _CheckpointWriter, create_checkpoint
+from deltalog.checkpoint import create_checkpoint
+from deltalog.checkpoint.writer import _CheckpointWriter
 from deltalog.cli import main
 from deltalog.errors import UnsupportedProtocolError, VersionNotFoundError
 from deltalog.log_cleanup import cleanup_log

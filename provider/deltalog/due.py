@@ -31,7 +31,6 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog.arrow_utils import column_sum
-from deltalog.checkpoint import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.compaction.plan import plan_from_snapshot
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
 from deltalog.features import Operation
@@ -39,6 +38,7 @@ from deltalog.log_cleanup import _midnight_utc, cleanup_log
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable
+from deltalog.table_config import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.vacuum.plan import LAST_VACUUM_INFO
 from deltalog.vacuum.retained import retained_state
 from deltalog.vacuum.retention import resolve_retention

@@ -35,20 +35,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.checkpoint import (
-    DAY_MS,
-    DEFAULT_LOG_RETENTION,
-    checkpoint_due,
-    checkpoint_protection_version,
-    config_bool,
-    config_interval_ms,
-    describe_checkpoint,
-    hook_configuration,
-    log_name,
-    read_checkpoint_small_actions,
-    read_protocol_and_metadata,
-    table_for_storage,
-)
+from deltalog.checkpoint import describe_checkpoint
+from deltalog.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
@@ -60,7 +48,16 @@ from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segmen
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import read_commit_files
 from deltalog.storage import FileInfo, Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.table import DeltaTable, as_table, table_for_storage
+from deltalog.table_config import (
+    DAY_MS,
+    DEFAULT_LOG_RETENTION,
+    checkpoint_due,
+    checkpoint_protection_version,
+    config_bool,
+    config_interval_ms,
+    hook_configuration,
+)
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._version import __version__
-from deltalog.checkpoint import config_bool, hook_configuration, table_for_storage
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
@@ -46,7 +45,8 @@ from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.table import DeltaTable, as_table, table_for_storage
+from deltalog.table_config import config_bool, hook_configuration
 
 log = logging.getLogger(__name__)
 

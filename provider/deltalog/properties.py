@@ -30,7 +30,7 @@ def parse_checkpoint_interval(value: str, what: str = "table property delta.chec
 
 
 def _interval(value: str, what: str) -> object:
-    from deltalog.checkpoint import parse_interval_ms  # the parser log cleanup and vacuum use
+    from deltalog.table_config import parse_interval_ms  # the parser log cleanup and vacuum use
 
     return parse_interval_ms(value, what)
 

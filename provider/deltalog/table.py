@@ -137,6 +137,13 @@ class DeltaTable:
         return Transaction(self.storage, self.snapshot(), operation=operation, **options)
 
 
+def table_for_storage(storage: Storage) -> DeltaTable:
+    """A DeltaTable sharing an existing Storage (post-commit hooks get a Storage, not a table)."""
+    table = DeltaTable.__new__(DeltaTable)
+    table.storage = storage
+    return table
+
+
 def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:
     """``table`` as a DeltaTable: every operation accepts a DeltaTable or a path/URI string.
 

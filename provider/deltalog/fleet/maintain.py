@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.checkpoint import config_bool, create_checkpoint
+from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import compact
 from deltalog.due import maintenance_due
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
@@ -35,6 +35,7 @@ from deltalog.health import compute_health
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import ENABLED_PROPERTY, generate_manifest
 from deltalog.table import DeltaTable
+from deltalog.table_config import config_bool
 from deltalog.vacuum import vacuum
 
 log = logging.getLogger(__name__)

@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.checkpoint import (
+from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.flags import require_bools
+from deltalog.table_config import (
     DEFAULT_DELETED_FILE_RETENTION,
     DEFAULT_LOG_RETENTION,
     config_interval_ms,
     parse_interval_ms,
 )
-from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.flags import require_bools
 
 DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_KEY = "delta.logRetentionDuration"

@@ -17,22 +17,18 @@ feature get a V2 checkpoint: a UUID-named JSON top-level file (checkpointMetadat
 protocol, metaData, txn, domainMetadata, sidecar) whose add/remove actions live in
 Parquet sidecars under ``_delta_log/_sidecars`` (at most ``SIDECAR_MAX_ACTIONS`` each).
 
-The module also registers the automatic checkpoint post-commit hook
-(``delta.checkpointInterval``, default 10: a checkpoint at every version divisible by
-it) and holds the small table-property helpers the other log maintenance modules share.
+The module also defines the automatic checkpoint post-commit hook (``CHECKPOINT_HOOK``:
+``delta.checkpointInterval``, default 10, a checkpoint at every version divisible by it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import re
 import tempfile
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -43,14 +39,12 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from deltalog.action_checks import check_action, check_table_metadata
 from deltalog.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
-from deltalog.commit_lines import check_commits, parse_action, parse_commit
+from deltalog.checkpoint.last import describe_checkpoint, last_checkpoint_document, update_last_checkpoint
+from deltalog.checkpoint_reader import read_protocol_and_metadata
 from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CorruptCheckpointError,
-    CorruptLogError,
-    DeltaLogError,
     InvalidArgumentError,
     OperationRefusedError,
     StorageError,
@@ -58,209 +52,30 @@ from deltalog.errors import (
 from deltalog.features import Operation
 from deltalog.hooks import PostCommitHook
 from deltalog.log import (
-    LAST_CHECKPOINT,
     SIDECARS_DIR,
-    Checkpoint,
     LogListing,
-    build_segment,
-    list_log,
 )
 from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
-from deltalog.properties import DEFAULT_CHECKPOINT_INTERVAL, parse_checkpoint_interval
-from deltalog.protocol import Protocol, check_writable
-from deltalog.schema import arrow_field_to_delta
-from deltalog.snapshot import Snapshot, read_commit_files
+from deltalog.protocol import check_writable
+from deltalog.snapshot import Snapshot
 from deltalog.storage import Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.table import DeltaTable, as_table, table_for_storage
+from deltalog.table_config import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    checkpoint_due,
+    checkpoint_protection_version,
+    config_bool,
+    config_interval_ms,
+    hook_configuration,
+)
 
 log = logging.getLogger(__name__)
 
-DAY_MS = 24 * 3600 * 1000
-#: Delta's defaults of the retention table properties (one copy for checkpoint, log cleanup and vacuum).
-DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
-DEFAULT_LOG_RETENTION = "interval 30 days"
 #: Rows per Parquet row group (and per Arrow batch converted at a time).
 ROW_GROUP_ROWS = 65_536
 #: File actions per V2 sidecar file.
 SIDECAR_MAX_ACTIONS = 50_000
-#: Like Delta Spark, ``checkpointSchema`` is left out of ``_last_checkpoint`` when its JSON is longer.
-CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
 _PHYSICAL_NAME = b"delta.columnMapping.physicalName"
-
-
-# --- table properties shared by checkpoint, log cleanup and manifests ----------------------
-
-_INTERVAL_UNITS_MS = {
-    "nanosecond": 1e-6,
-    "microsecond": 1e-3,
-    "millisecond": 1,
-    "second": 1000,
-    "minute": 60_000,
-    "hour": 3_600_000,
-    "day": DAY_MS,
-    "week": 7 * DAY_MS,
-}
-_INTERVAL_PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+)")
-
-
-def parse_interval_ms(text: str, what: str = "interval") -> int:
-    """Milliseconds of a Delta interval property value such as ``interval 7 days`` or ``1 week 2 hours``.
-
-    Months and years are refused, as Delta Spark does for durations: their length varies.
-    """
-    raw = str(text).strip().lower()
-    body = raw[len("interval") :].strip() if raw.startswith("interval") else raw
-    total = 0.0
-    pos = 0
-    for m in _INTERVAL_PART.finditer(body):
-        if body[pos : m.start()].strip():
-            break
-        unit = m.group(2).rstrip("s") if m.group(2) not in ("ms", "us") else m.group(2)
-        unit = {"ms": "millisecond", "us": "microsecond", "sec": "second", "min": "minute"}.get(unit, unit)
-        if unit not in _INTERVAL_UNITS_MS:
-            raise InvalidArgumentError(f"{what} {text!r} has an unsupported unit {m.group(2)!r}")
-        total += float(m.group(1)) * _INTERVAL_UNITS_MS[unit]
-        pos = m.end()
-    if pos == 0 or body[pos:].strip():
-        raise InvalidArgumentError(f"{what} {text!r} is not an interval such as 'interval 7 days'")
-    if total < 0:
-        raise InvalidArgumentError(f"{what} {text!r} is negative")
-    return int(total)
-
-
-def config_interval_ms(configuration: dict[str, str], key: str, default: str) -> int:
-    """A table property holding an interval, in milliseconds (the default when unset)."""
-    return parse_interval_ms(configuration.get(key, default), f"table property {key}")
-
-
-def config_bool(configuration: dict[str, str], key: str, default: bool) -> bool:
-    value = configuration.get(key)
-    return default if value is None else str(value).strip().lower() == "true"
-
-
-def checkpoint_interval(configuration: dict[str, str]) -> int:
-    """``delta.checkpointInterval`` (default 10); an unusable value falls back to the default."""
-    raw = configuration.get("delta.checkpointInterval")
-    if raw is None:
-        return DEFAULT_CHECKPOINT_INTERVAL
-    try:
-        return parse_checkpoint_interval(raw)  # the parser create validates with
-    except InvalidArgumentError as exc:  # a table written elsewhere: keep checkpointing at the default
-        log.warning("ignoring %s; using %d", exc, DEFAULT_CHECKPOINT_INTERVAL)
-        return DEFAULT_CHECKPOINT_INTERVAL
-
-
-def checkpoint_protection_version(protocol: Protocol, configuration: dict[str, str]) -> int:
-    """``delta.requireCheckpointProtectionBeforeVersion`` when the checkpointProtection feature is on, else 0."""
-    if "checkpointProtection" not in protocol.effective_writer_features():
-        return 0
-    try:
-        return int(configuration.get("delta.requireCheckpointProtectionBeforeVersion", "0"))
-    except ValueError:
-        return 0
-
-
-def table_for_storage(storage: Storage) -> DeltaTable:
-    """A DeltaTable sharing an existing Storage (post-commit hooks get a Storage, not a table)."""
-    table = DeltaTable.__new__(DeltaTable)
-    table.storage = storage
-    return table
-
-
-def log_name(storage: Storage, path: str) -> str:
-    """A ``_delta_log`` file's name as reported in results (``_sidecars/x.parquet`` for sidecars)."""
-    rel = storage.relative(path)
-    return rel[len("_delta_log/") :] if rel.startswith("_delta_log/") else rel
-
-
-# --- reading protocol and metadata without replaying file actions --------------------------
-
-
-def read_protocol_and_metadata(
-    table: DeltaTable, listing: LogListing, version: int | None = None
-) -> tuple[Protocol, Metadata]:
-    """The protocol and metaData at ``version`` without reconstructing the file list.
-
-    Post-commit hooks run after every commit and only need table properties: scanning
-    the few commits since the checkpoint for their non-file actions and reading the
-    checkpoint's small columns costs a fraction of a full snapshot. Every line and every
-    non-file action read is checked as a snapshot load checks it; anything unusual (a
-    corrupt line, an invalid action, an unreadable checkpoint) falls back to the full
-    snapshot, which skips a bad checkpoint or refuses the log naming where it is.
-    """
-    storage = table.storage
-    try:
-        segment = build_segment(listing, version)
-        protocol_action: dict[str, Any] | None = None
-        metadata_action: dict[str, Any] | None = None
-        contents = read_commit_files(storage, segment.commits)
-        check_commits((f.name, data) for f, data in zip(segment.commits, contents))
-        for f, data in zip(reversed(segment.commits), reversed(contents)):
-            lines = data.split(b"\n")
-            for idx in range(len(lines) - 1, -1, -1):
-                head = lines[idx][:24]
-                if not any(k in head for k in _NON_FILE_KEYS):
-                    continue
-                ((kind, body),) = parse_action(lines[idx], f.name, idx + 1).items()
-                if kind == "metaData" and metadata_action is None:
-                    check_table_metadata(body, "")
-                    metadata_action = body
-                else:
-                    check_action(kind, body, "")
-                if kind == "protocol" and protocol_action is None:
-                    protocol_action = body
-        if segment.checkpoint is not None:
-            small = read_checkpoint_small_actions(storage, segment.checkpoint)
-            for kind, actions in small.items():
-                for action in actions:
-                    check_action(kind, action, "")
-            protocol_action = protocol_action or next(iter(small.get("protocol") or []), None)
-            if metadata_action is None and small.get("metaData"):
-                metadata_action = small["metaData"][0]
-                check_table_metadata(metadata_action, "")
-        if protocol_action is not None and metadata_action is not None:
-            return Protocol.from_action(protocol_action), Metadata.from_action(metadata_action)
-    except (DeltaLogError, OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
-        log.debug("falling back to a full snapshot for the table properties: %s", exc)
-    snap = table.snapshot(version, listing=listing)
-    return snap.protocol, snap.metadata
-
-
-SMALL_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
-_NON_FILE_KEYS = (b'"protocol"', b'"metaData"', b'"txn"', b'"domainMetadata"')
-
-
-def read_checkpoint_small_actions(
-    storage: Storage, checkpoint: Checkpoint, kinds: tuple[str, ...] = SMALL_ACTIONS
-) -> dict[str, list[dict[str, Any]]]:
-    """The non-file actions of one checkpoint (``kinds`` of them: all by default).
-
-    Reads only those columns (never the file actions), so it is cheap enough for log
-    cleanup to call on every checkpoint it keeps. Raises CorruptCheckpointError when a
-    file cannot be read.
-    """
-    out: dict[str, list[dict[str, Any]]] = {}
-    for f in checkpoint.files:
-        try:
-            if f.name.endswith(".json"):
-                for action in parse_commit(storage.read_bytes(f.path), f.name):
-                    ((kind, body),) = action.items()
-                    if kind in kinds:
-                        out.setdefault(kind, []).append(body)
-                continue
-            with storage.open_input(f.path) as fh:
-                pf = pq.ParquetFile(fh)
-                present = [k for k in kinds if k in pf.schema_arrow.names]
-                if not present:
-                    continue
-                cols = pf.read(columns=present)
-                for k in present:
-                    out.setdefault(k, []).extend(v for v in cols.column(k).to_pylist() if v is not None)
-        except FileNotFoundError:
-            raise CorruptCheckpointError(f"checkpoint file {f.name} disappeared while reading it") from None
-        except (OSError, ValueError, pa.ArrowException, CorruptLogError) as exc:
-            raise CorruptCheckpointError(f"checkpoint file {f.name} is not readable: {exc}") from None
-    return out
 
 
 # --- the checkpoint schema -----------------------------------------------------------------
@@ -685,83 +500,6 @@ class CheckpointResult:
         return asdict(self)
 
 
-# --- _last_checkpoint ---------------------------------------------------------------------
-
-
-def _canonical_string(value: str) -> str:
-    """PROTOCOL.md "How to URL encode": UTF-8, unreserved a-zA-Z0-9-._~ kept, all else %XX (uppercase)."""
-    return '"' + urllib.parse.quote(value, safe="-._~") + '"'
-
-
-def _canonical_pairs(node: Any, prefix: list[str], out: list[str]) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            _canonical_pairs(value, [*prefix, _canonical_string(str(key))], out)
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            _canonical_pairs(value, [*prefix, str(i)], out)
-    else:
-        if isinstance(node, bool):
-            text = "true" if node else "false"
-        elif node is None:
-            text = "null"
-        elif isinstance(node, str):
-            text = _canonical_string(node)
-        else:
-            text = json.dumps(node)
-        out.append("+".join(prefix) + "=" + text)
-
-
-def last_checkpoint_checksum(doc: dict[str, Any]) -> str:
-    """The MD5 ``checksum`` of a ``_last_checkpoint`` document (PROTOCOL.md, JSON checksum).
-
-    Leaves become ``path=value`` pairs with URL-encoded, quoted names and strings, sorted
-    in byte order; the top-level ``checksum`` key is ignored.
-    """
-    pairs: list[str] = []
-    _canonical_pairs({k: v for k, v in doc.items() if k != "checksum"}, [], pairs)
-    pairs.sort(key=lambda s: s.encode("utf-8"))
-    return hashlib.md5(",".join(pairs).encode("utf-8")).hexdigest()
-
-
-def last_checkpoint_document(
-    version: int,
-    size: int,
-    parts: int | None,
-    size_in_bytes: int,
-    num_add_files: int,
-    schema: pa.Schema | None,
-) -> dict[str, Any]:
-    """The ``_last_checkpoint`` JSON: version, size and parts first (for old readers), then the rest."""
-    doc: dict[str, Any] = {"version": version, "size": size}
-    if parts is not None:
-        doc["parts"] = parts
-    doc["sizeInBytes"] = size_in_bytes
-    doc["numOfAddFiles"] = num_add_files
-    if schema is not None:
-        struct = {"type": "struct", "fields": [arrow_field_to_delta(f) for f in schema]}
-        if len(json.dumps(struct, separators=(",", ":"))) <= CHECKPOINT_SCHEMA_MAX_CHARS:
-            doc["checkpointSchema"] = struct
-    doc["checksum"] = last_checkpoint_checksum(doc)
-    return doc
-
-
-def _update_last_checkpoint(storage: Storage, doc: dict[str, Any]) -> bool:
-    """Replace ``_last_checkpoint`` unless it already names a newer checkpoint that still exists."""
-    path = storage.join("_delta_log", LAST_CHECKPOINT)
-    try:
-        current = json.loads(storage.read_bytes(path))
-        current_version = current.get("version") if isinstance(current, dict) else None
-    except (OSError, ValueError):
-        current_version = None
-    if isinstance(current_version, int) and current_version > doc["version"]:
-        listing = list_log(storage, read_hint=False)
-        if current_version in listing.checkpoints:
-            return False
-    storage.write_atomic(path, json.dumps(doc, separators=(",", ":")).encode())
-    return True
-
-
 # --- creating a checkpoint ----------------------------------------------------------------
 
 
@@ -1008,7 +746,7 @@ class _CheckpointWriter:
         """Point ``_last_checkpoint`` at the checkpoint just published and describe it (classic and V2 alike)."""
         version = self.snapshot.version
         doc = last_checkpoint_document(version, num_actions, None, size, num_adds, checkpoint_schema)
-        updated = _update_last_checkpoint(self.storage, doc)
+        updated = update_last_checkpoint(self.storage, doc)
         return CheckpointResult(
             version=version,
             kind=kind,
@@ -1039,7 +777,7 @@ def _existing_checkpoint(storage: Storage, listing: LogListing, version: int, ki
         except CorruptCheckpointError as exc:
             log.warning("rewriting the checkpoint of version %d: the existing one is unreadable (%s)", version, exc)
             continue
-        updated = _update_last_checkpoint(storage, info.last_checkpoint)
+        updated = update_last_checkpoint(storage, info.last_checkpoint)
         return CheckpointResult(
             version=version,
             kind=kind,
@@ -1054,84 +792,7 @@ def _existing_checkpoint(storage: Storage, listing: LogListing, version: int, ki
     return None
 
 
-@dataclass
-class CheckpointDescription:
-    """What an existing checkpoint holds, read back from its files (for ``_last_checkpoint``)."""
-
-    num_actions: int
-    num_add_files: int
-    size_in_bytes: int
-    sidecars: list[str]
-    last_checkpoint: dict[str, Any]
-
-
-def describe_checkpoint(storage: Storage, checkpoint: Checkpoint) -> CheckpointDescription:
-    """Read back a complete checkpoint (every part, every sidecar) and build its ``_last_checkpoint``.
-
-    Raises CorruptCheckpointError when any file is missing or unreadable, which is
-    how log cleanup and the checkpoint rerun decide a checkpoint can be relied on.
-    """
-    small = read_checkpoint_small_actions(storage, checkpoint)
-    if len(small.get("protocol", [])) != 1 or len(small.get("metaData", [])) != 1:
-        raise CorruptCheckpointError(
-            f"checkpoint {checkpoint.files[0].name} does not hold exactly one protocol and one metaData action"
-        )
-    # Its non-file actions as a snapshot load checks them: a checkpoint holding an invalid
-    # one is neither reused by a checkpoint rerun nor kept as log cleanup's oldest state.
-    where = f"checkpoint {checkpoint.files[0].name}"
-    for kind, actions in small.items():
-        for action in actions:
-            check_action(kind, action, where, CorruptCheckpointError)
-    check_table_metadata(small["metaData"][0], where, CorruptCheckpointError)
-    num_actions = num_adds = size = 0
-    schema = None
-    parquet_files = [(f.path, f.name) for f in checkpoint.files if not f.name.endswith(".json")]
-    sidecar_names = []
-    for sc in small.get("sidecar", []):
-        name = str(sc.get("path", "")).rsplit("/", 1)[-1]
-        sidecar_names.append(f"{SIDECARS_DIR}/{name}")
-        parquet_files.append((storage.join("_delta_log", SIDECARS_DIR, name), f"{SIDECARS_DIR}/{name}"))
-    for f in checkpoint.files:
-        size += f.size
-        if f.name.endswith(".json"):
-            num_actions += sum(1 for line in storage.read_bytes(f.path).split(b"\n") if line.strip())
-    for path, name in parquet_files:
-        try:
-            with storage.open_input(path) as fh:
-                pf = pq.ParquetFile(fh)
-                num_actions += pf.metadata.num_rows
-                if "add" in pf.schema_arrow.names:
-                    adds = pf.read(columns=["add.path"]).column("add")
-                    num_adds += len(adds) - adds.null_count
-                if schema is None and path == checkpoint.files[0].path:
-                    schema = pf.schema_arrow
-            if name.startswith(SIDECARS_DIR):
-                size += storage.info(path).size
-        except FileNotFoundError:
-            raise CorruptCheckpointError(
-                f"checkpoint {checkpoint.files[0].name} needs {name}, which is missing"
-            ) from None
-        except (OSError, pa.ArrowException) as exc:
-            raise CorruptCheckpointError(f"checkpoint file {name} is not readable: {exc}") from None
-    parts = len(checkpoint.files) if checkpoint.kind == "multipart" else None
-    doc = last_checkpoint_document(
-        checkpoint.version, num_actions, parts, size, num_adds, schema if checkpoint.kind == "classic" else None
-    )
-    return CheckpointDescription(num_actions, num_adds, size, sidecar_names, doc)
-
-
 # --- the automatic checkpoint hook ---------------------------------------------------------
-
-
-def checkpoint_due(configuration: dict[str, str], version: int) -> bool:
-    """Whether ``delta.checkpointInterval`` asks for a checkpoint at ``version`` (never version 0)."""
-    return version > 0 and version % checkpoint_interval(configuration) == 0
-
-
-def hook_configuration(result: CommitResult) -> dict[str, str]:
-    """The table properties as of the commit: carried by the CommitResult, so deciding costs no I/O."""
-    conf = getattr(result, "table_configuration", None)
-    return dict(conf) if isinstance(conf, dict) else {}
 
 
 def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
@@ -1144,11 +805,4 @@ def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] |
 #: Post-commit hook (see ``deltalog.post_commit``).
 CHECKPOINT_HOOK = PostCommitHook("checkpoint", _checkpoint_hook)
 
-__all__ = [
-    "CheckpointResult",
-    "create_checkpoint",
-    "describe_checkpoint",
-    "last_checkpoint_checksum",
-    "parse_interval_ms",
-    "read_protocol_and_metadata",
-]
+__all__ = ["CHECKPOINT_HOOK", "CheckpointResult", "create_checkpoint"]
