@@ -69,3 +69,26 @@ def test_missing_table_on_s3_is_reported_as_missing(s3_bucket, s3_storage_option
 
     with pytest.raises(TableNotFoundError, match="does not exist"):
         DeltaTable(f"s3://{s3_bucket}/nothing-here", s3_storage_options).snapshot()
+
+
+def test_fleet_maintenance_on_s3(tmp_path, s3_bucket, s3_storage_options, s3_deltalake_options):
+    """run_fleet over S3 tables: the due one compacted under its lease (released after), the rest untouched."""
+    import deltalake
+
+    from deltalog.fleet.lease import LEASE_NAME
+    from deltalog.fleet.run import run_fleet
+
+    for name, build in {"events": small_files_table, "daily": healthy_table}.items():
+        build(str(tmp_path / name))
+        upload(str(tmp_path / name), f"s3://{s3_bucket}/lake/{name}", s3_storage_options)
+    found = discover_tables(f"s3://{s3_bucket}/lake", s3_storage_options)
+    result = run_fleet(list(found.tables), s3_storage_options, time_budget_seconds=120)
+    (outcome,) = result.outcomes
+    assert outcome.uri.endswith("/events") and outcome.status == "done" and outcome.ran == ["compaction: 1 bins"]
+    assert (outcome.small_files_before, outcome.small_files_after) == (6, 1)
+    assert result.healthy == [f"s3://{s3_bucket}/lake/daily"]
+    events = f"s3://{s3_bucket}/lake/events"
+    assert deltalake.DeltaTable(events, storage_options=s3_deltalake_options).to_pyarrow_table().num_rows == 18
+    fs = fsspec.filesystem("s3", **s3_storage_options)
+    assert not fs.exists(f"{s3_bucket}/lake/events/{LEASE_NAME}")
+    assert result.throughput_bytes_per_second > 0
