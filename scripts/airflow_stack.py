@@ -236,6 +236,12 @@ class SparkStandalone:
         return f"spark://127.0.0.1:{self.port}"
 
     def start(self) -> str:
+        """Launch master and worker and wait until the worker has registered."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start master and worker without waiting (do other set-up meanwhile, then ``wait_ready``)."""
         import pyspark
 
         # pip's pyspark is a Spark distribution: bin/spark-class and jars/ under the package.
@@ -261,6 +267,9 @@ class SparkStandalone:
             self.base,
         )
         self.processes.append(worker)
+
+    def wait_ready(self, timeout: float = 120) -> str:
+        master, worker = self.processes[:2]
         status = f"http://127.0.0.1:{self.ui_port}/json/"
 
         def registered() -> bool:
@@ -269,7 +278,7 @@ class SparkStandalone:
                     raise StackError(f"{proc.name} exited with {proc.popen.returncode}; log {proc.log_path}")
             return json.loads(urllib.request.urlopen(status, timeout=5).read()).get("aliveworkers", 0) >= 1
 
-        wait_for("Spark worker registration", registered, 120, worker.log_path)
+        wait_for("Spark worker registration", registered, timeout, worker.log_path)
         log.info("spark master %s with one worker (%d cores, %s)", self.master_url, self.cores, self.memory)
         return self.master_url
 
