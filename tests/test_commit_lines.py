@@ -93,6 +93,19 @@ def test_the_vectorised_check_clears_ordinary_lines():
     assert lines_pass([GOOD_LINES[0]] * 10, prefix=b'{"commitInfo":')
 
 
+def test_loading_a_snapshot_does_not_import_pandas(tmp_path):
+    """pa.array of Python objects imports pandas (0.3 s, 40 MB): the line check must not cost that per process."""
+    path = str(tmp_path / "t")
+    three_versions(path)
+    code = (
+        "import sys; from deltalog import DeltaTable; "
+        f"DeltaTable({path!r}).snapshot(); DeltaTable({path!r}).history(); "
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 # --- the examples of the issue: every command refuses, nothing is written ---------------
 
 
