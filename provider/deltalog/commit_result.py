@@ -48,6 +48,14 @@ class CommitResult:
     winning_commits: int = 0
     table_configuration: dict[str, str] = field(default_factory=dict, repr=False)
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        if self.noop:
+            return f"no-op: {self.reason}"
+        failed = [h.name for h in self.hooks if not h.ok]
+        hooks = f"; post-commit hooks failed: {', '.join(failed)}" if failed else ""
+        return f"committed version {self.version} ({self.operation}, {self.attempts} attempt(s)){hooks}"
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("table_configuration", None)

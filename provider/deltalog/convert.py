@@ -100,6 +100,13 @@ class ConvertResult:
     skipped_hidden: int = 0
     hooks: list[dict[str, Any]] = field(default_factory=list)
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        return (
+            f"converted {self.table} to Delta (version {self.version}): {self.num_files} files, {self.num_bytes} "
+            f"bytes, {self.num_records} records, partitioned by {self.partition_columns or 'nothing'}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,

@@ -90,6 +90,17 @@ class LogCleanupResult:
     skipped_reason: str | None = None
     duration_seconds: float = 0.0
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        if self.skipped_reason:
+            return f"log cleanup: nothing deleted: {self.skipped_reason}"
+        verb = "would delete" if self.dry_run else "deleted"
+        count = self.num_files if self.dry_run else self.num_deleted
+        return (
+            f"log cleanup: {verb} {count} files ({self.bytes} bytes) older than {self.cutoff_time}; "
+            f"oldest version kept: {self.oldest_version_kept}, table at version {self.latest_version}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -74,6 +74,19 @@ class ManifestResult:
     duration_seconds: float = 0.0
     dry_run: bool = False  # True: the lists say what would be written/deleted; nothing was
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        head = f"{self.mode} manifest generation of version {self.version}" + (" (dry run)" if self.dry_run else "")
+        if self.mode == "incremental":
+            head += f" (changes since version {self.since_version})"
+        elif self.full_reason:
+            head += f" ({self.full_reason})"
+        would = "would be " if self.dry_run else ""
+        return (
+            f"{head}: {len(self.manifests_written)} manifests {would}written ({self.num_files} files), "
+            f"{len(self.manifests_deleted)} stale {would}deleted; {self.num_partitions} partitions in the table"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

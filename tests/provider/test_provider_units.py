@@ -883,3 +883,19 @@ def test_killing_a_spark_compaction_kills_the_job_and_commits_nothing(tmp_path, 
     with pytest.raises(AirflowException):
         op.execute({})
     assert time.monotonic() - started < 30 and table.version() == version
+
+
+def test_operators_log_the_core_results_own_summary_line(tmp_path, capfd):
+    """One summary per result, shared with the CLI: operators no longer look up result keys by name."""
+    from deltalog.compaction import compact
+
+    table = make_table(str(tmp_path / "t"))
+    for i in range(3):
+        append(table, rows(2, start=i * 2))
+    expected = compact(table, plan_only=True).summary_line()
+    capfd.readouterr()
+    DeltaCompactOperator(task_id="c", table=table.uri, plan_only=True).execute({})
+    assert f"OPTIMIZE {table.uri}: {expected}" in capfd.readouterr().out and "None" not in expected
+    metrics = DeltaCompactOperator(task_id="c2", table=table.uri).execute({})
+    out = capfd.readouterr().out
+    assert "-> 1 files" in out and f"in versions {metrics['versions']}" in out

@@ -496,6 +496,14 @@ class CheckpointResult:
     already_existed: bool = False
     warnings: list[str] = field(default_factory=list)
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        state = "already existed (verified)" if self.already_existed else f"written in {self.duration_seconds:.2f} s"
+        return (
+            f"{self.kind} checkpoint of version {self.version} {state}: {self.num_actions} actions "
+            f"({self.num_add_files} add files, {self.num_remove_tombstones} tombstones), {self.size_in_bytes} bytes"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -83,25 +83,14 @@ def _load_plan(path: str) -> CompactionPlan:
 
 
 def _human(r: CompactionResult) -> str:
-    d = r.to_dict()
-    plan = r.plan
+    lines = [r.summary_line()]
     if r.plan_only or r.noop:
-        head = "plan" if r.plan_only else "nothing to compact"
-        lines = [
-            f"{head} for {r.table} at version {plan.snapshot_version}: {len(plan.bins)} bins, "
-            f"{plan.num_input_files} of {plan.num_files} files ({plan.input_bytes} bytes) in "
-            f"{plan.num_partitions} partitions; target {plan.target_size} bytes"
-        ]
-        for b in plan.bins[:20]:
+        for b in r.plan.bins[:20]:
             lines.append(f"  bin {b.id}: {len(b.files)} files, {b.size} bytes, {b.partitionValues}")
-        if len(plan.bins) > 20:
-            lines.append(f"  ... and {len(plan.bins) - 20} more (use --json for all)")
+        if len(r.plan.bins) > 20:
+            lines.append(f"  ... and {len(r.plan.bins) - 20} more (use --json for all)")
         return "\n".join(lines)
-    lines = [
-        f"compacted {r.table} with the {r.engine} engine: versions {d['versions'] or 'none'}",
-        f"{d['numFilesRemoved']} files ({d['bytesRemoved']} bytes) -> {d['numFilesAdded']} files "
-        f"({d['bytesAdded']} bytes) in {d['numPartitionsOptimized']} partitions, {r.seconds:.1f}s",
-    ]
+    lines.append(f"{r.to_dict()['numPartitionsOptimized']} partitions optimized in {r.seconds:.1f}s")
     for s in r.skipped:
         lines.append(f"skipped bin {s.bin_id} ({s.kind}): {s.reason}")
     return "\n".join(lines)
@@ -145,10 +134,7 @@ def cmd_compact(args: argparse.Namespace) -> None:
 
 
 def _human_convert(r: ConvertResult) -> str:
-    return (
-        f"converted {r.table} to Delta (version {r.version}): {r.num_files} files, {r.num_bytes} bytes, "
-        f"{r.num_records} records, partitioned by {r.partition_columns or 'nothing'}"
-    )
+    return r.summary_line()
 
 
 def cmd_convert(args: argparse.Namespace) -> None:

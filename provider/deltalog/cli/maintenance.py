@@ -54,11 +54,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> None:
 
     def human(r: CheckpointResult) -> str:
         lines = [
-            f"{r.kind} checkpoint of version {r.version}"
-            + (" (already existed, verified)" if r.already_existed else f" written in {r.duration_seconds:.2f} s"),
+            r.summary_line(),
             f"files: {', '.join(r.files)}" + (f" + {len(r.sidecars)} sidecars" if r.sidecars else ""),
-            f"{r.num_actions} actions ({r.num_add_files} add files, {r.num_remove_tombstones} tombstones), "
-            f"{r.size_in_bytes} bytes",
             "_last_checkpoint " + ("updated" if r.last_checkpoint_updated else "left alone (names a newer checkpoint)"),
         ]
         return "\n".join(lines + [f"warning: {w}" for w in r.warnings])
@@ -71,14 +68,12 @@ def cmd_cleanup_log(args: argparse.Namespace) -> None:
 
     def human(r: LogCleanupResult) -> str:
         if r.skipped_reason:
-            return f"nothing deleted: {r.skipped_reason}"
-        verb = "would delete" if r.dry_run else "deleted"
-        count = r.num_files if r.dry_run else r.num_deleted
+            return r.summary_line()
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.by_kind.items()))
         return (
+            f"{r.summary_line()}\n"
             f"cutoff {r.cutoff_time} (retention {r.log_retention}): cutoff commit {r.cutoff_commit}, "
-            f"cutoff checkpoint {r.cutoff_checkpoint}\n"
-            f"{verb} {count} files ({r.bytes} bytes: {kinds}); oldest version kept: {r.oldest_version_kept}"
+            f"cutoff checkpoint {r.cutoff_checkpoint}; files by kind: {kinds or 'none'}"
         )
 
     if args.json and args.no_file_list:
@@ -90,16 +85,4 @@ def cmd_cleanup_log(args: argparse.Namespace) -> None:
 def cmd_manifest(args: argparse.Namespace) -> None:
     result = generate_manifest(DeltaTable(args.table, args.storage_options), full=args.full, dry_run=args.dry_run)
 
-    def human(r: ManifestResult) -> str:
-        head = f"{r.mode} manifest generation of version {r.version}" + (" (dry run)" if r.dry_run else "")
-        if r.mode == "incremental":
-            head += f" (changes since version {r.since_version})"
-        elif r.full_reason:
-            head += f" ({r.full_reason})"
-        return (
-            f"{head}\n{len(r.manifests_written)} manifests {'would be ' if r.dry_run else ''}written "
-            f"({r.num_files} files), {len(r.manifests_deleted)} stale {'would be ' if r.dry_run else ''}deleted; "
-            f"{r.num_partitions} partitions in the table"
-        )
-
-    emit(args, result, human)
+    emit(args, result, ManifestResult.summary_line)

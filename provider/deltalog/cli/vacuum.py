@@ -51,15 +51,12 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
 
 
 def _human(r: VacuumResult) -> str:
-    verb = "would delete" if r.dry_run else "deleted"
-    count = r.num_files_to_delete if r.dry_run else r.num_deleted_files
     lines = [
-        f"{r.mode} vacuum of {r.table} at version {r.version} ({r.status})",
+        r.summary_line(),
         f"retention {r.retention_hours:g} hours (table: {r.configured_retention_hours:g}), cutoff {format_ms(r.cutoff_ms)}",
-        f"{verb} {count} files ({r.size_of_data_to_delete} bytes)"
-        + ("" if r.dry_run else f", {r.num_vacuumed_directories} empty directories"),
-        f"versions {r.fully_readable_versions} (and later) keep all their files",
     ]
+    if not r.dry_run:
+        lines.append(f"{r.num_vacuumed_directories} empty directories removed")
     if r.start_commit_version is not None:
         lines.append(f"commits: VACUUM START {r.start_commit_version}, VACUUM END {r.end_commit_version}")
     if r.dry_run and r.plan is not None:

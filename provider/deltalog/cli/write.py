@@ -43,9 +43,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
 
 
 def _human(result: CommitResult) -> str:
-    if result.noop:
-        return f"no-op: {result.reason}"
-    text = f"committed version {result.version} ({result.operation}, {result.attempts} attempt(s))"
+    text = result.summary_line()
     failed = [h for h in result.hooks if not h.ok]
     for h in failed:
         text += f"\nwarning: post-commit hook {h.name} failed: {h.detail}"

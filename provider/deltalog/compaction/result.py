@@ -42,6 +42,23 @@ class CompactionResult:
     def _total(self, key: str) -> int:
         return sum(int(c.operation_metrics.get(key, 0)) for c in self.commits)
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: the plan, or what was rewritten into what."""
+        plan = self.plan
+        if self.plan_only or self.noop:
+            head = "plan" if self.plan_only else "nothing to compact"
+            return (
+                f"{head} for {self.table} at version {plan.snapshot_version}: {len(plan.bins)} bins, "
+                f"{plan.num_input_files} of {plan.num_files} files ({plan.input_bytes} bytes) in "
+                f"{plan.num_partitions} partitions; target {plan.target_size} bytes"
+            )
+        skipped = f", {len(self.skipped)} bins skipped" if self.skipped else ""
+        return (
+            f"compacted {self.table} with the {self.engine} engine: {self._total('numRemovedFiles')} files "
+            f"({self._total('numRemovedBytes')} bytes) -> {self._total('numAddedFiles')} files "
+            f"({self._total('numAddedBytes')} bytes) in versions {[c.version for c in self.commits]}{skipped}"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         committed = set(self.committed_bins)
         out: dict[str, Any] = {

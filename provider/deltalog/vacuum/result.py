@@ -47,6 +47,16 @@ class VacuumResult:
     def fully_readable_versions(self) -> str:
         return f"{self.fully_readable_from_version}..{self.version}"
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: what was (or would be) deleted and what stays readable."""
+        verb = "would delete" if self.dry_run else "deleted"
+        count = self.num_files_to_delete if self.dry_run else self.num_deleted_files
+        return (
+            f"{self.mode} vacuum of {self.table} at version {self.version} ({self.status}): {verb} {count} files "
+            f"({self.size_of_data_to_delete} bytes); versions {self.fully_readable_versions} (and later) keep all "
+            "their files"
+        )
+
     def to_dict(self, include_files: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
             "table": self.table,

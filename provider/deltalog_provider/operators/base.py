@@ -125,9 +125,10 @@ class DeltaTableOperator(BaseOperator):
         version = metrics.get("version")
         return version if isinstance(version, int) and not isinstance(version, bool) else None
 
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        """One human line: what changed, bytes reclaimed, the version."""
-        return f"{self.operation_name} on {self._table_uri}: {metrics}"
+    def summarize(self, result: Any, metrics: dict[str, Any]) -> str:
+        """One human line: the core result's own ``summary_line()`` (the one the CLI prints), else the metrics."""
+        line = result.summary_line() if callable(getattr(result, "summary_line", None)) else metrics
+        return f"{self.operation_name} {self._table_uri}: {line}"
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         """``row_count``/``size``/``file_count`` of what the operation wrote, for OpenLineage."""
@@ -186,7 +187,7 @@ class DeltaTableOperator(BaseOperator):
             if version is None:
                 version = table.version()
         self._metrics, self._version = metrics, version
-        self.log.info("%s", self.summarize(metrics))
+        self.log.info("%s", self.summarize(result, metrics))
         if self.emit_asset and self.changes_table():
             if self.is_noop(metrics):
                 self._drop_asset_outlets()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from deltalog import DeltaTable
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import human_bytes, optional_int
+from deltalog_provider.utils.coerce import optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -35,14 +35,6 @@ class DeltaCheckpointOperator(DeltaTableOperator):
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return bool(metrics.get("already_existed"))
-
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        state = "already existed (verified)" if metrics.get("already_existed") else "written"
-        return (
-            f"CHECKPOINT {self._table_uri}: {metrics.get('kind')} checkpoint at version {metrics.get('version')} "
-            f"{state} ({human_bytes(metrics.get('size_in_bytes'))}, {metrics.get('num_add_files')} live files, "
-            f"{metrics.get('num_remove_tombstones')} tombstones)"
-        )
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         files = metrics.get("files") or []

@@ -18,7 +18,7 @@ from deltalog.errors import InvalidArgumentError
 from deltalog_provider._compat import AirflowFailException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number, human_bytes, optional_int, optional_str
+from deltalog_provider.utils.coerce import first_number, optional_int, optional_str
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -192,17 +192,6 @@ class DeltaCommitOperator(DeltaTableOperator):
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         """A re-run that found its app transaction already recorded committed nothing."""
         return bool(metrics.get("noop"))
-
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        if metrics.get("noop"):
-            return f"COMMIT {self._table_uri}: already committed by an earlier try, table at version {self._version}"
-        m = metrics.get("operation_metrics") or {}
-        files = first_number(m, "numFiles", "numAddedFiles", "num_files")
-        size = first_number(m, "numOutputBytes", "numAddedBytes", "bytes")
-        return (
-            f"COMMIT {self._table_uri}: version {self._version} committed "
-            f"({files if files is not None else '?'} files, {human_bytes(size)}, attempts {metrics.get('attempts')})"
-        )
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         m = metrics.get("operation_metrics") or {}

@@ -14,7 +14,7 @@ from deltalog.errors import DeltaLogError, InvalidArgumentError
 from deltalog_provider._compat import AirflowException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import human_bytes, optional_int, optional_size, optional_str
+from deltalog_provider.utils.coerce import optional_int, optional_size, optional_str
 from deltalog_provider.utils.results import jsonable
 
 if TYPE_CHECKING:
@@ -287,24 +287,6 @@ class DeltaCompactOperator(DeltaTableOperator):
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return bool(metrics.get("noop"))
-
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        if self.plan_only:
-            plan = metrics.get("plan") or {}
-            return (
-                f"OPTIMIZE plan {self._table_uri}: {metrics.get('numBins')} bins over "
-                f"{plan.get('numCandidateFiles')} small files at version {metrics.get('snapshotVersion')}"
-                + (f", written to {metrics['planPath']}" if metrics.get("planPath") else "")
-            )
-        if metrics.get("noop"):
-            return f"OPTIMIZE {self._table_uri}: nothing to compact at version {self._version}"
-        skipped = f", {metrics.get('numBinsSkipped')} bins skipped" if metrics.get("numBinsSkipped") else ""
-        return (
-            f"OPTIMIZE {self._table_uri}: {metrics.get('numFilesRemoved')} files "
-            f"({human_bytes(metrics.get('bytesRemoved'))}) rewritten into {metrics.get('numFilesAdded')} "
-            f"({human_bytes(metrics.get('bytesAdded'))}) in {len(metrics.get('versions') or [])} commit(s){skipped}; "
-            f"table at version {self._version}"
-        )
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         return {"file_count": metrics.get("numFilesAdded"), "size": metrics.get("bytesAdded")}

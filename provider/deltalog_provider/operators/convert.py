@@ -10,7 +10,6 @@ from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import human_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,14 +60,6 @@ class DeltaConvertOperator(DeltaTableOperator):
             table.uri,
             partition_by=_partition_spec(self.partition_by),
             storage_options=hook.storage_options_for(table.uri) or None,
-        )
-
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        parts = metrics.get("partitionColumns") or []
-        return (
-            f"CONVERT {self._table_uri}: {metrics.get('numFiles')} Parquet files ({human_bytes(metrics.get('numBytes'))}, "
-            f"{metrics.get('numRecords')} rows{', partitioned by ' + ', '.join(parts) if parts else ''}) "
-            f"registered as Delta version {metrics.get('version')}"
         )
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:

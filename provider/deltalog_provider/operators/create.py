@@ -126,7 +126,7 @@ class DeltaCreateTableOperator(DeltaTableOperator):
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return metrics.get("created") is False
 
-    def summarize(self, metrics: dict[str, Any]) -> str:
+    def summarize(self, result: Any, metrics: dict[str, Any]) -> str:
         if metrics.get("created") is False:
             return f"CREATE TABLE {self._table_uri}: a table is already there (version {metrics.get('version')}); kept"
         return f"CREATE TABLE {self._table_uri}: created at version {metrics.get('version')}"

@@ -65,7 +65,7 @@ class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):
         if report.due and strict_bool(self.fail_when_due, "fail_when_due"):
             raise AirflowFailException(f"table {self._table_uri} needs maintenance: {report.summary()}")
 
-    def summarize(self, metrics: dict[str, Any]) -> str:
+    def summarize(self, result: Any, metrics: dict[str, Any]) -> str:
         crossed = metrics.get("crossed") or {}
         h = metrics.get("health") or {}
         state = "maintenance due: " + ", ".join(crossed) if crossed else "nothing due"

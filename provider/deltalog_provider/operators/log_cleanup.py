@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from deltalog import DeltaTable
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import human_bytes
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -40,17 +39,6 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return not metrics.get("num_deleted")
-
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        if metrics.get("skipped_reason"):
-            return f"LOG CLEANUP {self._table_uri}: nothing deleted ({metrics['skipped_reason']})"
-        count = metrics.get("num_files") if self.dry_run else metrics.get("num_deleted")
-        verb = "would delete" if self.dry_run else "deleted"
-        return (
-            f"LOG CLEANUP {self._table_uri}: {verb} {count} log files ({human_bytes(metrics.get('bytes'))}) "
-            f"older than {metrics.get('cutoff_time')}; oldest version kept {metrics.get('oldest_version_kept')}, "
-            f"table at version {metrics.get('latest_version')}"
-        )
 
     def result_version(self, metrics: dict[str, Any]) -> int | None:
         latest = metrics.get("latest_version")

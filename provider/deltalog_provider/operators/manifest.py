@@ -43,15 +43,5 @@ class DeltaManifestOperator(DeltaTableOperator):
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return not metrics.get("manifests_written") and not metrics.get("manifests_deleted")
 
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        reason = f" ({metrics['full_reason']})" if metrics.get("full_reason") else ""
-        return (
-            f"GENERATE MANIFEST {self._table_uri}: {metrics.get('mode')}{reason} "
-            f"{'dry run would have written' if self.dry_run else 'run wrote'} "
-            f"{len(metrics.get('manifests_written') or [])} and deleted {len(metrics.get('manifests_deleted') or [])} "
-            f"manifest(s) listing {metrics.get('num_files')} files, {metrics.get('num_partitions')} partition(s), "
-            f"version {metrics.get('version')}"
-        )
-
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         return {"file_count": len(metrics.get("manifests_written") or [])}

@@ -109,14 +109,3 @@ class DeltaVacuumOperator(DeltaTableOperator):
     def result_version(self, metrics: dict[str, Any]) -> int | None:
         end = metrics.get("end_commit_version")
         return end if isinstance(end, int) else super().result_version(metrics)
-
-    def summarize(self, metrics: dict[str, Any]) -> str:
-        if self.dry_run:
-            files, what = metrics.get("num_files_to_delete"), "would delete"
-        else:
-            files, what = metrics.get("num_deleted_files"), "deleted"
-        return (
-            f"VACUUM {self._table_uri}: {what} {files} files ({human_bytes(metrics.get('size_of_data_to_delete'))}), "
-            f"retention {metrics.get('retention_hours')} h, versions {metrics.get('fully_readable_versions')} "
-            f"stay fully readable; table at version {self._version}"
-        )
