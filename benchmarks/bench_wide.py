@@ -84,15 +84,18 @@ def deltalake_compact(path: str, codec: str) -> dict[str, Any]:
 def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
     """Every input file read once, its rows written once into its group's file: pyarrow only.
 
-    The writer settings are our engine's (row groups of up to 1 Mi rows / 64 MiB, the same
-    dictionary choice), so the output is the same bytes ours writes, minus all Delta work.
+    The writer settings are our engine's (row groups of up to 1 Mi rows or a worker's share of
+    the memory budget, the same dictionary choice), so the output is the same bytes ours writes, minus all Delta work.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deltalog.compaction.local import DEFAULT_ROW_GROUP_BYTES, DEFAULT_ROW_GROUP_ROWS, _dictionary_columns
+    from deltalog.compaction.local import LocalOptions, _dictionary_columns
+
+    limits = LocalOptions()
+    group_bytes = limits.worker_row_group_bytes(2)
 
     groups: list[dict[str, Any]] = json.loads(Path(groups_json).read_text())
 
@@ -109,7 +112,7 @@ def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
             buf.append(t)
             rows += t.num_rows
             nbytes += t.nbytes
-            if rows >= DEFAULT_ROW_GROUP_ROWS or nbytes >= DEFAULT_ROW_GROUP_BYTES:
+            if rows >= limits.row_group_rows or nbytes >= group_bytes:
                 writer.write_table(pa.concat_tables(buf), row_group_size=rows)
                 buf, rows, nbytes = [], 0, 0
         assert writer is not None

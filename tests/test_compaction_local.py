@@ -276,7 +276,8 @@ def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(tmp_path, big_bin
         import json
         import pyarrow as pa
         from deltalog.compaction import LocalOptions, compact
-        r = compact({path!r}, local_options=LocalOptions(row_group_bytes={row_group_bytes}, batch_rows=8192))
+        opts = LocalOptions(row_group_bytes={row_group_bytes}, batch_rows=8192, memory_budget=None)
+        r = compact({path!r}, local_options=opts)
         print(json.dumps({{"ok": r.ok, "rows": r.outputs[0].rows_out, "peak": pa.default_memory_pool().max_memory()}}))
         """
     )
@@ -288,6 +289,28 @@ def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(tmp_path, big_bin
         assert doc["peak"] < decoded / 4, doc
     else:  # the measurement can tell: a buffer as big as the bin holds the whole bin
         assert doc["peak"] > decoded / 2, doc
+
+
+def test_workers_share_the_memory_budget(tmp_path):
+    """Two bins at once: each worker's row groups close at half the budget, whatever row_group_bytes says."""
+    one = make_rich_table(str(tmp_path / "one"), True, appends=6, rows_per_append=400)
+    two = str(tmp_path / "two")
+    shutil.copytree(one, two)
+    before = read_multiset(one)
+    budget = 64 * 1024
+    assert LocalOptions(memory_budget=budget).worker_row_group_bytes(2) == budget // 2
+    assert LocalOptions(row_group_bytes=1 << 20, memory_budget=None).worker_row_group_bytes(8) == 1 << 20
+
+    def row_groups(path: str, workers: int) -> list[int]:
+        opts = LocalOptions(max_workers=workers, batch_rows=50, row_group_bytes=1 << 30, memory_budget=budget)
+        result = compact(path, local_options=opts)
+        assert result.ok and len(result.outputs) == 2 and read_multiset(path) == before
+        files = DeltaTable(path).snapshot().file_paths()
+        return [pq.ParquetFile(os.path.join(path, f)).metadata.num_row_groups for f in files]
+
+    alone, shared = row_groups(one, 1), row_groups(two, 2)
+    assert min(alone) > 1  # the budget, not row_group_bytes (1 GiB), closed the row groups
+    assert min(shared) >= 1.6 * max(alone), (alone, shared)  # half the budget each: about twice as many
 
 
 def test_a_missing_input_file_fails_only_its_bin(tmp_path):

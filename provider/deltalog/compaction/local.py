@@ -2,8 +2,8 @@
 
 Each bin is read file by file in record batches (``ParquetFile.iter_batches``)
 and written with one ``ParquetWriter``; batches are buffered only up to one
-output row group (``row_group_bytes`` / ``row_group_rows``), so memory per
-worker is bounded by the row-group size, never by the bin size. Bins run in a
+output row group (``row_group_bytes`` / ``row_group_rows``, and the worker's share
+of ``memory_budget``), so memory is bounded by the budget, never by the bin size. Bins run in a
 thread pool: pyarrow releases the GIL while decoding, encoding and
 compressing, so two bins keep two cores busy.
 
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH_ROWS = 128 * 1024
 DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+#: Arrow data buffered for output row groups by all workers together (see LocalOptions.memory_budget).
+DEFAULT_MEMORY_BUDGET = 48 * 1024 * 1024
 #: A dictionary page larger than this share of a column chunk means the column barely repeats.
 _DICT_SHARE = 0.5
 _DICT_MIN_VALUES = 10_000
@@ -61,12 +63,28 @@ _DICT_MIN_VALUES = 10_000
 
 @dataclass
 class LocalOptions:
-    """Tuning of the local engine (defaults suit files of tens to hundreds of MB)."""
+    """Tuning of the local engine (defaults suit files of tens to hundreds of MB).
+
+    ``memory_budget`` bounds the decoded Arrow data the workers buffer for their output
+    row groups, all together: each worker closes a row group at ``row_group_rows``,
+    ``row_group_bytes`` or its share of the budget (``memory_budget / workers``),
+    whichever comes first. So more workers mean smaller row groups, never more
+    memory; ``None`` leaves only the per-worker limits. A process's peak is about
+    the interpreter plus two to three times the budget (decoding and encoding
+    buffers, the allocator's slack), whatever the bin or table size.
+    """
 
     max_workers: int | None = None
     batch_rows: int = DEFAULT_BATCH_ROWS
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    memory_budget: int | None = DEFAULT_MEMORY_BUDGET
+
+    def worker_row_group_bytes(self, workers: int) -> int:
+        """The byte limit of one worker's row-group buffer when ``workers`` run at once."""
+        if self.memory_budget is None:
+            return self.row_group_bytes
+        return max(1, min(self.row_group_bytes, self.memory_budget // max(1, workers)))
 
 
 def storage_path(storage: Storage, log_path: str) -> str:
@@ -124,10 +142,11 @@ def _dictionary_columns(metadata: pq.FileMetaData, target: pa.Schema) -> list[st
 class BinWriter:
     """Rewrites one bin into one new data file."""
 
-    def __init__(self, storage: Storage, plan: CompactionPlan, options: LocalOptions) -> None:
+    def __init__(self, storage: Storage, plan: CompactionPlan, options: LocalOptions, workers: int = 1) -> None:
         self.storage = storage
         self.plan = plan
         self.options = options
+        self.row_group_bytes = options.worker_row_group_bytes(workers)
         self.logical = parse_schema_string(plan.schema_string)
         self.id_mode = plan.column_mapping_mode == "id"
         #: Iceberg compatibility: partition columns are written into the file (physical name -> logical name).
@@ -317,7 +336,7 @@ class BinWriter:
                         buf.append(batch)
                         buf_rows += batch.num_rows
                         buf_bytes += batch.nbytes
-                        if buf_rows >= self.options.row_group_rows or buf_bytes >= self.options.row_group_bytes:
+                        if buf_rows >= self.options.row_group_rows or buf_bytes >= self.row_group_bytes:
                             flush()
                 finally:
                     if source is not pf and hasattr(source, "close"):
@@ -398,7 +417,7 @@ def run_local(
         if cancel is not None and cancel.is_set():
             return BinSkipped(b.id, "cancelled before this bin was rewritten", "aborted")
         try:
-            return BinWriter(storage, plan, options).rewrite(b)
+            return BinWriter(storage, plan, options, workers).rewrite(b)
         except DeltaLogError as exc:
             log.info("bin %d was not rewritten: %s", b.id, exc)  # reported in the result
             return BinSkipped(b.id, f"rewrite failed: {exc}", "error", [f.path for f in b.files])
