@@ -238,7 +238,9 @@ def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, l
     doc = json.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
     if isinstance(doc, str):
         doc = json.loads(doc)
-    print(f"      fleet run in {secs:.0f} s: the refused table failed its own mapped task, every other task succeeded\n")
+    print(
+        f"      fleet run in {secs:.0f} s: the refused table failed its own mapped task, every other task succeeded\n"
+    )
     print(format_summary(doc))
     print(f"\nHTML report: {doc.get('report')}")
 
