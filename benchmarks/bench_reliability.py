@@ -37,12 +37,15 @@ SUITES = {
     "tests/reliability/test_adversarial.py)",
 }
 #: Tests outside tests/reliability whose property tests are adversarial classes
-#: (reliability_recorder.ADVERSARIAL_CLASSES): corrupt logs, torn log lines, path spellings,
-#: links, units (local and S3), schema mismatches and partition values, string booleans.
+#: (reliability_recorder.ADVERSARIAL_CLASSES): corrupt logs, torn log lines, invalid non-file actions,
+#: path spellings, links, units (local and S3), schema mismatches and partition values, string booleans.
 ADVERSARIAL_FILES = [
     "tests/test_bad_logs.py",
     "tests/test_vacuum_paths_property.py",
     "tests/test_vacuum_paths_s3.py::test_s3_inventory_in_another_unit_is_refused",
+    "tests/test_vacuum_paths_s3.py::test_s3_vacuum_never_deletes_a_live_file_whatever_the_spelling",
+    "tests/test_action_checks.py::test_any_invalid_field_stops_every_command_alike",
+    "tests/test_action_checks.py::test_any_invalid_field_stops_every_command_alike_on_s3",
     "tests/test_commit_lines.py::test_any_damaged_line_stops_every_command_alike",
     "tests/test_commit_lines.py::test_any_damaged_line_stops_every_command_alike_on_s3",
     "tests/test_commit_property.py",
@@ -92,7 +95,9 @@ def run(args: Any) -> list[dict[str, Any]]:
     doc, elapsed, summary = _run_suite(args.scale, getattr(args, "pytest_args", ""))
     rows: list[dict[str, Any]] = []
     for suite, what in SUITES.items():
-        s = doc["suites"].get(suite, {})
+        s = dict(doc["suites"].get(suite, {}))
+        if suite == "adversarial":  # its scenarios are the generated inputs (counted per example)
+            s["scenarios"] = s.get("adversarial_inputs", 0)
         parts = [f"{s.get('scenarios', 0)} scenarios"]
         for key, label in (("faults_injected", "faults"), ("crashes", "crashes"), ("races", "races")):
             if s.get(key):
