@@ -116,3 +116,62 @@ def test_compaction_writes_iceberg_compatible_files(tmp_path):
     assert sorted(table.column("col-id").to_pylist()) == before
     assert set(table.column("col-p").to_pylist()) == {pa.scalar(19000, pa.date32()).as_py()}
     assert json.loads(out["stats"])["numRecords"] == 6 and out.get("deletionVector") is None
+
+
+def _iceberg_table(path: str) -> None:
+    config = {
+        "delta.columnMapping.mode": "name",
+        "delta.enableIcebergCompatV2": "true",
+        "delta.universalFormat.enabledFormats": "iceberg",
+    }
+    meta = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(SCHEMA),
+    }
+    meta.update(partitionColumns=["p"], configuration=config, createdTime=0)
+    _commit(
+        path, 0, [{"commitInfo": {"operation": "CREATE TABLE"}}, {"protocol": PROTOCOL.to_dict()}, {"metaData": meta}]
+    )
+
+
+def _write(path: str, name: str, with_ids: bool = True, with_partition: bool = True) -> str:
+    from deltalog.compaction.layout import iceberg_data_schema
+
+    schema = iceberg_data_schema(json.dumps(SCHEMA), ["p"])
+    if not with_ids:
+        schema = pa.schema([f.with_metadata(None) for f in schema])
+    data = {
+        "col-id": [1, 2],
+        "col-tags": [["a"], None],
+        "col-attrs": [[("k", 1)], []],
+        "col-p": [pa.scalar(19000, pa.date32()).as_py()] * 2,
+    }
+    table = pa.table(data, schema=schema)
+    if not with_partition:
+        table = table.drop_columns(["col-p"])
+    rel = f"col-p=2022-01-08/{name}.parquet"
+    os.makedirs(os.path.join(path, "col-p=2022-01-08"), exist_ok=True)
+    pq.write_table(table, os.path.join(path, rel))
+    return rel
+
+
+def test_commit_requests_follow_the_iceberg_writer_rules(tmp_path):
+    import pytest
+
+    from deltalog.commit_request import commit_request
+    from deltalog.errors import DataFileMismatchError
+
+    path = str(tmp_path / "t")
+    _iceberg_table(path)
+    ok = _write(path, "good")
+    assert commit_request(path, {"operation": "WRITE", "add": [{"path": ok}]}, run_hooks=False).version == 1
+    bad = _write(path, "no-ids", with_ids=False)
+    with pytest.raises(
+        DataFileMismatchError, match="col-id has Parquet field id None, the table's column mapping says 1"
+    ):
+        commit_request(path, {"operation": "WRITE", "add": [{"path": bad}]}, run_hooks=False)
+    bad = _write(path, "no-partition", with_partition=False)
+    with pytest.raises(DataFileMismatchError, match="partition column 'col-p' is not materialised"):
+        commit_request(path, {"operation": "WRITE", "add": [{"path": bad}]}, run_hooks=False)
+    assert DeltaTable(path).snapshot().version == 1

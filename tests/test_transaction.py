@@ -289,11 +289,12 @@ def write_table_with_protocol(table_path: str, protocol: Protocol) -> None:
 
 
 def test_unsupported_writer_feature_is_refused_before_writing(table_path: str) -> None:
-    write_table_with_protocol(table_path, Protocol(2, 7, None, ("columnMapping", "icebergCompatV2")))
+    features = ("variantType", "variantShredding")
+    write_table_with_protocol(table_path, Protocol(3, 7, features, features))
     table = DeltaTable(table_path)
     txn = new_txn(table)
     txn.add([{"path": "x.parquet", "size": 1}])
-    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
+    with pytest.raises(UnsupportedProtocolError, match="variantShredding"):
         txn.commit()
     assert versions(table_path) == [0]
 

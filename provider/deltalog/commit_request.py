@@ -41,6 +41,7 @@ from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.hidden import HiddenRule
+from deltalog.iceberg_compat import check_iceberg_file, iceberg_compat_version
 from deltalog.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol import check_writable
 from deltalog.row_rules import RowRuleChecker
@@ -464,6 +465,8 @@ def _fill_add(
     }
     if spec.tags:
         action["tags"] = spec.tags
+    if iceberg_compat_version(md.configuration):
+        check_iceberg_file(rel, footer.schema.to_arrow_schema(), md, stats)
     return action
 
 

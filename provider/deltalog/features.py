@@ -128,14 +128,18 @@ _ROW_RULES = _conditional(
     "null-safe equal); a violation, or an expression DuckDB cannot evaluate, refuses naming the rule"
 )
 _ICEBERG_WRITE = _refused(
-    "new files would have to carry partition values and (V2) nested field ids as Iceberg compatibility requires; "
-    "deltalog does not write them yet"
+    "the Spark engine does not write partition values and field ids into new files as Iceberg compatibility "
+    "requires yet"
 )
 _ICEBERG_COMPACT = Cell(
     SUPPORTED,
     "new files follow the writer rules: partition values materialised after the data columns, field ids on every "
     "column (V2: list element and map key/value ids from delta.columnMapping.nested.ids), numRecords in stats, no "
     "deletion vectors; the Iceberg metadata is Delta Spark's to write on its next commit",
+)
+_ICEBERG_COMMIT = _conditional(
+    "a new file must follow the writer rules (partition values materialised, Parquet field ids equal to the column "
+    "mapping ids, V2 nested ids, numRecords in stats); refused naming the rule otherwise"
 )
 _ICEBERG_VACUUM = Cell(
     SUPPORTED,
@@ -311,7 +315,7 @@ FEATURES: dict[str, Feature] = {
             "icebergCompatV1",
             "writer",
             "UniForm Iceberg compatibility, version 1",
-            commit_request=_ICEBERG_WRITE,
+            commit_request=_ICEBERG_COMMIT,
             compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_WRITE,
             vacuum=_ICEBERG_VACUUM,
@@ -322,7 +326,7 @@ FEATURES: dict[str, Feature] = {
             "icebergCompatV2",
             "writer",
             "UniForm Iceberg compatibility, version 2",
-            commit_request=_ICEBERG_WRITE,
+            commit_request=_ICEBERG_COMMIT,
             compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_WRITE,
             vacuum=_ICEBERG_VACUUM,
