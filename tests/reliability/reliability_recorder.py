@@ -49,6 +49,8 @@ ADVERSARIAL_CLASSES = {
     "test_action_checks.py::test_any_invalid_field_stops_every_command_alike_on_s3": "invalid_actions",
     "test_commit_lines.py::test_any_damaged_line_stops_every_command_alike": "torn_log_lines",
     "test_commit_lines.py::test_any_damaged_line_stops_every_command_alike_on_s3": "torn_log_lines",
+    "test_action_checks.py::test_any_invalid_field_stops_every_command_alike": "invalid_actions",
+    "test_action_checks.py::test_any_invalid_field_stops_every_command_alike_on_s3": "invalid_actions",
     "test_commit_property.py::test_commit_accepted_iff_file_fits_schema_local": "schema_mismatches",
     "test_commit_property.py::test_commit_accepted_iff_file_fits_schema_s3": "schema_mismatches",
     "test_commit_property.py::test_given_stats_accepted_iff_true_of_the_file_local": "schema_mismatches",
