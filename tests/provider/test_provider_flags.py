@@ -130,7 +130,9 @@ def test_manifest_operator_dry_run_writes_nothing(tmp_path):
 
 ANY_RENDERED = st.one_of(
     st.text(max_size=12),
-    st.sampled_from(["nan", "inf", "-inf", "1e400", "99999999999999999999999999", "[" * 5000, "{{ x }}", "None", "١٢"]),
+    st.sampled_from(
+        ["nan", "inf", "-inf", "1e400", "99999999999999999999999999", "[" * 5000, "{{ x }}", "None", "١٢", "²"]
+    ),
     st.integers(),
     st.floats(),
     st.none(),

@@ -59,7 +59,7 @@ def optional_size(value: Any, name: str) -> int | str | None:
     if isinstance(value, int):
         return value
     text = str(value).strip()
-    return int(text) if text.isdigit() else text
+    return int(text) if text.isascii() and text.isdigit() else text  # "²".isdigit() is True, int("²") fails
 
 
 def optional_float(value: Any, name: str) -> float | None:
