@@ -404,3 +404,58 @@ def test_any_invalid_field_stops_every_command_alike_on_s3(
     before = s3_fingerprint(fs, uri)
     assert_refused_alike(refusals(uri, s3_storage_options), name, lineno)
     assert s3_fingerprint(fs, uri) == before
+
+
+# --- the class, from a checkpoint: the same fields, rewritten in the only checkpoint -----------
+
+
+@pytest.fixture(scope="module")
+def checkpointed_pristine(tmp_path_factory):
+    """``base_table`` with a checkpoint at v3 and the commits before it gone: the checkpoint is the only source."""
+    path = str(tmp_path_factory.mktemp("cp-pristine") / "t")
+    checkpointed(path, drop_commits=True)
+    return path
+
+
+def damaged_checkpoint_copy(pristine: str, dest: str, data) -> str:
+    kind = data.draw(st.sampled_from(sorted(FIELDS)), label="kind")
+    field = data.draw(st.sampled_from(sorted(FIELDS[kind])), label="field")
+    value = data.draw(st.sampled_from(WRONG_VALUES), label="value")
+    assume(not FIELDS[kind][field](value))
+    shutil.copytree(pristine, dest)
+    log = os.path.join(dest, "_delta_log")
+    (cp,) = [n for n in os.listdir(log) if ".checkpoint." in n]
+    rewrite_checkpoint_field(os.path.join(log, cp), kind, field, value)
+    return cp
+
+
+def assert_checkpoint_refused_alike(messages: dict[str, str], cp: str) -> None:
+    assert len(set(messages.values())) == 1, messages
+    message = next(iter(messages.values()))
+    assert message.startswith(f"checkpoint {cp}: the "), message
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_invalid_field_in_a_checkpoint_stops_every_command_alike(checkpointed_pristine, tmp_path_factory, data):
+    root = str(tmp_path_factory.mktemp("bad-cp") / "t")
+    cp = damaged_checkpoint_copy(checkpointed_pristine, root, data)
+    before = fingerprint(root)
+    assert_checkpoint_refused_alike(refusals(root), cp)
+    assert fingerprint(root) == before
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_invalid_field_in_a_checkpoint_stops_every_command_alike_on_s3(
+    checkpointed_pristine, tmp_path_factory, s3_bucket, s3_storage_options, data
+):
+    local = str(tmp_path_factory.mktemp("bad-cp") / "t")
+    cp = damaged_checkpoint_copy(checkpointed_pristine, local, data)
+    uri = f"s3://{s3_bucket}/{uuid.uuid4().hex}"
+    fs = copy_to_s3(local, uri, s3_storage_options)
+    before = s3_fingerprint(fs, uri)
+    assert_checkpoint_refused_alike(refusals(uri, s3_storage_options), cp)
+    assert s3_fingerprint(fs, uri) == before

@@ -1,4 +1,4 @@
-"""Validation of the non-file actions (protocol, metaData, txn, domainMetadata, sidecar), once, at snapshot load.
+"""Validation of the non-file actions (protocol, metaData, txn, domainMetadata, sidecar, checkpointMetadata) at load.
 
 A ``metaData`` whose ``schemaString`` does not parse, or a ``txn`` whose version is a
 string, used to be refused by some commands and accepted by others: ``snapshot --json``
@@ -217,6 +217,11 @@ def check_sidecar(action: dict[str, Any], where: str, error: _Error = CorruptLog
             raise _fail(error, where, "sidecar", f"'{name}' must be an integer, not {action[name]!r}")
 
 
+def check_checkpoint_metadata(action: dict[str, Any], where: str, error: _Error = CorruptLogError) -> None:
+    if not _is_int(action.get("version")):
+        raise _fail(error, where, "checkpointMetadata", f"'version' must be an integer, not {action.get('version')!r}")
+
+
 #: The checks per action kind (any other kind is not checked here).
 CHECKS = {
     "protocol": check_protocol,
@@ -224,6 +229,7 @@ CHECKS = {
     "txn": check_txn,
     "domainMetadata": check_domain_metadata,
     "sidecar": check_sidecar,
+    "checkpointMetadata": check_checkpoint_metadata,
 }
 
 

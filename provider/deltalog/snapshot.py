@@ -611,12 +611,6 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
             metadata_action = found[0] if found else None
             if metadata_action is None:
                 raise NoMetadataError(f"no metaData action in checkpoint {cp_name} or the commits after it")
-        for t in cp_state.small.get("txn", []):
-            if t.get("appId") is not None and t["appId"] not in replay.txns:
-                replay.txns[t["appId"]] = t
-        for d in cp_state.small.get("domainMetadata", []):
-            if d.get("domain") is not None and d["domain"] not in replay.domains:
-                replay.domains[d["domain"]] = d
     if protocol_action is None:
         raise NoProtocolError(f"no protocol action in the log up to version {segment.version}")
     if metadata_action is None:
@@ -635,9 +629,14 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
     if replay.action_error is not None:
         raise replay.action_error
     if cp_state is not None:
-        for kind in ("protocol", "metaData", "txn", "domainMetadata"):
+        for kind in ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata"):
             for action in cp_state.small.get(kind, []):
                 check_action(kind, action, in_checkpoint, CorruptCheckpointError)
+        # Only checked actions are keyed by their appId / domain.
+        for t in cp_state.small.get("txn", []):
+            replay.txns.setdefault(t["appId"], t)
+        for d in cp_state.small.get("domainMetadata", []):
+            replay.domains.setdefault(d["domain"], d)
     if replay.metadata is None:  # the commits' newest metaData was checked in full during replay
         check_table_metadata(metadata_action, in_checkpoint, CorruptCheckpointError)
     metadata = Metadata.from_action(metadata_action)
