@@ -22,7 +22,7 @@ class HookResult:
         return asdict(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommitResult:
     """What a commit did (or, for an already-applied app transaction, did not do).
 

@@ -84,7 +84,7 @@ _TYPE_NAMES = {
 _DECIMAL = re.compile(r"decimal\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)", re.IGNORECASE)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ConvertResult:
     """What ``convert_to_delta`` wrote: commit 0 listing every data file."""
 

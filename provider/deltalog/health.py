@@ -18,7 +18,7 @@ from deltalog.sizes import target_file_size
 from deltalog.snapshot import Snapshot
 
 
-@dataclass
+@dataclass(frozen=True)
 class TableHealth:
     version: int
     num_files: int

@@ -20,7 +20,7 @@ from deltalog.snapshot import read_commit_files
 from deltalog.storage import Storage
 
 
-@dataclass
+@dataclass(frozen=True)
 class HistoryEntry:
     """One entry of ``deltalog history``."""
 

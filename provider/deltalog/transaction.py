@@ -15,6 +15,7 @@ the same actions twice.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -584,7 +585,7 @@ class Transaction:
                 from deltalog.post_commit import standard_hooks
 
                 hooks = standard_hooks()
-            result.hooks = run_post_commit_hooks(self.storage, result, hooks)
+            result = dataclasses.replace(result, hooks=run_post_commit_hooks(self.storage, result, hooks))
         return result
 
 

@@ -24,6 +24,7 @@ The module also defines the automatic checkpoint post-commit hook (``CHECKPOINT_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -476,7 +477,7 @@ class _ParquetSink:
 # --- the result ---------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckpointResult:
     """What ``create_checkpoint`` wrote (or found already written)."""
 
@@ -574,8 +575,9 @@ def create_checkpoint(
         now = int(time.time() * 1000) if now_ms is None else now_ms
         writer = _CheckpointWriter(dt.storage, snapshot, now, warnings)
         result = writer.write_v2(sidecar_max_actions) if kind == "v2" else writer.write_classic()
-    result.warnings = warnings + result.warnings
-    result.duration_seconds = round(time.perf_counter() - started, 3)
+    result = dataclasses.replace(
+        result, warnings=warnings + result.warnings, duration_seconds=round(time.perf_counter() - started, 3)
+    )
     log.info(
         "checkpoint of version %d (%s): %d actions, %d add files, %d bytes in %.2f s%s",
         result.version,

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 OPERATION = "OPTIMIZE"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompactionCommit:
     """One landed OPTIMIZE commit."""
 

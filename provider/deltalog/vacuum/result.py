@@ -13,7 +13,7 @@ FAILED = "FAILED"
 DRY_RUN = "DRY_RUN"
 
 
-@dataclass
+@dataclass(frozen=True)
 class VacuumResult:
     """What a vacuum did (or, for a dry run, would do); ``to_dict()`` is what operators push to XCom.
 
