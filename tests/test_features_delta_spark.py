@@ -1,0 +1,161 @@
+"""The feature x operation table against tables Delta Spark really wrote: cell by cell, what happens is what it says.
+
+One small table per feature this issue implements (row tracking, liquid clustering,
+identity, defaults, CHECK constraints, generated columns, Iceberg compatibility V2),
+written by Delta Spark 4.4 in one session; every deltalog operation runs on each, and:
+
+- a cell that says *refused* raises :class:`UnsupportedProtocolError` naming the feature;
+- a cell that says *supported* succeeds;
+- a *conditional* cell succeeds or refuses with a deltalog error (its condition);
+
+and afterwards Delta Spark reads every row it wrote plus the rows deltalog committed.
+Uses the oracle's session-scoped ``delta_spark`` fixture when the suite has one (its
+corpus will replace these tables), else a session of its own for this module.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+import pytest
+
+from deltalog import DeltaTable
+from deltalog.checkpoint import create_checkpoint
+from deltalog.commit_request import commit_request
+from deltalog.compaction import compact
+from deltalog.errors import DeltaLogError, UnsupportedProtocolError
+from deltalog.features import FEATURES, REFUSED, SUPPORTED, Operation
+from deltalog.log_cleanup import cleanup_log
+from deltalog.manifest import generate_manifest
+from deltalog.vacuum import vacuum
+
+pytest.importorskip("pyspark")
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+#: name -> (CREATE TABLE tail, extra statement run after creation or None, INSERT column list)
+TABLES = {
+    "rowTracking": ("(id BIGINT, s STRING) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true')", None),
+    "clustering": ("(id BIGINT, s STRING) USING delta CLUSTER BY (id)", None),
+    "identityColumns": ("(id BIGINT, s STRING, k BIGINT GENERATED ALWAYS AS IDENTITY) USING delta", None),
+    "allowColumnDefaults": (
+        "(id BIGINT, s STRING DEFAULT 'x') USING delta TBLPROPERTIES ('delta.feature.allowColumnDefaults' = "
+        "'supported')",
+        None,
+    ),
+    "checkConstraints": ("(id BIGINT, s STRING) USING delta", "ALTER TABLE {t} ADD CONSTRAINT nonneg CHECK (id >= 0)"),
+    "generatedColumns": ("(id BIGINT, s STRING, g BIGINT GENERATED ALWAYS AS (id * 2)) USING delta", None),
+    "icebergCompatV2": (
+        "(id BIGINT, s STRING) USING delta TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.enableIcebergCompatV2' = 'true')",
+        None,
+    ),
+}
+
+OPERATIONS = (
+    Operation.SNAPSHOT,
+    Operation.CHECKPOINT,
+    Operation.LOG_CLEANUP,
+    Operation.VACUUM,
+    Operation.MANIFEST,
+    Operation.COMMIT_REQUEST,
+    Operation.COMPACTION_LOCAL,
+)
+
+
+@pytest.fixture(scope="module")
+def spark(request):
+    try:
+        yield request.getfixturevalue("delta_spark")
+        return
+    except pytest.FixtureLookupError:
+        pass
+    from pyspark.sql import SparkSession
+
+    from deltalog.engines.spark_packages import spark_conf
+
+    builder = SparkSession.builder.master("local[1]").appName("deltalog-features")
+    conf = {
+        **spark_conf(delta=True, s3a=False),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.databricks.delta.snapshotPartitions": "1",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _copy_a_live_file(path: str) -> str:
+    """A new data file with the rows of a live one (Delta Spark's own layout, so every rule can be met)."""
+    src = DeltaTable(path).snapshot().files.column("path").to_pylist()[0]
+    dst = f"copy-{uuid.uuid4().hex}.parquet"
+    shutil.copyfile(os.path.join(path, src), os.path.join(path, dst))
+    return dst
+
+
+def _run(op: Operation, path: str) -> None:
+    if op is Operation.SNAPSHOT:
+        DeltaTable(path).snapshot()
+    elif op is Operation.CHECKPOINT:
+        create_checkpoint(path)
+    elif op is Operation.LOG_CLEANUP:
+        cleanup_log(path, dry_run=True)
+    elif op is Operation.VACUUM:
+        vacuum(path, dry_run=True)
+    elif op is Operation.MANIFEST:
+        generate_manifest(path, dry_run=True)
+    elif op is Operation.COMMIT_REQUEST:
+        commit_request(path, {"operation": "WRITE", "add": [{"path": _copy_a_live_file(path)}]}, run_hooks=False)
+    elif op is Operation.COMPACTION_LOCAL:
+        compact(path, target_size=1 << 30)
+
+
+def test_what_happens_is_what_the_feature_table_says(spark, tmp_path):
+    outcomes: list[tuple[str, str, str, str]] = []
+    for feature, (ddl, extra) in TABLES.items():
+        path = str(tmp_path / feature)
+        t = f"delta.`{path}`"
+        spark.sql(f"CREATE TABLE {t} {ddl}")
+        if extra:
+            spark.sql(extra.format(t=t))
+        for start in (0, 5, 10):
+            spark.sql(f"INSERT INTO {t} (id, s) SELECT id, concat('s', id) FROM range({start}, {start + 5}, 1, 1)")
+        protocol = DeltaTable(path).snapshot().protocol
+        assert feature in protocol.effective_writer_features(), (feature, protocol)
+        rows_before = spark.read.format("delta").load(path).count()
+        committed = 0
+        for op in OPERATIONS:
+            cells = {
+                f: FEATURES[f].cell(op)
+                for f in protocol.effective_writer_features() | protocol.effective_reader_features()
+            }
+            refused = sorted(f for f, c in cells.items() if c.status == REFUSED)
+            exact = all(c.status == SUPPORTED for c in cells.values())
+            try:
+                _run(op, path)
+            except UnsupportedProtocolError as exc:
+                outcomes.append((feature, op.value, "refused", str(exc)))
+                assert refused, f"{feature} / {op.value}: refused but the table says it runs: {exc}"
+                assert any(f in str(exc) for f in refused)
+                continue
+            except DeltaLogError as exc:
+                outcomes.append((feature, op.value, "refused (condition)", str(exc)))
+                assert not exact and not refused, f"{feature} / {op.value}: {exc}"
+                continue
+            outcomes.append((feature, op.value, "ok", ""))
+            assert not refused, f"{feature} / {op.value}: ran but the table says refused ({refused})"
+            if op is Operation.COMMIT_REQUEST:
+                committed = 5
+        # Delta Spark reads every row it wrote plus the rows deltalog committed, and can still write.
+        assert spark.read.format("delta").load(path).count() == rows_before + committed, feature
+        spark.sql(f"INSERT INTO {t} (id, s) VALUES (100, 'z')")
+        assert DeltaTable(path).snapshot().version >= 4
+    report = "\n".join(" | ".join(o) for o in outcomes)
+    print(f"\nfeature | operation | outcome | error\n{report}")
