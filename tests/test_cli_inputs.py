@@ -215,3 +215,30 @@ def test_the_fsync_storage_option_is_true_or_false_never_a_guess(table, capsys):
         Storage(table, {"fsync": "maybe"})
     assert main(["snapshot", table, "--storage-option", "fsync=maybe"]) == 2
     assert "fsync must be true or false" in one_error(capsys)
+
+
+#: A value each known property's reader accepts, and one it refuses.
+PROPERTY_CASES = {
+    "delta.logRetentionDuration": ("interval 30 days", "soon"),
+    "delta.deletedFileRetentionDuration": ("interval 1 week", "interval 1 year"),
+    "delta.checkpointInterval": ("10", "0"),
+    "delta.targetFileSize": ("128m", "-1"),
+    "delta.dataSkippingNumIndexedCols": ("-1", "-2"),
+    "delta.checkpointPolicy": ("v2", "v3"),
+    "delta.parquet.compression.codec": ("snappy", "zip"),
+    "delta.isolationLevel": ("WriteSerializable", "serializable!"),
+    "delta.columnMapping.mode": ("name", "names"),
+    "delta.appendOnly": ("true", "1"),
+}
+
+
+def test_every_known_property_has_a_working_check():
+    """Each check runs its reader's parser (imported lazily: a moved parser would break only here)."""
+    from deltalog.properties import CHECKS, validate_table_properties
+
+    assert set(PROPERTY_CASES) <= set(CHECKS)
+    for key in CHECKS:
+        good, bad = PROPERTY_CASES.get(key, ("false", "maybe"))
+        validate_table_properties({key: good})
+        with pytest.raises(InvalidArgumentError, match=f"table property {key}"):
+            validate_table_properties({key: bad})
