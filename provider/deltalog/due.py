@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from deltalog.arrow_utils import column_sum
 from deltalog.compaction.plan import plan_from_snapshot
+from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
 from deltalog.features import Operation
 from deltalog.log_cleanup import _midnight_utc, cleanup_log
@@ -86,6 +87,12 @@ class MaintenanceDue:
     reclaimable_files: int = 0
     reclaimable_bytes: int = 0
     expired_log_files: int = 0
+    #: Rows deletion vectors hide (what ``compact(purge_deletion_vectors=True)`` reclaims), the files
+    #: holding DVs, hidden rows over all rows (stats), and the largest share of one file.
+    rows_hidden_by_dvs: int = 0
+    files_with_dvs: int = 0
+    dv_hidden_share: float = 0.0
+    dv_max_file_share: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -110,6 +117,10 @@ class MaintenanceDue:
                 "reclaimable_files": self.reclaimable_files,
                 "reclaimable_bytes": self.reclaimable_bytes,
                 "expired_log_files": self.expired_log_files,
+                "rows_hidden_by_dvs": self.rows_hidden_by_dvs,
+                "files_with_dvs": self.files_with_dvs,
+                "dv_hidden_share": self.dv_hidden_share,
+                "dv_max_file_share": self.dv_max_file_share,
             },
         }
 
@@ -179,6 +190,15 @@ def maintenance_due(
                 f"compaction: {plan.num_input_files} small files ({plan.input_bytes} bytes) make "
                 f"{len(plan.bins)} bins of up to {plan.target_size} bytes"
             )
+
+    dvs = deletion_vector_health(snapshot)
+    values["rows_hidden_by_dvs"], values["files_with_dvs"] = dvs.rows_hidden, dvs.files_with_dvs
+    values["dv_hidden_share"], values["dv_max_file_share"] = dvs.hidden_share, dvs.max_file_share
+    if dvs.rows_hidden:
+        reasons.append(
+            f"deletion vectors: {dvs.rows_hidden} rows hidden in {dvs.files_with_dvs} files "
+            f"(share {dvs.hidden_share:g}, largest per file {dvs.max_file_share:g}); a purge would reclaim them"
+        )
 
     cps = [v for v in snapshot.segment.listing.checkpoints if v <= snapshot.version]
     since = snapshot.version - max(cps) if cps else snapshot.version + 1

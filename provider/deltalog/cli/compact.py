@@ -22,6 +22,13 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _columns(text: str) -> list[str]:
+    cols = [c.strip() for c in text.split(",")]
+    if not all(cols):
+        raise argparse.ArgumentTypeError(f"--zorder-by wants column names separated by commas, got {text!r}")
+    return cols
+
+
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "compact",
@@ -48,6 +55,23 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         type=float,
         metavar="SECONDS",
         help="local engine: start no bin after this long; finished bins are committed, the rest deferred",
+    )
+    p.add_argument(
+        "--purge-deletion-vectors",
+        action="store_true",
+        help="rewrite the files whose deletion vector hides rows, applying it (REORG ... APPLY (PURGE)); local engine",
+    )
+    p.add_argument(
+        "--min-deleted-share",
+        type=float,
+        metavar="X",
+        help="with --purge-deletion-vectors: only files whose DV hides more than this share of rows (default 0)",
+    )
+    p.add_argument(
+        "--zorder-by",
+        type=_columns,
+        metavar="COL[,COL]",
+        help="rewrite every file of each partition along a Z curve of these columns (OPTIMIZE ZORDER BY); local engine",
     )
     p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
     p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
@@ -122,6 +146,9 @@ def cmd_compact(args: argparse.Namespace) -> None:
         spark_options=spark_options if args.engine == "spark" else None,
         storage_options=args.storage_options,
         deadline=_deadline(args.time_budget),
+        purge_deletion_vectors=args.purge_deletion_vectors,
+        min_deleted_share=args.min_deleted_share,
+        zorder_by=args.zorder_by,
     )
     emit(args, result, _human)
     if result.error:

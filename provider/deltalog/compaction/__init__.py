@@ -22,6 +22,7 @@ from deltalog.compaction.commit import CompactionCommit, commit_bins, discard
 from deltalog.compaction.local import LocalOptions, run_local
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, plan_compaction, plan_from_snapshot
+from deltalog.compaction.purge import check_share
 from deltalog.compaction.result import CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationCancelledError
 from deltalog.flags import require_bools, require_workers
@@ -71,8 +72,17 @@ def compact(
     run_hooks: bool = True,
     deadline: float | None = None,
     cancel: threading.Event | None = None,
+    purge_deletion_vectors: bool = False,
+    min_deleted_share: float | None = None,
+    zorder_by: list[str] | None = None,
 ) -> CompactionResult:
     """Compact the table's small files (see the module docstring).
+
+    ``purge_deletion_vectors=True`` rewrites instead the files whose deletion vector hides
+    more than ``min_deleted_share`` of their rows (default 0: any DV), applying it, in a
+    ``REORG`` commit as Delta Spark's ``REORG TABLE ... APPLY (PURGE)`` (local engine).
+    ``zorder_by`` (column names) rewrites every file of each partition along a Z curve of
+    those columns, cut into target-size files (``OPTIMIZE ... ZORDER BY``; local engine).
 
     ``deadline`` (a ``time.monotonic()`` value; local engine) stops the work between
     batches once passed: every finished batch is committed, the bins not started are
@@ -88,7 +98,10 @@ def compact(
     ``OperationCancelledError`` when nothing was committed).
     """
     started = time.perf_counter()
-    require_bools(plan_only=plan_only, run_hooks=run_hooks)
+    require_bools(plan_only=plan_only, run_hooks=run_hooks, purge_deletion_vectors=purge_deletion_vectors)
+    purge_share = _purge_share(purge_deletion_vectors, min_deleted_share, engine)
+    if zorder_by is not None and engine != "local":
+        raise InvalidArgumentError("Z-order runs on the local engine only (the Spark engine is not supported yet)")
     if max_workers is not None:
         require_workers(max_workers)
     if engine not in ENGINES:
@@ -102,7 +115,16 @@ def compact(
     if plan is None:
         snapshot = dtable.snapshot()
         plan = plan_from_snapshot(
-            snapshot, dtable.uri, target_size, where, min_files, max_bins, small_file_threshold, engine=engine
+            snapshot,
+            dtable.uri,
+            target_size,
+            where,
+            min_files,
+            max_bins,
+            small_file_threshold,
+            engine=engine,
+            purge_min_deleted_share=purge_share,
+            zorder_by=zorder_by,
         )
     else:
         # A plan made elsewhere: check this engine may compact the table before any file is written.
@@ -139,6 +161,19 @@ def compact(
         result.seconds,
     )
     return result
+
+
+def _purge_share(purge: bool, min_deleted_share: float | None, engine: str) -> float | None:
+    """The purge threshold when purging (default 0: any DV); refuses what a purge cannot mean."""
+    if not purge:
+        if min_deleted_share is not None:
+            raise InvalidArgumentError("min_deleted_share applies to a deletion-vector purge only")
+        return None
+    if engine != "local":
+        raise InvalidArgumentError(
+            "a deletion-vector purge runs on the local engine only (the Spark engine is not supported)"
+        )
+    return check_share(0.0 if min_deleted_share is None else min_deleted_share)
 
 
 def commit_outputs(

@@ -33,6 +33,7 @@ from deltalog.actions import dv_unique_id
 from deltalog.compaction.layout import iceberg_compat_version
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
+from deltalog.compaction.purge import REORG_OPERATION, purge_operation
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
 from deltalog.snapshot import Snapshot
@@ -67,7 +68,7 @@ def _percentile(sorted_sizes: list[int], q: float) -> int:
 
 def operation_metrics(bins: list[Bin], outputs: list[BinOutput]) -> dict[str, Any]:
     """commitInfo.operationMetrics, with Delta's names where Delta has one."""
-    sizes = sorted(o.bytes_out for o in outputs if o.add)
+    sizes = sorted(int(a["size"]) for o in outputs for a in o.adds)
     removed = [f for b in bins for f in b.files]
     return {
         "numAddedFiles": len(sizes),
@@ -88,10 +89,16 @@ def operation_metrics(bins: list[Bin], outputs: list[BinOutput]) -> dict[str, An
 
 
 def operation_parameters(plan: CompactionPlan, engine: str) -> dict[str, Any]:
+    if plan.purge_min_deleted_share is not None:
+        return {
+            **purge_operation(plan.predicate)[1],
+            "minDeletedShare": str(plan.purge_min_deleted_share),
+            "engine": engine,
+        }
     return {
         "predicate": json.dumps(plan.predicate),
         "targetSize": str(plan.target_size),
-        "zOrderBy": "[]",
+        "zOrderBy": json.dumps(plan.zorder_by),
         "auto": "false",
         "minFiles": str(plan.min_files),
         "engine": engine,
@@ -156,8 +163,8 @@ def live_keys(snapshot: Snapshot, paths: list[str]) -> dict[str, str | None]:
 def discard(storage: Storage, outputs: list[BinOutput]) -> None:
     """Delete new files that will never be referenced by the log."""
     for o in outputs:
-        if o.storage_path:
-            storage.delete(o.storage_path)
+        for path in o.storage_paths:
+            storage.delete(path)
 
 
 def commit_bins(
@@ -198,7 +205,7 @@ def commit_bins(
         check_table_matches(latest, plan, engine)
         if clustering.is_clustered(latest.protocol):
             columns = clustering.clustering_columns(latest.domain_metadata)
-            clustering.check_clustering_stats([o.add for o in pending.values() if o.add], columns)
+            clustering.check_clustering_stats([a for o in pending.values() for a in o.adds], columns)
         all_paths = [f.path for bid in pending for f in bins_by_id[bid].files]
         live = live_keys(latest, all_paths)
         gone: dict[int, list[str]] = {}
@@ -225,12 +232,12 @@ def commit_bins(
             txn = Transaction(
                 storage,
                 latest,
-                operation=OPERATION,
+                operation=REORG_OPERATION if plan.purge_min_deleted_share is not None else OPERATION,
                 operation_parameters=operation_parameters(plan, engine),
                 run_hooks=run_hooks,
                 feature_operation=compaction_operation(engine),
             )
-            txn.add([o.add for o in outs if o.add])
+            txn.add([a for o in outs for a in o.adds])
             txn.remove([r for b in bins for r in remove_actions(b, now)])
             metrics = operation_metrics(bins, outs)
             try:

@@ -412,12 +412,17 @@ def run_local(
     if not todo:
         return [], []
     workers = max(1, min(len(todo), options.max_workers or os.cpu_count() or 2))
+    writer_class = BinWriter
+    if plan.zorder_by:  # imported here: the Z-order writer builds on this module
+        from deltalog.compaction.zorder_writer import ZOrderWriter
+
+        writer_class = ZOrderWriter
 
     def one(b: Bin) -> BinOutput | BinSkipped:
         if cancel is not None and cancel.is_set():
             return BinSkipped(b.id, "cancelled before this bin was rewritten", "aborted")
         try:
-            return BinWriter(storage, plan, options, workers).rewrite(b)
+            return writer_class(storage, plan, options, workers).rewrite(b)
         except DeltaLogError as exc:
             log.info("bin %d was not rewritten: %s", b.id, exc)  # reported in the result
             return BinSkipped(b.id, f"rewrite failed: {exc}", "error", [f.path for f in b.files])

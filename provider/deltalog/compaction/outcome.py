@@ -20,15 +20,30 @@ class BinOutput:
     seconds: float = 0.0
     #: Where the new file is on storage (for clean-up when the bin does not commit).
     storage_path: str | None = None
+    #: Further new files of the bin (a Z-order bin is cut into several files), and where they are.
+    more_adds: list[dict[str, Any]] = field(default_factory=list)
+    more_paths: list[str] = field(default_factory=list)
+
+    @property
+    def adds(self) -> list[dict[str, Any]]:
+        """Every new file's add action (none when every row was deleted)."""
+        return ([self.add] if self.add else []) + list(self.more_adds)
+
+    @property
+    def storage_paths(self) -> list[str]:
+        return ([self.storage_path] if self.storage_path else []) + list(self.more_paths)
 
     @property
     def bytes_out(self) -> int:
-        return int(self.add["size"]) if self.add else 0
+        return sum(int(a["size"]) for a in self.adds)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("add")
+        d.pop("more_adds")
         d["path"] = self.add["path"] if self.add else None
+        if self.more_adds:
+            d["more_paths_in_log"] = [a["path"] for a in self.more_adds]
         d["bytes_out"] = self.bytes_out
         return d
 

@@ -21,12 +21,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog import clustering, row_tracking
 from deltalog.actions import dv_unique_id
 from deltalog.compaction.layout import compression_codec, iceberg_compat_version
 from deltalog.compaction.predicate import PartitionFilter, parse_where
+from deltalog.compaction.purge import check_share, purge_mask
+from deltalog.compaction.zorder import check_zorder_columns
 from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltalog.features import Operation
 from deltalog.protocol import check_writable
@@ -124,6 +127,10 @@ class CompactionPlan:
     #: The Iceberg compatibility version the table enables: new files follow its rules
     #: (partition values materialised, field ids on every column, nested ids for V2).
     iceberg_compat: int | None = None
+    #: A deletion-vector purge (REORG ... APPLY (PURGE)): files whose DV hides more than this share.
+    purge_min_deleted_share: float | None = None
+    #: Z-order columns (OPTIMIZE ... ZORDER BY): every file of a partition is rewritten along the curve.
+    zorder_by: list[str] = field(default_factory=list)
     bins: list[Bin] = field(default_factory=list)
     num_files: int = 0
     num_candidate_files: int = 0
@@ -179,6 +186,8 @@ class CompactionPlan:
             "statsConfiguration": dict(self.stats_configuration),
             "rowTracking": dict(self.row_tracking) if self.row_tracking else None,
             "icebergCompat": self.iceberg_compat,
+            "purgeMinDeletedShare": self.purge_min_deleted_share,
+            "zOrderBy": list(self.zorder_by),
             "numFiles": self.num_files,
             "numCandidateFiles": self.num_candidate_files,
             "numBinsDeferred": self.num_bins_deferred,
@@ -224,6 +233,10 @@ class CompactionPlan:
                 stats_configuration={str(k): str(v) for k, v in (doc.get("statsConfiguration") or {}).items()},
                 row_tracking=_row_tracking_doc(doc.get("rowTracking")),
                 iceberg_compat=None if doc.get("icebergCompat") is None else int(doc["icebergCompat"]),
+                purge_min_deleted_share=(
+                    None if doc.get("purgeMinDeletedShare") is None else float(doc["purgeMinDeletedShare"])
+                ),
+                zorder_by=[str(c) for c in doc.get("zOrderBy") or []],
                 bins=bins,
                 num_files=int(doc.get("numFiles") or 0),
                 num_candidate_files=int(doc.get("numCandidateFiles") or 0),
@@ -312,9 +325,26 @@ def plan_from_snapshot(
     max_bins: int | None = None,
     small_file_threshold: int | str | None = None,
     engine: str | None = None,
+    *,
+    purge_min_deleted_share: float | None = None,
+    zorder_by: list[str] | None = None,
 ) -> CompactionPlan:
-    """Plan against an already loaded snapshot (see :func:`plan_compaction`)."""
+    """Plan against an already loaded snapshot (see :func:`plan_compaction`).
+
+    ``zorder_by`` plans a Z-order (:mod:`deltalog.compaction.zorder`): one bin per
+    partition holding every file of it, whatever their size (the engine cuts it into
+    target-size files).
+
+    ``purge_min_deleted_share`` plans a deletion-vector purge instead of a bin-packing:
+    the candidates are the files whose DV hides more than that share of their rows
+    (:mod:`deltalog.compaction.purge`), and a bin of one file is worth rewriting.
+    """
     check_compactable(snapshot, engine)
+    if purge_min_deleted_share is not None:
+        purge_min_deleted_share = check_share(purge_min_deleted_share)
+        if zorder_by is not None:
+            raise InvalidArgumentError("a deletion-vector purge and a Z-order are separate runs: choose one")
+    zorder = check_zorder_columns(snapshot, zorder_by) if zorder_by is not None else []
     target = target_size_for(snapshot, target_size)
     threshold = (
         target // 2 if small_file_threshold is None else parse_size(small_file_threshold, "small file threshold")
@@ -330,10 +360,21 @@ def plan_from_snapshot(
     pfilter: PartitionFilter | None = parse_where(where, md.partition_columns, md.schema, mapping != "none")
 
     files = snapshot.files
-    mask = pc.less(files.column("size"), threshold)
+    if purge_min_deleted_share is not None:
+        mask = purge_mask(files, purge_min_deleted_share)
+    elif zorder:
+        mask = pa.array([True] * files.num_rows, pa.bool_())
+    else:
+        mask = pc.less(files.column("size"), threshold)
     if pfilter is not None and files.num_rows:
         mask = pc.and_(mask, pfilter.mask(files.column("partitionValues")))
-    if files.num_rows and clustering.is_clustered(snapshot.protocol) and "clusteringProvider" in files.column_names:
+    if (
+        purge_min_deleted_share is None
+        and not zorder
+        and files.num_rows
+        and clustering.is_clustered(snapshot.protocol)
+        and "clusteringProvider" in files.column_names
+    ):
         # Only unclustered files: those a clustering implementation wrote keep their layout.
         mask = pc.and_(mask, pc.is_null(files.column("clusteringProvider")))
     candidates = files.filter(mask) if files.num_rows else files
@@ -361,7 +402,11 @@ def plan_from_snapshot(
     packed: list[tuple[tuple, list[PlanFile]]] = []
     for key in sorted(groups, key=lambda k: [(c, "" if v is None else v) for c, v in k]):
         group = sorted(groups[key], key=lambda f: (f.size, f.path))
-        packed.extend((key, b) for b in _pack(group, target) if len(b) >= min_files)
+        if zorder:  # the whole partition, along one curve
+            packed.append((key, group))
+            continue
+        fewest = 1 if purge_min_deleted_share is not None else min_files
+        packed.extend((key, b) for b in _pack(group, target) if len(b) >= fewest)
     deferred = 0
     if max_bins is not None and len(packed) > max_bins:
         # Keep the bins that remove the most files; the rest wait for the next run.
@@ -387,6 +432,8 @@ def plan_from_snapshot(
         stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
         row_tracking=plan_row_tracking(snapshot),
         iceberg_compat=iceberg_compat_version(md.configuration),
+        purge_min_deleted_share=purge_min_deleted_share,
+        zorder_by=zorder,
         bins=bins,
         num_files=files.num_rows,
         num_candidate_files=candidates.num_rows,
@@ -415,9 +462,19 @@ def plan_compaction(
     max_bins: int | None = None,
     small_file_threshold: int | str | None = None,
     storage_options: dict[str, Any] | None = None,
+    purge_min_deleted_share: float | None = None,
+    zorder_by: list[str] | None = None,
 ) -> CompactionPlan:
-    """Plan a compaction of the table's latest version (nothing is written)."""
+    """Plan a compaction (or a DV purge, or a Z-order) of the latest version; nothing is written."""
     dtable = as_table(table, storage_options)
     return plan_from_snapshot(
-        dtable.snapshot(), dtable.uri, target_size, where, min_files, max_bins, small_file_threshold
+        dtable.snapshot(),
+        dtable.uri,
+        target_size,
+        where,
+        min_files,
+        max_bins,
+        small_file_threshold,
+        purge_min_deleted_share=purge_min_deleted_share,
+        zorder_by=zorder_by,
     )

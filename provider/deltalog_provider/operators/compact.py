@@ -54,6 +54,12 @@ class DeltaCompactOperator(DeltaTableOperator):
         run's queuing (``DeadlineReference.DAGRUN_QUEUED_AT``), start no bin later than this
         long before the deadline; finished bins are committed, the rest is reported as
         ``deferred`` and planned again by the next run (a ``timedelta``; refused with Spark).
+    :param purge_deletion_vectors: a real bool (not templated): rewrite instead the files whose
+        deletion vector hides more than ``min_deleted_share`` of their rows (default 0: any DV),
+        applying it, committed as Delta Spark's ``REORG ... APPLY (PURGE)``; local engine only.
+    :param min_deleted_share: the purge threshold, a number from 0 to below 1.
+    :param zorder_by: column names (a list, not templated): rewrite every file of each partition
+        along a Z curve of them, cut into target-size files (``OPTIMIZE ... ZORDER BY``); local engine only.
     :param spark_conn_id: the Spark connection ``engine="spark"`` submits through (its host is the master).
     :param spark_options: for ``engine="spark"``: keyword arguments of ``SparkSubmitHook`` (``conf``,
         ``env_vars``, ``name``, ``executor_memory``, ...; templated). The driver runs this
@@ -88,8 +94,26 @@ class DeltaCompactOperator(DeltaTableOperator):
         spark_conn_id: str = "spark_default",
         spark_options: dict[str, Any] | None = None,
         deadline_margin: timedelta | None = None,
+        purge_deletion_vectors: bool = False,
+        min_deleted_share: float | None = None,
+        zorder_by: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        from deltalog.compaction.purge import check_share
+
+        if not isinstance(purge_deletion_vectors, bool):
+            raise InvalidArgumentError(f"purge_deletion_vectors must be True or False, got {purge_deletion_vectors!r}")
+        if min_deleted_share is not None:
+            if not purge_deletion_vectors:
+                raise InvalidArgumentError("min_deleted_share applies to a deletion-vector purge only")
+            check_share(min_deleted_share)
+        self.purge_deletion_vectors = purge_deletion_vectors
+        self.min_deleted_share = min_deleted_share
+        if zorder_by is not None and (
+            isinstance(zorder_by, str) or not isinstance(zorder_by, (list, tuple)) or not zorder_by
+        ):
+            raise InvalidArgumentError(f"zorder_by must be a non-empty list of column names, got {zorder_by!r}")
+        self.zorder_by = list(zorder_by) if zorder_by is not None else None
         self.target_size = target_size
         self.where = where
         self.engine = engine
@@ -115,6 +139,8 @@ class DeltaCompactOperator(DeltaTableOperator):
         engine = optional_str(self.engine) or "local"
         if engine == "spark" and self.deadline_margin is not None:
             raise InvalidArgumentError("deadline_margin stops between bins of the local engine only, not Spark")
+        if engine == "spark" and (self.purge_deletion_vectors or self.zorder_by):
+            raise InvalidArgumentError("a deletion-vector purge or a Z-order runs on the local engine only, not Spark")
         if engine == "spark":
             self._spark_options()  # bad options fail before anything is planned
         plan = self.call(
@@ -124,6 +150,8 @@ class DeltaCompactOperator(DeltaTableOperator):
             where=optional_str(self.where),
             min_files=self.min_files,
             max_bins=optional_int(self.max_bins, "max_bins"),
+            purge_min_deleted_share=(self.min_deleted_share or 0.0) if self.purge_deletion_vectors else None,
+            zorder_by=self.zorder_by,
         )
         self.log.info(
             "compaction plan: %d bins over %d candidate files", len(plan.bins), plan.summary()["numCandidateFiles"]

@@ -1,0 +1,175 @@
+"""The local engine's Z-order rewrite of one partition (see :mod:`deltalog.compaction.zorder`)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from deltalog.compaction.layout import output_dir, output_file_name, to_log_path
+from deltalog.compaction.local import BinWriter
+from deltalog.compaction.outcome import BinOutput
+from deltalog.compaction.plan import Bin
+from deltalog.compaction.zorder import MAX_BITS, interleave, rank_scaled
+from deltalog.errors import OperationRefusedError
+from deltalog.stats import stats_from_parquet_metadata, stats_json
+
+log = logging.getLogger(__name__)
+
+_ZCOL = "__deltalog_zvalue"
+
+
+class ZOrderWriter(BinWriter):
+    """Rewrites one partition's files along the Z curve of ``plan.zorder_by`` into target-size files."""
+
+    def _key_names(self) -> list[str]:
+        """The Z-order columns' physical names (what the conformed batches call them)."""
+        logical = {f.name: f for f in self.logical}
+        out = []
+        for c in self.plan.zorder_by:
+            meta = logical[c].metadata or {}
+            out.append(meta.get(b"delta.columnMapping.physicalName", c.encode()).decode())
+        return out
+
+    def rewrite(self, b: Bin) -> BinOutput:
+        started = time.perf_counter()
+        self.consts = dict(b.partitionValues)
+        keys = self._key_names()
+        counters = {"rows_in": 0, "dvs": 0, "deleted": 0}
+        columns: list[list[pa.Array]] = [[] for _ in keys]
+        for f in b.files:
+            pf, deleted, source = self._open(f, counters)
+            try:
+                for batch in self._read(pf, f, deleted):
+                    for i, k in enumerate(keys):
+                        columns[i].append(batch.column(k))
+            finally:
+                if source is not pf and hasattr(source, "close"):
+                    source.close()
+        n = sum(len(a) for a in columns[0]) if columns else 0
+        output = BinOutput(bin_id=b.id, add=None, rows_in=counters["rows_in"], bytes_in=b.size)
+        output.deletion_vectors, output.deleted_rows = counters["dvs"], counters["deleted"]
+        if n == 0:
+            output.seconds = time.perf_counter() - started
+            return output
+        bits = min(MAX_BITS, 63 // len(keys))
+        ranks = [rank_scaled(pa.chunked_array(cols, type=cols[0].type), bits) for cols in columns]
+        del columns
+        z = interleave(ranks, bits)
+        del ranks
+        order = np.argsort(z, kind="stable")
+        runs = max(1, min(n, math.ceil(b.size / self.plan.target_size)))
+        per_run = math.ceil(n / runs)
+        run_of_row = np.empty(n, dtype=np.int32)
+        run_of_row[order] = (np.arange(n) // per_run).astype(np.int32)
+        runs = int(run_of_row.max()) + 1
+        del order
+        spill = tempfile.mkdtemp(prefix="deltalog-zorder-")
+        try:
+            self._route(b, run_of_row, z, spill, runs)
+            del run_of_row, z
+            written = [self._write_run(b, spill, i) for i in range(runs)]
+        except BaseException:
+            shutil.rmtree(spill, ignore_errors=True)
+            raise
+        shutil.rmtree(spill, ignore_errors=True)
+        adds = [w for w in written if w is not None]
+        output.rows_out = n
+        if adds:
+            output.add, output.storage_path = adds[0]
+            output.more_adds = [a for a, _ in adds[1:]]
+            output.more_paths = [p for _, p in adds[1:]]
+        output.seconds = time.perf_counter() - started
+        log.info(
+            "Z-order bin %d: %d files, %d rows -> %d files by %s (%.2fs)",
+            b.id,
+            len(b.files),
+            n,
+            len(adds),
+            self.plan.zorder_by,
+            output.seconds,
+        )
+        return output
+
+    def _route(self, b: Bin, run_of_row: np.ndarray, z: np.ndarray, spill: str, runs: int) -> None:
+        """Stream every input once more, appending each row (with its Z value) to its run's spill file."""
+        schema = self.output.append(pa.field(_ZCOL, pa.uint64()))
+        sinks = [pa.OSFile(os.path.join(spill, f"{i}.arrow"), "wb") for i in range(runs)]
+        writers = [pa.ipc.new_file(s, schema) for s in sinks]
+        counters = {"rows_in": 0, "dvs": 0, "deleted": 0}
+        pos = 0
+        try:
+            for f in b.files:
+                pf, deleted, source = self._open(f, counters)
+                try:
+                    for batch in self._read(pf, f, deleted):
+                        m = batch.num_rows
+                        ids = run_of_row[pos : pos + m]
+                        zs = pa.array(z[pos : pos + m])
+                        full = pa.RecordBatch.from_arrays([*batch.columns, zs], schema=schema)
+                        pos += m
+                        for run in np.unique(ids):
+                            writers[int(run)].write_batch(full.filter(pa.array(ids == run)))
+                finally:
+                    if source is not pf and hasattr(source, "close"):
+                        source.close()
+        finally:
+            for w in writers:
+                w.close()
+            for s in sinks:
+                s.close()
+        if pos != len(run_of_row):
+            raise OperationRefusedError(f"bin {b.id}: the files changed while being Z-ordered ({pos} rows read again)")
+
+    def _write_run(self, b: Bin, spill: str, i: int) -> tuple[dict[str, Any], str] | None:
+        """One run's rows, in Z order, as one new data file: (add action, storage path)."""
+        with pa.memory_map(os.path.join(spill, f"{i}.arrow")) as src:
+            table = pa.ipc.open_file(src).read_all()
+            if not table.num_rows:
+                return None
+            table = table.take(pc.sort_indices(table.column(_ZCOL))).drop_columns([_ZCOL])
+            return self._write_file(b, i, table)
+
+    def _write_file(self, b: Bin, i: int, table: pa.Table) -> tuple[dict[str, Any], str]:
+        rel_dir = output_dir(b.files[0].path, b.partitionValues)
+        name = output_file_name(b.id, self.plan.codec)
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        full = self.storage.join(*rel.split("/"))
+        if self.storage.is_local:
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            sink: Any = full
+        else:
+            sink = self.storage.fs.open(full, "wb")
+        try:
+            with pq.ParquetWriter(sink, self.output, compression=self.plan.codec, write_statistics=True) as writer:
+                writer.write_table(table, row_group_size=self.options.row_group_rows)
+            metadata = writer.writer.metadata
+        except BaseException:
+            if hasattr(sink, "close"):
+                sink.close()
+            self.storage.delete(full)
+            raise
+        if hasattr(sink, "close"):
+            sink.close()
+        info = self.storage.info(full)
+        stats = stats_from_parquet_metadata(
+            metadata, self.logical, self.plan.partition_columns, configuration=self.plan.stats_configuration
+        )
+        add = {
+            "path": to_log_path(rel),
+            "partitionValues": dict(b.partitionValues),
+            "size": info.size,
+            "modificationTime": info.modification_time,
+            "dataChange": False,
+            "stats": stats_json(stats),
+        }
+        return add, full
