@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 
 import deltalake
@@ -124,6 +126,12 @@ def test_purge_due_verdict_and_plain_compaction_ignores_share(tmp_path):
     due = maintenance_due(DeltaTable(path))
     assert due.to_dict()["work"]["rows_hidden_by_dvs"] == 5005
     assert due.to_dict()["work"]["files_with_dvs"] == 2
+    assert any(r.startswith("deletion vectors: 5005 rows hidden in 2 files") for r in due.reasons)
+    cli = subprocess.run(
+        [sys.executable, "-m", "deltalog", "health", path, "--json"], capture_output=True, text=True, check=True
+    )
+    work = json.loads(cli.stdout)["work"]
+    assert (work["rows_hidden_by_dvs"], work["dv_max_file_share"]) == (5005, round(5001 / 6000, 6))
     compact(path, purge_deletion_vectors=True)
     due = maintenance_due(DeltaTable(path))
     assert due.to_dict()["work"]["rows_hidden_by_dvs"] == 0
