@@ -154,3 +154,26 @@ def test_bad_purge_arguments_are_refused_and_nothing_is_written(tmp_path, kwargs
     with pytest.raises(InvalidArgumentError, match=message):
         compact(path, **kwargs)
     assert DeltaTable(path).snapshot().version == version
+
+
+@pytest.mark.parametrize("name", ["dv-partitioned-with-checkpoint", "dv-with-columnmapping"])
+def test_purge_of_delta_spark_dv_tables_keeps_every_version(tmp_path, name):
+    """Tables Delta Spark wrote with deletion vectors (golden corpus): rows identical at every version."""
+    from shared_data import golden_copy
+
+    path = golden_copy(name, tmp_path)
+    latest = DeltaTable(path).snapshot().version
+    first = min(DeltaTable(path).list_log().commits)
+    before = {v: _deltalake_rows(path, v) for v in range(first, latest + 1)}
+    dv_paths = [r["path"] for r in DeltaTable(path).snapshot().files.to_pylist() if r["deletionVector"]]
+    assert dv_paths
+
+    result = compact(path, purge_deletion_vectors=True)
+
+    assert result.ok and result.to_dict()["numFilesRemoved"] == len(dv_paths)
+    for v, rows in before.items():
+        assert _deltalake_rows(path, v) == rows
+    assert _deltalake_rows(path, result.commits[0].version) == before[latest]
+    snap = DeltaTable(path).snapshot()
+    assert not any(snap.files.column("deletionVector").to_pylist())
+    assert not set(dv_paths) & set(snap.file_paths())
