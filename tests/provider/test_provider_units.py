@@ -608,7 +608,7 @@ def test_commit_request_forms(tmp_path):
         load_request("{not json", hook, root)
 
 
-def test_commit_retry_is_a_noop_and_an_older_run_commits_once(tmp_path):
+def test_commit_retry_is_a_noop_and_an_older_run_commits_once(tmp_path, capfd):
     """Issue 15 fault 5: a backfill of an older date after a newer run commits its own data, once."""
     import datetime as dt
 
@@ -619,8 +619,10 @@ def test_commit_retry_is_a_noop_and_an_older_run_commits_once(tmp_path):
     op = DeltaCommitOperator(task_id="c", table=str(tmp_path / "t"), request={"add": [{"path": newer_file["path"]}]})
     first = op.execute(newer)
     assert first["version"] == 1 and not first["noop"]
+    capfd.readouterr()
     retry = op.execute(newer)
     assert retry["noop"] is True and table.version() == 1
+    assert "already committed by an earlier try" in capfd.readouterr().out
     assert op.get_openlineage_facets_on_complete(None).outputs[0].name == str(tmp_path / "t")
 
     older = {"ti": FakeTI(), "logical_date": dt.datetime(2024, 5, 1, tzinfo=dt.UTC)}

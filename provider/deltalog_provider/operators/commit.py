@@ -189,6 +189,15 @@ class DeltaCommitOperator(DeltaTableOperator):
             return str(request["appId"]), optional_int(request.get("txnVersion"), "txnVersion") or 0
         return app_id or derive_app_id(context), txn_version if txn_version is not None else derive_txn_version(context)
 
+    def summarize(self, result: Any, metrics: dict[str, Any]) -> str:
+        """The commit's own summary line; a no-op says it is a retry's (the data landed earlier)."""
+        if metrics.get("noop"):
+            return (
+                f"COMMIT {self._table_uri}: already committed by an earlier try ({result.summary_line()}), "
+                f"table at version {self._version}"
+            )
+        return super().summarize(result, metrics)
+
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         """A re-run that found its app transaction already recorded committed nothing."""
         return bool(metrics.get("noop"))
