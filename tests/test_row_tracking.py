@@ -181,3 +181,25 @@ def test_hidden_columns_stay_out_of_the_table_schema(tmp_path):
     assert ROW_ID not in stats["minValues"] and stats["numRecords"] == 6
     data = pq.read_table(os.path.join(path, snap.files.column("path").to_pylist()[0]))
     assert data.schema.field(ROW_ID).type == pa.int64()
+
+
+@pytest.mark.parametrize("mode", ["zorder", "purge"])
+def test_layout_rewrites_preserve_stable_row_ids(tmp_path, mode):
+    """Z-order reorders rows across files and a purge drops deleted ones: each surviving row keeps its ID."""
+    path = str(tmp_path / "t")
+    t = _table(path)
+    for start in (0, 3, 6):
+        commit_request(t, _request(path, 3, start=start))
+    before = stable_rows(t)
+    if mode == "zorder":
+        result = compact(t, zorder_by=["value"])
+    else:
+        from test_compaction_support import add_deletion_vector
+
+        first = t.snapshot().file_paths()[0]
+        add_deletion_vector(path, first, [1])
+        deleted = pq.read_table(os.path.join(path, first)).column("id")[1].as_py()
+        before.pop(deleted)  # the purge drops the row the DV hides, and only it
+        result = compact(t, purge_deletion_vectors=True)
+    assert result.ok and result.commits
+    assert stable_rows(t) == before
