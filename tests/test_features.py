@@ -24,6 +24,7 @@ from deltalog.checkpoint import create_checkpoint
 from deltalog.cli import main
 from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
+from deltalog.due import maintenance_due
 from deltalog.errors import OperationRefusedError, UnsupportedProtocolError
 from deltalog.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
 from deltalog.log_cleanup import cleanup_log
@@ -345,6 +346,13 @@ def test_shredded_variant_tables_are_read_and_kept_but_not_rewritten(tmp_path, s
     assert DeltaTable(path).snapshot().files.num_rows == 2
     assert vacuum(path, dry_run=True).num_deleted_files == 0
     assert generate_manifest(path, dry_run=True).to_dict()
+    # Maintenance planning: compaction is refused with its reason, the other operations are still judged.
+    due = maintenance_due(DeltaTable(path))
+    assert due.refused is None and not due.compaction
+    assert any(
+        r.startswith(f"compaction: refused: refusing to compact: the table uses variantShredding{suffix}")
+        for r in due.reasons
+    )
     before = sorted(os.listdir(path))
     with pytest.raises(UnsupportedProtocolError, match=f"variantShredding{suffix}: files may hold shredded variant"):
         compact(path, target_size=1 << 30)

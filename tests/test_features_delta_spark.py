@@ -9,6 +9,9 @@ written by Delta Spark 4.4 in one session; every deltalog operation runs on each
 - a *conditional* cell succeeds or refuses with a deltalog error (its condition);
 
 and afterwards Delta Spark reads every row it wrote plus the rows deltalog committed.
+Row tracking is judged by Delta Spark too: ``_metadata.row_id`` and
+``_metadata.row_commit_version`` of every row are unchanged by deltalog's commits and
+compaction. One Spark session serves the module.
 Uses the oracle's session-scoped ``delta_spark`` fixture when the suite has one (its
 corpus will replace these tables), else a session of its own for this module.
 """
@@ -30,6 +33,7 @@ from deltalog.features import FEATURES, REFUSED, SUPPORTED, Operation
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import generate_manifest
 from deltalog.vacuum import vacuum
+from helpers import write_data_file
 
 pytest.importorskip("pyspark")
 
@@ -159,3 +163,42 @@ def test_what_happens_is_what_the_feature_table_says(spark, tmp_path):
         assert DeltaTable(path).snapshot().version >= 4
     report = "\n".join(" | ".join(o) for o in outcomes)
     print(f"\nfeature | operation | outcome | error\n{report}")
+
+
+# --- row tracking, judged by Delta Spark's _metadata.row_id / row_commit_version ------------------
+
+
+def _row_tracking(spark, path: str) -> dict[int, tuple[int, int]]:
+    df = spark.read.format("delta").load(path).select("id", "_metadata.row_id", "_metadata.row_commit_version")
+    return {r[0]: (r[1], r[2]) for r in df.collect()}
+
+
+def test_row_ids_survive_deltalog_commits_and_compaction(spark, tmp_path):
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, s STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true')"
+    )
+    for start in (0, 10, 20):
+        spark.sql(f"INSERT INTO delta.`{path}` SELECT id, concat('s', id) FROM range({start}, {start + 10}, 1, 1)")
+    spark.sql(f"UPDATE delta.`{path}` SET s = 'u' WHERE id % 7 = 0")  # materialised IDs, new commit versions
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 5 = 1")  # deletion vectors
+    before = _row_tracking(spark, path)
+
+    data = pa.table({"id": pa.array(range(100, 105), pa.int64()), "s": [f"n{i}" for i in range(5)]})
+    landed = commit_request(path, {"operation": "WRITE", "add": [{"path": write_data_file(path, data)["path"]}]})
+    result = compact(path, target_size=1 << 30)
+    assert result.to_dict()["plan"]["numBins"] >= 1
+
+    after = _row_tracking(spark, path)
+    assert {i: after[i] for i in before} == before
+    new = {i: after[i] for i in range(100, 105)}
+    assert {v for _, v in new.values()} == {landed.version}
+    ids = [rid for rid, _ in after.values()]
+    assert len(set(ids)) == len(ids)
+    # Delta Spark can still write to the table and reads its row IDs consistently.
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (200, 'z')")
+    final = _row_tracking(spark, path)
+    assert {i: final[i] for i in after} == after and final[200][0] not in ids

@@ -64,10 +64,6 @@ _VERBS = {
 }
 
 
-class _Skip(Exception):
-    """Vacuum is refused for this table: not judged."""
-
-
 @dataclass(frozen=True)
 class MaintenanceDue:
     """Which operations would have work, why, and how much (the numbers the fleet ranks by)."""
@@ -209,15 +205,13 @@ def maintenance_due(
         last = f"checkpoint {max(cps)}" if cps else "any checkpoint"
         reasons.append(f"checkpoint: {since} commits since {last} (interval {interval})")
 
-    try:
-        if "vacuum" in refusals:
-            raise _Skip
-        retention = resolve_retention(conf, None, False, now_ms=now)
-    except _Skip:
-        pass
-    except DeltaLogError as exc:
-        reasons.append(f"vacuum: not judged: {exc}")
-    else:
+    retention = None
+    if "vacuum" not in refusals:  # a refused vacuum is not judged (its reason is already given)
+        try:
+            retention = resolve_retention(conf, None, False, now_ms=now)
+        except DeltaLogError as exc:
+            reasons.append(f"vacuum: not judged: {exc}")
+    if retention is not None:
         tomb = snapshot.tombstones
         if tomb.num_rows:
             ts = pc.fill_null(tomb.column("deletionTimestamp"), 0)

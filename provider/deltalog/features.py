@@ -414,6 +414,10 @@ def markdown() -> str:
         "named in the notes (the operation checks it and refuses); **no**: refused, with the reason in",
         "the notes. Writer-only features never stop a snapshot (readers ignore them).",
         "",
+        "Checked against tables Delta Spark wrote by `tests/test_features_delta_spark.py` (slow, spark): on each",
+        "table every operation does what its cells say, Delta Spark reads every row afterwards, and row IDs and",
+        "row commit versions (`_metadata.row_id`, `_metadata.row_commit_version`) survive commits and compaction.",
+        "",
         "| feature | kind | " + " | ".join(op.value for op in ops) + " |",
         "|---|---|" + "---|" * len(ops),
     ]
