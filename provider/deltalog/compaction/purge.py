@@ -6,8 +6,8 @@ rewritten. A purge rewrites every file whose DV hides more than a share of its
 rows (default: any DV at all), applying the DV, with ``dataChange=false``.
 
 The share is the DV's ``cardinality`` over the file's ``numRecords`` (stats);
-a file without ``numRecords`` counts as fully hidden-unknown and is selected only
-when any DV qualifies (share 0), since judging it would mean reading its footer.
+a file without ``numRecords`` cannot be judged and is selected only when any DV
+qualifies (share 0): judging it would mean reading its footer.
 
 The commit is Delta Spark's: operation ``REORG`` with ``applyPurge`` (see
 :func:`purge_operation`); the conflict rules are compaction's (SnapshotIsolation,
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltalog.errors import InvalidArgumentError
 from deltalog.snapshot import Snapshot
@@ -39,29 +40,34 @@ def check_share(share: Any) -> float:
     return float(share)
 
 
-def _num_records(stats: str | None) -> int | None:
-    if not stats:
-        return None
-    try:
-        n = json.loads(stats).get("numRecords")
-    except (ValueError, AttributeError):
-        return None
-    return n if isinstance(n, int) and not isinstance(n, bool) else None
+def _num_records(files: pa.Table) -> pa.Array:
+    """Each file's stats ``numRecords`` (null when absent), extracted without parsing the JSON."""
+    if "stats" not in files.column_names:
+        return pa.nulls(files.num_rows, pa.int64())
+    stats = files.column("stats").combine_chunks()
+    found = pc.extract_regex(stats, r'"numRecords"\s*:\s*(?P<n>\d+)')
+    return pc.cast(pc.struct_field(found, "n"), pa.int64())
+
+
+def _cardinality(files: pa.Table) -> pa.Array:
+    """Rows each file's deletion vector hides (0 without a DV)."""
+    dv = files.column("deletionVector").combine_chunks()
+    return pc.fill_null(pc.struct_field(dv, "cardinality"), 0)
 
 
 def purge_mask(files: pa.Table, min_share: float) -> pa.Array:
-    """True for each live file whose deletion vector hides more than ``min_share`` of its rows."""
-    dvs = files.column("deletionVector").to_pylist()
-    stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * files.num_rows
-    out = []
-    for dv, st in zip(dvs, stats):
-        hidden = int((dv or {}).get("cardinality") or 0)
-        if not dv or hidden <= 0:
-            out.append(False)
-            continue
-        total = _num_records(st)
-        out.append(min_share == 0 if not total else hidden / total > min_share)
-    return pa.array(out, pa.bool_())
+    """True for each live file whose deletion vector hides more than ``min_share`` of its rows.
+
+    A file whose stats lack ``numRecords`` cannot be judged and is taken only at share 0.
+    """
+    if not files.num_rows:
+        return pa.array([], pa.bool_())
+    hidden = _cardinality(files)
+    has_dv = pc.greater(hidden, 0)
+    if min_share == 0:
+        return has_dv
+    share = pc.divide(pc.cast(hidden, pa.float64()), pc.cast(_num_records(files), pa.float64()))
+    return pc.and_(has_dv, pc.fill_null(pc.greater(share, min_share), False))
 
 
 @dataclass(frozen=True)
@@ -85,25 +91,24 @@ class DeletionVectorHealth:
 
 
 def deletion_vector_health(snapshot: Snapshot) -> DeletionVectorHealth:
-    """Count the rows hidden by deletion vectors (from the log: DV cardinality and stats ``numRecords``)."""
+    """Count the rows hidden by deletion vectors (from the log: DV cardinality and stats ``numRecords``).
+
+    Vectorised, and the stats are not read at all when no file has a DV (the common case).
+    """
     files = snapshot.files
     if not files.num_rows:
         return DeletionVectorHealth(0, 0, 0.0, 0.0)
-    dvs = files.column("deletionVector").to_pylist()
-    stats = files.column("stats").to_pylist() if "stats" in files.column_names else [None] * files.num_rows
-    n_dv = hidden = total = 0
-    max_share = 0.0
-    for dv, st in zip(dvs, stats):
-        records = _num_records(st)
-        total += records or 0
-        card = int((dv or {}).get("cardinality") or 0)
-        if card > 0:
-            n_dv += 1
-            hidden += card
-            if records:
-                max_share = max(max_share, card / records)
-    share = round(hidden / total, 6) if total else 0.0
-    return DeletionVectorHealth(n_dv, hidden, share, round(max_share, 6))
+    hidden = _cardinality(files)
+    n_dv = pc.sum(pc.cast(pc.greater(hidden, 0), pa.int64())).as_py() or 0
+    if not n_dv:
+        return DeletionVectorHealth(0, 0, 0.0, 0.0)
+    records = _num_records(files)
+    total = pc.sum(records).as_py() or 0
+    rows_hidden = pc.sum(hidden).as_py() or 0
+    shares = pc.divide(pc.cast(hidden, pa.float64()), pc.cast(records, pa.float64()))
+    max_share = pc.max(pc.if_else(pc.greater(hidden, 0), shares, None)).as_py() or 0.0
+    share = round(rows_hidden / total, 6) if total else 0.0
+    return DeletionVectorHealth(int(n_dv), int(rows_hidden), share, round(float(max_share), 6))
 
 
 def purge_operation(predicate: list[str]) -> tuple[str, dict[str, str]]:
