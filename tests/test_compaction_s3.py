@@ -43,6 +43,21 @@ def test_compact_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
     assert sorted(p.split("/")[0] for p in paths) == ["part=a", "part=b"]
 
 
+def test_zorder_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
+    """Z-order reads and writes through fsspec (spill files stay local); several output files per partition."""
+    for i in range(4):
+        deltalake.write_deltalake(
+            s3_table_uri, rich_rows(200, i * 1000), mode="append", storage_options=s3_deltalake_options
+        )
+    before = _read(s3_table_uri, s3_deltalake_options)
+    size = sum(r["size"] for r in DeltaTable(s3_table_uri, s3_storage_options).snapshot().files.to_pylist())
+    result = compact(
+        s3_table_uri, zorder_by=["id", "ts"], target_size=size // 2 + 1, storage_options=s3_storage_options
+    )
+    assert result.ok and result.to_dict()["numFilesRemoved"] == 4 and result.to_dict()["numFilesAdded"] == 2
+    assert _read(s3_table_uri, s3_deltalake_options) == before
+
+
 @pytest.mark.spark
 def test_spark_engine_on_s3_through_s3a(s3_server, s3_table_uri, s3_storage_options, s3_deltalake_options):
     """Our Spark job reads and writes the S3 test server through s3a (hadoop-aws + AWS SDK from the jar cache)."""
