@@ -177,3 +177,26 @@ def test_purge_of_delta_spark_dv_tables_keeps_every_version(tmp_path, name):
     snap = DeltaTable(path).snapshot()
     assert not any(snap.files.column("deletionVector").to_pylist())
     assert not set(dv_paths) & set(snap.file_paths())
+
+
+def test_cli_purge_deletion_vectors(tmp_path):
+    path = str(tmp_path / "t")
+    create_table(path, RICH_SCHEMA, partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
+    make_rich_table(path, True, appends=2, rows_per_append=20)
+    paths = DeltaTable(path).snapshot().file_paths()
+    add_deletion_vector(path, paths[0], [0, 1])
+    add_deletion_vector(path, paths[1], list(range(15)))
+    cli = [sys.executable, "-m", "deltalog", "compact", path]
+    bad = subprocess.run(
+        [*cli, "--purge-deletion-vectors", "--min-deleted-share", "1.5"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "min_deleted_share" in bad.stderr
+    alone = subprocess.run([*cli, "--min-deleted-share", "0.5"], capture_output=True, text=True)
+    assert alone.returncode == 2 and "purge only" in alone.stderr
+    ok = subprocess.run(
+        [*cli, "--purge-deletion-vectors", "--min-deleted-share", "0.5", "--json"], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["numFilesRemoved"] == 1  # 15 of 20 rows hidden; 2 of 20 stays
+    left = [r["path"] for r in DeltaTable(path).snapshot().files.to_pylist() if r["deletionVector"]]
+    assert left == [paths[0]]
