@@ -58,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size-mb", type=int, default=None, help="table size (default 200; 50 with --scale small)")
     parser.add_argument("--layout", choices=["both", "partitioned", "flat"], default="both")
     parser.add_argument("--codec", default="zstd", help="pyarrow codec for all three (default zstd, Delta's default)")
+    parser.add_argument(
+        "--spark",
+        action="store_true",
+        help="also our Spark engine next to Delta Spark's OPTIMIZE (partitioned table; minutes)",
+    )
 
 
 # --- measured in a fresh process ---------------------------------------------------------
@@ -126,6 +131,98 @@ def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
     return {"removed": removed, "added": len(groups)}
 
 
+def ours_spark(path: str) -> dict[str, Any]:
+    """Our Spark engine end to end (plan, spark-submit local[2] incl. JVM start, commit); peak = the JVM's."""
+    import resource
+
+    from deltalog.compaction import compact
+
+    d = compact(path, target_size=TARGET, engine="spark", spark_options={"master": "local[2]"}, run_hooks=False)
+    assert d.ok, d.to_dict()
+    return {
+        "removed": d.to_dict()["numFilesRemoved"],
+        "added": d.to_dict()["numFilesAdded"],
+        "jvm_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def _descendants_peak_mb() -> float:
+    """The largest VmHWM among this process's descendants (the JVM PySpark started)."""
+    peak = 0
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            kids = [
+                int(c)
+                for t in os.listdir(f"/proc/{pid}/task")
+                for c in open(f"/proc/{pid}/task/{t}/children").read().split()
+            ]
+        except OSError:
+            continue
+        for k in kids:
+            todo.append(k)
+            try:
+                for line in open(f"/proc/{k}/status"):
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+    return peak / 1024
+
+
+def delta_spark_optimize(path: str) -> dict[str, Any]:
+    """Delta Spark's OPTIMIZE in a local[2] session; session (JVM) start timed apart."""
+    import time
+
+    from pyspark.sql import SparkSession
+
+    from deltalog.engines.spark_packages import spark_conf
+
+    t0 = time.perf_counter()
+    builder = SparkSession.builder.master("local[2]").appName("bench-delta-optimize")
+    conf = {**spark_conf(delta=True, s3a=False), "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC"}
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    started = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    row = spark.sql(f"OPTIMIZE delta.`{path}`").collect()[0]
+    optimize_s = time.perf_counter() - t1
+    metrics = row["metrics"]
+    peak = _descendants_peak_mb()
+    spark.stop()
+    return {
+        "removed": metrics["numFilesRemoved"],
+        "added": metrics["numFilesAdded"],
+        "jvm_start_s": started,
+        "optimize_s": optimize_s,
+        "jvm_peak_mb": peak,
+    }
+
+
+def _run_spark(table: Path, info: dict[str, Any], work: Path) -> list[dict[str, Any]]:
+    mb = info["bytes"] / 1e6
+    delta = measure(__name__, "delta_spark_optimize", [_fresh(table, work / "t")], preload=["pyspark"], timeout=1800)
+    ours_m = measure(__name__, "ours_spark", [_fresh(table, work / "t")], preload=OURS_PRELOAD, timeout=1800)
+    d, o = delta.result, ours_m.result
+    assert d["removed"] == o["removed"] == info["files"], (d, o)
+    delta.peak_mb = max(delta.peak_mb, d["jvm_peak_mb"])
+    ours_m.peak_mb = max(ours_m.peak_mb, o["jvm_peak_mb"])
+    row = compare_row(
+        f"Spark engine (local[2]) vs Delta Spark OPTIMIZE (local[2]), wide table, {info['files']} files, {mb:.0f} MB",
+        ours_m,
+        delta,
+        note=f"ours {o['added']} files, {mb / ours_m.seconds:.1f} MB/s end to end incl. JVM start; Delta Spark "
+        f"{d['added']} files, OPTIMIZE {d['optimize_s']:.1f} s ({mb / d['optimize_s']:.1f} MB/s) after a "
+        f"{d['jvm_start_s']:.1f} s session start; ours without one such start ~"
+        f"{mb / max(0.1, ours_m.seconds - d['jvm_start_s']):.1f} MB/s (estimate); deltalake column = Delta Spark; "
+        f"peaks = largest process (the JVM); load average {os.getloadavg()[0]:.1f}",
+    )
+    return [row]
+
+
 # --- set-up (not timed) ------------------------------------------------------------------
 
 
@@ -169,6 +266,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     for partitioned in layouts:
         table, info = wide_table.build(size_mb, partitioned)
         rows.extend(_run_layout(table, info, partitioned, args))
+        if partitioned and args.spark:
+            work = Path(tempfile.mkdtemp(prefix="deltalog-wide-spark-", dir=table.parent))
+            try:
+                rows.extend(_run_spark(table, info, work))
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
     return rows
 
 
