@@ -506,7 +506,7 @@ def test_variant_columns_take_unshredded_variant_structs_only(tmp_path) -> None:
     )
     txn = Transaction(Storage(path), None, operation="CREATE TABLE", run_hooks=False)
     txn.update_protocol(Protocol(3, 7, ("variantType",), ("variantType",)))
-    txn.update_metadata(Metadata(str(uuid.uuid4()), schema_string, [], {}, 0))
+    txn.update_metadata(Metadata(str(uuid.uuid4()), schema_string, [], {}, created_time=0))
     txn.commit()
     variant = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
     put(
