@@ -26,7 +26,8 @@ operation happens, then OSError: a lost response), ``truncate`` (streamed
 writes keep only part of their bytes, then OSError; other writes fail
 mid-upload, leaving nothing), ``slow`` (sleep, then proceed), ``kill``,
 ``kill_after`` and ``kill_during`` (SIGKILL before, after, or half-way
-through the operation; used by crash tests in subprocesses).
+through the operation, "after" whether the operation returned or raised, e.g.
+a read of a missing file; used by crash tests in subprocesses).
 """
 
 from __future__ import annotations
@@ -235,6 +236,12 @@ class FaultyFileSystem(LocalFileSystem):
         try:
             _before(fault, kind, p)
             yield fault
+        except BaseException:
+            # A call that answered with an error (a read of a missing optional file: FileNotFoundError)
+            # still happened and was counted: a kill planned right after it happens all the same.
+            if fault is not None and fault.action == "kill_after":
+                _die()
+            raise
         finally:
             _local.depth = depth
         if kind != "write" or fault is None or fault.action not in ("truncate", "kill_during"):

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import textwrap
 from collections import Counter
 
 import pytest
@@ -124,6 +128,34 @@ def test_the_wrapper_is_an_atomic_remote_filesystem(tmp_path) -> None:
             fh.write(b"x" * 100)
     assert os.path.getsize(storage.join("s.bin")) == 25, "a truncated stream leaves a partial file"
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".faulty-tmp")], "no temp file is left behind"
+
+
+def test_kill_after_a_call_that_raises_still_kills(tmp_path) -> None:
+    """A kill planned right after a call happens even when the call answered with an error.
+
+    The crash tests draw their kill points from every call a clean run counts, and a clean
+    vacuum reads ``_last_vacuum_info`` before it exists (FileNotFoundError): ``kill_after`` at
+    that read used to let the child run on and finish.
+    """
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(faults.__file__)!r})
+        import faults
+        from deltalog.storage import Storage
+
+        storage = Storage(faults.uri({str(tmp_path)!r}))
+        faults.activate(faults.FaultPlan([faults.Fault("read", 2, "kill_after")]))
+        for name in ("first", "second"):
+            try:
+                storage.read_bytes(storage.join("_delta_log", name))
+            except FileNotFoundError:
+                print("survived", name, flush=True)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, f"exit code {proc.returncode}: {proc.stdout}{proc.stderr}"
+    assert proc.stdout.split() == ["survived", "first"], "killed right after the second read, not before"
 
 
 # --- regressions found by the sweep ------------------------------------------------------------------
