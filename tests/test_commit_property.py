@@ -9,9 +9,12 @@
 - Partition values: a random value of each partition type, spelled in one of
   the ways writers spell it (leading zeros, ``+``, dropped or extra trailing
   zeros, upper-case booleans, offsets on timestamps), as the hive directory of
-  a commit request. The log must hold the canonical spelling and deltalake
-  must read back the same value; text that is not a value of the type must be
-  refused.
+  a commit request. The log must hold the canonical spelling, and the row must
+  read back with the same value: through deltalog's snapshot with the logged
+  text parsed by pyarrow (every value), and through deltalake (locally its SQL
+  engine, every value; on S3 its pyarrow reader, every value but a negative
+  decimal with a fraction, which deltalake 1.x renders wrongly, see
+  ``deltalake_misreads``). Text that is not a value of the type must be refused.
 """
 
 from __future__ import annotations
@@ -22,14 +25,14 @@ import io
 import json
 import uuid
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import deltalake
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
@@ -115,14 +118,36 @@ class Place:
     def read(self, root: str) -> list[dict[str, Any]]:
         """Every row as deltalake reads it.
 
-        Locally by its query engine: ``to_pyarrow_table`` renders a negative decimal partition
-        value with a fraction wrongly (``-0.01`` as ``'0.-1'``, ``-1.01`` as ``'-1.-1'``) and
-        fails (deltalake 1.x; its own writer fails the same way). On S3 by ``to_pyarrow_table``: the query engine blocks on the in-process server.
+        Locally by its SQL engine (DataFusion), which parses every partition value right. On S3
+        by ``to_pyarrow_table``: the SQL engine holds the GIL while it waits on the S3 test
+        server, which runs on a thread of this process, so it blocks for ever there. Its pyarrow
+        reader misrenders some decimal partition values (see ``deltalake_misreads``).
         """
         table = deltalake.DeltaTable(root, storage_options=self.dl_options)
         if self.options:
             return table.to_pyarrow_table().to_pylist()
         return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t").read_all()).to_pylist()
+
+    def read_via_log(self, root: str, types: dict[str, pa.DataType]) -> list[dict[str, Any]]:
+        """Every row read without deltalake: deltalog's snapshot names the files, pyarrow reads
+        them, and each partition value is the logged text parsed by pyarrow's cast to its
+        column's type (a parser independent of deltalog's canonical spelling)."""
+        rows: list[dict[str, Any]] = []
+        for add in DeltaTable(root, self.options).snapshot().files.to_pylist():
+            with self.fs.open(f"{root}/{unquote(add['path'])}", "rb") as fh:  # the log holds a URI path
+                data = pq.read_table(fh)
+            for column, text in dict(add["partitionValues"] or []).items():
+                typed = pa.array([text or None] * data.num_rows, pa.string()).cast(types[column])
+                data = data.append_column(column, typed)
+            rows.extend(data.to_pylist())
+        return rows
+
+
+def deltalake_misreads(value: Any) -> bool:
+    """deltalake's pyarrow reader (deltalake 1.x) renders a negative decimal partition value with
+    a fraction wrongly (``-0.01`` as ``'0.-1'``, ``-1.01`` as ``'-1.-1'``) and fails on it; its
+    own writer fails the same way. Its SQL engine reads these values right."""
+    return isinstance(value, decimal.Decimal) and value < 0 and value != value.to_integral_value()
 
 
 def check_schema_case(place: Place, case: dict[str, Any]) -> None:
@@ -194,9 +219,6 @@ def partition_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def check_partition_case(place: Place, case: dict[str, Any]) -> None:
-    if place.options and isinstance(case["value"], decimal.Decimal):
-        value = case["value"]
-        assume(not (value < 0 and value != value.to_integral_value()))  # deltalake's bug, see Place.read
     root = place.fresh()
     schema = pa.schema([("id", pa.int64()), ("p", case["type"])])
     create_table(root, schema, partition_by=["p"], storage_options=place.options, run_hooks=False)
@@ -205,12 +227,28 @@ def check_partition_case(place: Place, case: dict[str, Any]) -> None:
     commit_request(DeltaTable(root, place.options), {"add": [rel]}, run_hooks=False)
     written = dict(DeltaTable(root, place.options).snapshot().files.to_pylist()[0]["partitionValues"])
     assert written == {"p": case["canonical"]}
-    got = place.read(root)
-    assert len(got) == 1
-    read = got[0]["p"]
+    assert _only_value(place.read_via_log(root, {"p": case["type"]})) == case["value"]
+    if place.options and deltalake_misreads(case["value"]):
+        event("deltalake not asked: its pyarrow reader misrenders this value (the log reader checked it)")
+        return
+    assert _only_value(place.read(root)) == case["value"]
+
+
+def _only_value(rows: list[dict[str, Any]]) -> Any:
+    """The partition value of the table's one row, timestamps with a zone in UTC."""
+    assert len(rows) == 1 and rows[0]["id"] == 1
+    read = rows[0]["p"]
     if isinstance(read, dt.datetime) and read.tzinfo is not None:
         read = read.astimezone(dt.UTC)
-    assert read == case["value"]
+    return read
+
+
+def _decimal_case(text: str, canonical: str) -> dict[str, Any]:
+    return {"type": pa.decimal128(5, 2), "text": text, "value": decimal.Decimal(canonical), "canonical": canonical}
+
+
+#: Negative decimals with a fraction, tried on every run (deltalake's pyarrow reader misreads them).
+MINUS_1_01, MINUS_0_01 = _decimal_case("-1.01", "-1.01"), _decimal_case("-0.010", "-0.01")
 
 
 # --- local --------------------------------------------------------------------------------
@@ -226,6 +264,8 @@ def test_commit_accepted_iff_file_fits_schema_local(tmp_path, case) -> None:
 
 @LOCAL
 @given(case=partition_cases())
+@example(case=MINUS_1_01)
+@example(case=MINUS_0_01)
 def test_partition_values_are_canonical_and_readable_local(tmp_path, case) -> None:
     check_partition_case(Place(str(tmp_path)), case)
 
@@ -272,6 +312,8 @@ def test_commit_accepted_iff_file_fits_schema_s3(s3_bucket, s3_storage_options, 
 @pytest.mark.s3
 @S3
 @given(case=partition_cases())
+@example(case=MINUS_1_01)
+@example(case=MINUS_0_01)
 def test_partition_values_are_canonical_and_readable_s3(
     s3_bucket, s3_storage_options, s3_deltalake_options, case
 ) -> None:
