@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import shutil
 import urllib.parse
 from dataclasses import dataclass, field
 
 import deltalake
+import pyarrow as pa
 
 from deltalog import DeltaTable
 from deltalog.cli import main
@@ -54,10 +56,28 @@ def table_problems(path: str, needed: set[str]) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - any failure is what this reports
         problems.append(f"deltalog cannot read the table: {type(exc).__name__}: {exc}")
     try:
-        deltalake.DeltaTable(path).to_pyarrow_table()
+        read_with_deltalake(path)
     except Exception as exc:  # noqa: BLE001
         problems.append(f"deltalake cannot read the table: {type(exc).__name__}: {exc}")
     return problems
+
+
+#: How deltalake's pyarrow reader (1.x) misrenders a negative decimal partition value with a
+#: fraction: ``-0.01`` as ``'0.-1'``, ``-1.01`` as ``'-1.-1'``. The value in the log is right.
+_MISRENDERED_DECIMAL = re.compile(r"The string '-?\d*\.-\d+' is not a valid decimal")
+
+
+def read_with_deltalake(path: str) -> pa.Table:
+    """The latest version of a local table as deltalake reads it: its pyarrow reader, or its SQL
+    engine (which parses partition values itself) when the pyarrow reader trips over its own
+    misrendering of a negative decimal partition value. Any other failure is raised."""
+    table = deltalake.DeltaTable(path)
+    try:
+        return table.to_pyarrow_table()
+    except pa.ArrowInvalid as exc:
+        if not _MISRENDERED_DECIMAL.search(str(exc)):
+            raise
+    return pa.table(deltalake.QueryBuilder().register("t", table).execute("select * from t").read_all())
 
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from adversarial_support import cli_problems, fresh_copy, live_files, log_state, run_cli, table_problems
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
@@ -482,6 +482,8 @@ RAW_VALUES = st.one_of(
             "1.5",
             "1.50",
             "1.555",
+            "-1.01",
+            "-0.5",
             "1234",
             "99999999999",
             "-2147483649",
@@ -529,6 +531,8 @@ def partition_tables(tmp_path_factory):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(kind=st.sampled_from(sorted(PARTITION_TYPES)), raw=RAW_VALUES, explicit=st.booleans())
+@example(kind="decimal(5,2)", raw="-1.01", explicit=False)  # deltalake's pyarrow reader misrenders these
+@example(kind="decimal(5,2)", raw="-0.01", explicit=True)
 @pytest.mark.slow
 def test_partition_values(partition_tables, tmp_path, kind, raw, explicit):
     """A partition value of any spelling: committed only if both readers then read the table."""
