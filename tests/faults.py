@@ -27,7 +27,11 @@ writes keep only part of their bytes, then OSError; other writes fail
 mid-upload, leaving nothing), ``slow`` (sleep, then proceed), ``kill``,
 ``kill_after`` and ``kill_during`` (SIGKILL before, after, or half-way
 through the operation, "after" whether the operation returned or raised, e.g.
-a read of a missing file; used by crash tests in subprocesses).
+a read of a missing file; used by crash tests in subprocesses), ``hold``
+(create the signal file ``announce``, then block before the operation until
+every file in ``until`` exists: signals between processes, so a race test
+puts other actors' commits exactly between this process's read and its
+write, whatever the machine's load).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 PROTOCOL = "faulty"
 KINDS = ("write", "delete", "list", "read", "stat")
-ACTIONS = ("fail", "fail_after", "truncate", "slow", "kill", "kill_after", "kill_during")
+ACTIONS = ("fail", "fail_after", "truncate", "slow", "kill", "kill_after", "kill_during", "hold")
 
 
 class InjectedFault(OSError):
@@ -67,6 +71,8 @@ class Fault:
 
     ``slow`` with ``every=True`` delays every such operation from the nth on.
     ``fraction`` is the share of bytes a truncated or killed streamed write keeps.
+    ``hold`` creates ``announce`` (if set), then waits (at most ``timeout`` seconds, then fails)
+    until every path in ``until`` exists.
     """
 
     kind: str
@@ -76,6 +82,9 @@ class Fault:
     delay: float = 0.05
     every: bool = False
     fraction: float = 0.5
+    until: tuple[str, ...] = ()
+    announce: str | None = None
+    timeout: float = 120.0
     seen: int = 0
 
     def __post_init__(self) -> None:
@@ -85,6 +94,9 @@ class Fault:
             raise ValueError(f"unknown fault action {self.action!r}")
         if self.nth < 1:
             raise ValueError("nth counts from 1")
+        self.until = tuple(self.until)
+        if self.action == "hold" and not self.until:
+            raise ValueError("a hold needs the signal files it waits for (until)")
 
     def describe(self) -> str:
         where = f" on paths containing {self.match!r}" if self.match else ""
@@ -111,7 +123,7 @@ class FaultPlan:
                 f.seen += 1
                 if chosen is None and (f.seen == f.nth or (f.every and f.seen >= f.nth)):
                     chosen = f
-            if chosen is not None and chosen.action != "slow":
+            if chosen is not None and chosen.action not in ("slow", "hold"):
                 self.injected.append(
                     {"kind": kind, "nth": chosen.nth, "action": chosen.action, "path": path, "count": self.counts[kind]}
                 )
@@ -148,11 +160,25 @@ def _die() -> None:
     time.sleep(10)  # never reached: SIGKILL cannot be caught
 
 
+def _hold(fault: Fault, path: str) -> None:
+    """Announce the hold, then block until every file of ``fault.until`` exists (InjectedFault after the timeout)."""
+    if fault.announce:
+        open(fault.announce, "w").close()
+    deadline = time.monotonic() + fault.timeout
+    while not all(os.path.exists(p) for p in fault.until):
+        if time.monotonic() > deadline:
+            missing = [p for p in fault.until if not os.path.exists(p)]
+            raise InjectedFault(f"{fault.describe()}: no signal {missing} after {fault.timeout} s ({path})")
+        time.sleep(0.002)
+
+
 def _before(fault: Fault | None, kind: str, path: str) -> None:
     if fault is None:
         return
     if fault.action == "slow":
         time.sleep(fault.delay)
+    elif fault.action == "hold":
+        _hold(fault, path)
     elif fault.action == "kill":
         _die()
     elif fault.action == "fail" or (fault.action == "truncate" and kind != "write"):

@@ -100,7 +100,11 @@ def append_once(table: DeltaTable, part: str, name: str, ids: list[int]) -> dict
 
 
 def role_append(uri: str, options: dict | None, p: dict[str, Any], sig: Signals) -> dict[str, Any]:
-    """``count`` blind appends of small files into ``parts`` (in turn); the rows go back to the test."""
+    """``count`` blind appends of small files into ``parts`` (in turn); the rows go back to the test.
+
+    ``landed``: a signal set once the first append has committed (another actor may hold its
+    commit until then, to have this append land between its read and its write for sure).
+    """
     table = DeltaTable(uri, options)
     if p.get("wait"):
         sig.wait(p["wait"])
@@ -110,6 +114,8 @@ def role_append(uri: str, options: dict | None, p: dict[str, Any], sig: Signals)
         ids = [p["worker"] * 1_000_000 + i * 10 + k for k in range(3)]
         commits.append(append_once(table, part, f"w{p['worker']}-{i}.parquet", ids))
         rows.extend([x, f"v{x}"] for x in ids)
+        if i == 0 and p.get("landed"):
+            sig.set(p["landed"])
         time.sleep(p.get("pause", 0.0))
     if p.get("done"):
         sig.set(p["done"])

@@ -175,18 +175,34 @@ def test_compaction_with_appenders_commits_every_bin(ref: TableRef, tmp_path) ->
     initial = build_table(ref, {"a": 5, "b": 5})
     appends = 5 if ref.options else 8
     race = Race(ref, str(tmp_path / "signals"))
-    # The appends start once the compaction has planned; locally its commit is held for 0.5 s (a slow
-    # store), so appends land between its read and its commit for sure.
-    hold = [{"kind": "write", "nth": 1, "action": "slow", "match": "_delta_log/", "delay": 0.5}]
+    # On S3 the appends start once the compaction has planned and run freely. Locally the compaction's
+    # first commit write announces itself (after it read the log), then waits until both appenders
+    # have committed once (signal files, whatever the machine's load): appends land between its read
+    # and its commit for sure, and the rest of them race its retries freely.
+    landed = [f"landed{w}" for w in range(2)]
+    until = [os.path.join(race.sigdir, f"{name}.signal") for name in landed]
+    announce = os.path.join(race.sigdir, "committing.signal")
+    hold = [{"kind": "write", "nth": 1, "action": "hold", "match": "_delta_log/", "until": until, "announce": announce}]
     race.start("compact", "compact", planned="planned", faults=None if ref.options else hold)
     for w in range(2):
-        race.start(f"append{w}", "append", wait="planned", worker=w + 1, count=appends, parts=["a", "b"], pause=0.02)
+        race.start(
+            f"append{w}",
+            "append",
+            wait="planned" if ref.options else "committing",
+            worker=w + 1,
+            count=appends,
+            parts=["a", "b"],
+            pause=0.02,
+            landed=landed[w],
+        )
     out = race.finish()
     compacted = out["compact"]
     assert compacted["skipped"] == [], "blind appends never conflict with a compaction"
     assert sorted(b for c in compacted["commits"] for b in c["bins"]) == sorted(int(b) for b in compacted["bins"])
     if not ref.options:
         assert compacted["commits"][0]["attempts"] > 1, "the appends landed while the compaction was committing"
+        firsts = [out[f"append{w}"]["commits"][0]["version"] for w in range(2)]
+        assert compacted["commits"][0]["version"] > max(firsts), "both appenders' first commits came before it"
     assert_commits_landed_once(ref, out["append0"], out["append1"])
     expected = rows_in(initial) + appended(out["append0"]) + appended(out["append1"])
     check_table(ref, every_version(ref, 4), expected, SUITE, "compaction racing appenders")
