@@ -93,17 +93,20 @@ def _read_json(path: str, what: str, missing_ok: bool = False) -> Any:
         raise InvalidArgumentError(f"cannot read the {what} {path}: {exc}") from None
 
 
+def _tables_from(args: argparse.Namespace) -> tuple[list[str | FoundTable], list[dict[str, str]]]:
+    """The tables named on the command line, or those discovered under --root/--list with the
+    folders discovery could not read (reported, never fatal)."""
+    if args.table:
+        return list(args.table), []
+    found = _discover(args, args.root)
+    return list(found.tables), list(found.errors)
+
+
 def cmd_maintain(args: argparse.Namespace) -> None:
     _check_source(args, args.table)
     settings = _read_json(args.settings, "settings file") if args.settings else None
     previous = _read_json(args.results, "results file", missing_ok=True) if args.results else None
-    errors: list[dict[str, str]] = []
-    tables: list[str | FoundTable]
-    if args.table:
-        tables = list(args.table)
-    else:
-        found = _discover(args, args.root)
-        tables, errors = list(found.tables), list(found.errors)
+    tables, errors = _tables_from(args)
     result = run_fleet(
         tables,
         args.storage_options,
@@ -183,13 +186,7 @@ def cmd_health(args: argparse.Namespace) -> None:
     if len(args.table) == 1:
         _single(args, args.table[0])
         return
-    errors: list[dict[str, str]] = []
-    tables: list[str | FoundTable]
-    if args.table:
-        tables = list(args.table)
-    else:
-        found = _discover(args, args.root)
-        tables, errors = list(found.tables), list(found.errors)
+    tables, errors = _tables_from(args)
     if args.target_file_size is not None and args.target_file_size <= 0:
         raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
     reports = fleet_health(tables, args.storage_options, target_size=args.target_file_size, max_workers=args.workers)
