@@ -175,3 +175,75 @@ def test_commit_requests_follow_the_iceberg_writer_rules(tmp_path):
     with pytest.raises(DataFileMismatchError, match="partition column 'col-p' is not materialised"):
         commit_request(path, {"operation": "WRITE", "add": [{"path": bad}]}, run_hooks=False)
     assert DeltaTable(path).snapshot().version == 1
+
+
+def _schema_with(extra: dict) -> dict:
+    return {"type": "struct", "fields": [*SCHEMA["fields"], extra]}
+
+
+def test_the_v2_type_allow_list_refuses_commit_requests_naming_the_column(tmp_path):
+    """PROTOCOL.md 'Writer Requirements for IcebergCompatV2': only the allow-list's types; V1 blocks map/array."""
+    import pytest
+
+    from deltalog.commit_request import commit_request
+    from deltalog.errors import OperationRefusedError
+
+    path = str(tmp_path / "t")
+    _iceberg_table(path)
+    ok = _write(path, "good")
+    # The table's schema changes under our feet (as another writer would leave it): a variant nested in a struct.
+    bad = _schema_with(
+        _field("doc", {"type": "struct", "fields": [{"name": "v", "type": "variant", "nullable": True}]}, 5)
+    )
+    meta = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(bad)}
+    meta.update(
+        partitionColumns=["p"],
+        configuration={"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true"},
+        createdTime=0,
+    )
+    _commit(path, 1, [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, {"metaData": meta}])
+    with pytest.raises(OperationRefusedError, match=r"column doc\.v has type variant, which icebergCompatV2"):
+        commit_request(path, {"operation": "WRITE", "add": [{"path": ok}]}, run_hooks=False)
+    assert DeltaTable(path).snapshot().version == 1
+
+
+def test_allow_list_rules():
+    import pytest
+
+    from deltalog.errors import InvalidArgumentError, OperationRefusedError
+    from deltalog.iceberg_compat import check_iceberg_schema
+
+    allowed = json.dumps(SCHEMA)
+    check_iceberg_schema(allowed, ["p"], 2)  # arrays, maps, structs, long, string, date
+    check_iceberg_schema(allowed, ["p"], None)  # not enabled: nothing to check
+    with pytest.raises(OperationRefusedError, match=r"column tags has type array, which icebergCompatV1"):
+        check_iceberg_schema(allowed, ["p"], 1)
+    nested = _schema_with(
+        _field("m", {"type": "map", "keyType": "string", "valueType": "variant", "valueContainsNull": True}, 6)
+    )
+    with pytest.raises(OperationRefusedError, match=r"column m\.value has type variant"):
+        check_iceberg_schema(json.dumps(nested), [], 2)
+    flat = {"type": "struct", "fields": [_field("v", "variant", 1), _field("x", "void", 2)]}
+    check_iceberg_schema(json.dumps({"type": "struct", "fields": [flat["fields"][0]]}), [], 1)  # V1: no allow-list
+    with pytest.raises(InvalidArgumentError, match="column x has type void, which icebergCompatV1"):
+        check_iceberg_schema(json.dumps({"type": "struct", "fields": [flat["fields"][1]]}), [], 1, InvalidArgumentError)
+    part = {"type": "struct", "fields": [_field("id", "long", 1), _field("s", {"type": "struct", "fields": []}, 2)]}
+    with pytest.raises(OperationRefusedError, match="partition column s has type"):
+        check_iceberg_schema(json.dumps(part), ["s"], 2)
+
+
+def test_create_refuses_a_disallowed_type_naming_the_column(tmp_path):
+    import pytest
+
+    from deltalog.create import create_table
+    from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
+
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("tags", pa.list_(pa.string()))])
+    config = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV1": "true"}
+    with pytest.raises(InvalidArgumentError, match="column tags has type array, which icebergCompatV1"):
+        create_table(str(tmp_path / "a"), schema, configuration=config)
+    # An allowed schema is still refused: deltalog never creates an Iceberg-compatible table (never ignored).
+    config = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true"}
+    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
+        create_table(str(tmp_path / "b"), schema, configuration=config)
+    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b" / "_delta_log")

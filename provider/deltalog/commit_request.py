@@ -41,7 +41,7 @@ from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
 from deltalog.hidden import HiddenRule
-from deltalog.iceberg_compat import check_iceberg_file, iceberg_compat_version
+from deltalog.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
 from deltalog.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol import check_writable
 from deltalog.row_rules import RowRuleChecker
@@ -502,6 +502,8 @@ def prepare_actions(
     storage: Storage, snapshot: Snapshot, request: CommitRequest
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Validate ``request`` against the table and build its add and remove actions (nothing is written)."""
+    md = snapshot.metadata
+    check_iceberg_schema(md.schema_string, md.partition_columns, iceberg_compat_version(md.configuration))
     view = _view(snapshot)
     rels = [_relative(storage, a.path, view.hidden) for a in request.add]
     _no_duplicates(rels, "add")

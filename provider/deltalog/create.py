@@ -26,6 +26,7 @@ from deltalog.commit_result import CommitResult
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
 from deltalog.features import Operation
 from deltalog.flags import require_bools
+from deltalog.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 from deltalog.log import list_log
 from deltalog.properties import validate_table_properties
 from deltalog.protocol import FeatureRequirements, Protocol, check_writable
@@ -45,6 +46,8 @@ _FEATURE_PROPERTIES = {
     "delta.enableChangeDataFeed": "changeDataFeed",
     "delta.enableRowTracking": "rowTracking",
     "delta.enableTypeWidening": "typeWidening",
+    "delta.enableIcebergCompatV1": "icebergCompatV1",
+    "delta.enableIcebergCompatV2": "icebergCompatV2",
 }
 _LEGACY_12 = {"appendOnly", "invariants"}
 _PHYSICAL = "delta.columnMapping.physicalName"
@@ -197,6 +200,9 @@ def create_table(
     config, requested = _normalise_configuration(configuration)
     features = required_features(schema, config, requested)
     protocol = choose_protocol(features)
+    check_iceberg_schema(
+        arrow_schema_to_schema_string(schema), partition_by, iceberg_compat_version(config), InvalidArgumentError
+    )
     check_writable(protocol, "create the table", Operation.CREATE)
     if "columnMapping" in features:
         schema, max_id = _with_column_mapping(schema)

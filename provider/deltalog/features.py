@@ -139,7 +139,9 @@ _ICEBERG_COMPACT = Cell(
 )
 _ICEBERG_COMMIT = _conditional(
     "a new file must follow the writer rules (partition values materialised, Parquet field ids equal to the column "
-    "mapping ids, V2 nested ids, numRecords in stats); refused naming the rule otherwise"
+    "mapping ids, V2 nested ids, numRecords in stats); refused naming the rule otherwise, and naming the column "
+    "when the table's schema holds a type the version does not allow (V1: map, array, void; V2: outside its "
+    "type allow-list)"
 )
 _ICEBERG_VACUUM = Cell(
     SUPPORTED,
