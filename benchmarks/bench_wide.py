@@ -97,32 +97,34 @@ def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deltalog.compaction.local import LocalOptions, _dictionary_columns
+    from deltalog.compaction.local import LocalOptions, dictionary_columns
 
     limits = LocalOptions()
     group_bytes = limits.worker_row_group_bytes(2)
 
     groups: list[dict[str, Any]] = json.loads(Path(groups_json).read_text())
 
+    def write(writer: pq.ParquetWriter | None, out: str, t: pa.Table) -> pq.ParquetWriter:
+        if writer is None:  # the first row group decides the dictionaries, as in our engine
+            writer = pq.ParquetWriter(out, t.schema, compression=codec, use_dictionary=dictionary_columns(t))
+        writer.write_table(t, row_group_size=t.num_rows)
+        return writer
+
     def one(g: dict[str, Any]) -> int:
         writer = None
         buf: list[pa.Table] = []
         rows = nbytes = 0
         for f in g["files"]:
-            pf = pq.ParquetFile(f)
-            t = pf.read(use_threads=False)
-            if writer is None:
-                dictionary = _dictionary_columns(pf.metadata, t.schema)
-                writer = pq.ParquetWriter(g["out"], t.schema, compression=codec, use_dictionary=dictionary)
+            t = pq.ParquetFile(f).read(use_threads=False)
             buf.append(t)
             rows += t.num_rows
             nbytes += t.nbytes
             if rows >= limits.row_group_rows or nbytes >= group_bytes:
-                writer.write_table(pa.concat_tables(buf), row_group_size=rows)
+                writer = write(writer, g["out"], pa.concat_tables(buf))
                 buf, rows, nbytes = [], 0, 0
-        assert writer is not None
         if buf:
-            writer.write_table(pa.concat_tables(buf), row_group_size=rows)
+            writer = write(writer, g["out"], pa.concat_tables(buf))
+        assert writer is not None
         writer.close()
         return len(g["files"])
 

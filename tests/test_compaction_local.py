@@ -18,6 +18,7 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.compaction import LocalOptions, compact
 from deltalog.compaction.layout import physical_data_schema
+from deltalog.compaction.local import READ_AHEAD_SHARE, dictionary_columns, read_ahead
 from deltalog.create import create_table
 from deltalog.log import commit_name
 from helpers import append, make_table, rows
@@ -266,8 +267,14 @@ def big_bin_table(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("row_group_bytes, bounded", [(2 << 20, True), (256 << 20, False)], ids=["2MB", "256MB"])
-def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(tmp_path, big_bin_table, row_group_bytes, bounded):
+@pytest.mark.parametrize(
+    "row_group_bytes, bounded, read_ahead",
+    [(2 << 20, True, False), (2 << 20, True, True), (256 << 20, False, True)],
+    ids=["2MB", "2MB-read-ahead", "256MB"],
+)
+def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(
+    tmp_path, big_bin_table, row_group_bytes, bounded, read_ahead
+):
     """Peak Arrow memory of a fresh process rewriting the bin follows the buffer size, not the bin size."""
     path = str(tmp_path / "t")
     shutil.copytree(big_bin_table, path)
@@ -276,7 +283,8 @@ def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(tmp_path, big_bin
         import json
         import pyarrow as pa
         from deltalog.compaction import LocalOptions, compact
-        opts = LocalOptions(row_group_bytes={row_group_bytes}, batch_rows=8192, memory_budget=None)
+        opts = LocalOptions(row_group_bytes={row_group_bytes}, batch_rows=8192, memory_budget=None,
+                            read_ahead={read_ahead})
         r = compact({path!r}, local_options=opts)
         print(json.dumps({{"ok": r.ok, "rows": r.outputs[0].rows_out, "peak": pa.default_memory_pool().max_memory()}}))
         """
@@ -285,8 +293,10 @@ def test_memory_is_bounded_by_the_row_group_buffer_not_the_bin(tmp_path, big_bin
     doc = json.loads(out.stdout.strip().splitlines()[-1])
     assert doc["ok"] and doc["rows"] == 480_000
     decoded = 480_000 * (8 + 90 + 4)
+    # Without a budget, read-ahead adds its share of the row group on top of the buffer.
+    buffered = 1 + READ_AHEAD_SHARE if read_ahead else 1
     if bounded:
-        assert doc["peak"] < decoded / 4, doc
+        assert doc["peak"] < buffered * decoded / 4, doc
     else:  # the measurement can tell: a buffer as big as the bin holds the whole bin
         assert doc["peak"] > decoded / 2, doc
 
@@ -298,7 +308,10 @@ def test_workers_share_the_memory_budget(tmp_path):
     shutil.copytree(one, two)
     before = read_multiset(one)
     budget = 64 * 1024
-    assert LocalOptions(memory_budget=budget).worker_row_group_bytes(2) == budget // 2
+    opts = LocalOptions(memory_budget=budget)
+    assert opts.worker_row_group_bytes(2) + opts.worker_read_ahead_bytes(2) == budget // 2  # row group + read-ahead
+    assert opts.worker_read_ahead_bytes(2) == budget // 8
+    assert LocalOptions(memory_budget=budget, read_ahead=False).worker_row_group_bytes(2) == budget // 2
     assert LocalOptions(row_group_bytes=1 << 20, memory_budget=None).worker_row_group_bytes(8) == 1 << 20
 
     def row_groups(path: str, workers: int) -> list[int]:
@@ -352,3 +365,56 @@ def test_post_commit_hooks_can_be_left_to_another_task(tmp_path, run_hooks):
     checkpoint = os.path.join(path, "_delta_log", f"{5:020d}.checkpoint.parquet")
     assert os.path.exists(checkpoint) == run_hooks
     assert bool(result.commits[0].hooks) == run_hooks
+
+
+def _batches(n: int, rows: int = 100, log: list | None = None, fail_at: int | None = None):
+    try:
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError(f"bad batch {i}")
+            if log is not None:
+                log.append(("made", i))
+            yield pa.record_batch([pa.array(range(i * rows, (i + 1) * rows), pa.int64())], names=["x"])
+    finally:
+        if log is not None:
+            log.append(("closed", None))
+
+
+def test_read_ahead_yields_every_batch_in_order_and_stays_within_its_limit():
+    log: list = []
+    one = _batches(1)
+    limit = 2 * next(one).nbytes  # two batches may wait
+    seen = []
+    for b in read_ahead(_batches(20, log=log), limit):
+        made = sum(1 for e in log if e[0] == "made")
+        # the one handed out, two waiting and one decoded but not yet queued
+        assert made - len(seen) <= 4, (made, len(seen))
+        seen.append(b.column(0)[0].as_py())
+    assert seen == [i * 100 for i in range(20)]
+    assert log[-1] == ("closed", None)
+
+
+def test_read_ahead_raises_the_readers_error_and_closes_the_reader_when_the_writer_stops():
+    with pytest.raises(ValueError, match="bad batch 3"):
+        list(read_ahead(_batches(10, fail_at=3), 1))
+    log: list = []
+    gen = read_ahead(_batches(1000, log=log), 1)
+    next(gen)
+    gen.close()  # the writer failed: the reader stops and closes its input
+    assert log[-1] == ("closed", None) and sum(1 for e in log if e[0] == "made") < 10
+
+
+def test_dictionaries_only_where_values_repeat():
+    n = 20_000
+    t = pa.table(
+        {
+            "unique": pa.array(range(n), pa.int64()),
+            "few": pa.array([f"c{i % 10}" for i in range(n)]),
+            "nested": pa.StructArray.from_arrays(
+                [pa.array([float(i) * 1.5 for i in range(n)]), pa.array([i % 7 for i in range(n)], pa.int32())],
+                ["weight", "code"],
+            ),
+        }
+    )
+    assert dictionary_columns(t) == ["few", "nested.code"]
+    assert dictionary_columns(t.slice(0, 100)) is True  # too few rows to judge: pyarrow's default

@@ -4,8 +4,11 @@ Each bin is read file by file in record batches (``ParquetFile.iter_batches``)
 and written with one ``ParquetWriter``; batches are buffered only up to one
 output row group (``row_group_bytes`` / ``row_group_rows``, and the worker's share
 of ``memory_budget``), so memory is bounded by the budget, never by the bin size. Bins run in a
-thread pool: pyarrow releases the GIL while decoding, encoding and
-compressing, so two bins keep two cores busy.
+thread pool, and within a bin a reader thread decodes the next batches while the
+writer encodes (``read_ahead``, a quarter of the worker's share of the budget):
+pyarrow releases the GIL while decoding, encoding and compressing, so both cores stay
+busy even when one bin is left. Dictionaries are used only for columns whose values
+repeat (``dictionary_columns``: a trial encode of the bin's first rows).
 
 Every batch is conformed to the table's physical schema (names, types,
 nullability, field metadata and ids; columns missing from old files become
@@ -56,8 +59,12 @@ DEFAULT_ROW_GROUP_ROWS = 1024 * 1024
 DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 #: Arrow data buffered for output row groups by all workers together (see LocalOptions.memory_budget).
 DEFAULT_MEMORY_BUDGET = 48 * 1024 * 1024
+#: The part of a worker's share of the budget its read-ahead may hold (the rest: its row group).
+READ_AHEAD_SHARE = 0.25
 #: A dictionary page larger than this share of a column chunk means the column barely repeats.
 _DICT_SHARE = 0.5
+#: Rows trial-encoded to choose the dictionary columns, and the fewest that give a verdict.
+_DICT_SAMPLE_ROWS = 16 * 1024
 _DICT_MIN_VALUES = 10_000
 
 
@@ -79,12 +86,90 @@ class LocalOptions:
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
     memory_budget: int | None = DEFAULT_MEMORY_BUDGET
+    #: Decode the next batches in a thread of their own while the worker encodes (both cores busy
+    #: even with a single bin); they take ``READ_AHEAD_SHARE`` of the worker's share of the budget.
+    read_ahead: bool = True
+
+    def _worker_share(self, workers: int) -> int:
+        if self.memory_budget is None:
+            return self.row_group_bytes
+        return max(2, self.memory_budget // max(1, workers))
+
+    def worker_read_ahead_bytes(self, workers: int) -> int:
+        """Decoded batches one worker may hold ahead of its writer (0: no read-ahead)."""
+        return max(1, int(self._worker_share(workers) * READ_AHEAD_SHARE)) if self.read_ahead else 0
 
     def worker_row_group_bytes(self, workers: int) -> int:
         """The byte limit of one worker's row-group buffer when ``workers`` run at once."""
         if self.memory_budget is None:
             return self.row_group_bytes
-        return max(1, min(self.row_group_bytes, self.memory_budget // max(1, workers)))
+        share = self._worker_share(workers) - self.worker_read_ahead_bytes(workers)
+        return max(1, min(self.row_group_bytes, share))
+
+
+_END = object()
+
+
+def read_ahead(items: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """``items``, produced by a thread of their own while the caller works on earlier ones.
+
+    Why: pyarrow releases the GIL while decoding and while encoding, so a bin's reader
+    and writer then run on two cores at once (a single bin, or the last one, no longer
+    leaves a core idle). At most ``limit`` bytes of batches wait in the queue (always at
+    least one batch), so read-ahead memory stays within its share of the budget. An
+    error in the reader is raised here; when the caller stops early, the reader stops
+    and closes ``items`` (its files) in its own thread. ``limit`` 0 reads in turn.
+    """
+    if limit <= 0:
+        yield from items
+        return
+    cond = threading.Condition()
+    queued: list[Any] = []
+    state = {"bytes": 0, "stop": False}
+
+    def produce() -> None:
+        try:
+            for item in items:
+                with cond:
+                    while state["bytes"] and state["bytes"] + item.nbytes > limit and not state["stop"]:
+                        cond.wait()
+                    if state["stop"]:
+                        return
+                    queued.append(item)
+                    state["bytes"] += item.nbytes
+                    cond.notify_all()
+            end: Any = _END
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            end = exc
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+        with cond:
+            queued.append(end)
+            cond.notify_all()
+
+    thread = threading.Thread(target=produce, name=f"{threading.current_thread().name}-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            with cond:
+                while not queued:
+                    cond.wait()
+                item = queued.pop(0)
+                if isinstance(item, pa.RecordBatch):
+                    state["bytes"] -= item.nbytes
+                    cond.notify_all()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        with cond:
+            state["stop"] = True
+            cond.notify_all()
+        thread.join()
 
 
 def storage_path(storage: Storage, log_path: str) -> str:
@@ -95,48 +180,41 @@ def storage_path(storage: Storage, log_path: str) -> str:
     return storage.join(*decoded.split("/"))
 
 
-def _leaf_paths(t: pa.DataType, prefix: str) -> list[str]:
-    """Parquet column paths of a field as pyarrow writes it (compliant nested names)."""
-    if pa.types.is_struct(t):
-        return [p for i in range(t.num_fields) for p in _leaf_paths(t.field(i).type, f"{prefix}.{t.field(i).name}")]
-    if pa.types.is_map(t):
-        return _leaf_paths(t.key_type, f"{prefix}.key_value.key") + _leaf_paths(
-            t.item_type, f"{prefix}.key_value.value"
-        )
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _leaf_paths(t.value_type, f"{prefix}.list.element")
-    return [prefix]
+def dictionary_columns(sample: pa.Table) -> list[str] | bool:
+    """The leaf columns worth a dictionary, judged by trial-encoding a bin's first rows.
 
-
-def _dictionary_columns(metadata: pq.FileMetaData, target: pa.Schema) -> list[str] | bool:
-    """Columns worth dictionary-encoding, judged from an input file's first row group.
-
-    A flat column whose dictionary page takes most of its chunk holds (nearly)
-    unique values: pyarrow would build a dictionary, overflow it and fall back to
-    plain encoding anyway, spending time and bytes. Small chunks and nested
-    columns give no verdict and keep the default (a dictionary).
+    A column whose dictionary page would take most of its chunk holds (nearly) unique
+    values: pyarrow would hash every value into a dictionary, overflow or barely use it,
+    and write a bigger file for more CPU (on the wide benchmark table, dictionaries on
+    the unique decimals and doubles cost 60% more encode time for a 5% bigger file).
+    So the first ``_DICT_SAMPLE_ROWS`` rows are written uncompressed with a dictionary
+    on every column, in memory, and each leaf (nested ones too) keeps its dictionary
+    only if its dictionary page is at most ``_DICT_SHARE`` of its chunk. The trial
+    costs about 1% of a bin's encode time; fewer rows than ``_DICT_MIN_VALUES`` give no
+    verdict and keep pyarrow's default (a dictionary everywhere). Judging the data, not
+    the input files' footers, works whatever wrote them (parquet-rs, for one, writes
+    fixed-size decimals without dictionaries, which says nothing about their values).
     """
-    if metadata.num_row_groups == 0:
+    sample = sample.slice(0, _DICT_SAMPLE_ROWS)
+    if sample.num_rows < _DICT_MIN_VALUES:
         return True
-    group = metadata.row_group(0)
-    flat = {f.name for f in target if not pa.types.is_nested(f.type)}
-    dropped = set()
+    sink = pa.BufferOutputStream()
+    pq.write_table(sample, sink, compression="none", use_dictionary=True, write_statistics=False)
+    group = pq.read_metadata(pa.BufferReader(sink.getvalue())).row_group(0)
+    keep = []
     for i in range(group.num_columns):
         c = group.column(i)
         dict_off, data_off = c.dictionary_page_offset, c.data_page_offset
-        if (
-            c.path_in_schema in flat
-            and c.has_dictionary_page
+        near_unique = (
+            c.has_dictionary_page
             and dict_off is not None
             and data_off is not None
             and data_off > dict_off
-            and c.num_values >= _DICT_MIN_VALUES
             and (data_off - dict_off) > _DICT_SHARE * c.total_compressed_size
-        ):
-            dropped.add(c.path_in_schema)
-    if not dropped:
-        return True
-    return [p for f in target for p in _leaf_paths(f.type, f.name) if p not in dropped]
+        )
+        if not near_unique:
+            keep.append(c.path_in_schema)
+    return True if len(keep) == group.num_columns else keep
 
 
 class BinWriter:
@@ -147,6 +225,9 @@ class BinWriter:
         self.plan = plan
         self.options = options
         self.row_group_bytes = options.worker_row_group_bytes(workers)
+        self.read_ahead_bytes = options.worker_read_ahead_bytes(workers)
+        #: Decoded bytes per row, learnt from the first batch: sizes later batches to the read-ahead.
+        self._row_bytes = 0.0
         self.logical = parse_schema_string(plan.schema_string)
         self.id_mode = plan.column_mapping_mode == "id"
         #: Iceberg compatibility: partition columns are written into the file (physical name -> logical name).
@@ -249,8 +330,17 @@ class BinWriter:
             self._check_row_tracking(f)
             columns += [c for c in self.rt_columns if c in pf.schema_arrow.names and c not in columns]
         offset = 0
-        for batch in pf.iter_batches(batch_size=self.options.batch_rows, columns=columns, use_threads=False):
+        md = pf.metadata
+        if not self._row_bytes and md.num_rows and md.num_row_groups:
+            # A first guess until a decoded batch tells: the footer's uncompressed bytes per row.
+            self._row_bytes = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)) / md.num_rows
+            learnt = False
+        else:
+            learnt = bool(self._row_bytes)
+        for batch in pf.iter_batches(batch_size=self._batch_rows(), columns=columns, use_threads=False):
             n = batch.num_rows
+            if n and not learnt:
+                self._row_bytes, learnt = batch.nbytes / n, True
             # Row IDs come from physical positions, so they are taken before deleted rows are dropped.
             tracked = self._stable_row_tracking(batch, f, offset) if self.rt_columns is not None else []
             if deleted is not None and len(deleted):
@@ -267,6 +357,12 @@ class BinWriter:
                 if tracked:
                     out = pa.RecordBatch.from_arrays([*out.columns, *tracked], schema=self.output)
                 yield out
+
+    def _batch_rows(self) -> int:
+        """Rows per decoded batch: ``batch_rows``, fewer once a batch would exceed half the read-ahead."""
+        if not self.read_ahead_bytes or not self._row_bytes:
+            return self.options.batch_rows
+        return min(self.options.batch_rows, max(1024, int(self.read_ahead_bytes / 2 / self._row_bytes)))
 
     def _check_row_tracking(self, f: PlanFile) -> None:
         if f.baseRowId is None or f.defaultRowCommitVersion is None:
@@ -295,6 +391,26 @@ class BinWriter:
 
     # --- writing --------------------------------------------------------------------
 
+    def _bin_batches(self, b: Bin, counters: dict[str, int]) -> Iterator[pa.RecordBatch]:
+        """Every live row of the bin's files, conformed, batch by batch (each file closed after it)."""
+        for f in b.files:
+            pf, deleted, source = self._open(f, counters)
+            try:
+                yield from self._read(pf, f, deleted)
+            finally:
+                if source is not pf and hasattr(source, "close"):
+                    source.close()
+
+    def _open_writer(self, sink: Any, sample: pa.Table | None) -> pq.ParquetWriter:
+        """The output file's writer: the table's codec, statistics everywhere, dictionaries where they pay."""
+        return pq.ParquetWriter(
+            sink,
+            self.output,
+            compression=self.plan.codec,
+            use_dictionary=True if sample is None else dictionary_columns(sample),
+            write_statistics=True,
+        )
+
     def rewrite(self, b: Bin) -> BinOutput:
         started = time.perf_counter()
         self.consts = dict(b.partitionValues)
@@ -314,37 +430,27 @@ class BinWriter:
         buf_rows = buf_bytes = 0
 
         def flush() -> None:
-            nonlocal rows_out, buf, buf_rows, buf_bytes
-            assert writer is not None
-            writer.write_table(pa.Table.from_batches(buf, schema=self.output), row_group_size=buf_rows)
+            nonlocal writer, rows_out, buf, buf_rows, buf_bytes
+            table = pa.Table.from_batches(buf, schema=self.output)
+            if writer is None:  # the first row group's rows decide which columns get dictionaries
+                writer = self._open_writer(sink, table)
+            writer.write_table(table, row_group_size=buf_rows)
             rows_out += buf_rows
             buf, buf_rows, buf_bytes = [], 0, 0
 
         try:
-            for f in b.files:
-                pf, deleted, source = self._open(f, counters)
-                try:
-                    if writer is None:  # the first input's footer decides which columns get dictionaries
-                        writer = pq.ParquetWriter(
-                            sink,
-                            self.output,
-                            compression=self.plan.codec,
-                            use_dictionary=_dictionary_columns(pf.metadata, self.target),
-                            write_statistics=True,
-                        )
-                    for batch in self._read(pf, f, deleted):
-                        buf.append(batch)
-                        buf_rows += batch.num_rows
-                        buf_bytes += batch.nbytes
-                        if buf_rows >= self.options.row_group_rows or buf_bytes >= self.row_group_bytes:
-                            flush()
-                finally:
-                    if source is not pf and hasattr(source, "close"):
-                        source.close()
-            if writer is None:
+            if not b.files:
                 raise OperationRefusedError(f"bin {b.id} has no input files")
+            for batch in read_ahead(self._bin_batches(b, counters), self.read_ahead_bytes):
+                buf.append(batch)
+                buf_rows += batch.num_rows
+                buf_bytes += batch.nbytes
+                if buf_rows >= self.options.row_group_rows or buf_bytes >= self.row_group_bytes:
+                    flush()
             if buf:
                 flush()
+            if writer is None:  # every row was deleted: an empty file, removed below
+                writer = self._open_writer(sink, None)
             writer.close()
             metadata = writer.writer.metadata
         except BaseException:
