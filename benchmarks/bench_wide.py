@@ -46,7 +46,6 @@ OURS_PRELOAD = [
     "pyarrow.parquet",
     "pyarrow.compute",
     "numpy",
-    "pandas",
     "deltalog.compaction",
     "deltalog.table",
 ]

@@ -25,11 +25,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog import clustering
 from deltalog.actions import dv_unique_id
+from deltalog.arrow_replay import string_array
 from deltalog.compaction.layout import iceberg_compat_version
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
@@ -153,7 +153,7 @@ def live_keys(snapshot: Snapshot, paths: list[str]) -> dict[str, str | None]:
     files = snapshot.files
     if not files.num_rows or not paths:
         return {}
-    hit = files.filter(pc.is_in(files.column("path"), value_set=pa.array(paths, pa.string())))
+    hit = files.filter(pc.is_in(files.column("path"), value_set=string_array(paths)))
     return {
         p: dv_unique_id({k: v for k, v in dv.items() if v is not None} if dv else None)
         for p, dv in zip(hit.column("path").to_pylist(), hit.column("deletionVector").to_pylist())

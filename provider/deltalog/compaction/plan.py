@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from deltalog import clustering, row_tracking
 from deltalog.actions import dv_unique_id
+from deltalog.arrow_replay import int64_array
 from deltalog.compaction.layout import compression_codec, iceberg_compat_version
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import check_share, purge_mask
@@ -365,7 +366,8 @@ def plan_from_snapshot(
     elif zorder:
         mask = pa.array([True] * files.num_rows, pa.bool_())
     else:
-        mask = pc.less(files.column("size"), threshold)
+        # An Arrow scalar, not a Python int: converting one would import pandas (40 MB, 0.3 s).
+        mask = pc.less(files.column("size"), int64_array([threshold])[0])
     if pfilter is not None and files.num_rows:
         mask = pc.and_(mask, pfilter.mask(files.column("partitionValues")))
     if (
