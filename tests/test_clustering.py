@@ -1,4 +1,4 @@
-"""Liquid clustering: deltalog keeps the clustering domain and clustered files, and adds only unclustered files with stats."""
+"""Liquid clustering: deltalog keeps the clustering domain and clustered files; commits need stats on its columns."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _providers(t: DeltaTable) -> dict[str, str | None]:
     return dict(zip(f.column("path").to_pylist(), f.column("clusteringProvider").to_pylist()))
 
 
-def test_compaction_packs_only_unclustered_files_and_keeps_the_domain(tmp_path):
+def test_compaction_clusters_unclustered_files_and_keeps_clustered_ones_and_the_domain(tmp_path):
     path = str(tmp_path / "t")
     t = clustered_table(path)
     clustered = {p for p, v in _providers(t).items() if v}
@@ -53,13 +53,16 @@ def test_compaction_packs_only_unclustered_files_and_keeps_the_domain(tmp_path):
         commit_request(
             t, {"operation": "WRITE", "add": [{"path": write_data_file(path, rows(2, start=start))["path"]}]}
         )
-    result = compact(t, target_size=1 << 30)
-    assert result.plan.num_input_files == 3
+    # Every file is of a good size at this threshold: the clustered ones stay, the new ones are clustered.
+    result = compact(t, target_size=1 << 30, small_file_threshold=1)
+    assert result.plan.num_input_files == 3 and result.plan.clustering is not None
     after = _providers(t)
     assert clustered <= set(after) and {after[p] for p in clustered} == {"liquid"}
     new = [p for p in after if p not in clustered]
-    assert len(new) == 1 and after[new[0]] is None  # the output is unclustered
+    assert len(new) == 1 and after[new[0]] == "liquid"  # the output is clustered by "value"
     assert json.loads(t.snapshot().domain_metadata["delta.clustering"]["configuration"]) == DOMAIN
+    # The Spark engine does not cluster: it bin-packs the unclustered files only, as before.
+    assert compact(t, engine="spark", plan_only=True).plan.clustering is None
 
 
 def test_commit_request_needs_stats_on_clustering_columns(tmp_path):

@@ -155,6 +155,12 @@ _CLUSTERED_REWRITE = _conditional(
     "only unclustered files (no clusteringProvider) are bin-packed, so clustered files keep their layout; the "
     "output is unclustered; refused when it lacks statistics for a clustering column"
 )
+_CLUSTERING_LOCAL = _conditional(
+    "clusters as Delta Spark's OPTIMIZE does: unclustered and small clustered files are rewritten along a Hilbert "
+    "curve of the delta.clustering columns (clusteringProvider liquid, ZCUBE tags), clustered files of a good size "
+    "or by other columns stay (full=True re-clusters those); the domain is kept; refused when an output lacks "
+    "statistics for a clustering column"
+)
 
 FEATURES: dict[str, Feature] = {
     f.name: f
@@ -297,7 +303,7 @@ FEATURES: dict[str, Feature] = {
                 "new files are unclustered (no clusteringProvider); refused when one lacks statistics for a "
                 "clustering column"
             ),
-            compaction_local=_CLUSTERED_REWRITE,
+            compaction_local=_CLUSTERING_LOCAL,
             compaction_spark=_CLUSTERED_REWRITE,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,

@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         description="Bin-pack files below the small-file threshold (half the target size) per partition into files "
         "of about the target size (delta.targetFileSize, else 128 MiB), rewrite them with the local engine (pyarrow) "
         "or Spark, and commit one OPTIMIZE commit with dataChange=false. Concurrent appends never conflict; bins "
-        "whose input files a concurrent commit removed are skipped and reported. --plan-only writes nothing.",
+        "whose input files a concurrent commit removed are skipped and reported. On a table with liquid clustering "
+        "the local engine clusters the unclustered and small clustered files by the clustering columns instead. "
+        "--plan-only writes nothing.",
     )
     p.add_argument("table", help="table path or URI")
     p.add_argument("--target-size", type=_size, metavar="BYTES", help="target file size (e.g. 134217728 or 128m)")
@@ -72,6 +74,11 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         type=_columns,
         metavar="COL[,COL]",
         help="rewrite every file of each partition along a Z curve of these columns (OPTIMIZE ZORDER BY); local engine",
+    )
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="liquid clustering: re-cluster files clustered by other columns too (OPTIMIZE ... FULL)",
     )
     p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
     p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
@@ -149,6 +156,7 @@ def cmd_compact(args: argparse.Namespace) -> None:
         purge_deletion_vectors=args.purge_deletion_vectors,
         min_deleted_share=args.min_deleted_share,
         zorder_by=args.zorder_by,
+        full=args.full,
     )
     emit(args, result, _human)
     if result.error:

@@ -75,6 +75,7 @@ def compact(
     purge_deletion_vectors: bool = False,
     min_deleted_share: float | None = None,
     zorder_by: list[str] | None = None,
+    full: bool = False,
 ) -> CompactionResult:
     """Compact the table's small files (see the module docstring).
 
@@ -83,6 +84,9 @@ def compact(
     ``REORG`` commit as Delta Spark's ``REORG TABLE ... APPLY (PURGE)`` (local engine).
     ``zorder_by`` (column names) rewrites every file of each partition along a Z curve of
     those columns, cut into target-size files (``OPTIMIZE ... ZORDER BY``; local engine).
+    On a table with liquid clustering the local engine clusters instead of bin-packing
+    (:mod:`deltalog.compaction.liquid`); ``full=True`` also re-clusters files clustered by
+    other columns (``OPTIMIZE ... FULL``).
 
     ``deadline`` (a ``time.monotonic()`` value; local engine) stops the work between
     batches once passed: every finished batch is committed, the bins not started are
@@ -98,7 +102,9 @@ def compact(
     ``OperationCancelledError`` when nothing was committed).
     """
     started = time.perf_counter()
-    require_bools(plan_only=plan_only, run_hooks=run_hooks, purge_deletion_vectors=purge_deletion_vectors)
+    require_bools(
+        plan_only=plan_only, run_hooks=run_hooks, purge_deletion_vectors=purge_deletion_vectors, full=full
+    )
     purge_share = _purge_share(purge_deletion_vectors, min_deleted_share, engine)
     if zorder_by is not None and engine != "local":
         raise InvalidArgumentError("Z-order runs on the local engine only (the Spark engine is not supported yet)")
@@ -125,10 +131,15 @@ def compact(
             engine=engine,
             purge_min_deleted_share=purge_share,
             zorder_by=zorder_by,
+            full=full,
         )
     else:
         # A plan made elsewhere: check this engine may compact the table before any file is written.
         check_compactable(dtable.snapshot(), engine)
+    if engine == "spark" and (plan.zorder_by or plan.clustering is not None):
+        raise InvalidArgumentError(
+            "this plan is a Z-order or a clustering, which the Spark engine does not run yet: use the local engine"
+        )
     result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, plan_only=plan_only)
     if plan_only or not plan.bins:
         result.seconds = time.perf_counter() - started

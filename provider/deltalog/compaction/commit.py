@@ -95,6 +95,16 @@ def operation_parameters(plan: CompactionPlan, engine: str) -> dict[str, Any]:
             "minDeletedShare": str(plan.purge_min_deleted_share),
             "engine": engine,
         }
+    if plan.clustering is not None:  # Delta Spark's OPTIMIZE of a clustered table
+        return {
+            "predicate": json.dumps(plan.predicate),
+            "targetSize": str(plan.target_size),
+            "zOrderBy": "[]",
+            "clusterBy": json.dumps(plan.clustering.columns),
+            "isFull": str(plan.clustering.full).lower(),
+            "auto": "false",
+            "engine": engine,
+        }
     return {
         "predicate": json.dumps(plan.predicate),
         "targetSize": str(plan.target_size),

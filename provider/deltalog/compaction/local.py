@@ -519,7 +519,7 @@ def run_local(
         return [], []
     workers = max(1, min(len(todo), options.max_workers or os.cpu_count() or 2))
     writer_class = BinWriter
-    if plan.zorder_by:  # imported here: the Z-order writer builds on this module
+    if plan.zorder_by or plan.clustering is not None:  # imported here: the curve writer builds on this module
         from deltalog.compaction.zorder_writer import ZOrderWriter
 
         writer_class = ZOrderWriter

@@ -28,6 +28,7 @@ from deltalog import clustering, row_tracking
 from deltalog.actions import dv_unique_id
 from deltalog.arrow_replay import int64_array
 from deltalog.compaction.layout import compression_codec, iceberg_compat_version
+from deltalog.compaction.liquid import ClusteringSpec, check_full, clustering_spec, pack_cubes, select_for_clustering
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import check_share, purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
@@ -132,6 +133,10 @@ class CompactionPlan:
     purge_min_deleted_share: float | None = None
     #: Z-order columns (OPTIMIZE ... ZORDER BY): every file of a partition is rewritten along the curve.
     zorder_by: list[str] = field(default_factory=list)
+    #: Liquid clustering (the table's clustering columns): the chosen files are rewritten along the curve.
+    clustering: ClusteringSpec | None = None
+    #: Clustered files of a good size (or by other columns) the clustering left alone.
+    num_kept_clustered_files: int = 0
     bins: list[Bin] = field(default_factory=list)
     num_files: int = 0
     num_candidate_files: int = 0
@@ -166,6 +171,8 @@ class CompactionPlan:
             "numInputFiles": self.num_input_files,
             "inputBytes": self.input_bytes,
             "numPartitions": self.num_partitions,
+            **({"clusterBy": list(self.clustering.columns)} if self.clustering else {}),
+            **({"numKeptClusteredFiles": self.num_kept_clustered_files} if self.clustering else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +196,8 @@ class CompactionPlan:
             "icebergCompat": self.iceberg_compat,
             "purgeMinDeletedShare": self.purge_min_deleted_share,
             "zOrderBy": list(self.zorder_by),
+            "clustering": self.clustering.to_dict() if self.clustering else None,
+            "numKeptClusteredFiles": self.num_kept_clustered_files,
             "numFiles": self.num_files,
             "numCandidateFiles": self.num_candidate_files,
             "numBinsDeferred": self.num_bins_deferred,
@@ -238,6 +247,8 @@ class CompactionPlan:
                     None if doc.get("purgeMinDeletedShare") is None else float(doc["purgeMinDeletedShare"])
                 ),
                 zorder_by=[str(c) for c in doc.get("zOrderBy") or []],
+                clustering=ClusteringSpec.from_dict(doc.get("clustering")),
+                num_kept_clustered_files=int(doc.get("numKeptClusteredFiles") or 0),
                 bins=bins,
                 num_files=int(doc.get("numFiles") or 0),
                 num_candidate_files=int(doc.get("numCandidateFiles") or 0),
@@ -329,8 +340,16 @@ def plan_from_snapshot(
     *,
     purge_min_deleted_share: float | None = None,
     zorder_by: list[str] | None = None,
+    full: bool = False,
 ) -> CompactionPlan:
     """Plan against an already loaded snapshot (see :func:`plan_compaction`).
+
+    On a table with liquid clustering and clustering columns, a compaction (neither a
+    purge nor a Z-order) clusters (:mod:`deltalog.compaction.liquid`): unclustered and
+    small clustered files are re-clustered along the curve of the clustering columns,
+    ``full`` re-clusters files clustered by other columns too (``OPTIMIZE ... FULL``).
+    The Spark engine (``engine="spark"``) does not cluster yet: it bin-packs only the
+    unclustered files, as before.
 
     ``zorder_by`` plans a Z-order (:mod:`deltalog.compaction.zorder`): one bin per
     partition holding every file of it, whatever their size (the engine cuts it into
@@ -346,6 +365,14 @@ def plan_from_snapshot(
         if zorder_by is not None:
             raise InvalidArgumentError("a deletion-vector purge and a Z-order are separate runs: choose one")
     zorder = check_zorder_columns(snapshot, zorder_by) if zorder_by is not None else []
+    check_full(full)
+    spec = None
+    if purge_min_deleted_share is None and zorder_by is None and engine != "spark":
+        spec = clustering_spec(snapshot, full=full)
+    if full and spec is None:
+        raise InvalidArgumentError(
+            "full re-clusters a table with liquid clustering (OPTIMIZE ... FULL); this run does not cluster"
+        )
     target = target_size_for(snapshot, target_size)
     threshold = (
         target // 2 if small_file_threshold is None else parse_size(small_file_threshold, "small file threshold")
@@ -363,14 +390,24 @@ def plan_from_snapshot(
     files = snapshot.files
     if purge_min_deleted_share is not None:
         mask = purge_mask(files, purge_min_deleted_share)
-    elif zorder:
+    elif zorder or spec is not None:
         mask = pa.array([True] * files.num_rows, pa.bool_())
     else:
         # An Arrow scalar, not a Python int: converting one would import pandas (40 MB, 0.3 s).
         mask = pc.less(files.column("size"), int64_array([threshold])[0])
     if pfilter is not None and files.num_rows:
         mask = pc.and_(mask, pfilter.mask(files.column("partitionValues")))
-    if (
+    kept_clustered = 0
+    order: list[int] = []
+    if spec is not None:
+        chosen = select_for_clustering(files, spec, threshold, mask)
+        kept_clustered = chosen.kept_clustered + chosen.kept_other_columns
+        selected = [False] * files.num_rows
+        for i in chosen.rows:
+            selected[i] = True
+        mask = pa.array(selected, pa.bool_())
+        order = chosen.rows
+    elif (
         purge_min_deleted_share is None
         and not zorder
         and files.num_rows
@@ -380,6 +417,8 @@ def plan_from_snapshot(
         # Only unclustered files: those a clustering implementation wrote keep their layout.
         mask = pc.and_(mask, pc.is_null(files.column("clusteringProvider")))
     candidates = files.filter(mask) if files.num_rows else files
+    if spec is not None and candidates.num_rows:
+        candidates = files.take(pa.array(order, pa.int64()))  # unclustered first, then by ZCube
     groups: dict[tuple, list[PlanFile]] = {}
     pvs_by_key: dict[tuple, dict[str, str | None]] = {}
     if candidates.num_rows:
@@ -403,6 +442,10 @@ def plan_from_snapshot(
             pvs_by_key[key] = pv
     packed: list[tuple[tuple, list[PlanFile]]] = []
     for key in sorted(groups, key=lambda k: [(c, "" if v is None else v) for c, v in k]):
+        if spec is not None:  # the chosen files in their order, in groups of at most one cube
+            group = groups[key]
+            packed.extend((key, [group[i] for i in cube]) for cube in pack_cubes([f.size for f in group]))
+            continue
         group = sorted(groups[key], key=lambda f: (f.size, f.path))
         if zorder:  # the whole partition, along one curve
             packed.append((key, group))
@@ -436,6 +479,8 @@ def plan_from_snapshot(
         iceberg_compat=iceberg_compat_version(md.configuration),
         purge_min_deleted_share=purge_min_deleted_share,
         zorder_by=zorder,
+        clustering=spec,
+        num_kept_clustered_files=kept_clustered,
         bins=bins,
         num_files=files.num_rows,
         num_candidate_files=candidates.num_rows,
@@ -466,8 +511,14 @@ def plan_compaction(
     storage_options: dict[str, Any] | None = None,
     purge_min_deleted_share: float | None = None,
     zorder_by: list[str] | None = None,
+    full: bool = False,
+    engine: str | None = None,
 ) -> CompactionPlan:
-    """Plan a compaction (or a DV purge, or a Z-order) of the latest version; nothing is written."""
+    """Plan a compaction (or a DV purge, or a Z-order, or a clustering) of the latest version; nothing is written.
+
+    ``engine`` (``"local"``/``"spark"``, or None: whichever runs it) checks that engine's
+    protocol support and picks what it can do (the Spark engine does not cluster yet).
+    """
     dtable = as_table(table, storage_options)
     return plan_from_snapshot(
         dtable.snapshot(),
@@ -477,6 +528,8 @@ def plan_compaction(
         min_files,
         max_bins,
         small_file_threshold,
+        engine,
         purge_min_deleted_share=purge_min_deleted_share,
         zorder_by=zorder_by,
+        full=full,
     )

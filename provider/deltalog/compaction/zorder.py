@@ -97,3 +97,40 @@ def rank_scaled(values: pa.ChunkedArray | pa.Array, bits: int) -> np.ndarray:
         r = np.where(is_null, np.uint64(0), r + np.uint64(nulls))
     top = np.uint64(1 << bits)
     return (r * top // np.uint64(n)).astype(np.uint64)
+
+
+def hilbert(coords: list[np.ndarray], bits: int) -> np.ndarray:
+    """Each point's index along a Hilbert curve over ``len(coords)`` dimensions of ``bits`` bits each.
+
+    Skilling's transpose algorithm ("Programming the Hilbert curve", 2004), vectorised:
+    the coordinates are turned into the curve's transposed index in place, whose bits,
+    interleaved (dimension 0 most significant), are the index. Consecutive indices are
+    neighbouring cells, so a run of the order covers a compact box on every column
+    (tighter than a Z curve's, which jumps at every power of two): Delta Spark clusters
+    by it (``hilbert_index``) when a table has two or more clustering columns.
+    """
+    if len(coords) < 2:
+        return coords[0].astype(np.uint64) if coords else np.zeros(0, dtype=np.uint64)
+    x = [c.astype(np.uint64).copy() for c in coords]
+    k = len(x)
+    m = np.uint64(1 << (bits - 1))
+    q = m
+    while q > 1:  # inverse undo
+        p = q - np.uint64(1)
+        for i in range(k):
+            high = (x[i] & q) != 0
+            x[0] = np.where(high, x[0] ^ p, x[0])  # invert the low bits of x[0]
+            t = np.where(high, np.uint64(0), (x[0] ^ x[i]) & p)  # else exchange them with x[i]'s
+            x[0] ^= t
+            x[i] ^= t
+        q >>= np.uint64(1)
+    for i in range(1, k):  # Gray encode
+        x[i] ^= x[i - 1]
+    t = np.zeros_like(x[0])
+    q = m
+    while q > 1:
+        t = np.where((x[k - 1] & q) != 0, t ^ (q - np.uint64(1)), t)
+        q >>= np.uint64(1)
+    for i in range(k):
+        x[i] ^= t
+    return interleave(x, bits)

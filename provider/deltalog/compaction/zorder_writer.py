@@ -1,4 +1,5 @@
-"""The local engine's Z-order rewrite of one partition (see :mod:`deltalog.compaction.zorder`)."""
+"""The local engine's curve rewrite of one bin: a Z-order (:mod:`deltalog.compaction.zorder`) of a partition,
+or a liquid clustering (:mod:`deltalog.compaction.liquid`) of a ZCube, whose new files are tagged as clustered."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -16,10 +18,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog.compaction.layout import output_dir, output_file_name, to_log_path
+from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
 from deltalog.compaction.local import BinWriter
 from deltalog.compaction.outcome import BinOutput
 from deltalog.compaction.plan import Bin
-from deltalog.compaction.zorder import MAX_BITS, interleave, rank_scaled
+from deltalog.compaction.zorder import MAX_BITS, hilbert, interleave, rank_scaled
 from deltalog.errors import OperationRefusedError
 from deltalog.stats import stats_from_parquet_metadata, stats_json
 
@@ -28,22 +31,44 @@ log = logging.getLogger(__name__)
 _ZCOL = "__deltalog_zvalue"
 
 
-class ZOrderWriter(BinWriter):
-    """Rewrites one partition's files along the Z curve of ``plan.zorder_by`` into target-size files."""
+def _key_column(batch: pa.RecordBatch, path: list[str]) -> pa.Array:
+    """A (possibly nested) column of a conformed batch, by physical path."""
+    arr = batch.column(path[0])
+    for part in path[1:]:
+        arr = pc.struct_field(arr, part)
+    return arr
 
-    def _key_names(self) -> list[str]:
-        """The Z-order columns' physical names (what the conformed batches call them)."""
+
+class ZOrderWriter(BinWriter):
+    """Rewrites one bin's files along a curve of the plan's columns into target-size files.
+
+    Z-order (``plan.zorder_by``): the Z curve. Liquid clustering (``plan.clustering``): a
+    Hilbert curve (one column: its rank), and every new file is tagged as Delta Spark
+    tags a ZCube: ``clusteringProvider`` ``liquid``, one ``ZCUBE_ID`` per bin, the columns
+    in ``ZCUBE_ZORDER_BY``.
+    """
+
+    def _key_paths(self) -> list[list[str]]:
+        """The curve columns' physical paths (what the conformed batches call them)."""
+        if self.plan.clustering is not None:
+            return [list(p) for p in self.plan.clustering.paths]
         logical = {f.name: f for f in self.logical}
         out = []
         for c in self.plan.zorder_by:
             meta = logical[c].metadata or {}
-            out.append(meta.get(b"delta.columnMapping.physicalName", c.encode()).decode())
+            out.append([meta.get(b"delta.columnMapping.physicalName", c.encode()).decode()])
         return out
+
+    def _curve(self, ranks: list[np.ndarray], bits: int) -> np.ndarray:
+        if self.plan.clustering is not None and self.plan.clustering.curve == "hilbert":
+            return hilbert(ranks, bits)
+        return interleave(ranks, bits)
 
     def rewrite(self, b: Bin) -> BinOutput:
         started = time.perf_counter()
         self.consts = dict(b.partitionValues)
-        keys = self._key_names()
+        keys = self._key_paths()
+        self.cube_id = str(uuid.uuid4())
         counters = {"rows_in": 0, "dvs": 0, "deleted": 0}
         columns: list[list[pa.Array]] = [[] for _ in keys]
         for f in b.files:
@@ -51,7 +76,7 @@ class ZOrderWriter(BinWriter):
             try:
                 for batch in self._read(pf, f, deleted):
                     for i, k in enumerate(keys):
-                        columns[i].append(batch.column(k))
+                        columns[i].append(_key_column(batch, k))
             finally:
                 if source is not pf and hasattr(source, "close"):
                     source.close()
@@ -64,7 +89,7 @@ class ZOrderWriter(BinWriter):
         bits = min(MAX_BITS, 63 // len(keys))
         ranks = [rank_scaled(pa.chunked_array(cols, type=cols[0].type), bits) for cols in columns]
         del columns
-        z = interleave(ranks, bits)
+        z = self._curve(ranks, bits)
         del ranks
         order = np.argsort(z, kind="stable")
         runs = max(1, min(n, math.ceil(b.size / self.plan.target_size)))
@@ -90,12 +115,13 @@ class ZOrderWriter(BinWriter):
             output.more_paths = [p for _, p in adds[1:]]
         output.seconds = time.perf_counter() - started
         log.info(
-            "Z-order bin %d: %d files, %d rows -> %d files by %s (%.2fs)",
+            "%s bin %d: %d files, %d rows -> %d files by %s (%.2fs)",
+            "clustering" if self.plan.clustering else "Z-order",
             b.id,
             len(b.files),
             n,
             len(adds),
-            self.plan.zorder_by,
+            self.plan.clustering.columns if self.plan.clustering else self.plan.zorder_by,
             output.seconds,
         )
         return output
@@ -172,4 +198,7 @@ class ZOrderWriter(BinWriter):
             "dataChange": False,
             "stats": stats_json(stats),
         }
+        if self.plan.clustering is not None:
+            add["tags"] = {ZCUBE_ID: self.cube_id, ZCUBE_ZORDER_BY: self.plan.clustering.zorder_by_tag}
+            add["clusteringProvider"] = PROVIDER
         return add, full

@@ -60,6 +60,8 @@ class DeltaCompactOperator(DeltaTableOperator):
     :param min_deleted_share: the purge threshold, a number from 0 to below 1.
     :param zorder_by: column names (a list, not templated): rewrite every file of each partition
         along a Z curve of them, cut into target-size files (``OPTIMIZE ... ZORDER BY``); local engine only.
+    :param full: a real bool: on a table with liquid clustering (which the local engine clusters),
+        re-cluster files clustered by other columns too (``OPTIMIZE ... FULL``).
     :param spark_conn_id: the Spark connection ``engine="spark"`` submits through (its host is the master).
     :param spark_options: for ``engine="spark"``: keyword arguments of ``SparkSubmitHook`` (``conf``,
         ``env_vars``, ``name``, ``executor_memory``, ...; templated). The driver runs this
@@ -97,6 +99,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         purge_deletion_vectors: bool = False,
         min_deleted_share: float | None = None,
         zorder_by: list[str] | None = None,
+        full: bool = False,
         **kwargs: Any,
     ) -> None:
         from deltalog.compaction.purge import check_share
@@ -114,6 +117,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         ):
             raise InvalidArgumentError(f"zorder_by must be a non-empty list of column names, got {zorder_by!r}")
         self.zorder_by = list(zorder_by) if zorder_by is not None else None
+        if not isinstance(full, bool):
+            raise InvalidArgumentError(f"full must be True or False, got {full!r}")
+        self.full = full
         self.target_size = target_size
         self.where = where
         self.engine = engine
@@ -152,6 +158,8 @@ class DeltaCompactOperator(DeltaTableOperator):
             max_bins=optional_int(self.max_bins, "max_bins"),
             purge_min_deleted_share=(self.min_deleted_share or 0.0) if self.purge_deletion_vectors else None,
             zorder_by=self.zorder_by,
+            full=self.full,
+            engine=engine,
         )
         self.log.info(
             "compaction plan: %d bins over %d candidate files", len(plan.bins), plan.summary()["numCandidateFiles"]
