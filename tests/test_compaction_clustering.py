@@ -195,3 +195,18 @@ def test_spark_plans_still_bin_pack_unclustered_files(tmp_path):
     t = clustered(str(tmp_path / "t"), ["x"], files=3, rows=10)
     plan = plan_compaction(t.uri, engine="spark")
     assert plan.clustering is None and len(plan.bins) == 1 and len(plan.bins[0].files) == 3
+
+
+def test_cli_clusters_and_full_needs_a_clustered_table(tmp_path):
+    import subprocess
+    import sys
+
+    t = clustered(str(tmp_path / "t"), ["x", "s"], files=3, rows=50)
+    plain = make_table(str(tmp_path / "plain"), SCHEMA)
+    cli = [sys.executable, "-m", "deltalog", "compact"]
+    bad = subprocess.run([*cli, plain.uri, "--full"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "FULL" in bad.stderr
+    ok = subprocess.run([*cli, t.uri, "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["numFilesRemoved"] == 3
+    assert [f["clusteringProvider"] for f in live(t)] == ["liquid"]

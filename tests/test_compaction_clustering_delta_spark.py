@@ -112,7 +112,9 @@ def test_clustering_keeps_row_ids_on_a_row_tracking_table(delta_spark, tmp_path)
     )
     run = spark_sql(spark, path)
     for i in range(4):
-        run(f"INSERT INTO {{t}} SELECT id, concat('k', cast((id * 7 + {i}) % 13 AS STRING)) FROM range({i * 50}, {i * 50 + 50})")
+        run(
+            f"INSERT INTO {{t}} SELECT id, concat('k', cast((id * 7 + {i}) % 13 AS STRING)) FROM range({i * 50}, {i * 50 + 50})"
+        )
     run("DELETE FROM {t} WHERE id % 9 = 0")
 
     def ids() -> list[tuple]:

@@ -102,9 +102,7 @@ def compact(
     ``OperationCancelledError`` when nothing was committed).
     """
     started = time.perf_counter()
-    require_bools(
-        plan_only=plan_only, run_hooks=run_hooks, purge_deletion_vectors=purge_deletion_vectors, full=full
-    )
+    require_bools(plan_only=plan_only, run_hooks=run_hooks, purge_deletion_vectors=purge_deletion_vectors, full=full)
     purge_share = _purge_share(purge_deletion_vectors, min_deleted_share, engine)
     if zorder_by is not None and engine != "local":
         raise InvalidArgumentError("Z-order runs on the local engine only (the Spark engine is not supported yet)")

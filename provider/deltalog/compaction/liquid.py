@@ -72,7 +72,9 @@ class ClusteringSpec:
     def from_dict(cls, doc: Any) -> ClusteringSpec | None:
         if doc is None:
             return None
-        return cls([str(c) for c in doc["columns"]], [[str(p) for p in path] for path in doc["paths"]], bool(doc["full"]))
+        return cls(
+            [str(c) for c in doc["columns"]], [[str(p) for p in path] for path in doc["paths"]], bool(doc["full"])
+        )
 
 
 def _resolve(fields: list[dict[str, Any]], path: list[str]) -> tuple[list[str], Any]:
