@@ -119,6 +119,12 @@ _ROW_IDS = (
     "new files get baseRowId above the delta.rowTracking high-water mark (advanced in the same commit) and the "
     "commit's version as defaultRowCommitVersion; removes keep the live add's fields"
 )
+_ROW_REWRITE = _conditional(
+    _ROW_IDS + "; when enabled, every row's stable row ID and commit version (the materialised value, else "
+    "baseRowId + its position in the file and the file's defaultRowCommitVersion) are materialised into the "
+    "delta.rowTracking.materialized* columns, as Delta Spark's OPTIMIZE does; refused when those are not named or "
+    "a file lacks baseRowId"
+)
 _CATALOG = _refused(
     "the table's commits and maintenance belong to its managing catalog's commit coordinator (PROTOCOL.md "
     "'Catalog-managed tables'); deltalog does not talk to catalogs"
@@ -275,11 +281,8 @@ FEATURES: dict[str, Feature] = {
             "writer",
             "row IDs and row commit versions",
             commit_request=Cell(SUPPORTED, _ROW_IDS),
-            compaction_local=_conditional(
-                _ROW_IDS + "; when enabled, every row's stable row ID and commit version are materialised into the "
-                "delta.rowTracking.materialized* columns; refused when those are not named or a file lacks baseRowId"
-            ),
-            compaction_spark=_refused("the Spark engine does not materialise row IDs and row commit versions yet"),
+            compaction_local=_ROW_REWRITE,
+            compaction_spark=_ROW_REWRITE,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

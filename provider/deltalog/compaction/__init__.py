@@ -147,8 +147,10 @@ def compact(
         bins_per_commit = 1
     if engine == "spark":
         # The Spark engine is imported here only, when asked for: pyspark is optional.
+        from deltalog.engines.spark.compaction_job import check_spark_can_rewrite
         from deltalog.engines.spark.submit import run_spark
 
+        check_spark_can_rewrite(plan)
         t0 = time.perf_counter()
         outputs, skipped = run_spark(dtable.storage, plan, cancel=cancel, **(spark_options or {}))
         result.engine_seconds = time.perf_counter() - t0

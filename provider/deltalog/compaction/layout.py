@@ -236,13 +236,41 @@ def _iceberg_type(t: pa.DataType, ids: dict[str, int], key: str) -> pa.DataType:
     return t
 
 
+def _iceberg_ordered_fields(schema_string: str, partition_columns: list[str]) -> list[dict[str, Any]]:
+    """The table's fields as Iceberg-compatible files hold them: data columns, then the partition columns."""
+    fields = json.loads(schema_string).get("fields", [])
+    parts = set(partition_columns)
+    return [f for f in fields if f["name"] not in parts] + [f for f in fields if f["name"] in parts]
+
+
+def nested_id_column(schema_string: str) -> str | None:
+    """The first top-level column holding an array or a map (whose element/key/value need V2 nested ids)."""
+
+    def nested(dtype: Any) -> bool:
+        if not isinstance(dtype, dict):
+            return False
+        if dtype.get("type") in ("array", "map"):
+            return True
+        return any(nested(f["type"]) for f in dtype.get("fields", []))
+
+    for f in json.loads(schema_string).get("fields", []):
+        if nested(f["type"]):
+            return str(f["name"])
+    return None
+
+
+def iceberg_data_schema_json_for_spark(schema_string: str, partition_columns: list[str]) -> dict[str, Any]:
+    """The Spark JSON schema of an Iceberg-compatible data file: physical names, a Parquet field id on every
+    struct field, the partition columns after the data columns. Spark's writer cannot put ids on list elements
+    and map keys/values (V2 nested ids): :func:`nested_id_column` finds the tables that need them."""
+    ordered = _iceberg_ordered_fields(schema_string, partition_columns)
+    return {"type": "struct", "fields": [_physical_field(f, True, True) for f in ordered]}
+
+
 def iceberg_data_schema(schema_string: str, partition_columns: list[str]) -> pa.Schema:
     """Data files of an Iceberg-compatible table: physical names, field ids everywhere (nested ones from
     ``delta.columnMapping.nested.ids``), and the partition columns materialised after the data columns."""
-    doc = json.loads(schema_string)
-    fields = doc.get("fields", [])
-    parts = set(partition_columns)
-    ordered = [f for f in fields if f["name"] not in parts] + [f for f in fields if f["name"] in parts]
+    ordered = _iceberg_ordered_fields(schema_string, partition_columns)
     physical = {"type": "struct", "fields": [_physical_field(f, True, False) for f in ordered]}
     schema = parse_schema_string(json.dumps(physical))
     return pa.schema([_with_iceberg_ids(f) for f in schema])

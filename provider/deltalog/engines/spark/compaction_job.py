@@ -11,6 +11,14 @@ script). Spark does the data work, deltalog keeps the commit: no Delta jars.
   are read as the current type. Deletion vectors are applied with Spark's
   ``_metadata.row_index`` and a broadcast anti-join on the deleted positions,
   decoded on the driver.
+- Row tracking enabled: each input file is read on its own and every row's stable row
+  ID (materialised value, else ``baseRowId`` + ``_metadata.row_index``) and row commit
+  version (materialised value, else ``defaultRowCommitVersion``) are written into the
+  table's ``delta.rowTracking.materialized*`` columns, as Delta Spark's OPTIMIZE does.
+- Iceberg compatibility: a Parquet field id on every struct field and the partition
+  values materialised after the data columns; V2 tables with arrays or maps are refused
+  (:func:`check_spark_can_rewrite`: Spark cannot write their nested ids).
+- Variant columns are read shredded or not, and always written unshredded.
 - Output goes to a private staging folder in the table
   (``_deltalog_staging/compaction-<id>/bin-<n>``, hidden from readers and
   vacuum), then the single data file is moved next to the bin's inputs under
@@ -38,13 +46,16 @@ from typing import Any
 from deltalog.compaction.commit import operation_parameters
 from deltalog.compaction.dv import deleted_rows
 from deltalog.compaction.layout import (
+    PHYSICAL_NAME,
     from_log_path,
+    iceberg_data_schema_json_for_spark,
     is_absolute,
+    nested_id_column,
     output_dir,
     output_file_name,
     physical_data_schema_json,
 )
-from deltalog.compaction.plan import Bin, CompactionPlan
+from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.schema import parse_schema_string
@@ -65,7 +76,26 @@ SPARK_CONF = {
     "spark.sql.files.ignoreMissingFiles": "false",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    # Variant columns: shredded inputs are read, every output is unshredded (allowed in any table,
+    # PROTOCOL.md "Variant Shredding"; a table that does not enable shredding must get nothing else).
+    "spark.sql.variant.allowReadingShredded": "true",
+    "spark.sql.variant.writeShredding.enabled": "false",
 }
+
+
+def check_spark_can_rewrite(plan: CompactionPlan) -> None:
+    """Refuse a plan whose new files Spark's plain Parquet writer cannot make as the table requires.
+
+    Iceberg compatibility V2 wants Parquet field ids on list elements and map keys/values
+    (``delta.columnMapping.nested.ids``); Spark's writer puts ids on struct fields only.
+    """
+    if plan.iceberg_compat and plan.iceberg_compat >= 2:
+        column = nested_id_column(plan.schema_string)
+        if column is not None:
+            raise OperationRefusedError(
+                f"column {column} holds an array or a map: icebergCompatV2 requires Parquet field ids on its "
+                "list elements and map keys/values, which Spark's Parquet writer cannot write; use the local engine"
+            )
 
 
 @dataclass
@@ -88,17 +118,41 @@ class SparkBinRewriter:
     """Rewrites the bins of one plan with one SparkSession."""
 
     def __init__(self, spark: Any, plan: CompactionPlan, table_uri: str) -> None:
-        from pyspark.sql.types import StructType
+        from pyspark.sql.types import LongType, StructField, StructType
 
+        check_spark_can_rewrite(plan)
         self.spark = spark
         self.plan = plan
         self.table = hadoop_uri(table_uri).rstrip("/")
         self.fs = HadoopFs(spark, self.table)
-        self.schema = StructType.fromJson(
-            physical_data_schema_json(
-                plan.schema_string, plan.partition_columns, plan.column_mapping_mode, for_spark=True
+        if plan.iceberg_compat:
+            # Iceberg compatibility: field ids on every column and the partition values materialised last.
+            written = StructType.fromJson(
+                iceberg_data_schema_json_for_spark(plan.schema_string, plan.partition_columns)
             )
-        )
+        else:
+            written = StructType.fromJson(
+                physical_data_schema_json(
+                    plan.schema_string, plan.partition_columns, plan.column_mapping_mode, for_spark=True
+                )
+            )
+        #: Partition columns written into the file (physical name -> logical name); Iceberg compatibility only.
+        self.materialized: dict[str, str] = {}
+        if plan.iceberg_compat:
+            for f in json.loads(plan.schema_string).get("fields", []):
+                if f["name"] in plan.partition_columns:
+                    physical = (f.get("metadata") or {}).get(PHYSICAL_NAME) or f["name"]
+                    self.materialized[physical] = f["name"]
+        self.written = written
+        #: Row tracking enabled: every row's stable row ID and commit version go into these columns, last.
+        self.rt_columns: tuple[str, str] | None = None
+        if plan.row_tracking:
+            self.rt_columns = (plan.row_tracking["rowIdColumn"], plan.row_tracking["rowCommitVersionColumn"])
+        data = [f for f in written.fields if f.name not in self.materialized]
+        extra = [StructField(c, LongType(), True) for c in self.rt_columns or ()]
+        #: What is read from the input files: the data columns, and the materialised row tracking columns.
+        self.schema = StructType(data + extra)
+        self.data_names = [f.name for f in data]
         self.logical = parse_schema_string(plan.schema_string)
         self.staging = f"{self.table}/{STAGING_DIR}/compaction-{uuid.uuid4().hex[:12]}"
         if plan.column_mapping_mode == "id":
@@ -112,28 +166,75 @@ class SparkBinRewriter:
         return self.fs.read_range(hadoop_uri(path) if absolute else f"{self.table}/{path}", offset, length)
 
     def _frame(self, b: Bin) -> Any:
-        """The bin's live rows as one DataFrame in the physical schema."""
+        """The bin's live rows as one DataFrame, in the order the new file holds its columns.
+
+        Files without a deletion vector are read together unless row tracking is enabled:
+        then each file is read alone, since its rows' default row IDs are its ``baseRowId``
+        plus the row's position in that file (``_metadata.row_index``, taken before deleted
+        rows are dropped), as Delta Spark's OPTIMIZE materialises them.
+        """
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
-        columns = [F.col(f"`{n}`") for n in self.schema.fieldNames()]
+        columns = [F.col(f"`{n}`") for n in self.data_names]
+        tracked = [F.col(f"`{n}`") for n in self.rt_columns or ()]
         reader = self.spark.read.schema(self.schema)
-        plain = [_GLOB.sub(r"\\\1", self.uri(f.path)) for f in b.files if not f.deletionVector]
+        together = [f for f in b.files if not f.deletionVector and self.rt_columns is None]
+        plain = [_GLOB.sub(r"\\\1", self.uri(f.path)) for f in together]
         frames = [reader.parquet(*plain).select(*columns)] if plain else []
         for f in b.files:
-            if not f.deletionVector:
+            if not f.deletionVector and self.rt_columns is None:
                 continue
-            deleted = deleted_rows(f.deletionVector, self._read_dv)
-            gone = self.spark.createDataFrame(
-                [(int(x),) for x in deleted], StructType([StructField(ROW_INDEX, LongType(), False)])
-            )
             one = reader.parquet(_GLOB.sub(r"\\\1", self.uri(f.path))).select(
-                *columns, F.col("_metadata.row_index").alias(ROW_INDEX)
+                *columns, *tracked, F.col("_metadata.row_index").alias(ROW_INDEX)
             )
-            frames.append(one.join(F.broadcast(gone), ROW_INDEX, "left_anti").select(*columns))
+            if self.rt_columns is not None:
+                one = self._stable_row_tracking(one, f)
+            if f.deletionVector:
+                deleted = deleted_rows(f.deletionVector, self._read_dv)
+                gone = self.spark.createDataFrame(
+                    [(int(x),) for x in deleted], StructType([StructField(ROW_INDEX, LongType(), False)])
+                )
+                one = one.join(F.broadcast(gone), ROW_INDEX, "left_anti")
+            frames.append(one.select(*columns, *tracked))
         out = frames[0]
         for other in frames[1:]:
             out = out.unionByName(other)
+        if self.materialized:
+            out = out.select(*columns, *self._partition_literals(b), *tracked)
+        return out
+
+    def _stable_row_tracking(self, frame: Any, f: PlanFile) -> Any:
+        """Each row's stable row ID and row commit version (PROTOCOL.md "Reader Requirements for Row Tracking"):
+        the materialised value where the file has one, else ``baseRowId`` + row position and the file's
+        ``defaultRowCommitVersion``."""
+        from pyspark.sql import functions as F
+
+        if f.baseRowId is None or f.defaultRowCommitVersion is None:
+            raise OperationRefusedError(
+                f"{f.path}: row tracking is enabled but the file has no baseRowId/defaultRowCommitVersion; "
+                "its rows' IDs cannot be preserved"
+            )
+        assert self.rt_columns is not None
+        row_id, version = self.rt_columns
+        fresh_id = F.lit(f.baseRowId).cast("long") + F.col(ROW_INDEX)
+        fresh_version = F.lit(f.defaultRowCommitVersion).cast("long")
+        return frame.withColumn(row_id, F.coalesce(F.col(f"`{row_id}`"), fresh_id)).withColumn(
+            version, F.coalesce(F.col(f"`{version}`"), fresh_version)
+        )
+
+    def _partition_literals(self, b: Bin) -> list[Any]:
+        """The bin's partition values as columns (Iceberg compatibility), typed and with their field ids."""
+        from pyspark.sql import functions as F
+
+        out = []
+        for column in self.written.fields:
+            if column.name not in self.materialized:
+                continue
+            # partitionValues are keyed by physical name under column mapping.
+            pv = b.partitionValues
+            value = pv.get(column.name, pv.get(self.materialized[column.name]))
+            out.append(F.lit(value).cast(column.dataType).alias(column.name, metadata=dict(column.metadata)))
         return out
 
     def rewrite(self, b: Bin) -> dict[str, Any] | None:
