@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 import fsspec
 
+from deltalog import s3_reads
 from deltalog.errors import (
     InvalidArgumentError,
     NonAtomicStorageError,
@@ -105,7 +106,7 @@ def _mtime_ms(info: dict[str, Any]) -> int:
 
 
 #: Storage options deltalog itself interprets; they are not passed to fsspec.
-_DELTALOG_OPTIONS = frozenset({"fsync"})
+_DELTALOG_OPTIONS = frozenset({"fsync", s3_reads.OPTION})
 #: The spellings of the ``fsync`` storage option (a string from ``--storage-option``); anything else is a typo.
 _FSYNC_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -182,6 +183,11 @@ class Storage:
         fsync = self.storage_options.get("fsync", False)
         if not isinstance(fsync, bool) and str(fsync).strip().lower() not in _FSYNC_WORDS:
             raise InvalidArgumentError(f"storage option fsync must be true or false, got {fsync!r}")
+        reads = self.storage_options.get(s3_reads.OPTION, "obstore")
+        if str(reads).strip().lower() not in s3_reads.CHOICES:
+            raise InvalidArgumentError(
+                f"storage option {s3_reads.OPTION} must be one of {', '.join(s3_reads.CHOICES)}, got {reads!r}"
+            )
         scheme = _scheme(uri)
         if not is_remote(uri):
             path = urlparse(uri).path if scheme else uri
@@ -246,6 +252,17 @@ class Storage:
 
     # --- reads --------------------------------------------------------------------
 
+    @functools.cached_property
+    def _fast_reads(self) -> s3_reads.S3Reads | None:
+        """obstore for GETs and listings on S3 when the options allow it (see deltalog.s3_reads)."""
+        if self.is_local or self.protocol not in ("s3", "s3a"):
+            return None
+        return s3_reads.s3_reads_for(self.root.split("/", 1)[0], self.storage_options)
+
+    def _reads(self) -> s3_reads.S3Reads | None:
+        reads = self._fast_reads
+        return reads if reads is not None and reads.usable() else None
+
     def root_exists(self) -> bool:
         try:
             return self.fs.exists(self.root) if not self.is_local else os.path.isdir(self.root)
@@ -276,19 +293,35 @@ class Storage:
                 return []
             except OSError as exc:
                 raise StorageError(f"cannot list {path}: {exc}") from None
+        return self.list_entries(path)[0]
+
+    def list_entries(self, path: str) -> tuple[list[FileInfo], list[str]]:
+        """(files directly inside ``path``, its sub-folders) on a remote store, from one listing.
+
+        Both empty when ``path`` does not exist.
+        """
+        reads = self._reads()
+        if reads is not None:
+            try:
+                objects, dirs = reads.list(path)
+                return [FileInfo(o.path, o.size, o.modification_time) for o in objects], dirs
+            except s3_reads.ReadFailed as exc:  # s3fs answers instead, with its own error if it fails too
+                s3_reads.log.debug("obstore LIST of %s failed (%s); listing through s3fs", path, exc)
         try:
             entries = self.fs.ls(path, detail=True, refresh=True)
         except FileNotFoundError:
-            return []
+            return [], []
         except Exception as exc:
             if not isinstance(exc, OSError) and not is_remote_error(exc):
                 raise
             raise StorageError(f"cannot list {path}: {exc}") from None
-        return [
+        files = [
             FileInfo(self.fs._strip_protocol(e["name"]), int(e.get("size") or 0), _mtime_ms(e))
             for e in entries
             if e.get("type") != "directory"
         ]
+        dirs = [self.fs._strip_protocol(e["name"]).rstrip("/") for e in entries if e.get("type") == "directory"]
+        return files, dirs
 
     def list_log(self) -> list[FileInfo]:
         return self.list_dir(self.log_dir)
@@ -314,6 +347,15 @@ class Storage:
         if self.is_local:
             with open(path, "rb") as fh:
                 return fh.read()
+        reads = self._reads()
+        if reads is not None and reads.key(path) is not None:
+            try:
+                return reads.get(path)
+            except s3_reads.ReadFailed as exc:  # s3fs answers instead, with its own error if it fails too
+                s3_reads.log.debug("obstore GET of %s failed (%s); reading through s3fs", path, exc)
+        return self._read_fsspec(path)
+
+    def _read_fsspec(self, path: str) -> bytes:
         try:
             if self.protocol in ("s3", "s3a"):
                 # s3fs asks for the size first (a HEAD) to split large reads into parallel
@@ -330,11 +372,15 @@ class Storage:
     def read_many(self, paths: list[str]) -> list[bytes]:
         """Several small files, in order: one GET each, all in flight together.
 
-        s3fs's batch ``cat`` runs the GETs on its own event loop, which costs far less than
-        a thread per file; missing files raise FileNotFoundError as ``read_bytes`` does.
+        On S3 through obstore (deltalog.s3_reads) when it may be used, else s3fs's batch
+        ``cat``, which runs the GETs on its own event loop; missing files raise
+        FileNotFoundError as ``read_bytes`` does.
         """
         if self.is_local or self.protocol not in ("s3", "s3a"):
             return [self.read_bytes(p) for p in paths]
+        reads = self._reads()
+        if reads is not None and all(reads.key(p) is not None for p in paths):
+            return reads.get_many(paths, self._read_fsspec)
         try:
             found = self.fs.cat(paths, on_error="return", max_concurrency=1)
         except Exception as exc:

@@ -73,11 +73,7 @@ def _list_subdirs(storage: Storage, path: str) -> tuple[list[str], bool]:
         with os.scandir(path) as it:
             dirs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
     else:
-        try:
-            entries = storage.fs.ls(path, detail=True, refresh=True)
-        except FileNotFoundError:
-            return [], False
-        dirs = [storage.fs._strip_protocol(e["name"]).rstrip("/") for e in entries if e.get("type") == "directory"]
+        dirs = storage.list_entries(path)[1]
     names = {d.rstrip("/").rsplit("/", 1)[-1]: d for d in dirs}
     has_log = LOG_DIR in names
     # Hidden and underscore folders (_spark_metadata, .tmp, _temporary) never hold tables of their own.
