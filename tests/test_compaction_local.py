@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 
 import deltalake
 import pyarrow as pa
@@ -418,3 +419,32 @@ def test_dictionaries_only_where_values_repeat():
     )
     assert dictionary_columns(t) == ["few", "nested.code"]
     assert dictionary_columns(t.slice(0, 100)) is True  # too few rows to judge: pyarrow's default
+
+
+def test_bins_read_ahead_only_when_a_core_would_be_idle(tmp_path, monkeypatch):
+    """A reader thread per bin pays only when fewer bins than cores are left (one bin, or the last)."""
+    import deltalog.compaction.local as local
+
+    calls: list[str] = []
+    real = local.read_ahead
+
+    def counting(items, limit):
+        calls.append(threading.current_thread().name)
+        return real(items, limit)
+
+    monkeypatch.setattr(local, "read_ahead", counting)
+    one_bin = make_rich_table(str(tmp_path / "one"), False, appends=4, rows_per_append=50)
+    before = read_multiset(one_bin)
+    assert compact(one_bin, local_options=LocalOptions(max_workers=2)).ok
+    assert len(calls) == 1 and read_multiset(one_bin) == before  # one bin, two cores: read ahead
+    calls.clear()
+    assert compact(
+        make_rich_table(str(tmp_path / "single"), False, appends=4), local_options=LocalOptions(max_workers=1)
+    ).ok
+    assert calls == []  # one core: nothing to overlap with
+    calls.clear()
+    many = make_rich_table(str(tmp_path / "many"), True, appends=4, rows_per_append=50)
+    before = read_multiset(many)
+    result = compact(many, local_options=LocalOptions(max_workers=2, batch_rows=8))
+    assert result.ok and len(result.outputs) == 2 and read_multiset(many) == before
+    assert len(calls) <= 1  # the first bin to finish leaves a core idle: only the other switches
