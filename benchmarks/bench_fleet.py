@@ -5,7 +5,8 @@ Cases:
 - per-table fixed cost: snapshot load of a 40-commit table over the S3 test server,
   deltalog and deltalake alternately in one process (median of ``--repeat`` x 5 loads
   each), with the requests each load sends (counted by the server). Target: time
-  at most deltalake's.
+  at most deltalake's. A reference row loads through s3fs alone (``{"s3_reads": "s3fs"}``,
+  deltalog's reads before obstore), in the same rotation.
 - a fleet of small tables (200; ``--scale small``: 40): deltalog's discovery of the
   bucket plus ranked fleet health, against a loop of deltalake loads over the same
   tables (given the list: deltalake has no discovery).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import time
@@ -39,22 +41,21 @@ def _fmt_requests(counts: dict[str, int]) -> str:
     return " ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
 
 
-def _alternate(
-    ours: Callable[[], Any], theirs: Callable[[], Any], repeat: int
-) -> tuple[list[tuple[float, float]], list[tuple[float, float]], Any, Any]:
-    """(wall, client CPU) seconds per call of each side, alternating; the server is another process,
-    so this process's CPU time is the client's alone."""
-    ours_t: list[tuple[float, float]] = []
-    theirs_t: list[tuple[float, float]] = []
-    a = b = None
+def _rotate(sides: list[Callable[[], Any]], repeat: int) -> tuple[list[list[tuple[float, float]]], list[Any]]:
+    """(wall, client CPU) seconds per call of each side, taking turns; the server is another process,
+    so this process's CPU time is the client's alone. Also the last result of each side."""
+    times: list[list[tuple[float, float]]] = [[] for _ in sides]
+    results: list[Any] = [None] * len(sides)
     for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        a = ours()
-        ours_t.append((time.perf_counter() - t0, time.process_time() - c0))
-        t0, c0 = time.perf_counter(), time.process_time()
-        b = theirs()
-        theirs_t.append((time.perf_counter() - t0, time.process_time() - c0))
-    return ours_t, theirs_t, a, b
+        for i, side in enumerate(sides):
+            t0, c0 = time.perf_counter(), time.process_time()
+            results[i] = side()
+            times[i].append((time.perf_counter() - t0, time.process_time() - c0))
+    return times, results
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def _median(runs: list[tuple[float, float]], i: int) -> float:
@@ -92,25 +93,34 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         for i in range(scale["commits"]):
             deltalake.write_deltalake(uri, pa.table({"id": [i]}), mode="append", storage_options=theirs_opts)
 
+        s3fs_opts = {**ours_opts, "s3_reads": "s3fs"}
+
         def ours_load() -> int:
             return DeltaTable(uri, ours_opts).snapshot().files.num_rows
+
+        def s3fs_load() -> int:
+            return DeltaTable(uri, s3fs_opts).snapshot().files.num_rows
 
         def theirs_load() -> int:
             return deltalake.DeltaTable(uri, storage_options=theirs_opts).get_add_actions(flatten=False).num_rows
 
-        ours_load(), theirs_load()  # warm both clients (connections, imports)
-        before = counter.snapshot()
-        ours_load()
-        ours_req = counter.since(before)
-        before = counter.snapshot()
-        theirs_load()
-        theirs_req = counter.since(before)
-        ot, tt, a, b = _alternate(ours_load, theirs_load, max(5, args.repeat * 5))
-        if a != b:
-            raise RuntimeError(f"deltalog found {a} files, deltalake {b}")
+        sides = [ours_load, s3fs_load, theirs_load]
+        requests = []
+        for side in sides:
+            side()  # warm every client (connections, imports)
+            before = counter.snapshot()
+            side()
+            requests.append(counter.since(before))
+        ours_req, s3fs_req, theirs_req = requests
+        load_before = _load()
+        (ot, st, tt), found = _rotate(sides, max(5, args.repeat * 5))
+        if len(set(found)) != 1:
+            raise RuntimeError(f"deltalog found {found[0]} files (through s3fs {found[1]}), deltalake {found[2]}")
+        loads = f"load average {load_before} before, {_load()} after"
+        case = f"S3 snapshot load, {scale['commits']}-commit table (median, in turns)"
         rows.append(
             {
-                "case": f"S3 snapshot load, {scale['commits']}-commit table (median, alternating)",
+                "case": case,
                 "ours_s": _median(ot, 0),
                 "deltalake_s": _median(tt, 0),
                 "ours_cpu_s": _median(ot, 1),
@@ -119,10 +129,23 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "target": "time ≤ 1x",
                 "ours_requests": ours_req,
                 "deltalake_requests": theirs_req,
-                "note": f"requests per load: ours {_fmt_requests(ours_req)}; deltalake {_fmt_requests(theirs_req)}",
+                "note": f"requests per load: ours {_fmt_requests(ours_req)}; deltalake {_fmt_requests(theirs_req)}; "
+                f"{loads}",
             }
         )
-        log.info("per-table: %s", rows[-1]["note"])
+        rows.append(
+            {
+                "case": case + ", deltalog reading through s3fs (reference)",
+                "ours_s": _median(st, 0),
+                "deltalake_s": _median(tt, 0),
+                "ours_cpu_s": _median(st, 1),
+                "deltalake_cpu_s": _median(tt, 1),
+                "ours_requests": s3fs_req,
+                "deltalake_requests": theirs_req,
+                "note": f'storage option {{"s3_reads": "s3fs"}}: requests per load {_fmt_requests(s3fs_req)}',
+            }
+        )
+        log.info("per-table: %s", rows[-2]["note"])
 
         # --- a fleet of small tables --------------------------------------------------------
         n = scale["tables"]
@@ -152,7 +175,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         before = counter.snapshot()
         theirs_fleet()
         theirs_req = counter.since(before)
-        ot, tt, a, b = _alternate(ours_fleet, theirs_fleet, max(1, args.repeat))
+        load_before = _load()
+        (ot, tt), (a, b) = _rotate([ours_fleet, theirs_fleet], max(1, args.repeat))
         if a != b or a != n:
             raise RuntimeError(f"deltalog measured {a} tables, deltalake loaded {b}, expected {n}")
         rows.append(
@@ -166,7 +190,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "deltalake_requests": theirs_req,
                 "note": f"ours discovers, loads, computes health + due verdicts (8 threads); deltalake is given "
                 f"the list and only loads. Requests: ours {_fmt_requests(ours_req)}; deltalake "
-                f"{_fmt_requests(theirs_req)}",
+                f"{_fmt_requests(theirs_req)}; load average {load_before} before, {_load()} after",
             }
         )
         log.info("fleet: %s", rows[-1]["note"])
