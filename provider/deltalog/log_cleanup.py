@@ -12,7 +12,8 @@ The rules, in the order they are applied:
 3. Deleted: commits, checkpoints of every kind and ``.crc`` files before the cutoff
    checkpoint, log compaction files starting at or before it, staged commits at or
    before it, and (older than both the cutoff and a day) sidecars no kept checkpoint
-   references plus temp files left by crashed writers. Commit timestamps stay
+   references plus temp files left by crashed writers; with each deleted file its
+   Hadoop checksum side file ``.<name>.crc`` (a kept file's never). Commit timestamps stay
    monotonic and unchanged: a kept commit whose file time was raised to 1 ms after
    its predecessor's keeps that predecessor's commit file (as Delta Spark does), since
    deleting it would move the kept commit's time-travel timestamp.
@@ -65,7 +66,16 @@ STAGED_COMMITS_DIR = "_staged_commits"
 _STAGED_RE = re.compile(r"^(\d{20})\.[0-9a-fA-F-]+\.json$")
 _TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{32}\.tmp$")
 #: Deletion order within one version (sidecars and leftovers go after every checkpoint).
-_KIND_ORDER = {"commit": 0, "crc": 1, "checkpoint": 2, "compacted": 3, "staged": 4, "temp": 5, "sidecar": 6}
+_KIND_ORDER = {
+    "checksum": -1,
+    "commit": 0,
+    "crc": 1,
+    "checkpoint": 2,
+    "compacted": 3,
+    "staged": 4,
+    "temp": 5,
+    "sidecar": 6,
+}
 
 
 @dataclass
@@ -339,9 +349,31 @@ def _plan(
     doomed += [
         _Doomed("temp", -1, f) for f in listing.other if _TEMP_RE.match(f.name) and _older_than(f, leftover_cutoff)
     ]
+    doomed += _checksums_of(doomed, listing.other)
     doomed.sort(key=lambda d: (d.version, _KIND_ORDER[d.kind], d.file.path))
-    doomed += _doomed_sidecars(storage, listing, checkpoint, leftover_cutoff)
-    return doomed
+    sidecars = _doomed_sidecars(storage, listing, checkpoint, leftover_cutoff)
+    return doomed + sidecars
+
+
+def checksum_name(name: str) -> str:
+    """The Hadoop checksum side file of ``name`` (``.<name>.crc``), which Hadoop's local filesystem
+    writes beside every file it creates and deletes with it."""
+    return f".{name}.crc"
+
+
+def _checksums_of(doomed: list[_Doomed], others: list[FileInfo]) -> list[_Doomed]:
+    """The Hadoop checksum side files of ``doomed`` files, deleted just before each (as Hadoop does).
+
+    Without this, a log Delta Spark wrote on a local or HDFS path would keep an orphan
+    ``.<name>.crc`` for every deleted file. A checksum of a kept file is never touched.
+    """
+    by_name = {f.name: f for f in others}
+    out = []
+    for d in doomed:
+        side = by_name.get(checksum_name(d.file.name))
+        if side is not None:
+            out.append(_Doomed("checksum", d.version, side))
+    return out
 
 
 def _older_than(f: FileInfo, cutoff: int) -> bool:
@@ -377,11 +409,15 @@ def _doomed_sidecars(storage: Storage, listing: LogListing, checkpoint: int, old
                 log.warning("keeping all sidecars: checkpoint %s is unreadable", cp.files[0].name)
                 return []
             referenced.update(str(s.get("path", "")).rsplit("/", 1)[-1] for s in small.get("sidecar", []))
-    return [
-        _Doomed("sidecar", -1, f)
-        for f in sorted(files, key=lambda f: f.name)
-        if f.name not in referenced and f.modification_time < older_than
-    ]
+    names = {f.name for f in files}
+    doomed = []
+    for f in sorted(files, key=lambda f: f.name):
+        owner = f.name[1:-4] if f.name.startswith(".") and f.name.endswith(".crc") else None
+        if owner is not None and owner in names:
+            continue  # a sidecar's checksum side file goes with its sidecar, below
+        if f.name not in referenced and f.modification_time < older_than:
+            doomed.append(_Doomed("sidecar", -1, f))
+    return _checksums_of(doomed, files) + doomed
 
 
 def _repoint_hint(storage: Storage, listing: LogListing, checkpoint: int) -> None:
