@@ -208,3 +208,63 @@ def test_row_ids_survive_deltalog_commits_and_compaction(spark, tmp_path, engine
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (200, 'z')")
     final = _row_tracking(spark, path)
     assert {i: final[i] for i in after} == after and final[200][0] not in ids
+
+
+# --- Iceberg compatibility on the Spark engine ------------------------------------------------------
+
+
+def test_spark_engine_writes_iceberg_compatible_files(spark, tmp_path):
+    """icebergCompatV1/V2 tables written by Delta Spark, compacted by the Spark engine: every new file passes the
+    commit-request check of the writer rules (partition values materialised last, field ids = column mapping ids,
+    numRecords), and Delta Spark reads the same rows; V2 with an array column is refused (no nested ids)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from deltalog.errors import OperationRefusedError
+    from deltalog.iceberg_compat import check_iceberg_file
+
+    for version in (1, 2):
+        path = str(tmp_path / f"v{version}")
+        t = f"delta.`{path}`"
+        spark.sql(
+            f"CREATE TABLE {t} (id BIGINT, st STRUCT<a: INT, b: STRING>, d DATE, p STRING) USING delta "
+            f"PARTITIONED BY (p) TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+            f"'delta.enableIcebergCompatV{version}' = 'true')"
+        )
+        for start in (0, 4, 8):
+            spark.sql(
+                f"INSERT INTO {t} SELECT id, named_struct('a', CAST(id AS INT), 'b', concat('b', id)), "
+                f"date_add(DATE'2024-01-01', CAST(id AS INT)), IF(id % 2 = 0, 'even', NULL) "
+                f"FROM range({start}, {start + 4}, 1, 1)"
+            )
+        before = sorted(spark.read.format("delta").load(path).collect())
+        result = compact(path, target_size=1 << 30, engine="spark", spark_options=SPARK_JOB)
+        assert result.ok and result.to_dict()["numFilesAdded"] == 2, result.to_dict()
+        assert sorted(spark.read.format("delta").load(path).collect()) == before
+        snap = DeltaTable(path).snapshot()
+        md = snap.metadata
+        for add in snap.files.to_pylist():
+            schema = pq.read_schema(os.path.join(path, add["path"]))
+            check_iceberg_file(add["path"], schema, md, add["stats"])  # raises naming the broken rule
+            (p,) = [f for f in json.loads(md.schema_string)["fields"] if f["name"] == "p"]
+            assert schema.names[-1] == p["metadata"]["delta.columnMapping.physicalName"]  # materialised, last
+            assert all(b"PARQUET:field_id" in (f.metadata or {}) for f in schema)
+            assert all(b"PARQUET:field_id" in (f.metadata or {}) for f in schema.field(1).type)
+            assert json.loads(add["stats"])["numRecords"] == 6 and add.get("deletionVector") is None
+        spark.sql(f"INSERT INTO {t} SELECT 100, NULL, NULL, 'even'")  # Delta Spark still writes to it
+        assert spark.read.format("delta").load(path).count() == 13
+
+    path = str(tmp_path / "v2-array")
+    t = f"delta.`{path}`"
+    spark.sql(
+        f"CREATE TABLE {t} (id BIGINT, tags ARRAY<STRING>) USING delta TBLPROPERTIES "
+        "('delta.columnMapping.mode' = 'name', 'delta.enableIcebergCompatV2' = 'true')"
+    )
+    for start in (0, 1):
+        spark.sql(f"INSERT INTO {t} SELECT id, array('x') FROM range({start}, {start + 1}, 1, 1)")
+    version = DeltaTable(path).version()
+    with pytest.raises(OperationRefusedError, match="column tags holds an array or a map: icebergCompatV2"):
+        compact(path, target_size=1 << 30, engine="spark", spark_options=SPARK_JOB)
+    assert DeltaTable(path).version() == version
+    assert compact(path, target_size=1 << 30).ok  # the local engine writes the nested ids
