@@ -14,6 +14,7 @@ import sys
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
@@ -582,6 +583,58 @@ def test_inventory_with_spark_schema_and_missing_rows(tmp_path):
     assert result.num_deleted_files == 3
     assert h["junk"] in files_on_disk(path)  # not in the inventory, so never deleted
     assert result.plan.stats["rows_outside_table"] == 1
+
+
+def test_inventory_in_delta_sparks_file_colon_slash_spelling(tmp_path):
+    """``file:/abs/path`` (one slash: how Hadoop and Delta Spark write local paths) is a path, not a hidden name."""
+    path = str(tmp_path / "t")
+    build_history(path)
+    listed = plan_vacuum(path)
+    inv = _inventory_rows(path, absolute=False)
+    spark_style = ["file:" + os.path.join(path, p) for p in inv.column("path").to_pylist()]
+    inv = inv.set_column(0, "path", pa.array(spark_style))
+    planned = plan_vacuum(path, inventory=inv)
+    assert planned.files.column("path").to_pylist() == listed.files.column("path").to_pylist()
+    assert planned.stats["rows_outside_table"] == 0 and planned.stats["hidden_entries_skipped"] == 2
+
+
+def test_inventory_paths_made_relative_in_bulk_match_the_per_row_rule(tmp_path):
+    """The vectorised root stripping gives, row for row, what ``PathResolver.relative_literal`` gives."""
+    from deltalog.vacuum.inventory import _SPECIAL_ROW, _relativise
+
+    path = str(tmp_path / "t")
+    build_history(path)
+    os.symlink(path, str(tmp_path / "alias"))
+    storage = DeltaTable(path).storage
+    resolver = PathResolver(storage)
+    alias = str(tmp_path / "alias")
+    rows_ = [
+        "part=a/f.parquet",
+        f"{path}/part=a/f.parquet",
+        f"file:{path}/part=a/f.parquet",
+        f"file://{path}/part=a/f.parquet",
+        f"file://localhost{path}/x.parquet",
+        f"file:{path}/part=a/../part=b/g.parquet",
+        f"file:{path}/./h.parquet",
+        f"{path}//double.parquet",
+        f"file:{path}/q?x=1",
+        f"file:{path}/frag#1",
+        f"{alias}/via-link.parquet",
+        f"file:{alias}/via-link.parquet",
+        "/somewhere/else.parquet",
+        "file:/somewhere/else.parquet",
+        "s3://bucket/x.parquet",
+        "./dot.parquet",
+        "../outside.parquet",
+        f"{path}/",
+        f"file:{path}",
+    ]
+    arr = pa.array(rows_, pa.string())
+    special = pc.match_substring_regex(arr, _SPECIAL_ROW)
+    got = _relativise(arr, special, resolver).to_pylist()
+    want = [resolver.relative_literal(p) if s else p for p, s in zip(rows_, special.to_pylist())]
+    assert got == want
+    assert got[1] == got[2] == got[3] == "part=a/f.parquet" and got[12] is None and got[13] is None
 
 
 @pytest.mark.parametrize(

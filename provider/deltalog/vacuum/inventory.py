@@ -29,6 +29,13 @@ from deltalog.vacuum.paths import HiddenRule, PathResolver
 from deltalog.vacuum.times import PlausibleTimes, describe_ms, first_implausible
 
 REQUIRED = ("path", "size", "modificationTime")
+#: Rows that are not plain relative paths: absolute (``/``, ``scheme://``, Hadoop's ``file:/``)
+#: or with ``.``/``..`` segments.
+_SPECIAL_ROW = r"^/|^[A-Za-z][A-Za-z0-9+.-]+:/|(^|/)\.{1,2}(/|$)"
+#: What a root prefix may not be followed by for the prefix to be stripped as it is: URL
+#: query/fragment/params (``urlparse`` would split them off), dot segments, doubled slashes
+#: (also right after the root).
+_NOT_LITERAL = r"^/|[?#;]|//|(^|/)\.{1,2}(/|$)"
 
 
 def _read(storage: Storage, source: str) -> pa.Table:
@@ -85,6 +92,35 @@ def _as_millis(col: pa.Array, source: str) -> pa.Array:
     )
 
 
+def _relativise(path: pa.Array, special: pa.Array, resolver: PathResolver) -> pa.Array:
+    """``path`` with its ``special`` rows made table-relative (null: outside the table).
+
+    An inventory of ten million objects spells the root the same way on every row, so
+    each spelling of the root (:meth:`PathResolver.literal_prefixes`) is stripped with
+    Arrow kernels; only rows no prefix explains plainly (dot segments, another spelling
+    of a symlinked root, rows outside) go through :meth:`PathResolver.relative_literal`
+    one by one.
+    """
+    idx = pc.indices_nonzero(special)
+    sub = path.take(idx)
+    out = pa.nulls(len(sub), pa.string())
+    todo = pc.is_valid(sub)
+    for prefix in resolver.literal_prefixes():
+        hit = pc.and_(todo, pc.starts_with(sub, prefix))
+        if not pc.any(hit).as_py():
+            continue
+        rest = pc.utf8_slice_codeunits(sub, len(prefix))
+        plain = pc.and_(hit, pc.invert(pc.match_substring_regex(rest, _NOT_LITERAL)))
+        plain = pc.and_(plain, pc.greater(pc.utf8_length(rest), 0))
+        out = pc.if_else(plain, rest, out)
+        todo = pc.and_(todo, pc.invert(plain))
+    slow = pc.indices_nonzero(todo)
+    if len(slow):
+        fixed = pa.array([resolver.relative_literal(p) for p in sub.take(slow).to_pylist()], pa.string())
+        out = pc.replace_with_mask(out, todo, fixed)
+    return pc.replace_with_mask(path, special, out)
+
+
 def read_inventory(
     storage: Storage, inventory: str | pa.Table, rule: HiddenRule, window: PlausibleTimes | None = None
 ) -> FileListing:
@@ -126,15 +162,9 @@ def read_inventory(
 
     # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
     # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
-    resolver = PathResolver(storage)
-    absolute = pc.match_substring_regex(path, r"^/|^[A-Za-z][A-Za-z0-9+.-]*://|(^|/)\.{1,2}(/|$)")
-    rel_paths = path.to_pylist() if pc.any(absolute).as_py() else None
-    if rel_paths is not None:
-        flags = absolute.to_pylist()
-        for i, (p, is_abs) in enumerate(zip(rel_paths, flags)):
-            if is_abs:
-                rel_paths[i] = resolver.relative_literal(p)
-        path = pa.array(rel_paths, pa.string())
+    special = pc.match_substring_regex(path, _SPECIAL_ROW)
+    if pc.any(special).as_py():
+        path = _relativise(path, special, PathResolver(storage))
     inside = path.is_valid()
     outside = len(path) - count_true(inside)
     if len(path) and outside == len(path):

@@ -92,6 +92,8 @@ class UnrelativisablePathError(OperationRefusedError):
 
 #: A ``.`` or ``..`` path segment: only the filesystem can say where such a path leads.
 _DOT_SEGMENT = re.compile(r"(^|/)\.{1,2}(/|$)")
+#: A URI: a scheme of two or more characters, a colon and a slash (``s3://b/k``, and Hadoop's ``file:/t``).
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
 
 
 class PathResolver:
@@ -156,9 +158,24 @@ class PathResolver:
             return []
         return list(dict.fromkeys([norm, path]))
 
+    def literal_prefixes(self) -> list[str]:
+        """Spellings of the root (with the trailing ``/``) that :meth:`relative_literal` strips as they are.
+
+        A path made of one of these and a remainder without dot segments, doubled slashes
+        or URL delimiters (``?#;``) is that remainder, relative to the table: the
+        vectorised inventory reader relies on it.
+        """
+        if self.local:
+            out = []
+            for root in self.roots:
+                base = root.rstrip("/")
+                out += [f"{base}/", f"file:{base}/", f"file://{base}/", f"file://localhost{base}/"]
+            return list(dict.fromkeys(out))
+        return [f"{scheme}://{self.root}/" for scheme in sorted(self.schemes) if scheme]
+
     def relative_literal(self, absolute: str) -> str | None:
         """The table-relative form of a physical path (absolute, URI or dotted; no percent-decoding), or None."""
-        if not absolute.startswith("/") and "://" not in absolute:
+        if not absolute.startswith("/") and not _URI.match(absolute):
             forms = self._relative(absolute)  # a relative path with dot segments
             return forms[0] if forms else None
         parsed = urlparse(absolute)
