@@ -57,11 +57,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size-mb", type=int, default=None, help="table size (default 200; 50 with --scale small)")
     parser.add_argument("--layout", choices=["both", "partitioned", "flat"], default="both")
     parser.add_argument("--codec", default="zstd", help="pyarrow codec for all three (default zstd, Delta's default)")
-    parser.add_argument(
-        "--spark",
-        action="store_true",
-        help="also our Spark engine next to Delta Spark's OPTIMIZE (partitioned table; minutes)",
-    )
 
 
 # --- measured in a fresh process ---------------------------------------------------------

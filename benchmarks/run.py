@@ -12,6 +12,9 @@ in ``--json`` output and shown in the markdown table only with ``--all-columns``
 - ``ours_cpu_s`` / ``deltalake_cpu_s``: CPU seconds (user + system, all threads) of those runs
 - ``ours_peak_mb`` / ``deltalake_peak_mb``: peak RSS in MiB (fresh process each)
 - ``time_ratio`` / ``mem_ratio``: ours/theirs (computed here when missing)
+- ``spark_s`` / ``spark_start_s`` / ``spark_peak_mb``: Delta Spark ``local[2]`` (``--spark``): the
+  operation's seconds, its session (JVM) start apart, the JVM's peak RSS; ``spark_time_ratio`` /
+  ``spark_mem_ratio`` ours/Delta Spark
 - ``target``: the issue's target as text, e.g. "time ≤ 0.5x"; ``time_target`` /
   ``mem_target`` as numbers make run.py print whether it is met
 - ``note``: anything the reader needs to interpret the row
@@ -46,6 +49,11 @@ COLUMNS = [
     ("ours_peak_mb", "ours peak (MiB)"),
     ("deltalake_peak_mb", "deltalake peak (MiB)"),
     ("mem_ratio", "mem ours/theirs"),
+    ("spark_s", "Delta Spark (s)"),
+    ("spark_start_s", "Spark session start (s)"),
+    ("spark_time_ratio", "time ours/Spark"),
+    ("spark_peak_mb", "Delta Spark peak (MiB)"),
+    ("spark_mem_ratio", "mem ours/Spark"),
     ("target", "target"),
     ("met", "met"),
     ("note", "note"),
@@ -109,6 +117,11 @@ def build_parser(area_module: Any | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="also print the rows as one JSON object")
     p.add_argument("--all-columns", action="store_true", help="show every key of the rows in the table")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress logging")
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="add the Delta Spark column (local[2], session start shown apart) where the area has one",
+    )
     if area_module is not None and hasattr(area_module, "add_arguments"):
         area_module.add_arguments(p)
     return p
