@@ -61,8 +61,6 @@ def test_compaction_clusters_unclustered_files_and_keeps_clustered_ones_and_the_
     new = [p for p in after if p not in clustered]
     assert len(new) == 1 and after[new[0]] == "liquid"  # the output is clustered by "value"
     assert json.loads(t.snapshot().domain_metadata["delta.clustering"]["configuration"]) == DOMAIN
-    # The Spark engine does not cluster: it bin-packs the unclustered files only, as before.
-    assert compact(t, engine="spark", plan_only=True).plan.clustering is None
 
 
 def test_commit_request_needs_stats_on_clustering_columns(tmp_path):

@@ -182,19 +182,10 @@ def test_clustering_refusals_write_nothing(tmp_path):
     version = t.snapshot().version
     with pytest.raises(InvalidArgumentError, match="full must be True or False"):
         compact(t.uri, full="yes")
-    plan = plan_compaction(t.uri)
-    with pytest.raises(InvalidArgumentError, match="Spark engine does not run"):
-        compact(t.uri, plan=plan, engine="spark")
     plain = make_table(str(tmp_path / "plain"), SCHEMA)
     with pytest.raises(InvalidArgumentError, match="OPTIMIZE ... FULL"):
         compact(plain.uri, full=True)
     assert t.snapshot().version == version
-
-
-def test_spark_plans_still_bin_pack_unclustered_files(tmp_path):
-    t = clustered(str(tmp_path / "t"), ["x"], files=3, rows=10)
-    plan = plan_compaction(t.uri, engine="spark")
-    assert plan.clustering is None and len(plan.bins) == 1 and len(plan.bins[0].files) == 3
 
 
 def test_cli_clusters_and_full_needs_a_clustered_table(tmp_path):

@@ -145,7 +145,6 @@ def test_purge_due_verdict_and_plain_compaction_ignores_share(tmp_path):
         ({"purge_deletion_vectors": True, "min_deleted_share": 1.0}, "below 1"),
         ({"purge_deletion_vectors": True, "min_deleted_share": True}, "min_deleted_share"),
         ({"min_deleted_share": 0.2}, "purge only"),
-        ({"purge_deletion_vectors": True, "engine": "spark"}, "local engine only"),
     ],
 )
 def test_bad_purge_arguments_are_refused_and_nothing_is_written(tmp_path, kwargs, message):

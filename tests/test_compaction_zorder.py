@@ -108,8 +108,6 @@ def test_zorder_refusals_write_nothing(tmp_path):
     ):
         with pytest.raises(InvalidArgumentError, match=message):
             compact(path, zorder_by=cols)
-    with pytest.raises(InvalidArgumentError, match="local engine only"):
-        compact(path, zorder_by=["x"], engine="spark")
     with pytest.raises(InvalidArgumentError, match="choose one"):
         compact(path, zorder_by=["x"], purge_deletion_vectors=True)
     assert DeltaTable(path).snapshot().version == version

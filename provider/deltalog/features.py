@@ -158,15 +158,15 @@ _ICEBERG_VACUUM = Cell(
 _SHREDDED = _refused(
     "files may hold shredded variant columns (Parquet variant shredding), which deltalog cannot rewrite or check yet"
 )
-_CLUSTERED_REWRITE = _conditional(
-    "only unclustered files (no clusteringProvider) are bin-packed, so clustered files keep their layout; the "
-    "output is unclustered; refused when it lacks statistics for a clustering column"
-)
 _CLUSTERING_LOCAL = _conditional(
     "clusters as Delta Spark's OPTIMIZE does: unclustered and small clustered files are rewritten along a Hilbert "
     "curve of the delta.clustering columns (clusteringProvider liquid, ZCUBE tags), clustered files of a good size "
     "or by other columns stay (full=True re-clusters those); the domain is kept; refused when an output lacks "
     "statistics for a clustering column"
+)
+_CLUSTERING_SPARK = _conditional(
+    "clusters like the local engine (same files chosen, same tags and commit) along a Z curve of sampled range ids "
+    "of the delta.clustering columns; refused when an output lacks statistics for a clustering column"
 )
 
 FEATURES: dict[str, Feature] = {
@@ -308,7 +308,7 @@ FEATURES: dict[str, Feature] = {
                 "clustering column"
             ),
             compaction_local=_CLUSTERING_LOCAL,
-            compaction_spark=_CLUSTERED_REWRITE,
+            compaction_spark=_CLUSTERING_SPARK,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

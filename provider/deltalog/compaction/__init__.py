@@ -81,12 +81,12 @@ def compact(
 
     ``purge_deletion_vectors=True`` rewrites instead the files whose deletion vector hides
     more than ``min_deleted_share`` of their rows (default 0: any DV), applying it, in a
-    ``REORG`` commit as Delta Spark's ``REORG TABLE ... APPLY (PURGE)`` (local engine).
+    ``REORG`` commit as Delta Spark's ``REORG TABLE ... APPLY (PURGE)``.
     ``zorder_by`` (column names) rewrites every file of each partition along a Z curve of
-    those columns, cut into target-size files (``OPTIMIZE ... ZORDER BY``; local engine).
-    On a table with liquid clustering the local engine clusters instead of bin-packing
+    those columns, cut into target-size files (``OPTIMIZE ... ZORDER BY``).
+    On a table with liquid clustering compaction clusters instead of bin-packing
     (:mod:`deltalog.compaction.liquid`); ``full=True`` also re-clusters files clustered by
-    other columns (``OPTIMIZE ... FULL``).
+    other columns (``OPTIMIZE ... FULL``). All three run on both engines.
 
     ``deadline`` (a ``time.monotonic()`` value; local engine) stops the work between
     batches once passed: every finished batch is committed, the bins not started are
@@ -104,8 +104,6 @@ def compact(
     started = time.perf_counter()
     require_bools(plan_only=plan_only, run_hooks=run_hooks, purge_deletion_vectors=purge_deletion_vectors, full=full)
     purge_share = _purge_share(purge_deletion_vectors, min_deleted_share, engine)
-    if zorder_by is not None and engine != "local":
-        raise InvalidArgumentError("Z-order runs on the local engine only (the Spark engine is not supported yet)")
     if max_workers is not None:
         require_workers(max_workers)
     if engine not in ENGINES:
@@ -134,10 +132,6 @@ def compact(
     else:
         # A plan made elsewhere: check this engine may compact the table before any file is written.
         check_compactable(dtable.snapshot(), engine)
-    if engine == "spark" and (plan.zorder_by or plan.clustering is not None):
-        raise InvalidArgumentError(
-            "this plan is a Z-order or a clustering, which the Spark engine does not run yet: use the local engine"
-        )
     result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, plan_only=plan_only)
     if plan_only or not plan.bins:
         result.seconds = time.perf_counter() - started
@@ -180,10 +174,6 @@ def _purge_share(purge: bool, min_deleted_share: float | None, engine: str) -> f
         if min_deleted_share is not None:
             raise InvalidArgumentError("min_deleted_share applies to a deletion-vector purge only")
         return None
-    if engine != "local":
-        raise InvalidArgumentError(
-            "a deletion-vector purge runs on the local engine only (the Spark engine is not supported)"
-        )
     return check_share(0.0 if min_deleted_share is None else min_deleted_share)
 
 

@@ -348,8 +348,6 @@ def plan_from_snapshot(
     purge nor a Z-order) clusters (:mod:`deltalog.compaction.liquid`): unclustered and
     small clustered files are re-clustered along the curve of the clustering columns,
     ``full`` re-clusters files clustered by other columns too (``OPTIMIZE ... FULL``).
-    The Spark engine (``engine="spark"``) does not cluster yet: it bin-packs only the
-    unclustered files, as before.
 
     ``zorder_by`` plans a Z-order (:mod:`deltalog.compaction.zorder`): one bin per
     partition holding every file of it, whatever their size (the engine cuts it into
@@ -367,7 +365,7 @@ def plan_from_snapshot(
     zorder = check_zorder_columns(snapshot, zorder_by) if zorder_by is not None else []
     check_full(full)
     spec = None
-    if purge_min_deleted_share is None and zorder_by is None and engine != "spark":
+    if purge_min_deleted_share is None and zorder_by is None:
         spec = clustering_spec(snapshot, full=full)
     if full and spec is None:
         raise InvalidArgumentError(
@@ -517,7 +515,7 @@ def plan_compaction(
     """Plan a compaction (or a DV purge, or a Z-order, or a clustering) of the latest version; nothing is written.
 
     ``engine`` (``"local"``/``"spark"``, or None: whichever runs it) checks that engine's
-    protocol support and picks what it can do (the Spark engine does not cluster yet).
+    protocol support first.
     """
     dtable = as_table(table, storage_options)
     return plan_from_snapshot(

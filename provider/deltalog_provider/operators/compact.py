@@ -56,10 +56,10 @@ class DeltaCompactOperator(DeltaTableOperator):
         ``deferred`` and planned again by the next run (a ``timedelta``; refused with Spark).
     :param purge_deletion_vectors: a real bool (not templated): rewrite instead the files whose
         deletion vector hides more than ``min_deleted_share`` of their rows (default 0: any DV),
-        applying it, committed as Delta Spark's ``REORG ... APPLY (PURGE)``; local engine only.
+        applying it, committed as Delta Spark's ``REORG ... APPLY (PURGE)``; either engine.
     :param min_deleted_share: the purge threshold, a number from 0 to below 1.
     :param zorder_by: column names (a list, not templated): rewrite every file of each partition
-        along a Z curve of them, cut into target-size files (``OPTIMIZE ... ZORDER BY``); local engine only.
+        along a Z curve of them, cut into target-size files (``OPTIMIZE ... ZORDER BY``); either engine.
     :param full: a real bool: on a table with liquid clustering (which the local engine clusters),
         re-cluster files clustered by other columns too (``OPTIMIZE ... FULL``).
     :param spark_conn_id: the Spark connection ``engine="spark"`` submits through (its host is the master).
@@ -145,8 +145,6 @@ class DeltaCompactOperator(DeltaTableOperator):
         engine = optional_str(self.engine) or "local"
         if engine == "spark" and self.deadline_margin is not None:
             raise InvalidArgumentError("deadline_margin stops between bins of the local engine only, not Spark")
-        if engine == "spark" and (self.purge_deletion_vectors or self.zorder_by):
-            raise InvalidArgumentError("a deletion-vector purge or a Z-order runs on the local engine only, not Spark")
         if engine == "spark":
             self._spark_options()  # bad options fail before anything is planned
         plan = self.call(

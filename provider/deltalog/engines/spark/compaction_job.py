@@ -26,8 +26,14 @@ script). Spark does the data work, deltalog keeps the commit: no Delta jars.
 - Stats come from each new file's footer, read through Spark's own Hadoop
   FileSystem (so the job needs no storage credentials beyond Spark's).
 
+Layout modes (:mod:`deltalog.engines.spark.curve`): a Z-order or liquid clustering plan
+range-partitions each bin's rows by a curve key (sampled range ids of the columns, bits
+interleaved) into ``ceil(bin bytes / target size)`` files, sorted within each; clustered
+outputs carry ``clusteringProvider`` and the ZCube tags. A deletion-vector purge plan is a
+plain rewrite of single-file bins (DVs applied as always).
+
 The result is a commit request (``deltalog.commit_request`` format, operation
-``OPTIMIZE``, ``dataChange=false``); bins that failed are reported apart.
+``OPTIMIZE`` or ``REORG`` for a purge, ``dataChange=false``); bins that failed are reported apart.
 pyspark is imported lazily so the core library never needs it.
 """
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import posixpath
 import re
 import time
@@ -43,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.compaction.commit import operation_parameters
+from deltalog.compaction.commit import OPERATION, operation_parameters
 from deltalog.compaction.dv import deleted_rows
 from deltalog.compaction.layout import (
     PHYSICAL_NAME,
@@ -55,7 +62,10 @@ from deltalog.compaction.layout import (
     output_file_name,
     physical_data_schema_json,
 )
+from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
 from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
+from deltalog.compaction.purge import REORG_OPERATION
+from deltalog.engines.spark.curve import SAMPLE_ROWS, bits_for, interleave_expr, range_id, sample_boundaries
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.schema import parse_schema_string
@@ -64,6 +74,7 @@ from deltalog.stats import stats_from_parquet_metadata, stats_json
 log = logging.getLogger(__name__)
 
 ROW_INDEX = "__deltalog_row_index"
+CURVE_KEY = "__deltalog_curve_key"
 #: Marks the job's one-line JSON report on stdout (bins that failed), read by the launcher.
 REPORT_PREFIX = "DELTALOG_COMPACTION_REPORT "
 _GLOB = re.compile(r"([\\{}\[\]*?])")
@@ -237,40 +248,77 @@ class SparkBinRewriter:
             out.append(F.lit(value).cast(column.dataType).alias(column.name, metadata=dict(column.metadata)))
         return out
 
-    def rewrite(self, b: Bin) -> dict[str, Any] | None:
-        """Rewrite one bin; returns the add entry of its new file (None when no row survived)."""
+    def _key_paths(self) -> list[list[str]]:
+        """The curve columns' physical paths (Z-order columns or the clustering columns), else none."""
+        if self.plan.clustering is not None:
+            return [list(p) for p in self.plan.clustering.paths]
+        logical = {f.name: f for f in self.logical}
+        return [
+            [(logical[c].metadata or {}).get(b"delta.columnMapping.physicalName", c.encode()).decode()]
+            for c in self.plan.zorder_by
+        ]
+
+    def _along_curve(self, frame: Any, b: Bin, keys: list[list[str]]) -> Any:
+        """The bin's rows range-partitioned by the curve key into its output files, sorted within each."""
+        from pyspark.sql import functions as F
+
+        cols = [F.col(".".join(f"`{p}`" for p in path)) for path in keys]
+        bits = bits_for(len(cols))
+        keyed = frame.select(*[c.alias(f"k{i}") for i, c in enumerate(cols)])
+        n = keyed.count()
+        if n == 0:
+            return frame
+        sample = keyed.sample(False, min(1.0, 2 * SAMPLE_ROWS / n), seed=b.id).limit(SAMPLE_ROWS).collect()
+        ids = [range_id(c, sample_boundaries([r[i] for r in sample], bits)) for i, c in enumerate(cols)]
+        runs = max(1, min(n, math.ceil(b.size / self.plan.target_size)))
+        return (
+            frame.withColumn(CURVE_KEY, interleave_expr(ids, bits))
+            .repartitionByRange(runs, F.col(CURVE_KEY))
+            .sortWithinPartitions(CURVE_KEY)
+            .drop(CURVE_KEY)
+        )
+
+    def rewrite(self, b: Bin) -> list[dict[str, Any]]:
+        """Rewrite one bin; returns the add entries of its new files (none when no row survived)."""
         self.spark.sparkContext.setJobDescription(f"deltalog compaction bin {b.id} ({len(b.files)} files)")
         staged = f"{self.staging}/bin-{b.id}"
-        self._frame(b).coalesce(1).write.mode("overwrite").option("compression", self.plan.codec).parquet(staged)
+        keys = self._key_paths()
+        frame = self._frame(b)
+        frame = self._along_curve(frame, b, keys) if keys else frame.coalesce(1)
+        frame.write.mode("overwrite").option("compression", self.plan.codec).parquet(staged)
         staged_path = self.fs.path(staged).toUri().getPath().rstrip("/")
-        written = [p for p, _, _ in self.fs.list_files(staged) if is_data_file(posixpath.basename(p))]
-        if not written:  # no row survived the deletion vectors (Spark may then write no file at all)
-            self.fs.delete(staged)
-            return None
-        if len(written) != 1:
+        written = sorted(p for p, _, _ in self.fs.list_files(staged) if is_data_file(posixpath.basename(p)))
+        if not keys and len(written) > 1:
             raise OperationRefusedError(f"bin {b.id}: Spark wrote {len(written)} data files, expected 1")
-        src = f"{staged}/{written[0][len(staged_path) + 1 :]}"
-        footer = self.fs.footer(src)
-        if footer.num_rows == 0:
-            self.fs.delete(staged)
-            return None
-        rel_dir = output_dir(b.files[0].path, b.partitionValues)
-        name = output_file_name(b.id, self.plan.codec)
-        rel = f"{rel_dir}/{name}" if rel_dir else name
-        self.fs.move(src, f"{self.table}/{rel}")
+        cube = str(uuid.uuid4())
+        adds = []
+        for path in written:
+            src = f"{staged}/{path[len(staged_path) + 1 :]}"
+            footer = self.fs.footer(src)
+            if footer.num_rows == 0:  # no row survived the deletion vectors, or an empty range
+                continue
+            rel_dir = output_dir(b.files[0].path, b.partitionValues)
+            name = output_file_name(b.id, self.plan.codec)
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            self.fs.move(src, f"{self.table}/{rel}")
+            size, mtime = self.fs.status(f"{self.table}/{rel}")
+            stats = stats_from_parquet_metadata(
+                footer, self.logical, self.plan.partition_columns, configuration=self.plan.stats_configuration
+            )
+            add: dict[str, Any] = {
+                "path": rel,
+                "size": size,
+                "partitionValues": dict(b.partitionValues),
+                "modificationTime": mtime,
+                "stats": stats_json(stats),
+                "dataChange": False,
+            }
+            if self.plan.clustering is not None:
+                add["tags"] = {ZCUBE_ID: cube, ZCUBE_ZORDER_BY: self.plan.clustering.zorder_by_tag}
+                add["clusteringProvider"] = PROVIDER
+            adds.append(add)
         self.fs.delete(staged)
-        size, mtime = self.fs.status(f"{self.table}/{rel}")
-        stats = stats_from_parquet_metadata(
-            footer, self.logical, self.plan.partition_columns, configuration=self.plan.stats_configuration
-        )
-        return {
-            "path": rel,
-            "size": size,
-            "partitionValues": dict(b.partitionValues),
-            "modificationTime": mtime,
-            "stats": stats_json(stats),
-            "dataChange": False,
-        }
+        return adds
 
     def run(self, max_parallel_bins: int | None = None) -> SparkRewrite:
         started = time.perf_counter()
@@ -279,29 +327,28 @@ class SparkBinRewriter:
         removes: list[str] = []
         failures: list[dict[str, Any]] = []
 
-        def one(b: Bin) -> tuple[Bin, dict[str, Any] | None, str | None]:
+        def one(b: Bin) -> tuple[Bin, list[dict[str, Any]], str | None]:
             try:
                 return b, self.rewrite(b), None
             except DeltaLogError as exc:
-                return b, None, str(exc)
+                return b, [], str(exc)
             except Exception as exc:  # noqa: BLE001 - a failed bin must not lose the others (Py4J/Spark errors)
                 log.exception("bin %d failed", b.id)
-                return b, None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                return b, [], f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
         try:
             with ThreadPoolExecutor(max_workers=min(parallel, len(self.plan.bins) or 1)) as pool:
-                for b, add, error in pool.map(one, self.plan.bins):
+                for b, new, error in pool.map(one, self.plan.bins):
                     if error is not None:
                         failures.append({"bin": b.id, "reason": error, "paths": [f.path for f in b.files]})
                         continue
-                    if add is not None:
-                        adds.append(add)
+                    adds.extend(new)
                     removes.extend(from_log_path(f.path) for f in b.files)
         finally:
             self.fs.delete(self.staging)
             self.fs.delete_if_empty(f"{self.table}/{STAGING_DIR}")
         request = {
-            "operation": "OPTIMIZE",
+            "operation": REORG_OPERATION if self.plan.purge_min_deleted_share is not None else OPERATION,
             "operationParameters": operation_parameters(self.plan, "spark"),
             "dataChange": False,
             "add": adds,

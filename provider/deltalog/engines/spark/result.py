@@ -1,6 +1,7 @@
 """Committing what the Spark compaction job wrote: its commit request, mapped back onto the plan's bins.
 
-The job reports one new file per bin (the bin id is in the file's name) in a commit
+The job reports the new files of each bin (one per bin, or several for a Z-order or a
+clustering; the bin id is in each file's name) in a commit
 request. :func:`outputs_from_request` turns that into the per-bin outputs the
 compaction committer takes, and :func:`commit_spark_result` commits them bin by bin
 (a bin whose input a concurrent writer removed is dropped and its new file deleted,
@@ -31,26 +32,39 @@ def outputs_from_request(
     bins = {b.id: b for b in plan.bins}
     outputs: dict[int, BinOutput] = {}
     removed = set(request.get("remove") or [])
+    several = bool(plan.zorder_by) or plan.clustering is not None  # a curve bin is cut into several files
     for add in request.get("add") or []:
         path = add["path"]
         bid = bin_id_from_name(path)
-        if bid not in bins or bid in outputs:
+        if bid not in bins or (bid in outputs and not several):
             raise EngineError(f"the Spark job returned {path!r}, which belongs to no bin of the plan")
         stats = json.loads(add.get("stats") or "{}")
+        action: dict[str, Any] = {
+            "path": to_log_path(path),
+            "partitionValues": dict(add.get("partitionValues") or {}),
+            "size": int(add["size"]),
+            "modificationTime": int(add["modificationTime"]),
+            "dataChange": False,
+            "stats": add.get("stats"),
+        }
+        if add.get("tags"):
+            action["tags"] = {str(k): str(v) for k, v in add["tags"].items()}
+        if add.get("clusteringProvider"):
+            action["clusteringProvider"] = str(add["clusteringProvider"])
+        where = storage.join(*path.split("/"))
+        if bid in outputs:
+            out = outputs[bid]
+            out.more_adds.append(action)
+            out.more_paths.append(where)
+            out.rows_out += int(stats.get("numRecords", 0))
+            continue
         outputs[bid] = BinOutput(
             bin_id=bid,
-            add={
-                "path": to_log_path(path),
-                "partitionValues": dict(add.get("partitionValues") or {}),
-                "size": int(add["size"]),
-                "modificationTime": int(add["modificationTime"]),
-                "dataChange": False,
-                "stats": add.get("stats"),
-            },
+            add=action,
             rows_out=int(stats.get("numRecords", 0)),
             bytes_in=bins[bid].size,
             deletion_vectors=sum(1 for f in bins[bid].files if f.deletionVector),
-            storage_path=storage.join(*path.split("/")),
+            storage_path=where,
         )
     failed = {int(f["bin"]): str(f.get("reason")) for f in failures}
     skipped = []
