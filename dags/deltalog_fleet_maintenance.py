@@ -1,8 +1,12 @@
 """Fleet maintenance: every table under a root (or in a list), only the work that is due, within a deadline.
 
-1. ``find_tables`` discovers the Delta tables under the ``deltalog_fleet_root`` Variable
-   (parallel listing, not descending into tables), or reads the ``deltalog_fleet_tables``
-   Variable (a JSON list or one URI a line) when it is set.
+1. ``find_tables`` takes the table list, first of: the events an upstream DAG emitted on the
+   ``deltalog_fleet_tables`` asset (``deltalog://fleet/tables``) since the previous successful
+   run started, with ``extra={"tables": [...]}`` and/or ``extra={"list_uri": ...}`` (a list
+   file, one URI a line); the ``deltalog_fleet_tables`` Variable (a JSON list or one URI a
+   line); every table discovered under the ``deltalog_fleet_root`` Variable (parallel
+   listing, not descending into tables). The DAG runs on ``deltalog_fleet_schedule``
+   (``@daily``) and whenever the asset gets an event.
 2. ``measure`` computes every table's health and due verdict concurrently and orders the
    due tables by expected gain per second, using the compaction throughput the previous
    run's ``summary`` recorded (run results, never files in ``_delta_log``).
@@ -39,7 +43,17 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, AssetAlias, AsyncCallback, DeadlineAlert, DeadlineReference, task
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetAlias,
+    AssetOrTimeSchedule,
+    AsyncCallback,
+    CronTriggerTimetable,
+    DeadlineAlert,
+    DeadlineReference,
+    task,
+)
 
 from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting
 from deltalog_example.callbacks import log_missed_deadline
@@ -52,6 +66,12 @@ MAX_PARALLEL = int_setting("deltalog_fleet_max_parallel") or 4
 #: (apache/airflow#73428), as for deltalog_maintenance.
 DEADLINE_MINUTES = int_setting("deltalog_fleet_deadline_minutes") or 0
 FLEET_ALIAS = AssetAlias("deltalog:fleet")
+#: Upstream DAGs publish the fleet's table list as events on this asset (see deltalog_example.fleet_tables).
+TABLE_LIST = Asset(name="deltalog_fleet_tables", uri=setting("deltalog_fleet_tables_asset"))
+CRON = setting("deltalog_fleet_schedule").strip()
+SCHEDULE: Any = (
+    AssetOrTimeSchedule(timetable=CronTriggerTimetable(CRON, timezone="UTC"), assets=TABLE_LIST) if CRON else TABLE_LIST
+)
 DEADLINE = (
     DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
@@ -67,13 +87,6 @@ def _hook() -> Any:
     from deltalog_provider.hooks.delta_table import DeltaTableHook
 
     return DeltaTableHook(deltalog_conn_id=CONN_ID)
-
-
-def _table_list(raw: str) -> list[str]:
-    raw = raw.strip()
-    if raw.startswith("["):
-        return [str(u) for u in json.loads(raw)]
-    return [line.strip() for line in raw.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _deadline(context: dict[str, Any]) -> float | None:
@@ -100,7 +113,7 @@ def _deadline(context: dict[str, Any]) -> float | None:
 with DAG(
     dag_id="deltalog_fleet_maintenance",
     description="Discover Delta tables, rank them by what maintenance gains, maintain the due ones within a deadline",
-    schedule="@daily",
+    schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
@@ -110,15 +123,27 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(execution_timeout=timedelta(minutes=15))
-    def find_tables() -> list[str]:
-        """The list Variable when set, else every table discovered under the root Variable."""
-        from deltalog.fleet.discover import discover_tables
+    @task(execution_timeout=timedelta(minutes=15), inlets=[TABLE_LIST])
+    def find_tables(**context: Any) -> list[str]:
+        """The asset's table lists since the previous successful run, else the list Variable, else discovery."""
+        from deltalog.fleet.discover import discover_tables, read_table_list
+        from deltalog_example.fleet_tables import parse_table_list, tables_from_events
 
         hook = _hook()
+        events = context["inlet_events"][TABLE_LIST]
+        previous = context.get("prev_start_date_success")  # a lazy proxy: None is falsy through it
+        if previous:
+            events = events.after(previous.isoformat())
+        events = list(events)
+        if events:
+            tables = tables_from_events(
+                [e.extra for e in events], lambda uri: read_table_list(uri, hook.storage_options_for(uri))
+            )
+            log.info("%d tables from %d event(s) on %s", len(tables), len(events), TABLE_LIST.uri)
+            return [hook.resolve_uri(u) for u in tables]
         listed = setting("deltalog_fleet_tables")
         if listed.strip():
-            return [hook.resolve_uri(u) for u in _table_list(listed)]
+            return [hook.resolve_uri(u) for u in parse_table_list(listed)]
         found = discover_tables(hook.resolve_uri(setting("deltalog_fleet_root")), hook.storage_options)
         for error in found.errors:
             log.warning("cannot read %s: %s", error["uri"], error["error"])

@@ -92,3 +92,19 @@ def test_fleet_maintenance_on_s3(tmp_path, s3_bucket, s3_storage_options, s3_del
     fs = fsspec.filesystem("s3", **s3_storage_options)
     assert not fs.exists(f"{s3_bucket}/lake/events/{LEASE_NAME}")
     assert result.throughput_bytes_per_second > 0
+
+
+def test_list_file_on_s3(tmp_path, s3_bucket, s3_storage_options):
+    """A list file may itself live on the object store (the fleet DAG's list_uri, `--list s3://...`)."""
+    from deltalog.errors import InvalidArgumentError
+    from deltalog.fleet.discover import read_table_list, tables_from_list
+
+    small_files_table(str(tmp_path / "t"), n=1)
+    upload(str(tmp_path / "t"), f"s3://{s3_bucket}/lake/t", s3_storage_options)
+    fs = fsspec.filesystem("s3", **s3_storage_options)
+    fs.pipe_file(f"{s3_bucket}/lists/nightly.txt", f"# nightly\ns3://{s3_bucket}/lake/t\n".encode())
+    assert read_table_list(f"s3://{s3_bucket}/lists/nightly.txt", s3_storage_options) == [f"s3://{s3_bucket}/lake/t"]
+    result = tables_from_list(f"s3://{s3_bucket}/lists/nightly.txt", s3_storage_options)
+    assert [(t.uri, t.version) for t in result.tables] == [(f"s3://{s3_bucket}/lake/t", 1)]
+    with pytest.raises(InvalidArgumentError, match="cannot read the table list"):
+        read_table_list(f"s3://{s3_bucket}/lists/missing.txt", s3_storage_options)

@@ -82,6 +82,11 @@ DEFAULTS: dict[str, Any] = {
     # the run's deadline and the margin kept free of new work before it.
     "deltalog_fleet_root": os.path.join(REPO_ROOT, ".demo", "fleet"),
     "deltalog_fleet_tables": "",
+    # The asset an upstream DAG emits table lists on (extra {"tables": [...]} or {"list_uri": ...});
+    # an event starts a fleet run, and its list wins over the Variable and discovery.
+    "deltalog_fleet_tables_asset": "deltalog://fleet/tables",
+    # The fleet DAG's cron schedule besides the asset; empty = asset events and manual runs only.
+    "deltalog_fleet_schedule": "@daily",
     "deltalog_fleet_table_settings": "{}",
     "deltalog_fleet_max_parallel": "4",
     "deltalog_fleet_deadline_minutes": "60",

@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError
+from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError, StorageError
 from deltalog.flags import require_workers
 from deltalog.log import LogListing, list_log
-from deltalog.storage import LOG_DIR, Storage
+from deltalog.storage import LOG_DIR, Storage, is_remote
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +148,21 @@ def discover_tables(
     )
 
 
-def read_table_list(path: str) -> list[str]:
-    """Table URIs from a list file: one a line; blank lines and ``#`` comments skipped."""
+def read_table_list(path: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Table URIs from a list file (a local path or a URI such as ``s3://bucket/tables.txt``, read
+    with ``storage_options``): one a line; blank lines and ``#`` comments skipped."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read the table list {path}: {exc.strerror or exc}") from None
+        if is_remote(path):
+            storage = Storage(path, storage_options)
+            text = storage.read_bytes(storage.root).decode("utf-8")
+        else:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+    except (OSError, StorageError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(
+            f"cannot read the table list {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    lines = text.splitlines()
     uris = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     if not uris:
         raise InvalidArgumentError(f"the table list {path} names no table")
@@ -166,8 +174,8 @@ def tables_from_list(
 ) -> DiscoveryResult:
     """The tables a list file names, each checked (version read) like a discovered one."""
     t0 = time.perf_counter()
-    uris = read_table_list(path)
     opts = dict(storage_options or {})
+    uris = read_table_list(path, opts)
 
     def one(uri: str) -> tuple[str, LogListing | None, str | None]:
         try:

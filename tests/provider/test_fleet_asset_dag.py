@@ -1,0 +1,101 @@
+"""The fleet DAG takes its table list from an upstream asset (issue 17 item 2), in ``dag.test()`` runs.
+
+A producer DAG emits an event on the ``deltalog_fleet_tables`` asset naming one table
+directly and another through a list file; the fleet run maintains exactly those two,
+though discovery would find a third. The next run (no event since the previous successful
+one) falls back to the Variable, then to discovery. A malformed event fails the run
+instead of falling back.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from airflow_helpers import DAGS_FOLDER, run_dag, task_states, write_dag_file, xcom_value
+
+from deltalog import DeltaTable
+from deltalog.due import maintenance_due
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "dags"))
+
+from fleet_helpers import small_files_table  # noqa: E402
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+PRODUCER = """
+import datetime as dt
+from airflow.sdk import DAG, Asset, task
+
+TABLES = Asset(name="deltalog_fleet_tables", uri="deltalog://fleet/tables")
+with DAG("fleet_list_producer", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+    @task(outlets=[TABLES])
+    def publish(**context):
+        context["outlet_events"][TABLES].extra = EXTRA
+    publish()
+"""
+
+
+@pytest.fixture
+def fleet_dag(airflow_db, tmp_path, monkeypatch):
+    """Three tables with small files under one root, the fleet DAG file in the session dags folder."""
+    root = tmp_path / "lake"
+    for name in ("a", "b", "c"):
+        small_files_table(str(root / name), n=3)
+    for name, value in {
+        "DELTALOG_FLEET_ROOT": str(root),
+        "DELTALOG_FLEET_REPORT_DIR": str(tmp_path / "report"),
+        "DELTALOG_FLEET_DEADLINE_MINUTES": "0",
+        "DELTALOG_FLEET_TABLES": "",
+        "DELTALOG_FLEET_SCHEDULE": "",
+    }.items():
+        monkeypatch.setenv(f"AIRFLOW_VAR_{name}", value)
+    copied = [DAGS_FOLDER / "deltalog_fleet_maintenance.py", DAGS_FOLDER / "deltalog_example"]
+    shutil.copy(REPO / "dags" / "deltalog_fleet_maintenance.py", copied[0])
+    shutil.copytree(REPO / "dags" / "deltalog_example", copied[1], dirs_exist_ok=True)
+    yield root
+    copied[0].unlink()
+    shutil.rmtree(copied[1])
+
+
+def _due(path: Path) -> bool:
+    return maintenance_due(DeltaTable(str(path))).compaction
+
+
+def test_table_list_from_an_upstream_asset_event_then_variable_then_discovery(fleet_dag, tmp_path, monkeypatch):
+    root = fleet_dag
+    listing = tmp_path / "tables.txt"
+    listing.write_text(f"# from the producer\n{root / 'b'}\n")
+    producer = write_dag_file(
+        "fleet_list_producer", PRODUCER.replace("EXTRA", repr({"tables": [str(root / "a")], "list_uri": str(listing)}))
+    )
+    assert set(task_states(run_dag(producer, "fleet_list_producer")).values()) == {"success"}
+
+    fleet = DAGS_FOLDER / "deltalog_fleet_maintenance.py"
+    run = run_dag(fleet, "deltalog_fleet_maintenance")
+    assert xcom_value(run, "find_tables") == [str(root / "a"), str(root / "b")]
+    assert task_states(run)["summary"] == "success" and str(run.state) == "success"
+    assert not _due(root / "a") and not _due(root / "b") and _due(root / "c")
+
+    # No event since that run: the Variable names the tables.
+    monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_FLEET_TABLES", f'["{root / "c"}"]')
+    run = run_dag(fleet, "deltalog_fleet_maintenance")
+    assert xcom_value(run, "find_tables") == [str(root / "c")] and not _due(root / "c")
+
+    # Neither: discovery under the root.
+    monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_FLEET_TABLES", "")
+    run = run_dag(fleet, "deltalog_fleet_maintenance")
+    assert xcom_value(run, "find_tables") == [str(root / n) for n in ("a", "b", "c")]
+
+
+def test_a_malformed_table_list_event_fails_the_run(fleet_dag):
+    producer = write_dag_file("fleet_list_producer", PRODUCER.replace("EXTRA", repr({"tabels": ["x"]})))
+    assert set(task_states(run_dag(producer, "fleet_list_producer")).values()) == {"success"}
+    run = run_dag(DAGS_FOLDER / "deltalog_fleet_maintenance.py", "deltalog_fleet_maintenance")
+    states = task_states(run)
+    assert states["find_tables"] == "failed" and str(run.state) == "failed"
+    assert all(_due(fleet_dag / n) for n in ("a", "b", "c"))  # nothing was maintained
