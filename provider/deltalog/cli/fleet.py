@@ -20,7 +20,9 @@ from deltalog.table import DeltaTable
 
 def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", metavar="ROOT", help="every Delta table under this folder or bucket prefix")
-    p.add_argument("--list", dest="list_file", metavar="FILE", help="a file (local path or URI) naming one table URI per line")
+    p.add_argument(
+        "--list", dest="list_file", metavar="FILE", help="a file (local path or URI) naming one table URI per line"
+    )
     p.add_argument("--max-depth", type=int, default=DEFAULT_MAX_DEPTH, metavar="N", help="folders below the root")
     p.add_argument("--workers", type=int, default=8, metavar="N", help="concurrent listings/measurements")
 
