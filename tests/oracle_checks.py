@@ -226,17 +226,23 @@ def spark_vacuum_dry_run(
 ) -> set[str]:
     """Table-relative paths Delta Spark's ``VACUUM ... DRY RUN`` lists (files and directories).
 
-    ``clock_ms`` sets Delta Spark's clock (a ``ManualClock`` on a fresh ``DeltaLog``) so
-    that ``RETAIN 0 HOURS`` puts its cutoff at exactly that instant: ``RETAIN n HOURS``
-    alone rounds to whole hours.
+    ``clock_ms`` sets Delta Spark's clock (a ``ManualClock`` on a fresh ``DeltaLog``).
+    Its VACUUM reads that clock only for the table's own retention: the cutoff is then
+    ``clock_ms - delta.deletedFileRetentionDuration``, to the millisecond. ``RETAIN n
+    HOURS`` uses the system clock and rounds ``n`` to whole hours, so ``clock_ms``
+    requires ``hours=None``.
     """
     from urllib.parse import unquote
 
+    if clock_ms is not None and hours is not None:
+        raise ValueError("Delta Spark's VACUUM reads its DeltaLog clock only without RETAIN: pass hours=None")
     jvm = spark._jvm
     jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     if clock_ms is not None:
         clock = jvm.org.apache.spark.util.ManualClock(clock_ms)
-        jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path, clock)
+        jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            spark._jsparkSession, jvm.org.apache.hadoop.fs.Path(path), clock
+        )
     retain = "" if hours is None else f" RETAIN {hours:g} HOURS"
     lite = " LITE" if mode == "lite" else ""
     rows = spark.sql(f"VACUUM delta.`{path}`{lite}{retain} DRY RUN").collect()

@@ -380,8 +380,12 @@ def plan_vacuum(
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
     storage_options: dict[str, Any] | None = None,
+    now_ms: int | None = None,
 ) -> VacuumPlan:
     """Plan a vacuum: every check of a real run, nothing deleted, nothing written.
+
+    ``now_ms`` fixes the clock the cutoff is computed from (``now - retention``); tests
+    use it to compare plans with Delta Spark's at one exact cutoff.
 
     Raises InvalidArgumentError (bad parameters, malformed inventory or retention
     property), OperationRefusedError (retention shorter than the table's without
@@ -397,12 +401,14 @@ def plan_vacuum(
     if mode == "lite" and inventory is not None:
         raise InvalidArgumentError("an inventory replaces the listing of full mode; lite mode lists nothing")
     require_workers(max_workers)
+    if now_ms is not None and (isinstance(now_ms, bool) or not isinstance(now_ms, int)):
+        raise InvalidArgumentError(f"now_ms must be milliseconds since the epoch (an int), got {now_ms!r}")
     dt = as_table(table, storage_options)
     storage = dt.storage
     listing = dt.list_log()
     snapshot = dt.snapshot(listing=listing)
     check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
-    retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention)
+    retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
     rule = HiddenRule.for_metadata(snapshot.metadata)
     log.info(
         "planning %s vacuum of %s at version %d: retention %.4g hours, cutoff %s",

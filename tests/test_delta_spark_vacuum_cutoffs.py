@@ -1,0 +1,151 @@
+"""Vacuum judged by Delta Spark at exact cutoffs (issue 20, item 4).
+
+``VACUUM ... RETAIN n HOURS`` rounds ``n`` to whole hours and reads the system clock,
+so a comparison through it is only as exact as an hour. Here deltalog's plan is made
+with a fixed clock (``plan_vacuum(now_ms=...)``) and Delta Spark's dry run with its
+``DeltaLog`` clock set so that its cutoff (clock - the table's
+``delta.deletedFileRetentionDuration``, which its VACUUM reads from that clock) is the
+plan's cutoff to the millisecond. Cutoffs: 0 hours, the default (7 days), just after a
+commit (the files the commit removed become deletable, those of the next one stay) and
+half way between two commits. Full and lite mode, on every corpus table of the run.
+
+A file deltalog would delete and Delta Spark keeps fails the test. Files only Delta
+Spark lists are printed as a table with the deltalog rule that keeps them; empty
+directories (Delta Spark's dry run lists them) are counted apart.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+
+from delta_spark import Corpus
+from deltalog import DeltaTable
+from deltalog.errors import DeltaLogError
+from deltalog.history import CommitTimestamps, ict_enablement_version
+from deltalog.vacuum.plan import plan_vacuum
+from deltalog.vacuum.retained import scan_commits
+from oracle_checks import spark_vacuum_dry_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(2400)]
+
+#: The commit after which the "just after" cutoff falls (v7 is OPTIMIZE: it removes every file).
+JUST_AFTER = 6
+#: Between these two commits the "half way" cutoff falls (v8 is a DELETE).
+HALF_WAY = (7, 8)
+
+
+def _commit_times(path: str) -> CommitTimestamps:
+    table = DeltaTable(path)
+    listing = table.list_log()
+    conf = table.snapshot(listing=listing).metadata.configuration
+    return CommitTimestamps(table.storage, listing, ict_enablement_version(conf))
+
+
+def _removed_by(path: str, version: int) -> set[str]:
+    """Table-relative paths the commit at ``version`` removes (decoded, as the plans name them)."""
+    table = DeltaTable(path)
+    refs = scan_commits(table.storage, [table.list_log().commits[version]], kinds=("remove",))
+    return {unquote(p) for p in refs.removed}
+
+
+def cutoffs(path: str, now_ms: int) -> list[tuple[str, int, float | None]]:
+    """(label, cutoff ms, retention hours for deltalog) of the comparisons on one table."""
+    stamps = _commit_times(path)
+    after = stamps(JUST_AFTER) + 1
+    lo, hi = (stamps(v) for v in HALF_WAY)
+    half = (lo + hi) // 2
+    return [
+        ("0 h", now_ms, 0.0),
+        ("default", now_ms - 7 * 24 * 3600 * 1000, None),
+        (f"1 ms after v{JUST_AFTER}", after, (now_ms - after) / 3_600_000),
+        (f"half way v{HALF_WAY[0]}..v{HALF_WAY[1]}", half, (now_ms - half) / 3_600_000),
+    ]
+
+
+def _only_spark_reason(rel: str, plan: Any, path: str) -> str:
+    full = os.path.join(path, rel)
+    if os.path.isdir(full):
+        return "directory"
+    try:
+        mtime = int(os.stat(full).st_mtime * 1000)
+    except FileNotFoundError:
+        return "gone"
+    if mtime >= plan.cutoff_ms:
+        return "file newer than the cutoff"
+    return f"kept for version v{plan.fully_readable_from} (the state at the cutoff) or later"
+
+
+def test_vacuum_at_exact_cutoffs_never_deletes_what_delta_spark_keeps(
+    delta_spark: Any, delta_corpus: Corpus, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    bugs: list[str] = []
+    rows: list[tuple[str, ...]] = []
+    shape: list[str] = []
+    for t in delta_corpus.tables:
+        name = t["name"]
+        path = delta_corpus.copy(name, tmp_path_factory.mktemp("vcut-" + name))
+        now = int(time.time() * 1000)
+        for label, cutoff, hours in cutoffs(path, now):
+            for mode in ("full", "lite"):
+                try:
+                    plan = plan_vacuum(path, retention_hours=hours, mode=mode, allow_short_retention=True, now_ms=now)
+                except DeltaLogError as exc:
+                    rows.append((name, mode, label, "deltalog refused", str(exc).splitlines()[0][:100], ""))
+                    continue
+                if hours is not None and label != "0 h":
+                    assert abs(plan.cutoff_ms - cutoff) <= 1, (plan.cutoff_ms, cutoff)
+                retention_ms = plan.retention.configured_ms
+                theirs = spark_vacuum_dry_run(delta_spark, path, mode, None, clock_ms=plan.cutoff_ms + retention_ms)
+                ours = {unquote(p) for p in plan.files.column("path").to_pylist()}
+                our_dirs = {unquote(d).rstrip("/") for d in plan.directories}
+                for f in sorted(ours - theirs):
+                    bugs.append(f"{name} {mode} {label}: deltalog deletes {f}, Delta Spark keeps it")
+                only_theirs = theirs - ours - our_dirs
+                reasons: dict[str, int] = {}
+                for p in only_theirs:
+                    r = _only_spark_reason(p, plan, path)
+                    reasons[r] = reasons.get(r, 0) + 1
+                rows.append(
+                    (
+                        name,
+                        mode,
+                        label,
+                        f"{len(ours & theirs)} (+{len(our_dirs & theirs)} dirs)",
+                        ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) or "-",
+                        f"v{plan.fully_readable_from}..",
+                    )
+                )
+                if label.startswith("1 ms after"):
+                    # Exactness: what the commits up to the one just before the cutoff removed is
+                    # deletable on both sides, what the next commit removed is kept.
+                    earlier, later = _removed_around(path, JUST_AFTER)
+                    for side, got in (("deltalog", ours), ("Delta Spark", theirs)):
+                        if not earlier <= got:
+                            shape.append(f"{name} {mode}: {side} keeps {sorted(earlier - got)[:3]}")
+                        if got & later:
+                            shape.append(f"{name} {mode}: {side} deletes {sorted(got & later)[:3]}")
+    print(
+        "\n| table | mode | cutoff | deleted by both | only Delta Spark (why deltalog keeps it) | "
+        "deltalog keeps versions |\n|---|---|---|---|---|---|"
+    )
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    assert not bugs, "\n".join(bugs[:40])
+    assert not shape, "\n".join(shape[:40])
+    assert any(r[3] != "0 (+0 dirs)" for r in rows if r[2] == "0 h"), "nothing deletable at 0 hours on any table"
+
+
+def _removed_around(path: str, version: int) -> tuple[set[str], set[str]]:
+    """(files removed up to ``version`` that no later version has, files the next commit removes)."""
+    table = DeltaTable(path)
+    listing = table.list_log()
+    upto = scan_commits(table.storage, [listing.commits[v] for v in sorted(listing.commits) if v <= version])
+    after = scan_commits(table.storage, [listing.commits[v] for v in sorted(listing.commits) if v > version])
+    live = set(table.snapshot(version=version).files.column("path").to_pylist())
+    earlier = {unquote(p) for p in upto.removed} - {unquote(p) for p in live | set(after.added)}
+    return earlier, _removed_by(path, version + 1)
