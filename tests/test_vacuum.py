@@ -598,6 +598,27 @@ def test_inventory_in_delta_sparks_file_colon_slash_spelling(tmp_path):
     assert planned.stats["rows_outside_table"] == 0 and planned.stats["hidden_entries_skipped"] == 2
 
 
+def test_inventory_read_in_small_batches_gives_the_same_plan_and_counts_every_empty_value(tmp_path, monkeypatch):
+    """The inventory is streamed batch by batch (memory bounded at ten million rows): same plan, same refusals."""
+    import deltalog.vacuum.inventory as inventory_module
+
+    path = str(tmp_path / "t")
+    build_history(path)
+    whole = plan_vacuum(path, inventory=_inventory_rows(path, absolute=True))
+    monkeypatch.setattr(inventory_module, "BATCH_ROWS", 2)
+    source = str(tmp_path / "inv.parquet")
+    pq.write_table(_inventory_rows(path, absolute=True), source, row_group_size=3)
+    batched = plan_vacuum(path, inventory=source)
+    assert batched.files.column("path").to_pylist() == whole.files.column("path").to_pylist()
+    assert batched.stats == whole.stats
+    inv = _inventory_rows(path, absolute=True)
+    sizes = inv.column("size").to_pylist()
+    sizes[0] = sizes[-1] = None  # in the first and the last batch
+    pq.write_table(inv.set_column(1, "size", pa.array(sizes, pa.int64())), source, row_group_size=3)
+    with pytest.raises(InvalidArgumentError, match="column 'size' has 2 empty value"):
+        plan_vacuum(path, inventory=source)
+
+
 def test_inventory_paths_made_relative_in_bulk_match_the_per_row_rule(tmp_path):
     """The vectorised root stripping gives, row for row, what ``PathResolver.relative_literal`` gives."""
     from deltalog.vacuum.inventory import _SPECIAL_ROW, _relativise

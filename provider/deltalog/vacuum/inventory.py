@@ -16,10 +16,12 @@ refused before anything is deleted.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from deltalog.arrow_utils import count_true
 from deltalog.errors import InvalidArgumentError
@@ -38,35 +40,56 @@ _SPECIAL_ROW = r"^/|^[A-Za-z][A-Za-z0-9+.-]+:/|(^|/)\.{1,2}(/|$)"
 _NOT_LITERAL = r"^/|[?#;]|//|(^|/)\.{1,2}(/|$)"
 
 
-def _read(storage: Storage, source: str) -> pa.Table:
-    """Read the inventory file (local path or URI; the table's storage options apply)."""
+#: Rows converted at a time: bounds the transient copies of the path column (an inventory of
+#: ten million objects is read and made table-relative batch by batch).
+BATCH_ROWS = 1 << 18
+
+
+def _open(storage: Storage, source: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The inventory's schema and its batches (local path or URI; the table's storage options apply).
+
+    Parquet (a file or a folder of files) is streamed; CSV is read whole.
+    """
     lowered = source.lower()
     is_csv = lowered.endswith((".csv", ".csv.gz", ".csv.bz2"))
+    kind = "CSV" if is_csv else "Parquet"
+
+    def failed(exc: BaseException) -> InvalidArgumentError:
+        if isinstance(exc, FileNotFoundError):
+            return InvalidArgumentError(f"inventory {source!r} does not exist")
+        return InvalidArgumentError(f"inventory {source!r} is not a readable {kind} file: {exc}")
+
     try:
+        fs = None
+        path = source
         if "://" in source:
             import fsspec
 
             fs, path = fsspec.core.url_to_fs(source, **storage.storage_options)
-            if is_csv:
-                with fs.open(path, "rb", compression="infer") as fh:
-                    return pacsv.read_csv(fh)
-            return pq.read_table(path, filesystem=fs)
         if is_csv:
-            return pacsv.read_csv(source)
-        return pq.read_table(source)
-    except FileNotFoundError:
-        raise InvalidArgumentError(f"inventory {source!r} does not exist") from None
+            if fs is not None:
+                with fs.open(path, "rb", compression="infer") as fh:
+                    table = pacsv.read_csv(fh)
+            else:
+                table = pacsv.read_csv(path)
+            return table.schema, iter(table.to_batches(max_chunksize=BATCH_ROWS))
+        import pyarrow.dataset as ds
+
+        if fs is None and not os.path.exists(path):
+            raise FileNotFoundError(path)
+        dataset = ds.dataset(path, format="parquet", filesystem=fs)
+        schema = dataset.schema
     except (pa.ArrowException, OSError, ValueError) as exc:
-        kind = "CSV" if is_csv else "Parquet"
-        raise InvalidArgumentError(f"inventory {source!r} is not a readable {kind} file: {exc}") from None
+        raise failed(exc) from None
 
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            # No read-ahead: a 10-million-row inventory would otherwise be decoded well ahead of its use.
+            yield from dataset.to_batches(batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise failed(exc) from None
 
-def _column(table: pa.Table, name: str, source: str) -> pa.Array:
-    col = table.column(name)
-    col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if col.null_count:
-        raise InvalidArgumentError(f"inventory {source}: column {name!r} has {col.null_count} empty value(s)")
-    return col
+    return schema, batches()
 
 
 def _timestamp_millis(col: pa.Array) -> pa.Array:
@@ -101,8 +124,8 @@ def _relativise(path: pa.Array, special: pa.Array, resolver: PathResolver) -> pa
     of a symlinked root, rows outside) go through :meth:`PathResolver.relative_literal`
     one by one.
     """
-    idx = pc.indices_nonzero(special)
-    sub = path.take(idx)
+    every = count_true(special) == len(path)  # the usual inventory: every row absolute, no copy needed
+    sub = path if every else path.take(pc.indices_nonzero(special))
     out = pa.nulls(len(sub), pa.string())
     todo = pc.is_valid(sub)
     for prefix in resolver.literal_prefixes():
@@ -118,7 +141,20 @@ def _relativise(path: pa.Array, special: pa.Array, resolver: PathResolver) -> pa
     if len(slow):
         fixed = pa.array([resolver.relative_literal(p) for p in sub.take(slow).to_pylist()], pa.string())
         out = pc.replace_with_mask(out, todo, fixed)
-    return pc.replace_with_mask(path, special, out)
+    return out if every else pc.replace_with_mask(path, special, out)
+
+
+def _check_times(part: pa.Table, window: PlausibleTimes, source: str) -> None:
+    bad = first_implausible(
+        part.column("path").combine_chunks(), part.column("modificationTime").combine_chunks(), window
+    )
+    if bad is not None:
+        row_path, ms, why = bad
+        raise InvalidArgumentError(
+            f"inventory {source}: column 'modificationTime' holds {ms} for {row_path!r}; as milliseconds since "
+            f"the epoch that is {describe_ms(ms)}, {why}, so no file of this table can have been written then. "
+            "Is the column in seconds, microseconds or nanoseconds? Give milliseconds or timestamps"
+        )
 
 
 def read_inventory(
@@ -131,61 +167,73 @@ def read_inventory(
     1970, so every file would look old), and the inventory is refused.
     """
     source = inventory if isinstance(inventory, str) else "<table>"
-    table = _read(storage, inventory) if isinstance(inventory, str) else inventory
-    if not isinstance(table, pa.Table):
+    if isinstance(inventory, str):
+        schema, batches = _open(storage, inventory)
+    elif isinstance(inventory, pa.Table):
+        schema, batches = inventory.schema, iter(inventory.to_batches(max_chunksize=BATCH_ROWS))
+    else:
         raise InvalidArgumentError("inventory must be a path to a Parquet/CSV file or a pyarrow.Table")
-    names = set(table.column_names)
-    if "size" not in names and "length" in names:
-        table = table.rename_columns(["size" if n == "length" else n for n in table.column_names])
-        names = set(table.column_names)
-    missing = [c for c in REQUIRED if c not in names]
+    names = set(schema.names)
+    size_name = "size" if "size" in names or "length" not in names else "length"
+    missing = [c for c in REQUIRED if (size_name if c == "size" else c) not in names]
     if missing:
         raise InvalidArgumentError(
             f"inventory {source} lacks column(s) {', '.join(missing)}: it needs path, size (or length) and "
             f"modificationTime, found {', '.join(sorted(names)) or 'none'}"
         )
-    if table.num_rows == 0:
-        raise InvalidArgumentError(f"inventory {source} has no rows")
-    if "isDir" in names:
-        is_dir = _column(table, "isDir", source)
-        if not pa.types.is_boolean(is_dir.type):
-            raise InvalidArgumentError(f"inventory {source}: column 'isDir' must be boolean, not {is_dir.type}")
-        table = table.filter(pc.invert(is_dir))
-    path = _column(table, "path", source)
-    if not (pa.types.is_string(path.type) or pa.types.is_large_string(path.type)):
-        raise InvalidArgumentError(f"inventory {source}: column 'path' must be text, not {path.type}")
-    size = _column(table, "size", source)
-    if not pa.types.is_integer(size.type):
-        raise InvalidArgumentError(f"inventory {source}: column 'size' must be an integer, not {size.type}")
-    mtime = _as_millis(_column(table, "modificationTime", source), source)
-    path = pc.cast(path, pa.string())
-
-    # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
-    # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
-    special = pc.match_substring_regex(path, _SPECIAL_ROW)
-    if pc.any(special).as_py():
-        path = _relativise(path, special, PathResolver(storage))
-    inside = path.is_valid()
-    outside = len(path) - count_true(inside)
-    if len(path) and outside == len(path):
+    types = {"path": schema.field("path").type, "size": schema.field(size_name).type}
+    if "isDir" in names and not pa.types.is_boolean(schema.field("isDir").type):
         raise InvalidArgumentError(
-            f"inventory {source}: none of its {len(path)} file rows lies inside the table at {storage.uri}"
+            f"inventory {source}: column 'isDir' must be boolean, not {schema.field('isDir').type}"
         )
-    files = pa.Table.from_arrays([path, pc.cast(size, pa.int64()), mtime], schema=LISTING_SCHEMA).filter(inside)
-    hidden = rule.hidden_mask(files.column("path").combine_chunks())
-    num_hidden = count_true(hidden)
-    files = files.filter(pc.invert(hidden))
-    if window is not None:
-        bad = first_implausible(
-            files.column("path").combine_chunks(), files.column("modificationTime").combine_chunks(), window
+    if not (pa.types.is_string(types["path"]) or pa.types.is_large_string(types["path"])):
+        raise InvalidArgumentError(f"inventory {source}: column 'path' must be text, not {types['path']}")
+    if not pa.types.is_integer(types["size"]):
+        raise InvalidArgumentError(f"inventory {source}: column 'size' must be an integer, not {types['size']}")
+
+    resolver = PathResolver(storage)
+    columns = ["path", size_name, "modificationTime"] + (["isDir"] if "isDir" in names else [])
+    nulls = dict.fromkeys(columns, 0)
+    parts: list[pa.Table] = []
+    rows = file_rows = outside = num_hidden = 0
+    for batch in batches:
+        batch = batch.select(columns)
+        rows += batch.num_rows
+        for c in columns:
+            nulls[c] += batch.column(c).null_count
+        if any(nulls.values()) or not batch.num_rows:
+            continue  # refused below, once every empty value is counted
+        if "isDir" in names:
+            batch = batch.filter(pc.invert(batch.column("isDir")))
+        path = pc.cast(batch.column("path"), pa.string())
+        mtime = _as_millis(batch.column("modificationTime"), source)
+        # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
+        # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
+        special = pc.match_substring_regex(path, _SPECIAL_ROW)
+        if pc.any(special).as_py():
+            path = _relativise(path, special, resolver)
+        inside = path.is_valid()
+        file_rows += len(path)
+        outside += len(path) - count_true(inside)
+        part = pa.Table.from_arrays([path, pc.cast(batch.column(size_name), pa.int64()), mtime], schema=LISTING_SCHEMA)
+        part = part.filter(inside)
+        hidden = rule.hidden_mask(part.column("path").combine_chunks())
+        num_hidden += count_true(hidden)
+        part = part.filter(pc.invert(hidden))
+        if window is not None:
+            _check_times(part, window, source)
+        parts.append(part)
+    if rows == 0:
+        raise InvalidArgumentError(f"inventory {source} has no rows")
+    for c in ("isDir", "path", size_name, "modificationTime"):
+        if nulls.get(c):
+            raise InvalidArgumentError(f"inventory {source}: column {c!r} has {nulls[c]} empty value(s)")
+    if file_rows and outside == file_rows:
+        raise InvalidArgumentError(
+            f"inventory {source}: none of its {file_rows} file rows lies inside the table at {storage.uri}"
         )
-        if bad is not None:
-            row_path, ms, why = bad
-            raise InvalidArgumentError(
-                f"inventory {source}: column 'modificationTime' holds {ms} for {row_path!r}; as milliseconds since "
-                f"the epoch that is {describe_ms(ms)}, {why}, so no file of this table can have been written then. "
-                "Is the column in seconds, microseconds or nanoseconds? Give milliseconds or timestamps"
-            )
+    files = pa.concat_tables(parts) if parts else LISTING_SCHEMA.empty_table()
+    del parts
     # The same object listed twice (inventories are merged from shards): keep the newest row.
     if files.num_rows and pc.count_distinct(files.column("path")).as_py() != files.num_rows:
         files = (
