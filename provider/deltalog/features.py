@@ -156,7 +156,16 @@ _ICEBERG_VACUUM = Cell(
     "is Delta Spark's to write on its next commit",
 )
 _SHREDDED = _refused(
-    "files may hold shredded variant columns (Parquet variant shredding), which deltalog cannot rewrite or check yet"
+    "files may hold shredded variant columns (Parquet variant shredding), which deltalog cannot check yet"
+)
+_SHREDDED_LOCAL = _refused(
+    "files may hold shredded variant columns (Parquet variant shredding), which pyarrow cannot reassemble into "
+    "variant values; the Spark engine rewrites them (engine='spark')"
+)
+_SHREDDED_SPARK = Cell(
+    SUPPORTED,
+    "Spark reads shredded and unshredded variant columns and writes them unshredded (the protocol lets any file "
+    "be unshredded); shredding them again is left to Delta Spark's writers",
 )
 _CLUSTERING_LOCAL = _conditional(
     "clusters as Delta Spark's OPTIMIZE does: unclustered and small clustered files are rewritten along a Hilbert "
@@ -209,8 +218,8 @@ FEATURES: dict[str, Feature] = {
             "reader-writer",
             "variant columns stored shredded into typed Parquet columns",
             commit_request=_SHREDDED,
-            compaction_local=_SHREDDED,
-            compaction_spark=_SHREDDED,
+            compaction_local=_SHREDDED_LOCAL,
+            compaction_spark=_SHREDDED_SPARK,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),
@@ -219,8 +228,8 @@ FEATURES: dict[str, Feature] = {
             "reader-writer",
             "preview name of variantShredding",
             commit_request=_SHREDDED,
-            compaction_local=_SHREDDED,
-            compaction_spark=_SHREDDED,
+            compaction_local=_SHREDDED_LOCAL,
+            compaction_spark=_SHREDDED_SPARK,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

@@ -14,6 +14,9 @@ only costs skipping, a wrong one loses rows):
 - decimals keep their exact digits (serialise with :func:`stats_json`);
 - booleans, binary, INT96 timestamps, NaN/infinite floats, lists and maps get
   no min/max; struct fields are handled recursively;
+- a variant column gets only its own ``nullCount``, a number (PROTOCOL.md "Statistics for
+  Variant Columns"): the null count of its ``metadata`` leaf, which is required inside
+  the optional variant group, so it counts exactly the null variants;
 - only the first ``delta.dataSkippingNumIndexedCols`` (default 32) leaf columns,
   or those named in ``delta.dataSkippingStatsColumns``, get column stats.
 
@@ -145,6 +148,16 @@ def _format(acc: _Acc, value: Any, is_max: bool, prefix: int) -> Any:
     return value
 
 
+def is_variant(t: pa.DataType) -> bool:
+    """A variant column as :func:`deltalog.schema.delta_type_to_arrow` types it: struct<value, metadata> binaries."""
+    return (
+        pa.types.is_struct(t)
+        and t.num_fields == 2
+        and sorted(t.field(i).name for i in range(2)) == ["metadata", "value"]
+        and all(pa.types.is_binary(t.field(i).type) and not t.field(i).nullable for i in range(2))
+    )
+
+
 def _selected_leaves(
     schema: pa.Schema, partition_columns: list[str], configuration: dict[str, str]
 ) -> list[tuple[tuple[str, ...], tuple[str, ...], pa.DataType]]:
@@ -153,7 +166,7 @@ def _selected_leaves(
 
     def walk(f: pa.Field, logical: tuple[str, ...], physical: tuple[str, ...]) -> None:
         logical, physical = logical + (f.name,), physical + (physical_name(f),)
-        if pa.types.is_struct(f.type):
+        if pa.types.is_struct(f.type) and not is_variant(f.type):
             for i in range(f.type.num_fields):
                 walk(f.type.field(i), logical, physical)
         else:
@@ -204,6 +217,9 @@ def stats_from_parquet_metadata(
     if not leaves:
         return stats
     accs = {physical: _Acc(kind=_kind(t)) for _, physical, t in leaves}
+    for _, physical, t in leaves:
+        if is_variant(t):  # its null count is its required metadata leaf's
+            accs[physical + ("metadata",)] = accs.pop(physical)
     for rg in range(metadata.num_row_groups):
         group = metadata.row_group(rg)
         if group.num_rows == 0:
@@ -216,8 +232,8 @@ def stats_from_parquet_metadata(
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    for _, physical, _ in leaves:
-        acc = accs[physical]
+    for _, physical, t in leaves:
+        acc = accs[physical + ("metadata",)] if is_variant(t) else accs[physical]
         if not acc.seen:
             if _file_has_column(metadata, physical):
                 continue  # e.g. a list/map leaf: stats live below it
