@@ -31,7 +31,10 @@ between bins, finished bins committed) and the summary lists what was deferred.
 Per-table settings, in order of precedence: the table's entry in the
 ``deltalog_fleet_table_settings`` Variable (by URI, else by folder name), then the table's
 properties (``delta.targetFileSize``, ``delta.deletedFileRetentionDuration``), then the
-defaults.
+defaults. Layout keys of an entry: ``zorder_by`` (a list of columns: a due compaction is a
+Z-order of the partitions) and ``max_dv_hidden_share`` (a number: a deletion-vector purge is
+due once DVs hide more than that share of the table's rows); a clustered table is always
+clustered by its own ``CLUSTER BY`` columns, and a ``zorder_by`` for it fails its task.
 """
 
 from __future__ import annotations
@@ -160,7 +163,8 @@ with DAG(
         previous = context["ti"].xcom_pull(task_ids="summary", include_prior_dates=True)
         throughput = previous_throughput(previous if isinstance(previous, dict) else None) or DEFAULT_THROUGHPUT
         reports = fleet_health(tables, _hook().storage_options)
-        planned = order_work(reports, throughput)
+        mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
+        planned = order_work(reports, throughput, mapping)
         # Refused and unreadable tables get a mapped task too, which fails: visible per table.
         broken = [{"uri": r.uri} for r in reports if r.error is not None or (r.due and r.due.refused)]
         return {

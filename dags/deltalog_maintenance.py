@@ -2,11 +2,17 @@
 
 1. ``health_check`` (``DeltaHealthBranchOperator``) measures the table; when no
    threshold is crossed, everything but ``summary`` is skipped.
-2. ``choose_engine`` picks the compaction engine from the table's size: the local
-   pyarrow engine for small tables, Spark above ``deltalog_spark_compaction_min_bytes``.
+2. ``choose_engine`` picks what rewrites run: a compaction when the health report says
+   compaction has work, with the local pyarrow engine for small tables and Spark above
+   ``deltalog_spark_compaction_min_bytes``; ``purge_dvs`` when deletion vectors hide more
+   than ``deltalog_max_dv_hidden_share`` of the rows (the files whose DV hides more than
+   that share are rewritten, ``REORG ... APPLY (PURGE)``); ``no_rewrite`` when neither.
    ``compact_spark`` (``DeltaCompactOperator(engine="spark")``) plans in deltalog,
    rewrites in Spark through the Spark connection (plain Parquet, no Delta jars) and
-   commits the job's files in deltalog, bin by bin.
+   commits the job's files in deltalog, bin by bin. Layout, in order of precedence: a
+   table with liquid clustering is clustered by its own ``CLUSTER BY`` columns; else
+   ``deltalog_zorder_by`` (columns) makes the compaction a Z-order of the partitions;
+   else it bin-packs small files.
 3. ``checkpoint`` -> ``vacuum`` -> ``log_cleanup`` -> ``manifest``, each one core
    operation with its own safety checks (vacuum keeps the table's retention unless
    the Variables explicitly override it; log cleanup follows the protocol's
@@ -32,6 +38,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference, task
 
 from deltalog_example import (
@@ -46,6 +53,7 @@ from deltalog_example import (
     setting,
     spark_conf,
     spark_env,
+    zorder_columns,
 )
 from deltalog_example.callbacks import log_missed_deadline
 from deltalog_example.lease import table_lease
@@ -103,22 +111,32 @@ with DAG(
     )
 
     @task.branch(execution_timeout=timedelta(minutes=1))
-    def choose_engine(report: dict[str, Any]) -> str:
-        """Spark for tables above the size threshold (read at run time), the local engine otherwise."""
-        size = int((report.get("health") or {}).get("size_in_bytes") or 0)
-        threshold = int_setting("deltalog_spark_compaction_min_bytes")
-        if threshold is not None and size >= threshold:
-            log.info("table holds %d bytes >= %s: compacting with Spark", size, threshold)
-            return "compact_spark"
-        log.info("table holds %d bytes < %s: compacting with the local engine", size, threshold)
-        return "compact_local"
+    def choose_engine(report: dict[str, Any]) -> list[str]:
+        """The rewrites that have work: compaction (Spark above the size threshold, read at run time,
+        the local engine otherwise), the deletion-vector purge, or none."""
+        chosen = []
+        if (report.get("operations") or {}).get("compaction"):
+            size = int((report.get("health") or {}).get("size_in_bytes") or 0)
+            threshold = int_setting("deltalog_spark_compaction_min_bytes")
+            if threshold is not None and size >= threshold:
+                log.info("table holds %d bytes >= %s: compacting with Spark", size, threshold)
+                chosen.append("compact_spark")
+            else:
+                log.info("table holds %d bytes < %s: compacting with the local engine", size, threshold)
+                chosen.append("compact_local")
+        if "dv_hidden_share" in (report.get("crossed") or {}):
+            log.info("deletion vectors hide %s of the rows: purging", report["crossed"]["dv_hidden_share"])
+            chosen.append("purge_dvs")
+        return chosen or ["no_rewrite"]
 
     engine = choose_engine(health.output)
+    no_rewrite = EmptyOperator(task_id="no_rewrite", execution_timeout=timedelta(minutes=1))
 
     compact_local = DeltaCompactOperator(
         task_id="compact_local",
         engine="local",
         target_size=optional_setting("deltalog_target_file_size"),
+        zorder_by=zorder_columns(),
         # With the Deadline Alert on, start no bin in the last 5 minutes before it (finished
         # bins stay committed; the rest is due again tomorrow).
         deadline_margin=timedelta(minutes=5),
@@ -133,11 +151,25 @@ with DAG(
         task_id="compact_spark",
         engine="spark",
         target_size=optional_setting("deltalog_target_file_size"),
+        zorder_by=zorder_columns(),
         spark_conn_id=setting("spark_conn_id"),
         spark_options={"conf": spark_conf(), "env_vars": spark_env(), "name": f"deltalog-compact-{RUN_KEY}"},
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=2),
         **table_lease(TABLE, CONN_ID, timedelta(hours=2)),
+        **common,
+    )
+
+    # REORG ... APPLY (PURGE) of the files whose DV hides more than the threshold share of their rows.
+    purge_dvs = DeltaCompactOperator(
+        task_id="purge_dvs",
+        engine="local",
+        purge_deletion_vectors=True,
+        min_deleted_share=float(optional_setting("deltalog_max_dv_hidden_share") or 0),
+        target_size=optional_setting("deltalog_target_file_size"),
+        pool=MAINTENANCE_POOL,
+        execution_timeout=timedelta(hours=1),
+        **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
         **common,
     )
 
@@ -190,5 +222,5 @@ with DAG(
     done = summary(TABLE, CONN_ID, health.output)
 
     health >> [engine, done]
-    engine >> [compact_local, compact_spark]
-    [compact_local, compact_spark] >> checkpoint >> vacuum >> log_cleanup >> manifest >> done
+    engine >> [compact_local, compact_spark, purge_dvs, no_rewrite]
+    [compact_local, compact_spark, purge_dvs, no_rewrite] >> checkpoint >> vacuum >> log_cleanup >> manifest >> done

@@ -71,6 +71,13 @@ DEFAULTS: dict[str, Any] = {
     "deltalog_max_commits_since_checkpoint": "10",
     "deltalog_max_tombstone_bytes": str(1024**3),
     "deltalog_max_versions_since_vacuum": "100",
+    # Share of rows hidden by deletion vectors above which deltalog_maintenance purges them
+    # (REORG ... APPLY (PURGE) of the files whose DV hides more than that share); empty: never.
+    "deltalog_max_dv_hidden_share": "",
+    # Z-order columns of deltalog_maintenance's table (comma-separated): a due compaction then
+    # rewrites the partitions along their Z curve instead of bin-packing; empty: bin-packing.
+    # A table with liquid clustering is clustered by its own CLUSTER BY columns (leave this empty).
+    "deltalog_zorder_by": "",
     # Vacuum keeps the table's delta.deletedFileRetentionDuration (7 days) unless this is set;
     # a shorter value is refused unless deltalog_vacuum_allow_short_retention is "true".
     "deltalog_vacuum_retention_hours": "",
@@ -78,7 +85,8 @@ DEFAULTS: dict[str, Any] = {
     "deltalog_maintenance_deadline_minutes": "60",
     # Fleet maintenance (deltalog_fleet_maintenance): a root to discover tables under, or a list
     # (JSON list or one URI a line) that replaces discovery; per-table settings (JSON mapping of
-    # table URI or folder name to {"target_file_size", "vacuum_retention_hours"}); concurrency;
+    # table URI or folder name to {"target_file_size", "vacuum_retention_hours", "zorder_by",
+    # "max_dv_hidden_share"}); concurrency;
     # the run's deadline and the margin kept free of new work before it.
     "deltalog_fleet_root": os.path.join(REPO_ROOT, ".demo", "fleet"),
     "deltalog_fleet_tables": "",
@@ -144,10 +152,22 @@ def spark_conf(**overrides: str) -> dict[str, str]:
 
 def health_thresholds() -> dict[str, str | None]:
     """The thresholds that make maintenance due, for the health check and the maintenance-due sensor."""
-    names = ("max_small_file_share", "max_commits_since_checkpoint", "max_tombstone_bytes", "max_versions_since_vacuum")
+    names = (
+        "max_small_file_share",
+        "max_commits_since_checkpoint",
+        "max_tombstone_bytes",
+        "max_versions_since_vacuum",
+        "max_dv_hidden_share",
+    )
     out: dict[str, str | None] = {name: optional_setting(f"deltalog_{name}") for name in names}
     out["target_file_size"] = optional_setting("deltalog_target_file_size")
     return out
+
+
+def zorder_columns() -> list[str] | None:
+    """The ``deltalog_zorder_by`` Variable as a list of columns (None when empty: bin-packing)."""
+    raw = optional_setting("deltalog_zorder_by")
+    return [c.strip() for c in raw.split(",") if c.strip()] if raw else None
 
 
 def spark_submit_args(job: str, name: str, application_args: list[str]) -> dict[str, Any]:

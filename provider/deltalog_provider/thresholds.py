@@ -17,6 +17,7 @@ THRESHOLD_FIELDS = (
     "max_commits_since_checkpoint",
     "max_tombstone_bytes",
     "max_versions_since_vacuum",
+    "max_dv_hidden_share",
 )
 
 
@@ -28,6 +29,9 @@ class HealthThresholdsMixin:
     :param max_commits_since_checkpoint: commits since the last checkpoint (templated).
     :param max_tombstone_bytes: bytes of removed files still tracked as tombstones (templated).
     :param max_versions_since_vacuum: versions since the last ``VACUUM END`` (templated).
+    :param max_dv_hidden_share: rows hidden by deletion vectors over all rows (templated); above it
+        the report's ``crossed`` holds ``dv_hidden_share`` (a purge is due: ``DeltaCompactOperator(
+        purge_deletion_vectors=True)``).
     :param target_file_size: the size small files are measured against (templated; default
         the table's ``delta.targetFileSize``, else 128 MiB).
     :param min_small_files: fewer small files than this never make the share count.
@@ -42,6 +46,7 @@ class HealthThresholdsMixin:
         max_commits_since_checkpoint: int | str | None = None,
         max_tombstone_bytes: int | str | None = None,
         max_versions_since_vacuum: int | str | None = None,
+        max_dv_hidden_share: float | str | None = None,
         target_file_size: int | str | None = None,
         min_small_files: int = 2,
         **kwargs: Any,
@@ -51,6 +56,7 @@ class HealthThresholdsMixin:
         self.max_commits_since_checkpoint = max_commits_since_checkpoint
         self.max_tombstone_bytes = max_tombstone_bytes
         self.max_versions_since_vacuum = max_versions_since_vacuum
+        self.max_dv_hidden_share = max_dv_hidden_share
         self.target_file_size = target_file_size
         self.min_small_files = min_small_files
 

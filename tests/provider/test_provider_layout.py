@@ -57,3 +57,22 @@ def test_operator_zorders(tmp_path):
     metrics = op.execute({})
     assert metrics["numFilesRemoved"] == 3 and metrics["numFilesAdded"] == 1
     assert read_multiset(path) == before
+
+
+def test_dv_share_threshold_makes_a_purge_due(tmp_path):
+    from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health
+
+    path = str(tmp_path / "t")
+    create_table(path, RICH_SCHEMA, partition_by=["part"], configuration={"delta.enableDeletionVectors": "true"})
+    make_rich_table(path, True, appends=2, rows_per_append=50)
+    table = DeltaTable(path)
+    thresholds = MaintenanceThresholds.from_values(max_dv_hidden_share="0.05")
+    assert "dv_hidden_share" not in evaluate_health(table, thresholds).crossed  # no DV at all
+    paths = table.snapshot().file_paths()
+    add_deletion_vector(path, paths[0], list(range(10)))  # 10 of 200 rows: 0.05, not above
+    assert "dv_hidden_share" not in evaluate_health(table, thresholds).crossed
+    add_deletion_vector(path, paths[1], [0])
+    report = evaluate_health(table, thresholds)
+    assert report.crossed["dv_hidden_share"] == {"value": 0.055, "threshold": 0.05} and report.due
+    with pytest.raises(InvalidArgumentError, match="max_dv_hidden_share"):
+        MaintenanceThresholds.from_values(max_dv_hidden_share="most")

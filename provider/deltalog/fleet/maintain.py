@@ -13,7 +13,12 @@ deferred, with the reason, and is what the next run picks up first.
 
 Per-table settings: an entry of the settings mapping (by table URI, else by the
 table folder's name) wins over the table's own properties (``delta.targetFileSize``,
-``delta.deletedFileRetentionDuration``), which win over the defaults.
+``delta.deletedFileRetentionDuration``), which win over the defaults. Layout settings
+exist only in the mapping: ``zorder_by`` (columns) makes a due compaction a Z-order of
+the table's partitions, ``max_dv_hidden_share`` makes a deletion-vector purge due (and
+run, on the files whose DV hides more than that share) once deletion vectors hide more
+than that share of the table's rows. A table with liquid clustering is always clustered
+by its own clustering columns; a ``zorder_by`` for it is refused (the table's failure).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import compact
-from deltalog.due import maintenance_due
+from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
 from deltalog.flags import require_bools
 from deltalog.fleet.health import TableReport
@@ -44,7 +49,7 @@ log = logging.getLogger(__name__)
 DEFAULT_THROUGHPUT = 20 * 1024 * 1024
 #: Fixed seconds per due operation (listing, snapshot, commit) in the time estimate.
 OPERATION_OVERHEAD_SECONDS = 0.5
-SETTING_KEYS = ("target_file_size", "vacuum_retention_hours")
+SETTING_KEYS = ("target_file_size", "vacuum_retention_hours", "zorder_by", "max_dv_hidden_share")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,10 @@ class TableSettings:
 
     target_file_size: int | str | None = None
     vacuum_retention_hours: float | None = None
+    #: Z-order columns: a due compaction rewrites the partitions along their curve instead of bin-packing.
+    zorder_by: list[str] | None = None
+    #: Share of rows hidden by deletion vectors above which a purge is due (None: never).
+    max_dv_hidden_share: float | None = None
     source: str = "defaults"
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,7 +85,28 @@ def settings_for(uri: str, mapping: dict[str, Any] | None) -> TableSettings:
     hours = entry.get("vacuum_retention_hours")
     if hours is not None and (isinstance(hours, bool) or not isinstance(hours, int | float) or hours < 0):
         raise InvalidArgumentError(f"vacuum_retention_hours for {uri} must be a non-negative number, got {hours!r}")
-    return TableSettings(entry.get("target_file_size"), hours, source="settings mapping")
+    zorder = entry.get("zorder_by")
+    if zorder is not None and (
+        not isinstance(zorder, list) or not zorder or not all(isinstance(c, str) and c for c in zorder)
+    ):
+        raise InvalidArgumentError(f"zorder_by for {uri} must be a non-empty list of column names, got {zorder!r}")
+    share = entry.get("max_dv_hidden_share")
+    if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1):
+        raise InvalidArgumentError(f"max_dv_hidden_share for {uri} must be a number from 0 to below 1, got {share!r}")
+    return TableSettings(
+        entry.get("target_file_size"),
+        hours,
+        zorder_by=list(zorder) if zorder is not None else None,
+        max_dv_hidden_share=None if share is None else float(share),
+        source="settings mapping",
+    )
+
+
+def purge_due(due: MaintenanceDue | None, settings: TableSettings) -> bool:
+    """Deletion vectors hide more than the table's ``max_dv_hidden_share`` of its rows."""
+    if due is None or due.refused or settings.max_dv_hidden_share is None:
+        return False
+    return due.rows_hidden_by_dvs > 0 and due.dv_hidden_share > settings.max_dv_hidden_share
 
 
 # --- ordering ------------------------------------------------------------------------
@@ -103,15 +133,22 @@ class PlannedTable:
         return asdict(self)
 
 
-def order_work(reports: list[TableReport], throughput: float = DEFAULT_THROUGHPUT) -> list[PlannedTable]:
-    """The due tables, highest expected gain per second first."""
+def order_work(
+    reports: list[TableReport], throughput: float = DEFAULT_THROUGHPUT, settings: dict[str, Any] | None = None
+) -> list[PlannedTable]:
+    """The due tables, highest expected gain per second first (``settings``: the per-table mapping,
+    whose ``max_dv_hidden_share`` makes a purge due)."""
     planned = []
     for r in reports:
-        if r.error is not None or not r.any_due:
+        if r.error is not None:
+            continue
+        purge = purge_due(r.due, settings_for(r.uri, settings))
+        if not r.any_due and not purge:
             continue
         assert r.due is not None
-        seconds = estimated_seconds(r, throughput)
-        planned.append(PlannedTable(r.uri, r.gain, round(seconds, 3), r.gain / max(seconds, 1e-3), r.due.flags()))
+        seconds = estimated_seconds(r, throughput) + (OPERATION_OVERHEAD_SECONDS if purge else 0.0)
+        flags = {**r.due.flags(), "purge": purge}
+        planned.append(PlannedTable(r.uri, r.gain, round(seconds, 3), r.gain / max(seconds, 1e-3), flags))
     return sorted(planned, key=lambda p: (-p.gain_per_second, p.uri))
 
 
@@ -220,6 +257,8 @@ def _run_steps(
         return
     manifest = config_bool(snapshot.metadata.configuration, ENABLED_PROPERTY, False)
     steps = [op for op, flag in due.flags().items() if flag]
+    if purge_due(due, settings):  # after compaction (which applies the DVs of the files it rewrites)
+        steps.insert(1 if steps[:1] == ["compaction"] else 0, "purge")
     if not steps:
         out.status = "healthy"
         out.small_files_after, out.files_after = out.small_files_before, out.files_before
@@ -230,7 +269,13 @@ def _run_steps(
             continue
         if step == "compaction":
             started = time.perf_counter()
-            result = compact(table, target_size=settings.target_file_size, deadline=deadline, run_hooks=False)
+            result = compact(
+                table,
+                target_size=settings.target_file_size,
+                deadline=deadline,
+                run_hooks=False,
+                zorder_by=settings.zorder_by,
+            )
             out.compaction_seconds = round(time.perf_counter() - started, 3)
             out.compaction_bytes = int(result.to_dict()["bytesRemoved"])
             if not result.ok:
@@ -241,6 +286,18 @@ def _run_steps(
                 )
             if result.commits:
                 out.ran.append(f"compaction: {len(result.committed_bins)} bins")
+        elif step == "purge":
+            pr = compact(
+                table,
+                purge_deletion_vectors=True,
+                min_deleted_share=settings.max_dv_hidden_share,
+                target_size=settings.target_file_size,
+                deadline=deadline,
+                run_hooks=False,
+            )
+            if not pr.ok:
+                raise DeltaLogError(pr.error or "purge failed: " + "; ".join(s.reason for s in pr.skipped))
+            out.ran.append(f"purge: {len(pr.committed_bins)} bins")
         elif step == "checkpoint":
             create_checkpoint(table)
             out.ran.append("checkpoint")

@@ -109,7 +109,7 @@ def run_fleet(
     result.unreadable = [{"uri": r.uri, "error": r.error or ""} for r in reports if r.error is not None]
     result.healthy = [r.uri for r in reports if r.error is None and not r.any_due and not (r.due and r.due.refused)]
     refused = [r for r in reports if r.error is None and r.due is not None and r.due.refused]
-    result.planned = order_work(reports, throughput)
+    result.planned = order_work(reports, throughput, settings)
     result.outcomes = [
         TableOutcome(uri=r.uri, status="refused", error=r.due.refused if r.due else None, version_before=r.version)
         for r in refused

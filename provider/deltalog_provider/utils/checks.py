@@ -60,6 +60,8 @@ class MaintenanceThresholds:
     max_tombstone_bytes: int | None = None
     max_versions_since_vacuum: int | None = None
     min_small_files: int = 2
+    #: Rows hidden by deletion vectors over all rows: above it a purge (``REORG ... APPLY (PURGE)``) is due.
+    max_dv_hidden_share: float | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -67,6 +69,7 @@ class MaintenanceThresholds:
             "max_commits_since_checkpoint",
             "max_tombstone_bytes",
             "max_versions_since_vacuum",
+            "max_dv_hidden_share",
         ):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
@@ -81,6 +84,7 @@ class MaintenanceThresholds:
                 self.max_commits_since_checkpoint,
                 self.max_tombstone_bytes,
                 self.max_versions_since_vacuum,
+                self.max_dv_hidden_share,
             )
         )
 
@@ -100,6 +104,7 @@ class MaintenanceThresholds:
         max_tombstone_bytes: Any = None,
         max_versions_since_vacuum: Any = None,
         min_small_files: Any = 2,
+        max_dv_hidden_share: Any = None,
     ) -> MaintenanceThresholds:
         """Thresholds from possibly rendered-as-string template values."""
         return cls(
@@ -108,6 +113,7 @@ class MaintenanceThresholds:
             max_tombstone_bytes=optional_int(max_tombstone_bytes, "max_tombstone_bytes"),
             max_versions_since_vacuum=optional_int(max_versions_since_vacuum, "max_versions_since_vacuum"),
             min_small_files=optional_int(min_small_files, "min_small_files") or 0,
+            max_dv_hidden_share=optional_float(max_dv_hidden_share, "max_dv_hidden_share"),
         )
 
 
@@ -117,6 +123,7 @@ CHECK_OPERATION = {
     "commits_since_checkpoint": "checkpoint",
     "tombstone_bytes": "vacuum",
     "versions_since_vacuum": "vacuum",
+    "dv_hidden_share": "purge",
 }
 
 
@@ -168,6 +175,8 @@ def _has_work(verdict: MaintenanceDue, check: str, health: dict[str, Any]) -> bo
     the interval, is the user's choice); compaction and vacuum need the planners' work.
     """
     op = CHECK_OPERATION[check]
+    if op == "purge":  # a purge has work while any deletion vector hides rows
+        return verdict.refused is None and verdict.rows_hidden_by_dvs > 0
     if op == "checkpoint":
         return verdict.refused is None and health["commits_since_checkpoint"] > 0
     return bool(getattr(verdict, op))
@@ -216,4 +225,5 @@ def evaluate_health(
     check("commits_since_checkpoint", health["commits_since_checkpoint"], thresholds.max_commits_since_checkpoint)
     check("tombstone_bytes", health["tombstone_bytes"], thresholds.max_tombstone_bytes)
     check("versions_since_vacuum", since_vacuum, thresholds.max_versions_since_vacuum)
+    check("dv_hidden_share", verdict.dv_hidden_share, thresholds.max_dv_hidden_share)
     return report
