@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import os
 import struct
 import uuid
 import zlib
@@ -172,19 +171,26 @@ def serialize_bitmap(rows: list[int], runs: bool = False) -> bytes:
     return bytes(out)
 
 
-def add_deletion_vector(table_path: str, file_path: str, rows: list[int], inline: bool = False) -> dict[str, Any]:
+def add_deletion_vector(
+    table_path: str,
+    file_path: str,
+    rows: list[int],
+    inline: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Commit a DELETE-by-DV of ``rows`` of one live file (remove + re-add with a DV), as Delta Spark does."""
     data = serialize_bitmap(rows)
+    storage = Storage(table_path, storage_options)
     if inline:
         padded = data + b"\0" * (-len(data) % 4)
         dv = {"storageType": "i", "pathOrInlineDv": z85_encode(padded), "sizeInBytes": len(data)}
     else:
         u = uuid.uuid4()
-        with open(os.path.join(table_path, f"deletion_vector_{u}.bin"), "wb") as fh:
+        with storage.fs.open(storage.join(f"deletion_vector_{u}.bin"), "wb") as fh:
             fh.write(b"\x01" + struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data)))
         dv = {"storageType": "u", "pathOrInlineDv": z85_encode(u.bytes), "offset": 1, "sizeInBytes": len(data)}
     dv["cardinality"] = len(set(rows))
-    dtable = DeltaTable(table_path)
+    dtable = DeltaTable(table_path, storage_options)
     snap = dtable.snapshot()
     row = next(r for r in snap.files.to_pylist() if r["path"] == file_path)
     stats = json.loads(row["stats"])
@@ -199,7 +205,7 @@ def add_deletion_vector(table_path: str, file_path: str, rows: list[int], inline
         "deletionVector": dv,
     }
     remove = {"path": file_path, "dataChange": True, "partitionValues": add["partitionValues"], "size": row["size"]}
-    txn = Transaction(Storage(table_path), snap, operation="DELETE", operation_parameters={"predicate": "[]"})
+    txn = Transaction(storage, snap, operation="DELETE", operation_parameters={"predicate": "[]"})
     txn.remove([remove])
     txn.add([add])
     txn.commit()
