@@ -210,6 +210,30 @@ def test_row_ids_survive_deltalog_commits_and_compaction(spark, tmp_path, engine
     assert {i: final[i] for i in after} == after and final[200][0] not in ids
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_row_ids_survive_compaction_of_a_partitioned_id_mapped_table(spark, tmp_path, engine):
+    """Partitions and column mapping id mode: inputs resolved by field id, the materialised columns by name."""
+    path = str(tmp_path / "t")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, s STRING, p STRING) USING delta PARTITIONED BY (p) "
+        "TBLPROPERTIES ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true', "
+        "'delta.columnMapping.mode' = 'id')"
+    )
+    for start in (0, 10, 20):
+        spark.sql(
+            f"INSERT INTO delta.`{path}` SELECT id, concat('s', id), IF(id % 3 = 0, 'x', 'y') "
+            f"FROM range({start}, {start + 10}, 1, 1)"
+        )
+    spark.sql(f"UPDATE delta.`{path}` SET s = 'u' WHERE id % 4 = 0")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 5 = 1")
+    before = _row_tracking(spark, path)
+    rows = sorted(spark.read.format("delta").load(path).collect())
+    result = compact(path, target_size=1 << 30, engine=engine, spark_options=SPARK_JOB)
+    assert result.ok and result.to_dict()["numFilesAdded"] == 2, result.to_dict()
+    assert _row_tracking(spark, path) == before
+    assert sorted(spark.read.format("delta").load(path).collect()) == rows
+
+
 # --- Iceberg compatibility on the Spark engine ------------------------------------------------------
 
 
