@@ -11,8 +11,10 @@
    due tables by expected gain per second, using the compaction throughput the previous
    run's ``summary`` recorded (run results, never files in ``_delta_log``).
 3. ``maintain`` is mapped (``expand``) over the due tables: each one runs the sequence of
-   ``deltalog_maintenance`` (compaction, checkpoint, vacuum, log cleanup, manifest where the
-   table asks for one), only the due steps, under the table's maintenance lease
+   ``deltalog_maintenance`` (compaction, on Spark through the ``spark_conn_id`` connection's
+   master from ``deltalog_spark_compaction_min_bytes`` of table size on, else local;
+   checkpoint, vacuum, log cleanup, manifest where the table asks for one), only the due
+   steps, under the table's maintenance lease
    (``_deltalog_maintenance.lease`` in the table root, see ``deltalog.fleet.lease``), so two
    runs never maintain one table at once, whichever DAG or process started them. Concurrency
    is bounded by ``max_active_tis_per_dagrun`` (``deltalog_fleet_max_parallel``) and the
@@ -58,7 +60,7 @@ from airflow.sdk import (
     task,
 )
 
-from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting
+from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master
 from deltalog_example.callbacks import log_missed_deadline
 
 log = logging.getLogger(__name__)
@@ -165,10 +167,11 @@ with DAG(
         reports = fleet_health(tables, _hook().storage_options)
         mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
         planned = order_work(reports, throughput, mapping)
+        sizes = {r.uri: r.health.size_in_bytes for r in reports if r.health is not None}
         # Refused and unreadable tables get a mapped task too, which fails: visible per table.
         broken = [{"uri": r.uri} for r in reports if r.error is not None or (r.due and r.due.refused)]
         return {
-            "due": [p.to_dict() for p in planned] + broken,
+            "due": [{**p.to_dict(), "size_in_bytes": sizes.get(p.uri, 0)} for p in planned] + broken,
             "healthy": [r.uri for r in reports if r.error is None and not r.any_due and not r.due.refused],
             "refused": [{"uri": r.uri, "error": r.due.refused} for r in reports if r.due and r.due.refused],
             "unreadable": [{"uri": r.uri, "error": r.error} for r in reports if r.error is not None],
@@ -196,12 +199,18 @@ with DAG(
 
         ti = context["ti"]
         mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
+        # Compaction engine by size, as in deltalog_maintenance: Spark (the spark_conn_id connection's
+        # master) from deltalog_spark_compaction_min_bytes on; the connection is only looked up then.
+        threshold = int_setting("deltalog_spark_compaction_min_bytes")
+        spark = threshold is not None and int(entry.get("size_in_bytes") or 0) >= threshold
         outcome = maintain_table(
             entry["uri"],
             _hook().storage_options,
             settings=settings_for(entry["uri"], mapping),
             deadline=_deadline(context),
             owner=f"{ti.dag_id}/{ti.run_id}/{ti.map_index}",
+            spark_min_bytes=threshold if spark else None,
+            spark_options={"master": spark_master(), "conf": spark_conf()} if spark else None,
         )
         doc = outcome.to_dict()
         ti.xcom_push(key="outcome", value=doc)  # the summary reads it even when this task fails

@@ -176,3 +176,28 @@ def test_cli_compact_time_budget(tmp_path, monkeypatch, capsys):
     assert "positive" in capsys.readouterr().err
     with pytest.raises(InvalidArgumentError, match="local engine only"):
         compact(path, engine="spark", deadline=time.monotonic() + 5)
+
+
+def test_compaction_engine_is_chosen_by_table_size(tmp_path):
+    """As in deltalog_maintenance: below spark_min_bytes the local engine, from it on Spark (one spark-submit)."""
+    small = str(tmp_path / "small")
+    small_files_table(small, n=3)
+    size = DeltaTable(small).snapshot().size_in_bytes
+    local = maintain_table(small, spark_min_bytes=size + 1)
+    assert local.ran == ["compaction: 1 bins"] and local.status == "done"
+    with pytest.raises(InvalidArgumentError, match="spark_min_bytes must be a non-negative integer"):
+        maintain_table(small, spark_min_bytes=True)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_table_at_the_spark_threshold_compacts_with_spark(tmp_path):
+    path = str(tmp_path / "big")
+    small_files_table(path, n=3)
+    size = DeltaTable(path).snapshot().size_in_bytes
+    out = maintain_table(path, spark_min_bytes=size, spark_options={"master": "local[1]", "timeout": 420})
+    assert out.status == "done" and out.ran == ["compaction (spark): 1 bins"], out
+    assert (out.small_files_before, out.small_files_after) == (3, 1)
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 9
+    info = DeltaTable(path).history(limit=1)[0]
+    assert info.operation == "OPTIMIZE"

@@ -82,6 +82,15 @@ def test_without_keys_obstore_signs_with_botocores_credential_chain(monkeypatch,
     assert s3r._translate({"endpoint_url": "http://x"}) is None  # no credentials at all: s3fs's error
 
 
+def test_one_client_per_bucket_and_options_in_a_process():
+    options = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s"}
+    a = Storage("s3://bucket/a", options)._reads()
+    b = Storage("s3://bucket/b", dict(options))._reads()
+    assert a is not None and a is b and a._store() is b._store()
+    other = Storage("s3://bucket/a", {**options, "key": "k2"})._reads()
+    assert other is not None and other._store() is not a._store()
+
+
 def test_the_read_client_option_is_checked():
     assert Storage("s3://bucket/t", {"endpoint_url": "http://x", "key": "k", "secret": "s", **S3FS})._reads() is None
     with pytest.raises(InvalidArgumentError, match="s3_reads must be one of obstore, s3fs"):

@@ -150,6 +150,15 @@ def spark_conf(**overrides: str) -> dict[str, str]:
     return conf
 
 
+def spark_master() -> str:
+    """The master URL of the ``spark_conn_id`` connection, built as SparkSubmitHook builds it (host, port)."""
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(setting("spark_conn_id"))
+    master = conn.host or "yarn"
+    return f"{master}:{conn.port}" if conn.port else master
+
+
 def health_thresholds() -> dict[str, str | None]:
     """The thresholds that make maintenance due, for the health check and the maintenance-due sensor."""
     names = (

@@ -9,6 +9,7 @@ instead of falling back.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -66,6 +67,7 @@ def _due(path: Path) -> bool:
     return maintenance_due(DeltaTable(str(path))).compaction
 
 
+@pytest.mark.spark
 def test_table_list_from_an_upstream_asset_event_then_variable_then_discovery(fleet_dag, tmp_path, monkeypatch):
     root = fleet_dag
     listing = tmp_path / "tables.txt"
@@ -81,10 +83,15 @@ def test_table_list_from_an_upstream_asset_event_then_variable_then_discovery(fl
     assert task_states(run)["summary"] == "success" and str(run.state) == "success"
     assert not _due(root / "a") and not _due(root / "b") and _due(root / "c")
 
-    # No event since that run: the Variable names the tables.
+    # No event since that run: the Variable names the tables. Every table counts as large here,
+    # so c compacts with Spark, through the spark_default connection's master (as deltalog_maintenance).
     monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_FLEET_TABLES", f'["{root / "c"}"]')
+    monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_SPARK_COMPACTION_MIN_BYTES", "0")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     run = run_dag(fleet, "deltalog_fleet_maintenance")
     assert xcom_value(run, "find_tables") == [str(root / "c")] and not _due(root / "c")
+    assert xcom_value(run, "summary")["tables"][0]["ran"] == ["compaction (spark): 1 bins"]
+    monkeypatch.delenv("AIRFLOW_VAR_DELTALOG_SPARK_COMPACTION_MIN_BYTES")
 
     # Neither: discovery under the root.
     monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_FLEET_TABLES", "")

@@ -11,6 +11,12 @@ due. Past the deadline nothing new starts; a compaction already running stops
 between bins with every finished bin committed. What was not done is reported as
 deferred, with the reason, and is what the next run picks up first.
 
+Compaction runs on the engine the single-table DAG would choose: the local pyarrow
+engine, or Spark (``spark-submit``, ``spark_options`` of
+:func:`deltalog.engines.spark.submit.run_spark`) when the table holds at least
+``spark_min_bytes``. A Spark job is one unit: it starts only while budget is left and
+is not stopped between bins.
+
 Per-table settings: an entry of the settings mapping (by table URI, else by the
 table folder's name) wins over the table's own properties (``delta.targetFileSize``,
 ``delta.deletedFileRetentionDuration``), which win over the defaults. Layout settings
@@ -205,14 +211,22 @@ def maintain_table(
     owner: str = "deltalog",
     lease_ttl_seconds: float = 3600.0,
     allow_short_retention: bool = False,
+    spark_min_bytes: int | None = None,
+    spark_options: dict[str, Any] | None = None,
 ) -> TableOutcome:
     """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
+
+    ``spark_min_bytes``: tables at least this large compact with Spark (None: always local).
 
     Never raises for the table's own problems: a refusal, a held lease or a failed
     operation becomes the outcome's status and error line (a fleet run goes on).
     """
     t0 = time.perf_counter()
     require_bools(allow_short_retention=allow_short_retention)  # the caller's mistake, not the table's: raise
+    if spark_min_bytes is not None and (
+        isinstance(spark_min_bytes, bool) or not isinstance(spark_min_bytes, int) or spark_min_bytes < 0
+    ):
+        raise InvalidArgumentError(f"spark_min_bytes must be a non-negative integer, got {spark_min_bytes!r}")
     settings = settings or TableSettings()
     out = TableOutcome(uri=uri, settings=settings.to_dict())
     if _left(deadline) <= 0:
@@ -228,7 +242,8 @@ def maintain_table(
         out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
         return out
     try:
-        _run_steps(table, settings, deadline, out, allow_short_retention)
+        engine = _Engine(spark_min_bytes, dict(spark_options or {}))
+        _run_steps(table, settings, deadline, out, allow_short_retention, engine)
     except DeltaLogError as exc:
         out.status = "refused" if getattr(exc, "exit_code", 2) == 1 and not exc.retryable else "failed"
         out.error = f"{type(exc).__name__}: {exc}"
@@ -241,8 +256,24 @@ def maintain_table(
     return out
 
 
+@dataclass(frozen=True)
+class _Engine:
+    """Where compaction runs: Spark from ``spark_min_bytes`` of table size on, else locally."""
+
+    spark_min_bytes: int | None
+    spark_options: dict[str, Any]
+
+    def for_size(self, size: int) -> str:
+        return "spark" if self.spark_min_bytes is not None and size >= self.spark_min_bytes else "local"
+
+
 def _run_steps(
-    table: DeltaTable, settings: TableSettings, deadline: float | None, out: TableOutcome, allow_short: bool
+    table: DeltaTable,
+    settings: TableSettings,
+    deadline: float | None,
+    out: TableOutcome,
+    allow_short: bool,
+    engine: _Engine = _Engine(None, {}),
 ) -> None:
     snapshot = table.snapshot()
     before = compute_health(snapshot, settings.target_file_size)
@@ -269,13 +300,24 @@ def _run_steps(
             continue
         if step == "compaction":
             started = time.perf_counter()
-            result = compact(
-                table,
-                target_size=settings.target_file_size,
-                deadline=deadline,
-                run_hooks=False,
-                zorder_by=settings.zorder_by,
-            )
+            # A Z-order runs on the local engine only; otherwise the engine follows the table's size.
+            where = "local" if settings.zorder_by else engine.for_size(before.size_in_bytes)
+            if where == "spark":  # one job: it cannot stop between bins, so no deadline is passed down
+                result = compact(
+                    table,
+                    target_size=settings.target_file_size,
+                    engine="spark",
+                    spark_options=engine.spark_options,
+                    run_hooks=False,
+                )
+            else:
+                result = compact(
+                    table,
+                    target_size=settings.target_file_size,
+                    deadline=deadline,
+                    run_hooks=False,
+                    zorder_by=settings.zorder_by,
+                )
             out.compaction_seconds = round(time.perf_counter() - started, 3)
             out.compaction_bytes = int(result.to_dict()["bytesRemoved"])
             if not result.ok:
@@ -285,7 +327,8 @@ def _run_steps(
                     f"compaction: {sum(s.kind == 'deferred' for s in result.skipped)} of {len(result.plan.bins)} bins"
                 )
             if result.commits:
-                out.ran.append(f"compaction: {len(result.committed_bins)} bins")
+                label = "compaction" if where == "local" else "compaction (spark)"
+                out.ran.append(f"{label}: {len(result.committed_bins)} bins")
         elif step == "purge":
             pr = compact(
                 table,

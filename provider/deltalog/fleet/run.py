@@ -86,10 +86,14 @@ def run_fleet(
     dry_run: bool = False,
     allow_short_retention: bool = False,
     reports: list[TableReport] | None = None,
+    spark_min_bytes: int | None = None,
+    spark_options: dict[str, Any] | None = None,
 ) -> FleetRunResult:
     """Maintain the due tables, best gain per second first, starting nothing once the budget is spent.
 
-    ``dry_run`` measures and orders only (nothing is written or deleted).
+    ``dry_run`` measures and orders only (nothing is written or deleted). Tables of at least
+    ``spark_min_bytes`` compact with Spark (``spark_options`` of ``run_spark``), as in
+    :func:`deltalog.fleet.maintain.maintain_table`.
     """
     if time_budget_seconds is not None and (
         isinstance(time_budget_seconds, bool)
@@ -131,6 +135,8 @@ def run_fleet(
                     deadline=deadline,
                     owner=owner,
                     allow_short_retention=allow_short_retention,
+                    spark_min_bytes=spark_min_bytes,
+                    spark_options=spark_options,
                 )
             )
     result.throughput_bytes_per_second = measured_throughput(result.outcomes, throughput)
