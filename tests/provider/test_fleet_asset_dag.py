@@ -42,13 +42,9 @@ with DAG("fleet_list_producer", schedule=None, start_date=dt.datetime(2026, 1, 1
 
 
 @pytest.fixture
-def fleet_dag(airflow_db, tmp_path, monkeypatch):
-    """Three tables with small files under one root, the fleet DAG file in the session dags folder."""
-    root = tmp_path / "lake"
-    for name in ("a", "b", "c"):
-        small_files_table(str(root / name), n=3)
+def fleet_files(airflow_db, tmp_path, monkeypatch):
+    """The fleet DAG file (and its settings package) in the session dags folder; its Variables for a test."""
     for name, value in {
-        "DELTALOG_FLEET_ROOT": str(root),
         "DELTALOG_FLEET_REPORT_DIR": str(tmp_path / "report"),
         "DELTALOG_FLEET_DEADLINE_MINUTES": "0",
         "DELTALOG_FLEET_TABLES": "",
@@ -58,9 +54,19 @@ def fleet_dag(airflow_db, tmp_path, monkeypatch):
     copied = [DAGS_FOLDER / "deltalog_fleet_maintenance.py", DAGS_FOLDER / "deltalog_example"]
     shutil.copy(REPO / "dags" / "deltalog_fleet_maintenance.py", copied[0])
     shutil.copytree(REPO / "dags" / "deltalog_example", copied[1], dirs_exist_ok=True)
-    yield root
+    yield copied[0]
     copied[0].unlink()
     shutil.rmtree(copied[1])
+
+
+@pytest.fixture
+def fleet_dag(fleet_files, tmp_path, monkeypatch):
+    """Three tables with small files under one root."""
+    root = tmp_path / "lake"
+    for name in ("a", "b", "c"):
+        small_files_table(str(root / name), n=3)
+    monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_FLEET_ROOT", str(root))
+    return root
 
 
 def _due(path: Path) -> bool:
@@ -106,3 +112,47 @@ def test_a_malformed_table_list_event_fails_the_run(fleet_dag):
     states = task_states(run)
     assert states["find_tables"] == "failed" and str(run.state) == "failed"
     assert all(_due(fleet_dag / n) for n in ("a", "b", "c"))  # nothing was maintained
+
+
+@pytest.mark.s3
+def test_fleet_dag_on_s3_with_a_list_file_from_an_asset_event(
+    fleet_files, tmp_path, monkeypatch, s3_server, s3_bucket, s3_storage_options, s3_deltalake_options
+):
+    """On the S3 test server through the deltalog connection: the event's list file is an S3 object."""
+    import deltalake
+    import fsspec
+
+    from deltalog.fleet.lease import LEASE_NAME
+    from deltalog.storage import Storage
+
+    fs = fsspec.filesystem("s3", **s3_storage_options)
+    for name in ("events", "other"):
+        small_files_table(str(tmp_path / name), n=3)
+        fs.put(str(tmp_path / name) + "/", f"{s3_bucket}/lake/{name}/", recursive=True)
+    fs.pipe_file(f"{s3_bucket}/lists/nightly.txt", f"s3://{s3_bucket}/lake/events\n".encode())
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DELTALOG_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "deltalog",
+                "login": s3_storage_options["key"],
+                "password": s3_storage_options["secret"],
+                "extra": {"endpoint_url": s3_server, "region_name": "us-east-1"},
+            }
+        ),
+    )
+    monkeypatch.setenv("AIRFLOW_VAR_DELTALOG_FLEET_ROOT", f"s3://{s3_bucket}/lake")
+    producer = write_dag_file(
+        "fleet_list_producer", PRODUCER.replace("EXTRA", repr({"list_uri": f"s3://{s3_bucket}/lists/nightly.txt"}))
+    )
+    assert set(task_states(run_dag(producer, "fleet_list_producer")).values()) == {"success"}
+    run = run_dag(fleet_files, "deltalog_fleet_maintenance")
+    assert xcom_value(run, "find_tables") == [f"s3://{s3_bucket}/lake/events"]
+    (table,) = xcom_value(run, "summary")["tables"]
+    assert table["status"] == "done" and table["ran"] == ["compaction: 1 bins"]
+    assert (table["small_files_before"], table["small_files_after"]) == (3, 1)
+    events = f"s3://{s3_bucket}/lake/events"
+    assert deltalake.DeltaTable(events, storage_options=s3_deltalake_options).to_pyarrow_table().num_rows == 9
+    assert not fs.exists(f"{s3_bucket}/lake/events/{LEASE_NAME}")
+    assert maintenance_due(DeltaTable(f"s3://{s3_bucket}/lake/other", s3_storage_options)).compaction
+    assert Storage(events, s3_storage_options)._reads() is not None  # options obstore serves (S3 reads)
