@@ -7,14 +7,17 @@ Registered as a pytest plugin from ``conftest.py``. Fixtures:
   from the cache ``scripts/spark_jars.py`` fills).
 - ``delta_corpus`` (session): one small table per feature Delta Spark can enable,
   each with a real history (appends, UPDATE, DELETE, MERGE, OPTIMIZE, RESTORE,
-  checkpoints), built in that session once per Delta version and recipe into
-  ``~/.cache/deltalog/corpus-<delta version>-<recipe hash>`` and reused after.
-  ``manifest.json`` there lists the tables, the ones Delta Spark could not build
-  (with its error) and, per table and version, the row count and an
-  order-independent content hash Delta Spark computed.
+  checkpoints), built in that session and cached per table in
+  ``~/.cache/deltalog/corpus-<delta version>/<name>-<key>`` (the key hashes that
+  table's recipe and history, so changing one recipe rebuilds one table). Next to
+  each table, ``<name>-<key>.json`` keeps, per version, the row count and an
+  order-independent content hash Delta Spark computed and Delta Spark's replay of
+  the version (live files, protocol, metadata); or the error when Delta Spark could
+  not build the table.
 
 Content hash: ``sum(xxhash64(to_json(struct(*))))`` over the rows Delta Spark
-reads, as a decimal, plus the row count; equal multisets of rows give equal hashes.
+reads, as a decimal, plus the row count; equal multisets of rows give equal hashes,
+and the hash of a union of rows is the sum of the hashes.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from typing import Any
 import pytest
 
 from deltalog.engines.spark_packages import DELTA_SPARK_VERSION, cache_root, spark_conf
-from oracle_checks import spark_state
 
 log = logging.getLogger(__name__)
 
@@ -232,34 +234,48 @@ def create_sql(recipe: Recipe, path: str) -> str:
     return " ".join(parts)
 
 
-#: Bump when what the manifest records changes (the recipes above are hashed as text).
+#: Bump when what a table's entry records changes (the recipes above are hashed as text).
 CORPUS_FORMAT = 2
 
 
-def recipe_hash() -> str:
-    """Changes whenever a recipe, the history or the manifest format changes (not with formatting)."""
+def table_key(recipe: Recipe) -> str:
+    """The cache key of one table: its recipe, its history and the entry format (not their formatting).
+
+    One key per table, so adding or changing a recipe rebuilds that table only.
+    """
     text = json.dumps(
-        [CORPUS_FORMAT, COMMON_PROPERTIES] + [[repr(r), create_sql(r, "T"), history(r)] for r in RECIPES],
-        sort_keys=True,
+        [CORPUS_FORMAT, COMMON_PROPERTIES, repr(recipe), create_sql(recipe, "T"), history(recipe)], sort_keys=True
     )
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def content_hash(spark: Any, path: str, version: int | None = None) -> tuple[int, str]:
-    """(row count, order-independent hash) of what Delta Spark reads at ``version``."""
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    row = (
-        reader.load(path)
-        .selectExpr("count(*) AS n", "sum(cast(xxhash64(to_json(struct(*))) AS DECIMAL(38, 0))) AS h")
-        .collect()[0]
+def legacy_corpus_hash() -> str:
+    """The whole-corpus key of the cache layout before per-table keys (entry format 2).
+
+    Tables cached under it (``corpus-<delta>-<hash>[.partial|-<subset>]``) are adopted,
+    copied, while it still equals the hash of today's recipes: the switch to per-table
+    keys rebuilds nothing.
+    """
+    text = json.dumps(
+        [2, COMMON_PROPERTIES] + [[repr(r), create_sql(r, "T"), history(r)] for r in RECIPES], sort_keys=True
     )
-    return int(row["n"]), str(row["h"] or 0)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def content_hash(spark: Any, path: str, version: int) -> tuple[int, str]:
+    """(row count, order-independent hash) of what Delta Spark reads at ``version``."""
+    from oracle_checks import content_hashes
+
+    got = content_hashes(spark, path, [version])[version]
+    if isinstance(got, str):
+        raise AssertionError(f"Delta Spark cannot read v{version} of {path}: {got}")
+    return got
 
 
 def build_table(spark: Any, recipe: Recipe, path: str) -> dict[str, Any]:
-    """Create and write one table; returns its manifest entry (versions with their content hashes)."""
+    """Create and write one table; returns its entry (versions with their content hashes and states)."""
+    from oracle_checks import content_hashes, spark_states
+
     for k, v in recipe.session_conf.items():
         spark.conf.set(k, v)
     try:
@@ -273,10 +289,11 @@ def build_table(spark: Any, recipe: Recipe, path: str) -> dict[str, Any]:
             spark.conf.unset(k)
     latest = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]["version"]
     t0 = time.perf_counter()
-    hashes = {str(v): list(content_hash(spark, path, v)) for v in range(latest + 1)}
+    versions = list(range(latest + 1))
+    hashes = {str(v): list(h) for v, h in content_hashes(spark, path, versions).items()}
     # Delta Spark's own replay of every version, recorded once: the snapshot checks compare
     # deltalog with it without a JVM on warm runs.
-    states = {str(v): spark_state(spark, path, v) for v in range(latest + 1)}
+    states = {str(v): s for v, s in spark_states(spark, path, versions).items()}
     log.debug("corpus: %s hashes and states %.1fs", recipe.name, time.perf_counter() - t0)
     return {
         "name": recipe.name,
@@ -290,33 +307,43 @@ def build_table(spark: Any, recipe: Recipe, path: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Corpus:
-    root: Path
+    """The run's corpus tables: each a folder in the per-table cache, with its entry."""
+
+    dirs: dict[str, Path]
     tables: list[dict[str, Any]]
     not_built: list[dict[str, str]]
-    build_seconds: float
+    #: Tables this run built, and the seconds each took (a warm run builds none).
+    built: dict[str, float] = field(default_factory=dict)
+    #: Tables this run copied from the cache layout before per-table keys.
+    adopted: tuple[str, ...] = ()
 
     def path(self, name: str) -> str:
-        return str(self.root / name)
+        return str(self.dirs[name])
 
     def copy(self, name: str, dest: Path) -> str:
         """A private copy of a corpus table (tests change tables; the cache stays pristine)."""
         target = dest / name
-        shutil.copytree(self.root / name, target)
+        shutil.copytree(self.dirs[name], target)
         return str(target)
 
+    @property
+    def build_seconds(self) -> float:
+        """Seconds this run spent building tables."""
+        return round(sum(self.built.values()), 1)
 
-#: The tables the default run builds and checks: those the checks have been run on so far
-#: (the first cold build of all of them took longer than one working session on a shared
-#: 2-core machine). ``DELTALOG_ORACLE_TABLES=all`` runs every recipe; the report lists the
-#: recipes a run left out, so none is skipped silently.
-DEFAULT_TABLES = ("plain", "plain_unpartitioned", "multipart_checkpoint", "deletion_vectors", "change_data_feed")
+    @property
+    def cold_seconds(self) -> float:
+        """What building every table of the run took when it was built (recorded per table)."""
+        return round(sum(t.get("seconds", 0) for t in self.tables), 1)
 
 
 def selected_recipes() -> tuple[Recipe, ...]:
-    """``DEFAULT_TABLES``, or the recipes named in ``$DELTALOG_ORACLE_TABLES`` (comma-separated, or ``all``)."""
-    env = os.environ.get("DELTALOG_ORACLE_TABLES", "")
-    wanted = [n for n in env.split(",") if n] or list(DEFAULT_TABLES)
-    return tuple(r for r in RECIPES if "all" in wanted or r.name in wanted)
+    """Every recipe, or those named in ``$DELTALOG_ORACLE_TABLES`` (comma-separated; ``all`` = every one)."""
+    wanted = [n for n in os.environ.get("DELTALOG_ORACLE_TABLES", "").split(",") if n]
+    unknown = set(wanted) - {r.name for r in RECIPES} - {"all"}
+    if unknown:
+        raise pytest.UsageError(f"DELTALOG_ORACLE_TABLES names no recipe: {', '.join(sorted(unknown))}")
+    return tuple(r for r in RECIPES if not wanted or "all" in wanted or r.name in wanted)
 
 
 def left_out_recipes() -> list[Recipe]:
@@ -324,85 +351,99 @@ def left_out_recipes() -> list[Recipe]:
     return [r for r in RECIPES if r.name not in chosen]
 
 
-def full_corpus_dir() -> Path:
-    return cache_root() / f"corpus-{DELTA_SPARK_VERSION}-{recipe_hash()}"
+def corpus_cache() -> Path:
+    """Where the corpus tables live: one folder per Delta version, one entry per table and key."""
+    return cache_root() / f"corpus-{DELTA_SPARK_VERSION}"
 
 
-def corpus_dir() -> Path:
-    recipes = selected_recipes()
-    subset = (
-        ""
-        if len(recipes) == len(RECIPES)
-        else "-" + hashlib.sha256(",".join(r.name for r in recipes).encode()).hexdigest()[:6]
-    )
-    return cache_root() / f"corpus-{DELTA_SPARK_VERSION}-{recipe_hash()}{subset}"
+def _entry_file(recipe: Recipe) -> Path:
+    return corpus_cache() / f"{recipe.name}-{table_key(recipe)}.json"
 
 
-def build_corpus(spark: Any, root: Path, only: set[str] | None = None) -> Corpus | None:
-    """Build the tables into ``root``, resumably: each finished table leaves ``<name>.entry.json``
-    in ``<root>.partial`` and is not built again; the folder becomes ``root`` once all are there.
+def ensure_table(recipe: Recipe, spark: Callable[[], Any]) -> tuple[dict[str, Any], str]:
+    """The table's entry from the cache, adopted from the old layout, or built now (``spark()`` gives the
+    session); and how it was had: ``cached``, ``adopted`` or ``built``.
 
-    ``only`` builds just those tables (several processes can share a cold build) and
-    leaves the corpus unfinished unless nothing else is missing.
+    Per table: a lock (runs building different tables do not wait for each other), the
+    table built into ``<name>-<key>.partial`` and renamed, the entry written last. A
+    table Delta Spark cannot build is recorded with its error, never dropped.
     """
-    partial = root.with_name(root.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    tables, not_built = [], []
-    for recipe in selected_recipes():
-        entry_file = partial / f"{recipe.name}.entry.json"
-        if not entry_file.exists():
-            _reuse_from_full_corpus(recipe.name, partial)
-        if not entry_file.exists() and (only is None or recipe.name in only):
-            shutil.rmtree(partial / recipe.name, ignore_errors=True)  # an interrupted attempt
+    import fcntl
+
+    entry_file = _entry_file(recipe)
+    final = entry_file.with_suffix("")
+    entry_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(entry_file.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if entry_file.exists():
+            return json.loads(entry_file.read_text()), "cached"
+        how = "adopted"
+        entry = _adopt_legacy(recipe, final)
+        if entry is None:
+            how = "built"
+            partial = final.with_name(final.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)  # an interrupted attempt
             t0 = time.perf_counter()
             try:
-                entry = build_table(spark, recipe, str(partial / recipe.name))
+                entry = build_table(spark(), recipe, str(partial))
                 entry["seconds"] = round(time.perf_counter() - t0, 1)
+                shutil.rmtree(final, ignore_errors=True)
+                partial.rename(final)
                 log.info("corpus: %s built in %.1fs (%d versions)", recipe.name, entry["seconds"], entry["latest"] + 1)
             except Exception as exc:  # noqa: BLE001 - a feature this release cannot write is recorded, not fatal
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
                 entry = {"name": recipe.name, "feature": recipe.feature, "error": first}
-                shutil.rmtree(partial / recipe.name, ignore_errors=True)
+                shutil.rmtree(partial, ignore_errors=True)
                 log.warning("corpus: %s not built: %s", recipe.name, first)
-            entry_file.write_text(json.dumps(entry))
-        if not entry_file.exists():
+        entry["key"] = table_key(recipe)
+        tmp = entry_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(entry))
+        tmp.rename(entry_file)
+        return entry, how
+
+
+def _adopt_legacy(recipe: Recipe, final: Path) -> dict[str, Any] | None:
+    """Copy ``recipe``'s table from the whole-corpus cache of the same recipes, if one has it."""
+    prefix = f"corpus-{DELTA_SPARK_VERSION}-{legacy_corpus_hash()}"
+    sources = sorted(cache_root().glob(prefix + "*"), key=lambda p: (p.name != prefix, p.name))
+    for source in sources:
+        if not source.is_dir():
             continue
-        entry = json.loads(entry_file.read_text())
-        (not_built if "error" in entry else tables).append(entry)
-    if len(tables) + len(not_built) < len(selected_recipes()):
-        return None
-    seconds = round(sum(t.get("seconds", 0) for t in tables), 1)
-    manifest = {"delta": DELTA_SPARK_VERSION, "tables": tables, "not_built": not_built, "build_seconds": seconds}
-    (partial / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    shutil.rmtree(root, ignore_errors=True)
-    partial.rename(root)
-    return load_corpus(root)
-
-
-def _reuse_from_full_corpus(name: str, partial: Path) -> None:
-    """A subset run copies a table the full corpus (finished or partial) already has."""
-    full = full_corpus_dir()
-    if partial.name.startswith(full.name + "."):
-        return  # this is the full corpus
-    for source in (full, full.with_name(full.name + ".partial")):
-        entries = source / "manifest.json"
         entry = None
-        if source == full and entries.exists():
-            doc = json.loads(entries.read_text())
-            entry = next((t for t in doc["tables"] + doc["not_built"] if t["name"] == name), None)
-        elif (source / f"{name}.entry.json").exists():
-            entry = json.loads((source / f"{name}.entry.json").read_text())
+        if (source / "manifest.json").exists():
+            doc = json.loads((source / "manifest.json").read_text())
+            entry = next((t for t in doc["tables"] + doc["not_built"] if t["name"] == recipe.name), None)
+        elif (source / f"{recipe.name}.entry.json").exists():
+            entry = json.loads((source / f"{recipe.name}.entry.json").read_text())
         if entry is None:
             continue
         if "error" not in entry:
-            shutil.copytree(source / name, partial / name)
-        (partial / f"{name}.entry.json").write_text(json.dumps(entry))
-        return
+            partial = final.with_name(final.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(source / recipe.name, partial)
+            shutil.rmtree(final, ignore_errors=True)
+            partial.rename(final)
+        entry["adopted_from"] = source.name
+        log.info("corpus: %s adopted from %s", recipe.name, source)
+        return entry
+    return None
 
 
-def load_corpus(root: Path) -> Corpus:
-    doc = json.loads((root / "manifest.json").read_text())
-    return Corpus(root, doc["tables"], doc["not_built"], doc["build_seconds"])
+def load_corpus(spark: Callable[[], Any]) -> Corpus:
+    """Every selected table, from the cache or built now (only the missing ones are built)."""
+    dirs, tables, not_built, built, adopted = {}, [], [], {}, []
+    for recipe in selected_recipes():
+        entry, how = ensure_table(recipe, spark)
+        if how == "built" and "error" not in entry:
+            built[recipe.name] = entry["seconds"]
+        if how == "adopted":
+            adopted.append(recipe.name)
+        if "error" in entry:
+            not_built.append(entry)
+        else:
+            dirs[recipe.name] = _entry_file(recipe).with_suffix("")
+            tables.append(entry)
+    return Corpus(dirs, tables, not_built, built, tuple(adopted))
 
 
 # --- fixtures ----------------------------------------------------------------------------
@@ -420,31 +461,54 @@ def delta_spark() -> Iterator[Any]:
         spark.stop()
 
 
+#: The corpus of this run, for the terminal summary.
+CORPORA: list[Corpus] = []
+
+
 @pytest.fixture(scope="session")
 def delta_corpus(delta_spark: Any) -> Corpus:
-    """The feature corpus, from the cache or built now (once per Delta version and recipe)."""
-    import fcntl
-
-    root = corpus_dir()
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f"{root.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (root / "manifest.json").exists():
-            return load_corpus(root)
-        corpus = build_corpus(delta_spark, root)
-        assert corpus is not None
-    print(f"\nDelta Spark corpus built in {corpus.build_seconds}s into {root}")
+    """The feature corpus: each table from the cache or built now (once per Delta version and recipe)."""
+    t0 = time.perf_counter()
+    corpus = load_corpus(lambda: delta_spark)
+    log.info("Delta Spark corpus ready in %.1fs", time.perf_counter() - t0)
+    CORPORA.append(corpus)
     return corpus
+
+
+def corpus_summary(corpus: Corpus) -> str:
+    """One paragraph for the terminal: where the tables came from and what building them costs cold."""
+    cold = ", ".join(f"{t['name']} {t.get('seconds', 0):g}" for t in corpus.tables)
+    lines = [
+        f"{len(corpus.tables)} tables in {corpus_cache()} ({len(corpus.built)} built by this run in "
+        f"{corpus.build_seconds}s, {len(corpus.adopted)} adopted from the old layout, "
+        f"{len(corpus.tables) - len(corpus.built) - len(corpus.adopted)} cached); "
+        f"{len(corpus.not_built)} Delta Spark could not build.",
+        f"Cold build of these tables: {corpus.cold_seconds}s in all (s per table as recorded when built: {cold}).",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 #: Reports written in this run, printed in the terminal summary.
 REPORTS: list[str] = []
+#: (table, phase, seconds, Delta Spark version reads) of the checks, printed in the terminal summary.
+TIMINGS: list[tuple[str, str, float, int]] = []
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for corpus in CORPORA:
+        terminalreporter.write_sep("-", "Delta Spark corpus")
+        terminalreporter.write(corpus_summary(corpus))
     for path in REPORTS:
         terminalreporter.write_sep("-", f"Delta Spark feature matrix ({path})")
         terminalreporter.write(Path(path).read_text())
+    if TIMINGS:
+        terminalreporter.write_sep("-", "Delta Spark oracle: seconds per table")
+        cold = {t["name"]: t.get("seconds", 0) for corpus in CORPORA for t in corpus.tables}
+        lines = ["| table | phase | seconds | versions Delta Spark read | cold build s |", "|---|---|---|---|---|"]
+        for name, phase, seconds, reads in TIMINGS:
+            lines.append(f"| {name} | {phase} | {seconds} | {reads} | {cold.get(name, '')} |")
+        total = round(sum(t[2] for t in TIMINGS), 1)
+        terminalreporter.write("\n".join(lines) + f"\ntotal {total}s\n")
 
 
 def spark_sql(spark: Any, path: str) -> Callable[[str], Any]:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
+from deltalog.features import Operation
+from deltalog.protocol import Protocol
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -44,29 +46,89 @@ def _metadata(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def spark_state(spark: Any, path: str, version: int) -> dict[str, Any]:
-    """Live files, protocol and metadata of ``version`` as Delta Spark's DeltaLog replays them."""
+def spark_states(spark: Any, path: str, versions: list[int]) -> dict[int, dict[str, Any]]:
+    """Live files, protocol and metadata of each version as Delta Spark's DeltaLog replays them.
+
+    The live files of all versions come from one Spark job (a union of the snapshots'
+    file lists); protocol and metadata from the snapshots themselves.
+    """
+    from functools import reduce
+
     from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
 
     jvm = spark._jvm
     dlog = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     defaults = [getattr(dlog, f"getSnapshotAt$default${i}")() for i in (2, 3, 4)]
-    snap = dlog.getSnapshotAt(version, *defaults)
-    rows = DataFrame(snap.allFiles().toDF(), spark).select("path", "size", "partitionValues", "deletionVector")
-    files = sorted(
-        (
-            r["path"],
-            int(r["size"]),
-            tuple(sorted((r["partitionValues"] or {}).items())),
-            _dv(r["deletionVector"] and r["deletionVector"].asDict()),
+    snaps = {v: dlog.getSnapshotAt(v, *defaults) for v in versions}
+    frames = [
+        DataFrame(snap.allFiles().toDF(), spark).select(
+            F.lit(v).alias("version"), "path", "size", "partitionValues", "deletionVector"
         )
-        for r in rows.collect()
-    )
+        for v, snap in snaps.items()
+    ]
+    files: dict[int, list] = {v: [] for v in versions}
+    for r in reduce(DataFrame.unionAll, frames).collect():
+        files[r["version"]].append(
+            (
+                r["path"],
+                int(r["size"]),
+                tuple(sorted((r["partitionValues"] or {}).items())),
+                _dv(r["deletionVector"] and r["deletionVector"].asDict()),
+            )
+        )
     return {
-        "files": files,
-        "protocol": _protocol(json.loads(snap.protocol().json())["protocol"]),
-        "metadata": _metadata(json.loads(snap.metadata().json())["metaData"]),
+        v: {
+            "files": sorted(files[v]),
+            "protocol": _protocol(json.loads(snap.protocol().json())["protocol"]),
+            "metadata": _metadata(json.loads(snap.metadata().json())["metaData"]),
+        }
+        for v, snap in snaps.items()
     }
+
+
+def spark_state(spark: Any, path: str, version: int) -> dict[str, Any]:
+    """:func:`spark_states` of one version."""
+    return spark_states(spark, path, [version])[version]
+
+
+#: Order-independent content hash of the rows Delta Spark reads (see tests/delta_spark.py).
+HASH_COLUMNS = ("count(*) AS n", "sum(cast(xxhash64(to_json(struct(*))) AS DECIMAL(38, 0))) AS h")
+
+
+def content_hashes(spark: Any, path: str, versions: list[int] | set[int]) -> dict[int, tuple[int, str]]:
+    """(row count, content hash) of each version Delta Spark reads, in one Spark job.
+
+    The versions' reads are one union of per-version aggregates; when it fails (a
+    version Delta Spark cannot read) each version is read alone, and an unreadable one
+    maps to ``"unreadable: <first line of the error>"`` instead of a pair.
+    """
+    from functools import reduce
+
+    from pyspark.sql import DataFrame
+
+    def frame(v: int) -> DataFrame:
+        df = spark.read.format("delta").option("versionAsOf", v).load(path)
+        return df.selectExpr(f"{int(v)} AS version", *HASH_COLUMNS)
+
+    def pair(r: Any) -> tuple[int, str]:
+        return int(r["n"]), str(r["h"] or 0)
+
+    versions = sorted(versions)
+    if not versions:
+        return {}
+    try:
+        rows = reduce(DataFrame.unionAll, [frame(v) for v in versions]).collect()
+        return {r["version"]: pair(r) for r in rows}
+    except Exception:  # noqa: BLE001 - find which version fails, below
+        pass
+    out: dict[int, Any] = {}
+    for v in versions:
+        try:
+            out[v] = pair(frame(v).collect()[0])
+        except Exception as exc:  # noqa: BLE001 - an unreadable version is the finding
+            out[v] = f"unreadable: {(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}"
+    return out
 
 
 def deltalog_state(path: str, version: int | None = None) -> dict[str, Any]:
@@ -115,16 +177,158 @@ class Outcome:
     table: str
     feature: str
     operation: str
-    status: str  # ok | refused | failed
+    status: str  # ok | refused | failed | n/a
     detail: str
     seconds: float
 
 
-def run_operation(name: str, path: str) -> tuple[str, str, int | None]:
-    """Run one deltalog operation on ``path``: (status, detail, oldest version still readable or None).
+#: The report's columns, in the order the checks run them, each with the column of the feature
+#: table (provider/deltalog/features.py) it is judged by; ``None``: Delta Spark's own work.
+REPORT_COLUMNS: dict[str, Operation | None] = {
+    "snapshot": Operation.SNAPSHOT,
+    "commit request": Operation.COMMIT_REQUEST,
+    "checkpoint classic": Operation.CHECKPOINT,
+    "checkpoint V2": Operation.CHECKPOINT,
+    "compaction local": Operation.COMPACTION_LOCAL,
+    "manifest": Operation.MANIFEST,
+    "vacuum lite": Operation.VACUUM,
+    "vacuum full": Operation.VACUUM,
+    "log cleanup": Operation.LOG_CLEANUP,
+    "compaction Spark": Operation.COMPACTION_SPARK,
+    "convert": Operation.CONVERT,
+    "Delta Spark writes after": None,
+}
 
-    A deltalog error is a refusal (recorded with its line); anything else propagates.
-    """
+#: Run one after the other on one private copy of a table, in maintenance order (lite vacuum
+#: before log cleanup: it reads the commits cleanup removes). Compaction by the Spark engine
+#: gets a fresh copy (after the local one there would be nothing left to compact), convert the
+#: Parquet files of the latest version.
+SEQUENCE = (
+    "commit request",
+    "checkpoint",
+    "compaction local",
+    "manifest",
+    "vacuum lite",
+    "vacuum full",
+    "log cleanup",
+)
+
+Hash = tuple[int, str]
+
+
+def add_hashes(a: Hash, b: Hash) -> Hash:
+    """The content hash of the union of two multisets of rows."""
+    return a[0] + b[0], str(int(a[1]) + int(b[1]))
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one deltalog operation did, as far as the checks need it."""
+
+    status: str  # ok | refused | n/a
+    detail: str
+    readable_from: int | None = None  # the oldest version deltalog says is still readable (deleting ops)
+    added: Hash | None = None  # the rows the operation's commit added (commit request); None: rows unchanged
+    column: str | None = None  # the report column when the operation decides it (checkpoint kind)
+
+
+def refusal(exc: DeltaLogError) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:240]}"
+
+
+def table_features(protocol: dict[str, Any]) -> set[str]:
+    """Every feature a protocol action (as recorded in the corpus) makes the table use."""
+    p = Protocol.from_action(protocol)
+    return p.effective_reader_features() | p.effective_writer_features()
+
+
+def _live_file_without_dv(path: str) -> tuple[str, dict[str, Any]]:
+    """A live data file without a deletion vector (unescaped table-relative path) and its add."""
+    from urllib.parse import unquote
+
+    files = DeltaTable(path).snapshot().files.to_pylist()
+    plain = [f for f in files if not f.get("deletionVector")]
+    if not plain:
+        raise AssertionError(f"{path}: every live file has a deletion vector")
+    pick = max(plain, key=lambda f: (f.get("modificationTime") or 0, f["path"]))
+    return unquote(pick["path"]), pick
+
+
+def commit_request_step(spark: Any, path: str) -> Step:
+    """A commit request adding a copy of a live file (Delta Spark's own layout, so every writer rule
+    can be met) with that file's partition values; the rows it adds are those Delta Spark reads from
+    the original at the latest version."""
+    import shutil
+    import uuid
+
+    from deltalog.commit_request import commit_request
+
+    src, add = _live_file_without_dv(path)
+    folder, _, name = src.rpartition("/")
+    copy = (folder + "/" if folder else "") + f"part-deltalog-{uuid.uuid4().hex[:8]}-{name.split('-', 1)[-1]}"
+    version = DeltaTable(path).snapshot().version
+    row = (
+        spark.read.format("delta")
+        .option("versionAsOf", version)
+        .load(path)
+        .where(f"_metadata.file_name = '{name}'")
+        .selectExpr(*HASH_COLUMNS)
+        .collect()[0]
+    )
+    pv = add.get("partitionValues") or {}
+    shutil.copyfile(os.path.join(path, src), os.path.join(path, copy))
+    try:
+        r = commit_request(
+            path,
+            {
+                "operation": "WRITE",
+                "add": [{"path": copy, "partitionValues": dict(pv) if isinstance(pv, list) else pv}],
+            },
+        )
+    except DeltaLogError:
+        os.remove(os.path.join(path, copy))
+        raise
+    return Step("ok", f"v{r.version}: added a copy of {src}", added=(int(row["n"]), str(row["h"] or 0)))
+
+
+def spark_compaction_step(spark: Any, path: str) -> Step:
+    """Compaction by deltalog's Spark engine, its job run in the oracle's session (no spark-submit:
+    one JVM for the whole run); the plan and the commit are deltalog's as in ``compact(engine="spark")``."""
+    from deltalog.compaction import commit_outputs
+    from deltalog.compaction.plan import plan_from_snapshot
+    from deltalog.engines.spark.compaction_job import SPARK_CONF, SparkBinRewriter
+    from deltalog.engines.spark.result import outputs_from_request
+
+    table = DeltaTable(path)
+    plan = plan_from_snapshot(table.snapshot(), table.uri, engine="spark")
+    if not plan.bins:
+        return Step("ok", "nothing to compact")
+    jconf = spark._jsc.hadoopConfiguration()
+    saved = {k: spark.conf.get(k, None) for k in SPARK_CONF if not k.startswith("spark.hadoop.")}
+    hadoop = {k.removeprefix("spark.hadoop."): v for k, v in SPARK_CONF.items() if k.startswith("spark.hadoop.")}
+    saved_hadoop = {k: jconf.get(k) for k in hadoop}
+    try:
+        for k, v in SPARK_CONF.items():
+            if k.startswith("spark.hadoop."):
+                jconf.set(k.removeprefix("spark.hadoop."), v)
+            else:
+                spark.conf.set(k, v)
+        rewrite = SparkBinRewriter(spark, plan, table.uri).run()
+    finally:
+        for k, v in saved.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+        for k, v in saved_hadoop.items():
+            jconf.unset(k) if v is None else jconf.set(k, v)
+    outputs, skipped = outputs_from_request(table.storage, plan, rewrite.request, rewrite.failures)
+    r = commit_outputs(table, plan, outputs, skipped, engine="spark")
+    if r.error:
+        return Step("refused", r.error)
+    d = r.to_dict()
+    return Step("ok", f"{d['numFilesRemoved']} files -> {d['numFilesAdded']}")
+
+
+def run_step(name: str, path: str, spark: Any) -> Step:
+    """Run one deltalog operation on ``path``; a deltalog error is a refusal (recorded with its line)."""
     from deltalog.checkpoint import create_checkpoint
     from deltalog.compaction import compact
     from deltalog.log_cleanup import cleanup_log
@@ -132,43 +336,273 @@ def run_operation(name: str, path: str) -> tuple[str, str, int | None]:
     from deltalog.vacuum import vacuum
 
     try:
-        if name == "compaction":
+        if name == "commit request":
+            return commit_request_step(spark, path)
+        if name == "compaction local":
             r = compact(path, min_files=2)
             if r.error:
-                return "refused", r.error, None
+                return Step("refused", r.error)
             d = r.to_dict()
-            return "ok", f"{d['numFilesRemoved']} files -> {d['numFilesAdded']}", None
+            return Step("ok", f"{d['numFilesRemoved']} files -> {d['numFilesAdded']}")
+        if name == "compaction Spark":
+            return spark_compaction_step(spark, path)
         if name == "checkpoint":
-            r = create_checkpoint(path)
-            return "ok", f"{r.kind} checkpoint at v{r.version} ({len(r.sidecars)} sidecars)", None
+            # Sidecars of at most 5 actions: a V2 checkpoint of these small tables gets several.
+            c = create_checkpoint(path, sidecar_max_actions=5)
+            column = "checkpoint V2" if c.kind == "v2" else "checkpoint classic"
+            again = " (already there)" if c.already_existed else ""
+            return Step("ok", f"at v{c.version}{again}, {len(c.sidecars)} sidecars", column=column)
         if name == "log cleanup":
             # The log as if 40 days old: past the default 30-day retention.
             r = cleanup_log(path, now_ms=int(time.time() * 1000) + 40 * DAY_MS)
             if r.skipped_reason:
-                return "ok", f"nothing deleted: {r.skipped_reason}", None
-            return (
+                return Step("ok", f"nothing deleted: {r.skipped_reason}")
+            return Step(
                 "ok",
                 f"{r.num_deleted} log files deleted, readable from v{r.oldest_version_kept}",
-                r.oldest_version_kept,
+                readable_from=r.oldest_version_kept,
             )
         if name in ("vacuum lite", "vacuum full"):
-            mode = name.split()[1]
-            r = vacuum(path, retention_hours=0, mode=mode, allow_short_retention=True)
-            return (
+            v = vacuum(path, retention_hours=0, mode=name.split()[1], allow_short_retention=True)
+            return Step(
                 "ok",
-                f"{r.num_deleted_files} files deleted, readable from v{r.fully_readable_from_version}",
-                r.fully_readable_from_version,
+                f"{v.num_deleted_files} files deleted, readable from v{v.fully_readable_from_version}",
+                readable_from=v.fully_readable_from_version,
             )
         if name == "manifest":
-            r = generate_manifest(path)
-            return "ok", "manifest written", None
+            m = generate_manifest(path)
+            return Step("ok", m.summary_line())
     except DeltaLogError as exc:
-        return "refused", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", None
+        column = None
+        if name == "checkpoint":
+            v2 = "v2Checkpoint" in table_features(DeltaTable(path).snapshot().protocol.to_dict())
+            column = "checkpoint V2" if v2 else "checkpoint classic"
+        return Step("refused", refusal(exc), column=column)
     raise ValueError(f"unknown operation {name}")
 
 
-#: In maintenance order; lite vacuum before log cleanup (it reads the commits cleanup removes).
-OPERATIONS = ("compaction", "checkpoint", "vacuum lite", "vacuum full", "log cleanup", "manifest")
+# --- which versions an operation can have changed for a reader ------------------------------
+
+
+def table_files(path: str) -> dict[str, int]:
+    """Every file under the table (relative path -> size): what a reader of any version may touch."""
+    out = {}
+    for dirpath, _, names in os.walk(path):
+        for n in names:
+            full = os.path.join(dirpath, n)
+            out[os.path.relpath(full, path).replace(os.sep, "/")] = os.path.getsize(full)
+    return out
+
+
+def _log_version(rel: str) -> int | None:
+    """The version a log file belongs to (commit, checkpoint, checksum), None for others."""
+    name = rel.removeprefix("_delta_log/")
+    head = name.split(".", 1)[0]
+    return int(head) if "/" not in name and len(head) == 20 and head.isdigit() else None
+
+
+def versions_to_reread(before: dict[str, int], after: dict[str, int], readable: range) -> tuple[list[int], str]:
+    """The readable versions whose read may differ after a change of the table's files, and why.
+
+    A version's read uses the newest checkpoint at or below it, the commits after that
+    checkpoint and the data and DV files live in it. So: a deleted file (data, DV or
+    log) may have been needed by any version, re-read them all; a new or rewritten log
+    file of version n (a commit, a checkpoint) changes the read of n and later; new
+    files outside the log (data not committed, manifests) change no read.
+    """
+    removed = before.keys() - after.keys()
+    changed = {p for p in before.keys() & after.keys() if before[p] != after[p]}
+    added = after.keys() - before.keys()
+    if removed:
+        return list(readable), f"{len(removed)} files deleted"
+    log_files = sorted(p for p in added | changed if p.startswith("_delta_log/"))
+    if not log_files:
+        return [], "no log file changed"
+    versions = [_log_version(p) for p in log_files]
+    if "_delta_log/_last_checkpoint" in log_files:
+        versions.append(readable.stop - 1)
+    known = [v for v in versions if v is not None]
+    if not known:
+        return list(readable), "log changed (" + ", ".join(log_files[:3]) + ")"
+    low = min(known)
+    return [v for v in readable if v >= low], f"log changed from v{low}"
+
+
+def _same(got: Any, want: Hash) -> bool:
+    return isinstance(got, tuple | list) and tuple(got) == tuple(want)
+
+
+@dataclass
+class TableCheck:
+    """The deltalog operations of :data:`SEQUENCE` on one private copy of a corpus table.
+
+    After each operation that ran, Delta Spark re-reads every version deltalog says is
+    still readable whose read the operation may have changed (:func:`versions_to_reread`;
+    all of them at once, one Spark job) and must get the content hash expected of it:
+    the corpus's for the versions Delta Spark wrote, the previous version's for the
+    commits of an operation that changes no row, plus the rows added by a commit
+    request.
+    """
+
+    spark: Any
+    entry: dict[str, Any]
+    path: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    expected: dict[int, Hash] = field(default_factory=dict)
+    readable_from: int = 0
+    reads: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.expected:
+            self.expected = {int(v): (int(h[0]), str(h[1])) for v, h in self.entry["hashes"].items()}
+
+    def record(self, column: str, status: str, detail: str, seconds: float) -> None:
+        self.outcomes.append(Outcome(self.entry["name"], self.entry["feature"], column, status, detail, seconds))
+
+    def run(self, name: str) -> None:
+        t0 = time.perf_counter()
+        before = table_files(self.path)
+        old_latest = DeltaTable(self.path).list_log().latest_version
+        step = run_step(name, self.path, self.spark)
+        status, detail = step.status, step.detail
+        if status == "ok":
+            latest = DeltaTable(self.path).list_log().latest_version
+            for v in range(old_latest + 1, latest + 1):
+                prev = self.expected[v - 1]
+                self.expected[v] = add_hashes(prev, step.added) if step.added and v == old_latest + 1 else prev
+            if step.readable_from is not None:
+                self.readable_from = max(self.readable_from, step.readable_from)
+            readable = range(self.readable_from, latest + 1)
+            reread, why = versions_to_reread(before, table_files(self.path), readable)
+            if reread:
+                self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+                got = content_hashes(self.spark, self.path, reread)
+                self.reads += len(reread)
+                bad = [v for v in reread if not _same(got.get(v), self.expected[v])]
+                for v in bad:
+                    self.problems.append(
+                        f"{self.entry['name']} after {name}: Delta Spark v{v} {got.get(v)} != {self.expected[v]}"
+                    )
+                status = "failed" if bad else status
+                detail += f"; Delta Spark read v{reread[0]}..v{reread[-1]} ({len(reread)} versions: {why})"
+            else:
+                detail += f"; nothing for Delta Spark to re-read ({why})"
+        column = step.column or name
+        self.record(column, status, detail, time.perf_counter() - t0)
+        if name == "checkpoint" and column.startswith("checkpoint "):
+            other = "checkpoint classic" if column == "checkpoint V2" else "checkpoint V2"
+            self.record(other, "n/a", f"the table's protocol makes deltalog write {column.split()[1]} ones", 0.0)
+
+    def delta_spark_writes(self) -> None:
+        """Delta Spark keeps working on the table deltalog maintained, and deltalog reads the result."""
+        t0 = time.perf_counter()
+        name = self.entry["name"]
+        spark = self.spark
+        spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+        def run(sql: str) -> Any:
+            return spark.sql(sql.replace("{t}", f"delta.`{self.path}`"))
+
+        history = run("DESCRIBE HISTORY {t}").collect()
+        base = deltalog_state(self.path)["version"]
+        problems = []
+        if not history or history[0]["version"] != base:
+            problems.append(f"DESCRIBE HISTORY does not end at v{base}")
+        run(f"INSERT INTO {{t}} SELECT * FROM {{t}} VERSION AS OF {base} WHERE id % 5 = 1")
+        run("DELETE FROM {t} WHERE id % 5 = 2")
+        run("OPTIMIZE {t}")
+        latest = deltalog_state(self.path)["version"]
+        theirs = json.loads(json.dumps(spark_state(spark, self.path, latest)))
+        ours = json.loads(json.dumps(deltalog_state(self.path, latest)))
+        problems += state_differences(ours, theirs)
+        self.problems += [f"{name} after Delta Spark's writes: {d}" for d in problems]
+        self.record(
+            "Delta Spark writes after",
+            "failed" if problems else "ok",
+            f"DESCRIBE HISTORY {len(history)} rows; append, delete, OPTIMIZE -> v{latest}",
+            time.perf_counter() - t0,
+        )
+
+
+def canonical_hashes(spark: Any, frames: dict[str, Any]) -> dict[str, Hash]:
+    """Content hashes of several DataFrames in one job, each with its columns in name order (so that
+    tables with the same rows and columns in another order hash the same)."""
+    from functools import reduce
+
+    from pyspark.sql import DataFrame
+
+    parts = [df.select(*sorted(df.columns)).selectExpr(f"'{key}' AS key", *HASH_COLUMNS) for key, df in frames.items()]
+    return {r["key"]: (int(r["n"]), str(r["h"] or 0)) for r in reduce(DataFrame.unionAll, parts).collect()}
+
+
+def convert_check(spark: Any, entry: dict[str, Any], source: str, dest: str) -> tuple[str, str]:
+    """Convert where it applies: the rows of the latest version written by Spark as a plain (hive-style)
+    Parquet folder, converted by deltalog, then read by Delta Spark with the same rows.
+
+    It applies where every feature of the table lets convert make such a table (the
+    feature table's convert column); elsewhere the cell is ``n/a`` with the reason.
+    """
+    from deltalog.convert import convert_to_delta
+    from deltalog.features import REFUSED, feature_cell
+
+    latest = entry["states"][str(entry["latest"])]
+    features = table_features(latest["protocol"])
+    refused = sorted(f for f in features if feature_cell(f, Operation.CONVERT).status == REFUSED)
+    if refused:
+        return "n/a", f"not run: {refused[0]}: {feature_cell(refused[0], Operation.CONVERT).reason}"
+    parts = latest["metadata"]["partitionColumns"]
+    types = {f["name"]: f["type"] for f in latest["metadata"]["schema"]["fields"]}
+    rows = spark.read.format("delta").option("versionAsOf", entry["latest"]).load(source)
+    rows.write.partitionBy(*parts).parquet(dest)
+    try:
+        r = convert_to_delta(dest, partition_by=", ".join(f"{c} {types[c]}" for c in parts) or None)
+    except DeltaLogError as exc:
+        return "refused", refusal(exc)
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    got = canonical_hashes(spark, {"ours": spark.read.format("delta").load(dest), "theirs": rows})
+    if got["ours"] != got["theirs"]:
+        return "failed", f"Delta Spark reads {got['ours']} from the converted table, {got['theirs']} from the source"
+    return "ok", f"{r.num_files} files, {got['ours'][0]} rows as in v{entry['latest']}"
+
+
+def disagreements(outcomes: list[Outcome], protocols: dict[str, dict[str, Any]]) -> list[str]:
+    """Cells of the report that contradict the feature table (provider/deltalog/features.py).
+
+    For the table's features (its protocol at the latest version) and the cell's
+    operation: a feature refused there means the run must have refused naming one of
+    those features; all supported means it must have run (``ok``); conditional means
+    it ran or refused (the condition held). ``n/a`` only where the feature table (convert)
+    or the protocol (the other checkpoint kind) says so; ``failed`` never agrees.
+    """
+    from deltalog.features import REFUSED, SUPPORTED, feature_cell
+
+    out = []
+    for o in outcomes:
+        op = REPORT_COLUMNS[o.operation]
+        if op is None:
+            continue
+        features = table_features(protocols[o.table])
+        cells = {f: feature_cell(f, op) for f in features}
+        refused = sorted(f for f, c in cells.items() if c.status == REFUSED)
+        if o.operation.startswith("checkpoint ") and o.status == "n/a":
+            agree = ("v2Checkpoint" in features) == (o.operation == "checkpoint classic")
+            says = "the other checkpoint kind"
+        elif o.status == "n/a":
+            agree = o.operation == "convert" and bool(refused)
+            says = f"refused ({', '.join(refused)})" if refused else "runs"
+        elif refused:
+            agree = o.status == "refused" and any(f in o.detail for f in refused)
+            says = f"refused ({', '.join(refused)})"
+        elif all(c.status == SUPPORTED for c in cells.values()):
+            agree = o.status == "ok"
+            says = "supported"
+        else:
+            agree = o.status in ("ok", "refused")
+            says = "conditional (" + ", ".join(sorted(f for f, c in cells.items() if c.status != SUPPORTED)) + ")"
+        if not agree:
+            out.append(f"{o.table} / {o.operation}: features.py says {says}; the run: {o.status}: {o.detail}")
+    return out
 
 
 def report_markdown(
@@ -180,7 +614,7 @@ def report_markdown(
     for o in outcomes:
         tables.setdefault(o.table, {})[o.operation] = o
         features[o.table] = o.feature
-    ops = [op for op in ("snapshot", *OPERATIONS, "Delta Spark writes after") if any(op in t for t in tables.values())]
+    ops = [op for op in REPORT_COLUMNS if any(op in t for t in tables.values())]
     lines = [header, "", "| table | feature | " + " | ".join(ops) + " |", "|---|---|" + "---|" * len(ops)]
     reasons: list[str] = []
     for name in sorted(tables):
@@ -189,8 +623,8 @@ def report_markdown(
             o = tables[name].get(op)
             if o is None:
                 cells.append("")
-            elif o.status == "ok":
-                cells.append("ok")
+            elif o.status in ("ok", "n/a"):
+                cells.append(o.status)
             else:
                 reasons.append(f"- `{name}` / {op}: {o.status}: {o.detail}")
                 cells.append(f"{o.status} [{len(reasons)}]")
@@ -198,7 +632,7 @@ def report_markdown(
     if reasons:
         lines += ["", "Reasons:", ""] + [f"{i}. {r[2:]}" for i, r in enumerate(reasons, 1)]
     if left_out:
-        lines += ["", "Recipes this run did not build or check (`DELTALOG_ORACLE_TABLES=all` runs them):", ""]
+        lines += ["", "Recipes this run did not build or check (`DELTALOG_ORACLE_TABLES` left them out):", ""]
         lines += [f"- `{name}` ({feature})" for name, feature in left_out]
     if not_built:
         lines += ["", "Tables Delta Spark could not build (not checked):", ""]

@@ -1,18 +1,21 @@
 """Delta Spark 4.4.0 (Spark 4.2.0) as the oracle: its corpus, read and rewritten by deltalog, read back by it.
 
 One Delta Spark session for the whole run (``delta_spark``) and one cached corpus
-(``delta_corpus``, see tests/delta_spark.py). Per corpus table:
+(``delta_corpus``, see tests/delta_spark.py), every recipe of it. Per corpus table:
 
 - deltalog's snapshot equals Delta Spark's state at every version (live files with
   path, size, partition values and DV; protocol; metadata);
-- each deltalog operation (compaction, checkpoint, log cleanup, vacuum lite and full,
-  manifest) either runs or refuses with a deltalog error; after it, Delta Spark reads
-  the oldest version deltalog says is readable and the latest one with the same
-  content hash as before, ``DESCRIBE HISTORY`` works, and Delta Spark can append,
+- each deltalog operation (commit request, compaction local, checkpoint classic or V2,
+  manifest, vacuum lite and full, log cleanup on one private copy; compaction by the
+  Spark engine on another; convert of the latest version's Parquet files) either runs
+  or refuses with a deltalog error; after each, Delta Spark reads every version
+  deltalog says is still readable and the operation may have changed with the content
+  hash expected of it; then ``DESCRIBE HISTORY`` works and Delta Spark can append,
   delete and OPTIMIZE, with deltalog then seeing exactly Delta Spark's state;
 - the feature x operation report (ok / refused with the reason) is written to
   build/feature-matrix.md (``scripts/feature_matrix.py`` regenerates
-  docs/feature-matrix.md) and printed at the end of the run.
+  docs/feature-matrix.md), printed at the end of the run, and must agree cell by
+  cell with the feature table in provider/deltalog/features.py.
 """
 
 from __future__ import annotations
@@ -24,17 +27,18 @@ from typing import Any
 
 import pytest
 
-from delta_spark import REPORTS, Corpus, spark_sql
+from delta_spark import REPORTS, TIMINGS, Corpus
 from deltalog.engines.spark_packages import DELTA_SPARK_VERSION, SPARK_VERSION
 from deltalog.errors import DeltaLogError
 from oracle_checks import (
-    OPERATIONS,
+    SEQUENCE,
     Outcome,
+    TableCheck,
+    convert_check,
     deltalog_state,
     deltalog_vacuum_plan,
+    disagreements,
     report_markdown,
-    run_operation,
-    spark_state,
     spark_vacuum_dry_run,
     state_differences,
     write_report,
@@ -50,12 +54,6 @@ OUTCOMES: list[Outcome] = []
 
 def _json(state: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(state))
-
-
-def _readable_hash(spark: Any, path: str, version: int) -> list:
-    from delta_spark import content_hash
-
-    return list(content_hash(spark, path, version))
 
 
 def test_corpus_has_a_table_per_feature(delta_corpus: Corpus) -> None:
@@ -74,8 +72,8 @@ def test_corpus_has_a_table_per_feature(delta_corpus: Corpus) -> None:
         "multipart_checkpoint",
     } & selected <= built
     if "multipart_checkpoint" in selected:
-        multipart = delta_corpus.root / "multipart_checkpoint" / "_delta_log"
-        assert any(".checkpoint.0000000001." in p.name for p in multipart.iterdir()), "no multi-part checkpoint"
+        multipart = os.path.join(delta_corpus.path("multipart_checkpoint"), "_delta_log")
+        assert any(".checkpoint.0000000001." in p for p in os.listdir(multipart)), "no multi-part checkpoint"
     for t in delta_corpus.tables:
         assert t["latest"] >= 10, t["name"]
 
@@ -104,72 +102,60 @@ def test_operations_keep_every_readable_version_for_delta_spark(
     problems = []
     for t in delta_corpus.tables:
         name = t["name"]
-        path = delta_corpus.copy(name, tmp_path_factory.mktemp(name))
-        expected_latest = t["hashes"][str(t["latest"])]
-        readable_from = 0
-        for op in OPERATIONS:
-            t0 = time.perf_counter()
-            status, detail, oldest = run_operation(op, path)
-            if oldest is not None:
-                readable_from = max(readable_from, oldest)
-            if status == "ok":
-                delta_spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-                latest = deltalog_state(path)["version"]
-                for v in sorted({readable_from, latest}):
-                    want = t["hashes"][str(v)] if v <= t["latest"] else expected_latest
-                    try:
-                        got = _readable_hash(delta_spark, path, v)
-                    except Exception as exc:  # noqa: BLE001 - any read failure is the finding
-                        got = f"unreadable: {(str(exc).splitlines() or [''])[0][:200]}"
-                    if got != want:
-                        problems.append(f"{name} after {op}: Delta Spark v{v} {got} != {want}")
-                        status = "failed"
-            OUTCOMES.append(Outcome(name, t["feature"], op, status, detail, time.perf_counter() - t0))
-        # Delta Spark keeps working on the table deltalog maintained, and deltalog reads the result.
         t0 = time.perf_counter()
-        run = spark_sql(delta_spark, path)
-        history = run("DESCRIBE HISTORY {t}").collect()
-        base = deltalog_state(path)["version"]
-        run(f"INSERT INTO {{t}} SELECT * FROM {{t}} VERSION AS OF {base} WHERE id % 5 = 1")
-        run("DELETE FROM {t} WHERE id % 5 = 2")
-        run("OPTIMIZE {t}")
-        latest = deltalog_state(path)["version"]
-        diff = state_differences(_json(deltalog_state(path, latest)), _json(spark_state(delta_spark, path, latest)))
-        problems += [f"{name} after Delta Spark's writes: {d}" for d in diff]
-        assert history and history[0]["version"] == base, f"{name}: DESCRIBE HISTORY does not end at v{base}"
-        status = "ok" if not diff else "failed"
-        OUTCOMES.append(
-            Outcome(
-                name,
-                t["feature"],
-                "Delta Spark writes after",
-                status,
-                f"DESCRIBE HISTORY {len(history)} rows; append, delete, OPTIMIZE -> v{latest}",
-                time.perf_counter() - t0,
-            )
-        )
+        base = tmp_path_factory.mktemp(name)
+        check = TableCheck(delta_spark, t, delta_corpus.copy(name, base / "ops"))
+        for op in SEQUENCE:
+            check.run(op)
+        check.delta_spark_writes()
+        # The Spark engine on a fresh copy: after the local compaction nothing would be left to do.
+        spark_check = TableCheck(delta_spark, t, delta_corpus.copy(name, base / "spark"))
+        spark_check.run("compaction Spark")
+        c0 = time.perf_counter()
+        status, detail = convert_check(delta_spark, t, delta_corpus.path(name), str(base / "convert"))
+        check.record("convert", status, detail, time.perf_counter() - c0)
+        if status == "failed":
+            problems.append(f"{name} convert: {detail}")
+        OUTCOMES.extend(check.outcomes + spark_check.outcomes)
+        problems += check.problems + spark_check.problems
+        TIMINGS.append((name, "checks", round(time.perf_counter() - t0, 1), check.reads + spark_check.reads))
     assert not problems, "\n".join(problems[:40])
 
 
-def test_write_feature_matrix(delta_corpus: Corpus) -> None:
-    """The report: every corpus table x operation, ok or refused with the reason (last test of the module)."""
-    assert OUTCOMES, "the checks above recorded nothing"
-    header = (
+def _header() -> str:
+    return (
         "# Feature matrix: deltalog operations on tables Delta Spark wrote\n\n"
         f"Generated by `scripts/feature_matrix.py` (tests/test_delta_spark_oracle.py) against Delta Spark "
-        f"{DELTA_SPARK_VERSION} on Spark {SPARK_VERSION}. `ok`: the operation ran (or had nothing to do) and "
-        "Delta Spark then read the oldest version deltalog says is readable and the latest one with the same "
-        "rows; `refused`: deltalog refused with the error quoted below (nothing written); `failed`: a check "
-        "failed. The `snapshot` column compares deltalog's snapshot with Delta Spark's at every version."
+        f"{DELTA_SPARK_VERSION} on Spark {SPARK_VERSION}, every corpus table. `ok`: the operation ran (or had "
+        "nothing to do) and Delta Spark then read every version deltalog says is still readable and the "
+        "operation may have changed with the rows expected of it; `refused`: deltalog refused with the error "
+        "quoted below (nothing written); `failed`: a check failed; `n/a`: checkpoint classic / V2 is the kind "
+        "the table's protocol does not use, convert is run only where every feature of the table lets convert "
+        "make such a table (provider/deltalog/features.py). The `snapshot` column compares deltalog's snapshot "
+        "with Delta Spark's at every version. Every cell agrees with docs/features.md (a test checks it)."
     )
+
+
+def test_write_feature_matrix(delta_corpus: Corpus) -> None:
+    """The report: every corpus table x operation, ok / refused with the reason / n/a."""
+    assert OUTCOMES, "the checks above recorded nothing"
     from delta_spark import left_out_recipes
 
     left_out = [(r.name, r.feature) for r in left_out_recipes()]
-    text = report_markdown(OUTCOMES, delta_corpus.not_built, header, left_out)
+    text = report_markdown(OUTCOMES, delta_corpus.not_built, _header(), left_out)
     target = write_report(text, OUTCOMES)
     REPORTS.append(target)
-    print(f"\n{text}\n(report written to {target})")
     assert not [o for o in OUTCOMES if o.status == "failed"]
+
+
+def test_report_agrees_with_the_feature_table(delta_corpus: Corpus) -> None:
+    """One source of truth: every cell of the report is what provider/deltalog/features.py says."""
+    assert OUTCOMES, "the checks above recorded nothing"
+    protocols = {t["name"]: t["states"][str(t["latest"])]["protocol"] for t in delta_corpus.tables}
+    tables = {o.table for o in OUTCOMES}
+    assert tables == set(protocols), "a corpus table has no cell in the report"
+    wrong = disagreements(OUTCOMES, protocols)
+    assert not wrong, "\n".join(wrong)
 
 
 #: (retention label, hours for both sides); None is each side's table default (7 days).
