@@ -236,10 +236,10 @@ def test_adding_a_live_file_again_is_refused(table: DeltaTable, table_path: str)
 def test_protocol_gate_runs_before_anything(table_path: str) -> None:
     from test_transaction import write_table_with_protocol
 
-    features = ("variantType", "variantShredding")
+    features = ("variantType", "someFutureFeature")
     write_table_with_protocol(table_path, Protocol(3, 7, features, features))
     rel = put(table_path, "f.parquet", pa.table({"id": [1]}))
-    with pytest.raises(UnsupportedProtocolError, match="variantShredding"):
+    with pytest.raises(UnsupportedProtocolError, match="someFutureFeature"):
         commit_request(table_path, {"add": [rel]}, run_hooks=False)
     assert versions(table_path) == [0]
 

@@ -487,14 +487,13 @@ def test_decimal_stats_past_float_precision_are_compared_exactly(tmp_path) -> No
         commit_request(path, {"add": [{"path": "g.parquet", "stats": lying}]}, run_hooks=False)
 
 
-def test_variant_columns_take_unshredded_variant_structs_only(tmp_path) -> None:
+def _variant_table(path: str, features: tuple[str, ...] = ("variantType",), config: dict | None = None) -> None:
     import uuid
 
     from deltalog.actions import Metadata
     from deltalog.storage import Storage
     from deltalog.transaction import Transaction
 
-    path = str(tmp_path / "t")
     schema_string = json.dumps(
         {
             "type": "struct",
@@ -505,9 +504,14 @@ def test_variant_columns_take_unshredded_variant_structs_only(tmp_path) -> None:
         }
     )
     txn = Transaction(Storage(path), None, operation="CREATE TABLE", run_hooks=False)
-    txn.update_protocol(Protocol(3, 7, ("variantType",), ("variantType",)))
-    txn.update_metadata(Metadata(str(uuid.uuid4()), schema_string, [], {}, created_time=0))
+    txn.update_protocol(Protocol(3, 7, features, features))
+    txn.update_metadata(Metadata(str(uuid.uuid4()), schema_string, [], config or {}, created_time=0))
     txn.commit()
+
+
+def test_variant_columns_take_unshredded_variant_structs_only(tmp_path) -> None:
+    path = str(tmp_path / "t")
+    _variant_table(path)
     variant = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
     put(
         path,
@@ -522,3 +526,55 @@ def test_variant_columns_take_unshredded_variant_structs_only(tmp_path) -> None:
     put(path, "text.parquet", pa.table({"id": [1], "v": ["{}"]}))
     with pytest.raises(DataFileMismatchError, match="column v is string in the file but variant in the table"):
         commit_request(path, {"add": ["text.parquet"]}, run_hooks=False)
+
+
+#: A shredded variant column (Parquet VariantShredding): an object whose field "a" is typed as long.
+_SHREDDED_OBJECT = pa.struct(
+    [
+        pa.field("metadata", pa.binary(), False),
+        ("value", pa.binary()),
+        ("typed_value", pa.struct([pa.field("a", pa.struct([("value", pa.binary()), ("typed_value", pa.int64())]))])),
+    ]
+)
+
+
+def test_shredded_variants_are_taken_only_where_the_table_enables_shredding(tmp_path) -> None:
+    """PROTOCOL.md 'Variant Shredding': shredded files only while delta.enableVariantShredding is true, in the
+    Parquet shredding layout (metadata, value, typed_value; object fields and array elements value/typed_value)."""
+    features = ("variantType", "variantShredding-preview")
+    row = {"metadata": b"\x01\x00\x00", "value": None, "typed_value": {"a": {"value": None, "typed_value": 7}}}
+    supported = str(tmp_path / "supported")
+    _variant_table(supported, features)  # supported, not enabled: new files must be unshredded
+    put(supported, "s.parquet", pa.table({"id": [1], "v": pa.array([row], _SHREDDED_OBJECT)}))
+    with pytest.raises(DataFileMismatchError, match="does not enable variant shredding"):
+        commit_request(supported, {"add": ["s.parquet"]}, run_hooks=False)
+
+    path = str(tmp_path / "enabled")
+    _variant_table(path, features, {"delta.enableVariantShredding": "true"})
+    put(path, "s.parquet", pa.table({"id": [1], "v": pa.array([row], _SHREDDED_OBJECT)}))
+    primitive = pa.struct([pa.field("metadata", pa.binary(), False), ("typed_value", pa.int64())])
+    put(
+        path,
+        "p.parquet",
+        pa.table({"id": [2], "v": pa.array([{"metadata": b"\x01\x00\x00", "typed_value": 3}], primitive)}),
+    )
+    result = commit_request(path, {"add": ["s.parquet", "p.parquet"]}, run_hooks=False)
+    stats = {
+        json.loads(s)["maxValues"]["id"]: json.loads(s)
+        for s in DeltaTable(path).snapshot().files.column("stats").to_pylist()
+    }
+    assert result.version == 1 and stats[1]["nullCount"] == {"id": 0, "v": 0}  # a variant's nullCount: a number
+
+    bad_field = pa.struct([pa.field("metadata", pa.binary(), False), ("typed_value", pa.struct([("a", pa.int64())]))])
+    put(
+        path,
+        "b1.parquet",
+        pa.table({"id": [3], "v": pa.array([{"metadata": b"", "typed_value": {"a": 1}}], bad_field)}),
+    )
+    with pytest.raises(DataFileMismatchError, match=r"not a shredded variant .*v\.typed_value\.a is not a group"):
+        commit_request(path, {"add": ["b1.parquet"]}, run_hooks=False)
+    no_metadata = pa.struct([("value", pa.binary()), ("typed_value", pa.int64())])
+    put(path, "b2.parquet", pa.table({"id": [4], "v": pa.array([{"value": b"", "typed_value": 1}], no_metadata)}))
+    with pytest.raises(DataFileMismatchError, match="no binary metadata field"):
+        commit_request(path, {"add": ["b2.parquet"]}, run_hooks=False)
+    assert DeltaTable(path).snapshot().version == 1

@@ -99,9 +99,9 @@ def spark(request):
     session.stop()
 
 
-def _copy_a_live_file(path: str) -> str:
+def _copy_a_live_file(path: str, src: str | None = None) -> str:
     """A new data file with the rows of a live one (Delta Spark's own layout, so every rule can be met)."""
-    src = DeltaTable(path).snapshot().files.column("path").to_pylist()[0]
+    src = src or DeltaTable(path).snapshot().files.column("path").to_pylist()[0]
     dst = f"copy-{uuid.uuid4().hex}.parquet"
     shutil.copyfile(os.path.join(path, src), os.path.join(path, dst))
     return dst
@@ -369,7 +369,14 @@ def test_shredded_variant_tables_read_and_compact_through_spark(spark, tmp_path)
     spark_files = {os.path.basename(f) for f in spark.read.format("delta").load(path).inputFiles()}
     assert {os.path.basename(p) for p in snap.file_paths()} == spark_files
     assert snap.version == spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()[0]["version"]
+    # A commit request adds a shredded file (a copy of one Delta Spark wrote): its layout is checked and taken.
+    shredded = next(p for p in snap.file_paths() if _shredded(path, p))
+    copied = _copy_a_live_file(path, shredded)
+    copied_rows = spark.read.parquet(os.path.join(path, shredded)).count()
+    before_commit = _variant_rows(spark, path)
+    commit_request(path, {"operation": "WRITE", "add": [{"path": copied}]}, run_hooks=False)
     before = _variant_rows(spark, path)
+    assert len(before) == len(before_commit) + copied_rows and set(before_commit) <= set(before)
 
     with pytest.raises(UnsupportedProtocolError, match="pyarrow cannot reassemble"):
         compact(path, target_size=1 << 30)
@@ -381,4 +388,4 @@ def test_shredded_variant_tables_read_and_compact_through_spark(spark, tmp_path)
     create_checkpoint(path)
     vacuum(path, dry_run=True)
     spark.sql(f"INSERT INTO delta.`{path}` " + _VARIANTS.format(start=100, end=101))
-    assert len(_variant_rows(spark, path)) == 31
+    assert len(_variant_rows(spark, path)) == len(before) + 1

@@ -155,8 +155,10 @@ _ICEBERG_VACUUM = Cell(
     "metadata/ (the Iceberg metadata) is hidden from vacuum, as Delta Spark hides it; the Iceberg metadata itself "
     "is Delta Spark's to write on its next commit",
 )
-_SHREDDED = _refused(
-    "files may hold shredded variant columns (Parquet variant shredding), which deltalog cannot check yet"
+_SHREDDED = _conditional(
+    "a new file's variant columns must be unshredded or, while delta.enableVariantShredding is true, in the Parquet "
+    "variant shredding layout (metadata, value, typed_value; object fields and array elements value/typed_value; "
+    "checked from the footer); refused naming the column otherwise"
 )
 _SHREDDED_LOCAL = _refused(
     "files may hold shredded variant columns (Parquet variant shredding), which pyarrow cannot reassemble into "

@@ -225,6 +225,8 @@ class _Check:
     rel: str
     column_mapping: str
     widening: bool
+    #: The table enables variant shredding: variant columns may be shredded (PROTOCOL.md "Variant Shredding").
+    shredding: bool = False
     #: Top-level columns (physical names) whose non-nullable parts the footer cannot decide.
     undecided: set[str] = field(default_factory=set)
 
@@ -234,6 +236,12 @@ class _Check:
         )
         error.detail = message
         return error
+
+
+def variant_shredding_enabled(protocol: Protocol, configuration: dict[str, str]) -> bool:
+    """New files may hold shredded variants: the feature is supported and ``delta.enableVariantShredding`` true."""
+    supported = protocol.has_feature("variantShredding") or protocol.has_feature("variantShredding-preview")
+    return supported and str(configuration.get("delta.enableVariantShredding", "")).lower() == "true"
 
 
 def _proven_non_null(node: FileNode) -> bool:
@@ -294,11 +302,56 @@ def _compare(check: _Check, table_type: Any, node: FileNode, path: str, top: str
 
 def _compare_variant(check: _Check, node: FileNode, path: str) -> None:
     names = sorted(c.name for c in node.children) if node.kind == "struct" else []
-    if names != ["metadata", "value"] or any(c.type_name() != "binary" for c in node.children):
+    if names == ["metadata", "value"] and all(c.type_name() == "binary" for c in node.children):
+        return
+    if check.shredding and "typed_value" in names:
+        problem = _shredding_problem(node, path)
+        if problem is None:
+            return
         raise check.fail(
-            f"column {path} is {node.type_name()} in the file but variant in the table "
-            "(an unshredded struct<metadata: binary, value: binary>)"
+            f"column {path} is not a shredded variant as the Parquet variant shredding spec says: {problem}"
         )
+    shredded = " (the table does not enable variant shredding)" if "typed_value" in names else ""
+    raise check.fail(
+        f"column {path} is {node.type_name()} in the file but variant in the table "
+        f"(an unshredded struct<metadata: binary, value: binary>){shredded}"
+    )
+
+
+def _shredding_problem(node: FileNode, path: str) -> str | None:
+    """What breaks the Parquet VariantShredding layout of a top-level shredded variant group (None: nothing).
+
+    The group holds ``metadata`` (binary), an optional ``value`` (binary) and ``typed_value``: a
+    primitive, an object (a group whose every field is a group of optional ``value`` /
+    ``typed_value``) or an array (whose element is such a group); a map is never shredded.
+    """
+    children = {c.name: c for c in node.children}
+    if set(children) - {"metadata", "value", "typed_value"}:
+        return f"unexpected field(s) {sorted(set(children) - {'metadata', 'value', 'typed_value'})}"
+    if "metadata" not in children or children["metadata"].type_name() != "binary":
+        return "no binary metadata field"
+    return _shredded_value_problem(node, path, top=True)
+
+
+def _shredded_value_problem(node: FileNode, path: str, top: bool = False) -> str | None:
+    children = {c.name: c for c in node.children}
+    allowed = {"metadata", "value", "typed_value"} if top else {"value", "typed_value"}
+    if node.kind != "struct" or set(children) - allowed or not ({"value", "typed_value"} & set(children)):
+        return f"{path} is not a group of value / typed_value"
+    if "value" in children and children["value"].type_name() != "binary":
+        return f"{path}.value is {children['value'].type_name()}, not binary"
+    typed = children.get("typed_value")
+    if typed is None or typed.kind == "leaf":
+        return None
+    if typed.kind == "map":
+        return f"{path}.typed_value is a map, which variant shredding never writes"
+    if typed.kind == "array":
+        return _shredded_value_problem(typed.children[0], f"{path}.typed_value.element")
+    for field_node in typed.children:
+        problem = _shredded_value_problem(field_node, f"{path}.typed_value.{field_node.name}")
+        if problem:
+            return problem
+    return None
 
 
 def _physical(f: dict[str, Any], mode: str) -> str:
@@ -364,6 +417,7 @@ def check_file_schema(
         rel,
         metadata.column_mapping_mode,
         protocol.has_feature("typeWidening") or protocol.has_feature("typeWidening-preview"),
+        shredding=variant_shredding_enabled(protocol, metadata.configuration),
     )
     try:
         nodes = file_tree(footer)
