@@ -296,13 +296,14 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
     one JVM for the whole run); the plan and the commit are deltalog's as in ``compact(engine="spark")``."""
     from deltalog.compaction import commit_outputs
     from deltalog.compaction.plan import plan_from_snapshot
-    from deltalog.engines.spark.compaction_job import SPARK_CONF, SparkBinRewriter
+    from deltalog.engines.spark.compaction_job import SPARK_CONF, SparkBinRewriter, check_spark_can_rewrite
     from deltalog.engines.spark.result import outputs_from_request
 
     table = DeltaTable(path)
     plan = plan_from_snapshot(table.snapshot(), table.uri, engine="spark")
     if not plan.bins:
         return Step("ok", "nothing to compact")
+    check_spark_can_rewrite(plan)  # as compact(engine="spark") does before it submits the job
     jconf = spark._jsc.hadoopConfiguration()
     saved = {k: spark.conf.get(k, None) for k in SPARK_CONF if not k.startswith("spark.hadoop.")}
     hadoop = {k.removeprefix("spark.hadoop."): v for k, v in SPARK_CONF.items() if k.startswith("spark.hadoop.")}
