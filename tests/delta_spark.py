@@ -57,12 +57,24 @@ ORACLE_CONF = {
 }
 
 
+def oracle_jars_conf() -> dict[str, str]:
+    """Delta Spark and the s3a connector on the classpath (the side-by-side test writes to the S3
+    test server through it; its endpoint and keys are set per test, at run time)."""
+    conf = spark_conf(delta=True, s3a=False)
+    s3a = spark_conf(delta=False, s3a=True)
+    if "spark.jars" in conf and "spark.jars" in s3a:
+        conf["spark.jars"] += "," + s3a["spark.jars"]
+    else:
+        conf.update(spark_conf(delta=True, s3a=True))
+    return conf
+
+
 def start_session(master: str = "local[1]") -> Any:
     """A Delta Spark session (the jars from the version-keyed Ivy cache)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName("deltalog-oracle")
-    for k, v in {**spark_conf(delta=True, s3a=False), **ORACLE_CONF}.items():
+    for k, v in {**oracle_jars_conf(), **ORACLE_CONF}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

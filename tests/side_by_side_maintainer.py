@@ -1,0 +1,84 @@
+"""deltalog's side of the side-by-side test: maintenance in a loop, in its own process, while Delta Spark writes.
+
+``python tests/side_by_side_maintainer.py '<json>'`` with ``uri``, ``storage_options``,
+``stop_file``, ``deadline`` (epoch seconds) and ``out`` (where the outcomes go as JSON).
+Each round (a pause between rounds): compaction, checkpoint, log cleanup, and every third
+round a vacuum (full, 1 hour retention: far longer than the run, so every version of the
+run keeps its files while leftovers older than that go). Every operation is recorded as ``ok`` (with the versions it committed),
+``conflict`` (a deltalog ConflictError, or a compaction bin lost to a concurrent commit)
+or ``error``; the test fails on any ``error``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from deltalog.checkpoint import create_checkpoint
+from deltalog.compaction import compact
+from deltalog.conflicts import ConflictError
+from deltalog.log_cleanup import cleanup_log
+from deltalog.vacuum import vacuum
+
+VACUUM_HOURS = 1.0
+
+
+def _run(op: str, uri: str, so: dict[str, Any] | None) -> dict[str, Any]:
+    if op == "compaction":
+        r = compact(uri, min_files=2, storage_options=so)
+        conflicts = [s.reason for s in r.skipped if s.kind == "conflict"]
+        errors = [s.reason for s in r.skipped if s.kind == "error"] + ([r.error] if r.error else [])
+        status = "error" if errors else "conflict" if conflicts and not r.commits else "ok"
+        return {
+            "status": status,
+            "commits": [c.version for c in r.commits],
+            "conflicts": conflicts,
+            "detail": "; ".join(errors) or r.summary_line(),
+        }
+    if op == "checkpoint":
+        c = create_checkpoint(uri, storage_options=so)
+        return {"status": "ok", "commits": [], "detail": f"{c.kind} checkpoint at v{c.version}"}
+    if op == "log cleanup":
+        lc = cleanup_log(uri, storage_options=so)
+        return {"status": "ok", "commits": [], "deleted": lc.num_deleted, "detail": lc.summary_line()}
+    if op == "vacuum":
+        v = vacuum(uri, retention_hours=VACUUM_HOURS, allow_short_retention=True, storage_options=so)
+        commits = [x for x in (v.start_commit_version, v.end_commit_version) if x is not None]
+        return {"status": "ok", "commits": commits, "deleted": v.num_deleted_files, "detail": v.summary_line()}
+    raise ValueError(op)
+
+
+def main(args: dict[str, Any]) -> None:
+    # The short-retention warning of every vacuum round is expected here; errors still show.
+    logging.getLogger("deltalog").setLevel(logging.ERROR)
+    uri, so = args["uri"], args.get("storage_options")
+    outcomes: list[dict[str, Any]] = []
+    rounds = 0
+    while time.time() < args["deadline"] and not os.path.exists(args["stop_file"]):
+        # Paced like a maintenance schedule, not a tight loop: a vacuum (two commits) every
+        # third round, a pause between rounds.
+        ops = ("compaction", "checkpoint", "log cleanup") + (("vacuum",) if rounds % 3 == 0 else ())
+        rounds += 1
+        time.sleep(args.get("pause", 1.0) if rounds > 1 else 0)
+        for op in ops:
+            t0 = time.time()
+            try:
+                out = _run(op, uri, so)
+            except ConflictError as exc:
+                out = {"status": "conflict", "commits": [], "conflicts": [type(exc).__name__], "detail": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - recorded; the test fails on it
+                out = {"status": "error", "commits": [], "detail": f"{type(exc).__name__}: {exc}"}
+                out["traceback"] = traceback.format_exc()[-2000:]
+            out.update(op=op, start=t0, seconds=round(time.time() - t0, 3))
+            outcomes.append(out)
+            with open(args["out"], "w") as f:  # written as it goes: a killed run still reports
+                json.dump(outcomes, f)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))
