@@ -67,7 +67,7 @@ def files_per_partition(partition_values: pa.ChunkedArray | pa.Array) -> list[in
     offsets = arr.offsets.to_numpy()  # absolute positions in .keys / .items, which ignore slicing
     lengths = np.diff(offsets) if arr.null_count == 0 else None
     width = int(lengths[0]) if lengths is not None else 0
-    if width > 0 and bool((lengths == width).all()):
+    if width > 0 and bool(np.all(lengths == width)):
         start = int(offsets[0])
         keys, values = arr.keys.slice(start, n * width), arr.items.slice(start, n * width)
         first = keys.slice(0, width).to_pylist()
