@@ -74,7 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _summary(result: Any) -> dict[str, Any]:
     """The fields both engines' rows report, from a CompactionResult."""
     d = result.to_dict()
-    return {"removed": d["numFilesRemoved"], "added": d["numFilesAdded"], "bytes": d["bytesRemoved"], "ok": result.ok}
+    return {
+        "removed": d["num_files_removed"],
+        "added": d["num_files_added"],
+        "bytes": d["bytes_removed"],
+        "ok": result.ok,
+    }
 
 
 def ours_local(path: str, hooks: bool = False) -> dict[str, Any]:
@@ -93,7 +98,7 @@ def ours_spark(path: str) -> dict[str, Any]:
     return {
         **_summary(result),
         "children_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-        "engine_s": d["engineSeconds"],
+        "engine_s": d["engine_seconds"],
     }
 
 
@@ -105,8 +110,8 @@ def deltalake_compact(path: str, hooks: bool = False) -> dict[str, Any]:
     removed = metrics["filesRemoved"]
     removed = json.loads(removed) if isinstance(removed, str) else removed
     return {
-        "removed": metrics["numFilesRemoved"],
-        "added": metrics["numFilesAdded"],
+        "removed": metrics["num_files_removed"],
+        "added": metrics["num_files_added"],
         "bytes": removed["totalSize"],
     }
 

@@ -158,8 +158,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             uris.append(t_uri)
 
         def ours_fleet() -> int:
-            found = discover_tables("s3://fleet-bench/lake", ours_opts)
-            reports = fleet_health(found.tables, ours_opts)
+            found = discover_tables("s3://fleet-bench/lake", storage_options=ours_opts)
+            reports = fleet_health(found.tables, storage_options=ours_opts)
             return sum(1 for r in reports if r.error is None)
 
         def theirs_fleet() -> int:

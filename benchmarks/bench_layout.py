@@ -60,7 +60,7 @@ def ours_zorder(path: str, target: int) -> dict[str, Any]:
 
     r = compact(path, zorder_by=["x", "y"], target_size=target, run_hooks=False)
     assert r.ok, r.to_dict()
-    return {"removed": r.to_dict()["numFilesRemoved"], "added": r.to_dict()["numFilesAdded"]}
+    return {"removed": r.to_dict()["num_files_removed"], "added": r.to_dict()["num_files_added"]}
 
 
 def deltalake_zorder(path: str, target: int) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def deltalake_zorder(path: str, target: int) -> dict[str, Any]:
         target_size=target,
         post_commithook_properties=PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False),
     )
-    return {"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}
+    return {"removed": m["num_files_removed"], "added": m["num_files_added"]}
 
 
 def ours_spark_zorder(path: str, target: int) -> dict[str, Any]:
@@ -91,8 +91,8 @@ def ours_spark_zorder(path: str, target: int) -> dict[str, Any]:
     )
     assert r.ok, r.to_dict()
     return {
-        "removed": r.to_dict()["numFilesRemoved"],
-        "added": r.to_dict()["numFilesAdded"],
+        "removed": r.to_dict()["num_files_removed"],
+        "added": r.to_dict()["num_files_added"],
         "jvm_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 

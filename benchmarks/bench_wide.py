@@ -66,7 +66,7 @@ def ours(path: str, codec: str) -> dict[str, Any]:
     from deltalog.compaction import compact
 
     d = compact(path, target_size=TARGET, run_hooks=False).to_dict()
-    return {"removed": d["numFilesRemoved"], "added": d["numFilesAdded"]}
+    return {"removed": d["num_files_removed"], "added": d["num_files_added"]}
 
 
 def deltalake_compact(path: str, codec: str) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def deltalake_compact(path: str, codec: str) -> dict[str, Any]:
     m = deltalake.DeltaTable(path).optimize.compact(
         target_size=TARGET, writer_properties=writer, post_commithook_properties=props
     )
-    return {"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}
+    return {"removed": m["num_files_removed"], "added": m["num_files_added"]}
 
 
 def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
@@ -136,8 +136,8 @@ def ours_spark(path: str) -> dict[str, Any]:
     d = compact(path, target_size=TARGET, engine="spark", spark_options={"master": "local[2]"}, run_hooks=False)
     assert d.ok, d.to_dict()
     return {
-        "removed": d.to_dict()["numFilesRemoved"],
-        "added": d.to_dict()["numFilesAdded"],
+        "removed": d.to_dict()["num_files_removed"],
+        "added": d.to_dict()["num_files_added"],
         "jvm_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
@@ -190,8 +190,8 @@ def delta_spark_optimize(path: str) -> dict[str, Any]:
     peak = _descendants_peak_mb()
     spark.stop()
     return {
-        "removed": metrics["numFilesRemoved"],
-        "added": metrics["numFilesAdded"],
+        "removed": metrics["num_files_removed"],
+        "added": metrics["num_files_added"],
         "jvm_start_s": started,
         "optimize_s": optimize_s,
         "jvm_peak_mb": peak,

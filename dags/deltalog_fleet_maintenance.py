@@ -149,7 +149,7 @@ with DAG(
         listed = setting("deltalog_fleet_tables")
         if listed.strip():
             return [hook.resolve_uri(u) for u in parse_table_list(listed)]
-        found = discover_tables(hook.resolve_uri(setting("deltalog_fleet_root")), hook.storage_options)
+        found = discover_tables(hook.resolve_uri(setting("deltalog_fleet_root")), storage_options=hook.storage_options)
         for error in found.errors:
             log.warning("cannot read %s: %s", error["uri"], error["error"])
         log.info("discovered %d tables under %s", len(found.tables), found.root)
@@ -164,7 +164,7 @@ with DAG(
 
         previous = context["ti"].xcom_pull(task_ids="summary", include_prior_dates=True)
         throughput = previous_throughput(previous if isinstance(previous, dict) else None) or DEFAULT_THROUGHPUT
-        reports = fleet_health(tables, _hook().storage_options)
+        reports = fleet_health(tables, storage_options=_hook().storage_options)
         mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
         planned = order_work(reports, throughput, mapping)
         sizes = {r.uri: r.health.size_in_bytes for r in reports if r.health is not None}
@@ -205,7 +205,7 @@ with DAG(
         spark = threshold is not None and int(entry.get("size_in_bytes") or 0) >= threshold
         outcome = maintain_table(
             entry["uri"],
-            _hook().storage_options,
+            storage_options=_hook().storage_options,
             settings=settings_for(entry["uri"], mapping),
             deadline=_deadline(context),
             owner=f"{ti.dag_id}/{ti.run_id}/{ti.map_index}",

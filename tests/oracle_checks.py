@@ -325,7 +325,7 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
     if r.error:
         return Step("refused", r.error)
     d = r.to_dict()
-    return Step("ok", f"{d['numFilesRemoved']} files -> {d['numFilesAdded']}")
+    return Step("ok", f"{d['num_files_removed']} files -> {d['num_files_added']}")
 
 
 def run_step(name: str, path: str, spark: Any) -> Step:
@@ -344,7 +344,7 @@ def run_step(name: str, path: str, spark: Any) -> Step:
             if r.error:
                 return Step("refused", r.error)
             d = r.to_dict()
-            return Step("ok", f"{d['numFilesRemoved']} files -> {d['numFilesAdded']}")
+            return Step("ok", f"{d['num_files_removed']} files -> {d['num_files_added']}")
         if name == "compaction Spark":
             return spark_compaction_step(spark, path)
         if name == "checkpoint":

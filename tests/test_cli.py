@@ -132,4 +132,4 @@ def test_health_and_compaction_agree_on_a_size_string_target(tmp_path, capsys):
         append(t, rows(2, start=i * 2))
     health = DeltaTable(path).health()
     assert health.target_file_size == 1024 and health.small_file_threshold == 512
-    assert plan_compaction(DeltaTable(path)).to_dict()["targetSize"] == 1024
+    assert plan_compaction(DeltaTable(path)).to_dict()["target_size"] == 1024

@@ -28,15 +28,15 @@ def test_compact_json_plan_only_then_run_the_plan(tmp_path, capsys):
 
     assert main(["compact", path, "--plan-only", "--json", "--where", "part = 'b'"]) == 0
     planned = json.loads(capsys.readouterr().out)
-    assert planned["planOnly"] and planned["numBins"] == 1 and not planned["versions"]
-    assert [b["partitionValues"] for b in planned["plan"]["bins"]] == [{"part": "b"}]
+    assert planned["plan_only"] and planned["num_bins"] == 1 and not planned["versions"]
+    assert [b["partition_values"] for b in planned["plan"]["bins"]] == [{"part": "b"}]
     assert DeltaTable(path).version() == version  # the dry run wrote nothing
 
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(planned))
     assert main(["compact", path, "--plan", str(plan_file), "--json"]) == 0
     done = json.loads(capsys.readouterr().out)
-    assert done["ok"] and done["versions"] == [version + 1] and done["numFilesRemoved"] == 3
+    assert done["ok"] and done["versions"] == [version + 1] and done["num_files_removed"] == 3
     assert read_multiset(path) == before
 
     assert main(["compact", path, "--target-size", "64m"]) == 0
@@ -71,7 +71,7 @@ def test_compact_reports_failed_bins_with_exit_1(tmp_path):
     proc = run("compact", path, "--json")
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
-    assert doc["ok"] is False and doc["numBinsCommitted"] == 1
+    assert doc["ok"] is False and doc["num_bins_committed"] == 1
     assert doc["skipped"][0]["kind"] == "error"
     assert proc.stderr.startswith("error: 1 bin(s) could not be rewritten") and "Traceback" not in proc.stderr
 
@@ -85,7 +85,9 @@ def test_convert_cli(tmp_path):
     proc = run("convert", str(path), "--partition-by", "d date", "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["version"] == 0 and doc["numFiles"] == 1 and doc["numRecords"] == 3 and doc["partitionColumns"] == ["d"]
+    assert (
+        doc["version"] == 0 and doc["num_files"] == 1 and doc["num_records"] == 3 and doc["partition_columns"] == ["d"]
+    )
     proc = run("convert", str(path), "--partition-by", "d date")
     assert proc.returncode == 1 and "already a Delta table" in proc.stderr
     proc = run("convert", str(tmp_path / "q"), "--partition-by", "d colour")

@@ -199,5 +199,5 @@ def test_cli_clusters_and_full_needs_a_clustered_table(tmp_path):
     assert bad.returncode == 2 and "FULL" in bad.stderr
     ok = subprocess.run([*cli, t.uri, "--json"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["numFilesRemoved"] == 3
+    assert json.loads(ok.stdout)["num_files_removed"] == 3
     assert [f["clusteringProvider"] for f in live(t)] == ["liquid"]

@@ -49,15 +49,15 @@ def test_rows_survive_and_second_run_is_a_noop(tmp_path, partitioned):
     assert result.ok and len(result.commits) == 1
     assert read_multiset(path) == before
     d = result.to_dict()
-    assert d["numFilesRemoved"] == (12 if partitioned else 6)
-    assert d["numFilesAdded"] == (2 if partitioned else 1)
-    assert d["numPartitionsOptimized"] == (2 if partitioned else 1)
+    assert d["num_files_removed"] == (12 if partitioned else 6)
+    assert d["num_files_added"] == (2 if partitioned else 1)
+    assert d["num_partitions_optimized"] == (2 if partitioned else 1)
     version = result.commits[0].version
     assert version == version_before + 1
     actions = _commit_actions(path, version)
     info = actions[0]["commitInfo"]
     assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
-    assert info["operationMetrics"]["numRemovedFiles"] == str(d["numFilesRemoved"])
+    assert info["operationMetrics"]["numRemovedFiles"] == str(d["num_files_removed"])
     assert info["operationMetrics"]["p50FileSize"] == str(result.commits[0].operation_metrics["p50FileSize"])
     files = [a for a in actions if "add" in a or "remove" in a]
     assert files and all(next(iter(a.values()))["dataChange"] is False for a in files)
@@ -110,7 +110,7 @@ def test_column_mapping_files_use_physical_names_and_field_ids(tmp_path, name, m
     path = golden_copy(name, tmp_path)
     before = read_multiset(path)
     result = compact(path)
-    assert result.ok and result.to_dict()["numFilesRemoved"] == 2
+    assert result.ok and result.to_dict()["num_files_removed"] == 2
     assert read_multiset(path) == before
     snap = DeltaTable(path).snapshot()
     (row,) = snap.files.to_pylist()
@@ -149,7 +149,7 @@ def test_deletion_vectors_written_by_spark_are_applied(tmp_path, name):
     result = compact(path)
     assert result.ok
     assert read_multiset(path) == before
-    assert result.to_dict()["numDeletionVectorsApplied"] == len(dv_files) == 2
+    assert result.to_dict()["num_deletion_vectors_applied"] == len(dv_files) == 2
     snap = DeltaTable(path).snapshot()
     assert all(dv is None for dv in snap.files.column("deletionVector").to_pylist())
     removes = [a["remove"] for a in _commit_actions(path, result.commits[0].version) if "remove" in a]
@@ -171,7 +171,7 @@ def test_own_deletion_vectors_on_disk_and_inline(tmp_path, runs, monkeypatch):
     before = read_multiset(path)
     assert sum(before.values()) == 6 * 6000 - 5001 - 4  # deltalake applies our DVs
     result = compact(path)
-    assert result.ok and result.to_dict()["numDeletionVectorsApplied"] == 2
+    assert result.ok and result.to_dict()["num_deletion_vectors_applied"] == 2
     assert read_multiset(path) == before
     stats = [json.loads(s) for s in DeltaTable(path).snapshot().files.column("stats").to_pylist()]
     assert sum(s["numRecords"] for s in stats) == sum(before.values())
@@ -195,7 +195,7 @@ def test_batches_commit_as_they_go_and_where_limits_partitions(tmp_path):
     path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=20)
     before = read_multiset(path)
     only_a = compact(path, where="part = 'a'")
-    assert [b.partitionValues for b in only_a.plan.bins] == [{"part": "a"}]
+    assert [b.partition_values for b in only_a.plan.bins] == [{"part": "a"}]
     assert json.loads(
         _commit_actions(path, only_a.commits[0].version)[0]["commitInfo"]["operationParameters"]["predicate"]
     ) == ["part = 'a'"]
@@ -336,7 +336,7 @@ def test_a_missing_input_file_fails_only_its_bin(tmp_path):
     assert not result.ok
     (skipped,) = result.skipped
     assert skipped.kind == "error" and "does not exist" in skipped.reason
-    assert [b.partitionValues for b in result.plan.bins if b.id in result.committed_bins] == [{"part": "b"}]
+    assert [b.partition_values for b in result.plan.bins if b.id in result.committed_bins] == [{"part": "b"}]
     on_disk = {os.path.join("part=a", n) for n in os.listdir(os.path.join(path, "part=a"))}
     live = set(DeltaTable(path).snapshot().file_paths())
     assert on_disk <= live  # the failed bin left no half-written file behind

@@ -45,7 +45,7 @@ def test_bins_smallest_first_up_to_target_and_single_file_bins_dropped(tmp_path)
     plan = plan_compaction(path, target_size=100)
     # threshold = 50: in "a" 10,20,30,40 are small (90 is not); "b" has one small file only.
     assert [sorted(f.size for f in b.files) for b in plan.bins] == [[10, 20, 30, 40]]
-    assert plan.bins[0].partitionValues == {"part": "a"}
+    assert plan.bins[0].partition_values == {"part": "a"}
     assert plan.num_candidate_files == 5 and plan.num_files == 7
     plan = plan_compaction(path, target_size=60)
     # threshold 30: 10, 20 small in a (30 is not < 30); b: 5 alone is dropped.
@@ -66,10 +66,10 @@ def test_min_files_max_bins_and_threshold(tmp_path):
     assert len(plan_compaction(path, target_size=1000).bins) == 3
     assert [len(b.files) for b in plan_compaction(path, target_size=1000, min_files=3).bins] == [3, 4]
     plan = plan_compaction(path, target_size=1000, max_bins=1)
-    assert [b.partitionValues["part"] for b in plan.bins] == ["c"]  # the bin that removes most files
+    assert [b.partition_values["part"] for b in plan.bins] == ["c"]  # the bin that removes most files
     assert plan.num_bins_deferred == 2
     plan = plan_compaction(path, target_size=1000, small_file_threshold=5)
-    assert {b.partitionValues["part"]: len(b.files) for b in plan.bins} == {"a": 3, "b": 2}
+    assert {b.partition_values["part"]: len(b.files) for b in plan.bins} == {"a": 3, "b": 2}
     with pytest.raises(InvalidArgumentError, match="min_files"):
         plan_compaction(path, min_files=1)
     with pytest.raises(InvalidArgumentError, match="max_bins"):
@@ -90,7 +90,7 @@ def test_target_size_defaults_to_table_property(tmp_path):
 def test_where_filters_partitions(tmp_path):
     path = str(tmp_path / "t")
     _sized_table(path, {"a": [1, 2], "b": [1, 2], "c": [1, 2]})
-    parts = lambda expr: sorted(b.partitionValues["part"] for b in plan_compaction(path, where=expr).bins)  # noqa: E731
+    parts = lambda expr: sorted(b.partition_values["part"] for b in plan_compaction(path, where=expr).bins)  # noqa: E731
     assert parts("part = 'a'") == ["a"]
     assert parts("part IN ('a', 'c')") == ["a", "c"]
     assert parts("PART in ('b') and part = 'b'") == ["b"]
@@ -151,10 +151,13 @@ def test_plan_json_round_trip_and_plan_only_writes_nothing(tmp_path):
     plan = CompactionPlan.from_dict(doc["plan"])
     assert plan.to_dict() == result.plan.to_dict()
     assert plan.snapshot_version == 3 and plan.table_id == t.snapshot().metadata.id
-    with pytest.raises(InvalidArgumentError, match="formatVersion"):
-        CompactionPlan.from_dict({**doc["plan"], "formatVersion": 99})
+    with pytest.raises(InvalidArgumentError, match="format_version 99"):
+        CompactionPlan.from_dict({**doc["plan"], "format_version": 99})
+    old = {k: v for k, v in doc["plan"].items() if k != "format_version"}
+    with pytest.raises(InvalidArgumentError, match="format_version 1 .*plan again"):
+        CompactionPlan.from_dict({**old, "formatVersion": 1})  # a plan written before the keys were snake_case
     with pytest.raises(InvalidArgumentError, match="malformed"):
-        CompactionPlan.from_dict({"formatVersion": 1})
+        CompactionPlan.from_dict({"format_version": 2})
 
 
 def test_refuses_tables_with_unsupported_writer_features(tmp_path):

@@ -80,7 +80,7 @@ def test_purge_applies_every_dv_and_keeps_rows_at_every_version(tmp_path):
 
     assert result.ok and len(result.commits) == 1
     d = result.to_dict()
-    assert d["numFilesRemoved"] == 2 and d["numDeletionVectorsApplied"] == 2
+    assert d["num_files_removed"] == 2 and d["num_deletion_vectors_applied"] == 2
     new = result.commits[0].version
     for v, rows in before.items():  # old versions unchanged, by both readers
         assert _deltalake_rows(path, v) == rows
@@ -112,7 +112,7 @@ def test_min_deleted_share_selects_only_heavy_dvs(tmp_path):
     assert plan.purge_min_deleted_share == 0.5
     before = _deltalake_rows(path, DeltaTable(path).snapshot().version)
     result = compact(path, purge_deletion_vectors=True, min_deleted_share=0.5)
-    assert result.ok and result.to_dict()["numFilesRemoved"] == 1
+    assert result.ok and result.to_dict()["num_files_removed"] == 1
     snap = DeltaTable(path).snapshot()
     assert _deltalake_rows(path, snap.version) == before
     remaining = [r["path"] for r in snap.files.to_pylist() if r["deletionVector"]]
@@ -169,7 +169,7 @@ def test_purge_of_delta_spark_dv_tables_keeps_every_version(tmp_path, name):
 
     result = compact(path, purge_deletion_vectors=True)
 
-    assert result.ok and result.to_dict()["numFilesRemoved"] == len(dv_paths)
+    assert result.ok and result.to_dict()["num_files_removed"] == len(dv_paths)
     for v, rows in before.items():
         assert _deltalake_rows(path, v) == rows
     assert _deltalake_rows(path, result.commits[0].version) == before[latest]
@@ -196,6 +196,6 @@ def test_cli_purge_deletion_vectors(tmp_path):
         [*cli, "--purge-deletion-vectors", "--min-deleted-share", "0.5", "--json"], capture_output=True, text=True
     )
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["numFilesRemoved"] == 1  # 15 of 20 rows hidden; 2 of 20 stays
+    assert json.loads(ok.stdout)["num_files_removed"] == 1  # 15 of 20 rows hidden; 2 of 20 stays
     left = [r["path"] for r in DeltaTable(path).snapshot().files.to_pylist() if r["deletionVector"]]
     assert left == [paths[0]]

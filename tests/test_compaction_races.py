@@ -114,7 +114,7 @@ def test_delete_before_commit_drops_only_that_bin(two_partitions):
     plan = plan_compaction(dtable)
     outputs, failed = run_local(dtable.storage, plan)
     assert not failed and len(outputs) == 2
-    bin_a = next(b for b in plan.bins if b.partitionValues == {"part": "a"})
+    bin_a = next(b for b in plan.bins if b.partition_values == {"part": "a"})
     victim = bin_a.files[0].path
     before_delete = read_multiset(path)
     _delete_file(path, victim)
@@ -136,7 +136,7 @@ def test_delete_racing_the_commit_gets_delete_delete_and_the_rest_commits(two_pa
     """The DELETE wins the very version the compaction tries: the conflict checker names the file, only its bin goes."""
     path = two_partitions
     plan = plan_compaction(path)
-    bin_b = next(b for b in plan.bins if b.partitionValues == {"part": "b"})
+    bin_b = next(b for b in plan.bins if b.partition_values == {"part": "b"})
     victim = bin_b.files[-1].path
     real_commit = Transaction.commit
     raced = []
@@ -201,5 +201,5 @@ def test_unpartitioned_table_with_blind_appends(tmp_path):
     for i in range(5):
         append(t, rows(10, i * 10))
     result = compact(path)
-    assert result.ok and result.to_dict()["numFilesRemoved"] == 5
+    assert result.ok and result.to_dict()["num_files_removed"] == 5
     assert sum(read_multiset(path).values()) == 50

@@ -36,7 +36,7 @@ def test_compact_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
             )
     before = _read(s3_table_uri, s3_deltalake_options)
     result = compact(s3_table_uri, storage_options=s3_storage_options)
-    assert result.ok and result.to_dict()["numFilesRemoved"] == 8 and result.to_dict()["numFilesAdded"] == 2
+    assert result.ok and result.to_dict()["num_files_removed"] == 8 and result.to_dict()["num_files_added"] == 2
     assert _read(s3_table_uri, s3_deltalake_options) == before
     assert compact(s3_table_uri, storage_options=s3_storage_options).noop
     paths = DeltaTable(s3_table_uri, s3_storage_options).snapshot().file_paths()
@@ -54,7 +54,7 @@ def test_zorder_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
     result = compact(
         s3_table_uri, zorder_by=["id", "ts"], target_size=size // 2 + 1, storage_options=s3_storage_options
     )
-    assert result.ok and result.to_dict()["numFilesRemoved"] == 4 and result.to_dict()["numFilesAdded"] == 2
+    assert result.ok and result.to_dict()["num_files_removed"] == 4 and result.to_dict()["num_files_added"] == 2
     assert _read(s3_table_uri, s3_deltalake_options) == before
 
 
@@ -80,7 +80,7 @@ def test_spark_engine_on_s3_through_s3a(s3_server, s3_table_uri, s3_storage_opti
     )
     assert result.ok, result.to_dict()
     d = result.to_dict()
-    assert d["engine"] == "spark" and d["numFilesRemoved"] == 6 and d["numFilesAdded"] == 2
+    assert d["engine"] == "spark" and d["num_files_removed"] == 6 and d["num_files_added"] == 2
     assert _read(s3_table_uri, s3_deltalake_options) == before
     snap = DeltaTable(s3_table_uri, s3_storage_options).snapshot()
     assert sorted(p.split("/")[0] for p in snap.file_paths()) == ["part=a", "part=b"]
@@ -160,7 +160,7 @@ def test_purge_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
         s3_table_uri, purge_deletion_vectors=True, min_deleted_share=0.5, storage_options=s3_storage_options
     )
 
-    assert result.ok and result.to_dict()["numFilesRemoved"] == 1  # 25 of 40 hidden; 1 of 40 stays
+    assert result.ok and result.to_dict()["num_files_removed"] == 1  # 25 of 40 hidden; 1 of 40 stays
     assert _rows_with_dvs(s3_table_uri, s3_storage_options) == before
     assert _rows_with_dvs(s3_table_uri, s3_storage_options, version) == before
     live = {r["path"]: r for r in DeltaTable(s3_table_uri, s3_storage_options).snapshot().files.to_pylist()}

@@ -101,8 +101,8 @@ def test_spark_engine_on_a_real_table(tmp_path):
 
     assert result.ok, result.to_dict()
     d = result.to_dict()
-    assert d["engine"] == "spark" and d["numFilesRemoved"] == 8 and d["numFilesAdded"] == 2
-    assert d["numDeletionVectorsApplied"] == 2
+    assert d["engine"] == "spark" and d["num_files_removed"] == 8 and d["num_files_added"] == 2
+    assert d["num_deletion_vectors_applied"] == 2
     assert read_multiset(path) == before
     snap = DeltaTable(path).snapshot()
     assert all(dv is None for dv in snap.files.column("deletionVector").to_pylist())
@@ -158,5 +158,5 @@ def test_commit_spark_result_commits_bin_by_bin(small_plan):
     result = commit_spark_result(path, plan, request, failures=[{"bin": b1.id, "reason": "executor lost"}])
     assert result.engine == "spark" and [c.bins for c in result.commits] == [[b0.id]]
     assert [(s.bin_id, s.kind) for s in result.skipped] == [(b1.id, "error")] and not result.ok
-    assert result.to_dict()["numFilesRemoved"] == len(b0.files)
+    assert result.to_dict()["num_files_removed"] == len(b0.files)
     assert read_multiset(path) == before

@@ -84,9 +84,9 @@ def test_zorder_per_partition_applies_dvs_and_reads_in_deltalake(tmp_path):
     add_deletion_vector(path, paths[0], list(range(0, 1500)))
     before = read_multiset(path)
     result = compact(path, zorder_by=["s"], where="p = 'a'")
-    assert result.ok and result.to_dict()["numDeletionVectorsApplied"] == (1 if "p=a" in paths[0] else 0)
+    assert result.ok and result.to_dict()["num_deletion_vectors_applied"] == (1 if "p=a" in paths[0] else 0)
     assert read_multiset(path) == before
-    assert [b.partitionValues for b in result.plan.bins] == [{"p": "a"}]
+    assert [b.partition_values for b in result.plan.bins] == [{"p": "a"}]
     snap = DeltaTable(path).snapshot()
     a_files = [r for r in snap.files.to_pylist() if dict(r["partitionValues"])["p"] == "a"]
     b_files = [r for r in snap.files.to_pylist() if dict(r["partitionValues"])["p"] == "b"]
@@ -121,7 +121,7 @@ def test_cli_zorder_by(tmp_path):
     assert bad.returncode == 2 and "nope" in bad.stderr
     ok = subprocess.run([*cli, "--zorder-by", "x,y", "--json"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["numFilesRemoved"] == 3
+    assert json.loads(ok.stdout)["num_files_removed"] == 3
     assert DeltaTable(path).snapshot().files.num_rows == 1
 
 

@@ -195,7 +195,7 @@ def test_row_ids_survive_deltalog_commits_and_compaction(spark, tmp_path, engine
     data = pa.table({"id": pa.array(range(100, 105), pa.int64()), "s": [f"n{i}" for i in range(5)]})
     landed = commit_request(path, {"operation": "WRITE", "add": [{"path": write_data_file(path, data)["path"]}]})
     result = compact(path, target_size=1 << 30, engine=engine, spark_options=SPARK_JOB)
-    assert result.ok and result.to_dict()["plan"]["numBins"] >= 1, result.to_dict()
+    assert result.ok and result.to_dict()["plan"]["num_bins"] >= 1, result.to_dict()
     assert DeltaTable(path).snapshot().files.num_rows == 1
 
     after = _row_tracking(spark, path)
@@ -229,7 +229,7 @@ def test_row_ids_survive_compaction_of_a_partitioned_id_mapped_table(spark, tmp_
     before = _row_tracking(spark, path)
     rows = sorted(spark.read.format("delta").load(path).collect())
     result = compact(path, target_size=1 << 30, engine=engine, spark_options=SPARK_JOB)
-    assert result.ok and result.to_dict()["numFilesAdded"] == 2, result.to_dict()
+    assert result.ok and result.to_dict()["num_files_added"] == 2, result.to_dict()
     assert _row_tracking(spark, path) == before
     assert sorted(spark.read.format("delta").load(path).collect()) == rows
 
@@ -264,7 +264,7 @@ def test_spark_engine_writes_iceberg_compatible_files(spark, tmp_path):
             )
         before = sorted(spark.read.format("delta").load(path).collect())
         result = compact(path, target_size=1 << 30, engine="spark", spark_options=SPARK_JOB)
-        assert result.ok and result.to_dict()["numFilesAdded"] == 2, result.to_dict()
+        assert result.ok and result.to_dict()["num_files_added"] == 2, result.to_dict()
         assert sorted(spark.read.format("delta").load(path).collect()) == before
         snap = DeltaTable(path).snapshot()
         md = snap.metadata

@@ -171,7 +171,7 @@ def test_cli_compact_time_budget(tmp_path, monkeypatch, capsys):
     _slow_bins(monkeypatch, 0.4)
     assert main(["compact", path, "--time-budget", "0.2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["numBinsCommitted"] == 1 and [s["kind"] for s in out["skipped"]] == ["deferred"]
+    assert out["num_bins_committed"] == 1 and [s["kind"] for s in out["skipped"]] == ["deferred"]
     assert main(["compact", path, "--time-budget", "-1"]) == 2
     assert "positive" in capsys.readouterr().err
     with pytest.raises(InvalidArgumentError, match="local engine only"):

@@ -29,11 +29,11 @@ def test_discover_and_rank_on_s3(tmp_path, s3_bucket, s3_storage_options):
     fs = fsspec.filesystem("s3", **s3_storage_options)
     fs.pipe_file(f"{s3_bucket}/lake/notes/readme.txt", b"not a table")
 
-    result = discover_tables(f"s3://{s3_bucket}/lake", s3_storage_options)
+    result = discover_tables(f"s3://{s3_bucket}/lake", storage_options=s3_storage_options)
     assert [t.uri for t in result.tables] == [f"s3://{s3_bucket}/lake/{n}" for n in sorted(builders)]
     assert result.errors == ()
 
-    reports = fleet_health([t.uri for t in result.tables], s3_storage_options)
+    reports = fleet_health([t.uri for t in result.tables], storage_options=s3_storage_options)
     assert reports[0].uri.endswith("raw/events") and reports[0].due.compaction and reports[0].gain == 5
     rest = {r.uri.rsplit("/", 1)[-1]: r for r in reports[1:]}
     assert not rest["clicks"].any_due and rest["clicks"].health.small_file_share == 1.0
@@ -81,8 +81,8 @@ def test_fleet_maintenance_on_s3(tmp_path, s3_bucket, s3_storage_options, s3_del
     for name, build in {"events": small_files_table, "daily": healthy_table}.items():
         build(str(tmp_path / name))
         upload(str(tmp_path / name), f"s3://{s3_bucket}/lake/{name}", s3_storage_options)
-    found = discover_tables(f"s3://{s3_bucket}/lake", s3_storage_options)
-    result = run_fleet(list(found.tables), s3_storage_options, time_budget_seconds=120)
+    found = discover_tables(f"s3://{s3_bucket}/lake", storage_options=s3_storage_options)
+    result = run_fleet(list(found.tables), storage_options=s3_storage_options, time_budget_seconds=120)
     (outcome,) = result.outcomes
     assert outcome.uri.endswith("/events") and outcome.status == "done" and outcome.ran == ["compaction: 1 bins"]
     assert (outcome.small_files_before, outcome.small_files_after) == (6, 1)

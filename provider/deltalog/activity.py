@@ -43,6 +43,11 @@ class NewCommit:
     operation: str | None
     latest_version: int | None = None
 
+    def summary_line(self) -> str:
+        """One line for logs: which commit is new."""
+        what = f" ({self.operation})" if self.operation else ""
+        return f"new commit: version {self.version}{what} after version {self.previous_version}"
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if self.latest_version is None:

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class HookResult:
     """Outcome of one post-commit hook; a failed hook never fails the commit."""
 

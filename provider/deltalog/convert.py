@@ -111,13 +111,13 @@ class ConvertResult:
         return {
             "table": self.table,
             "version": self.version,
-            "numFiles": self.num_files,
-            "numBytes": self.num_bytes,
-            "numRecords": self.num_records,
-            "partitionColumns": list(self.partition_columns),
+            "num_files": self.num_files,
+            "num_bytes": self.num_bytes,
+            "num_records": self.num_records,
+            "partition_columns": list(self.partition_columns),
             "schema": self.schema,
             "protocol": self.protocol,
-            "skippedHiddenFiles": self.skipped_hidden,
+            "skipped_hidden_files": self.skipped_hidden,
             "seconds": round(self.seconds, 3),
         }
 

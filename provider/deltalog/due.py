@@ -38,7 +38,7 @@ from deltalog.features import Operation
 from deltalog.log_cleanup import _midnight_utc, cleanup_log
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
-from deltalog.table import DeltaTable
+from deltalog.table import DeltaTable, as_table
 from deltalog.table_config import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.vacuum.plan import LAST_VACUUM_INFO
 from deltalog.vacuum.retained import retained_state
@@ -99,6 +99,13 @@ class MaintenanceDue:
         """``{"compaction": bool, "checkpoint": bool, "vacuum": bool, "log_cleanup": bool}``."""
         return {op: bool(getattr(self, op)) for op in OPERATIONS}
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: what is due (or why nothing may run)."""
+        if self.refused:
+            return f"refused: {self.refused}"
+        due = [op for op, flag in self.flags().items() if flag]
+        return "due: " + (", ".join(due) if due else "nothing")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "due": self.flags(),
@@ -145,11 +152,12 @@ def _oldest_log_file_ms(snapshot: Snapshot) -> int | None:
 
 
 def maintenance_due(
-    table: DeltaTable,
+    table: DeltaTable | str,
     snapshot: Snapshot | None = None,
     *,
     target_size: int | str | None = None,
     now_ms: int | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> MaintenanceDue:
     """Which maintenance operations would have work on ``table`` now (see the module docstring).
 
@@ -158,6 +166,7 @@ def maintenance_due(
     feature table in :mod:`deltalog.features`) is never due and a reason says why; when
     every operation is refused, nothing is due and ``refused`` says why.
     """
+    table = as_table(table, storage_options)
     snapshot = snapshot or table.snapshot()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     conf = snapshot.metadata.configuration

@@ -43,6 +43,13 @@ class TableHealth:
     #: that recent; None when not looked for (``vacuum_lookback=0``).
     versions_since_vacuum: int | None = None
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: files, small files, commits since the last checkpoint."""
+        return (
+            f"version {self.version}: {self.num_files} files ({self.size_in_bytes} bytes), {self.num_small_files} "
+            f"small, {self.num_tombstones} tombstones, {self.commits_since_checkpoint} commits since checkpoint"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -78,7 +78,7 @@ _KIND_ORDER = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class LogCleanupResult:
     """The cleanup plan (dry run) or what was deleted."""
 
@@ -95,7 +95,7 @@ class LogCleanupResult:
     files: list[str] = field(default_factory=list)  # names inside _delta_log, in deletion order
     num_files: int = 0
     bytes: int = 0
-    by_kind: dict[str, int] = field(default_factory=dict)
+    by_kind: dict[str, int] = field(default_factory=dict)  # kind of log file -> how many
     num_deleted: int = 0
     skipped_reason: str | None = None
     duration_seconds: float = 0.0
@@ -179,34 +179,40 @@ def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> 
     protocol, metadata = read_protocol_and_metadata(dtable, listing)
     check_writable(protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration)
     conf = metadata.configuration
-    result = LogCleanupResult(dry_run=dry_run, latest_version=latest)
-    result.log_retention = conf.get("delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
-    result.enabled = config_bool(conf, "delta.enableExpiredLogCleanup", True)
+    # The result's fields as the cleanup learns them; frozen into a LogCleanupResult by done().
+    found: dict[str, Any] = {
+        "log_retention": conf.get("delta.logRetentionDuration", DEFAULT_LOG_RETENTION),
+        "enabled": config_bool(conf, "delta.enableExpiredLogCleanup", True),
+    }
 
     def done(reason: str | None = None) -> LogCleanupResult:
-        result.skipped_reason = reason
-        result.duration_seconds = round(time.perf_counter() - started, 3)
         if reason:
             log.info("log cleanup of %s: nothing deleted: %s", storage.uri, reason)
-        return result
+        return LogCleanupResult(
+            dry_run=dry_run,
+            latest_version=latest,
+            skipped_reason=reason,
+            duration_seconds=round(time.perf_counter() - started, 3),
+            **found,
+        )
 
-    if not result.enabled:
+    if not found["enabled"]:
         return done("delta.enableExpiredLogCleanup is false")
     retention_ms = config_interval_ms(conf, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
     cutoff = _midnight_utc(now - retention_ms)
-    result.cutoff_timestamp, result.cutoff_time = cutoff, format_ms(cutoff)
+    found.update(cutoff_timestamp=cutoff, cutoff_time=format_ms(cutoff))
 
     stamps = CommitTimestamps(storage, listing, ict_enablement_version(conf))
     try:
         cutoff_commit = stamps.version_at(cutoff)
     except DeltaLogError:
         return done(f"no commit is older than the cutoff {format_ms(cutoff)}")
-    result.cutoff_commit = cutoff_commit
+    found["cutoff_commit"] = cutoff_commit
 
     checkpoint, why_not = _choose_cutoff_checkpoint(storage, listing, cutoff_commit)
     if checkpoint is None:
         return done(why_not)
-    result.cutoff_checkpoint = result.oldest_version_kept = checkpoint
+    found.update(cutoff_checkpoint=checkpoint, oldest_version_kept=checkpoint)
 
     protected = checkpoint_protection_version(protocol, conf)
     if protected > checkpoint:
@@ -218,13 +224,17 @@ def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> 
             )
 
     keep_from = first_commit_to_keep(listing, stamps, checkpoint)
-    result.commits_kept_for_timestamps = checkpoint - keep_from
     doomed = _plan(storage, listing, checkpoint, keep_from, cutoff, now)
-    result.files = [log_name(storage, d.file.path) for d in doomed]
-    result.num_files = len(doomed)
-    result.bytes = sum(d.file.size for d in doomed)
+    by_kind: dict[str, int] = {}
     for d in doomed:
-        result.by_kind[d.kind] = result.by_kind.get(d.kind, 0) + 1
+        by_kind[d.kind] = by_kind.get(d.kind, 0) + 1
+    found.update(
+        commits_kept_for_timestamps=checkpoint - keep_from,
+        files=[log_name(storage, d.file.path) for d in doomed],
+        num_files=len(doomed),
+        bytes=sum(d.file.size for d in doomed),
+        by_kind=by_kind,
+    )
     if not doomed:
         return done("nothing has expired: no log file is older than the cutoff checkpoint")
     if dry_run:
@@ -232,13 +242,14 @@ def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> 
 
     _repoint_hint(storage, listing, checkpoint)
     log.info("log cleanup of %s: deleting %d files before version %d", storage.uri, len(doomed), checkpoint)
+    found["num_deleted"] = 0
     for d in doomed:
         try:
             if storage.delete(d.file.path):
-                result.num_deleted += 1
+                found["num_deleted"] += 1
         except OSError as exc:
             raise StorageError(
-                f"log cleanup stopped after deleting {result.num_deleted} of {len(doomed)} files: "
+                f"log cleanup stopped after deleting {found['num_deleted']} of {len(doomed)} files: "
                 f"cannot delete {log_name(storage, d.file.path)}: {exc} (the table stays readable; rerun to finish)"
             ) from None
     return done()

@@ -59,7 +59,7 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _HIVE_ESCAPED = {chr(c) for c in range(1, 0x20)} | set("\"#%'*/:=?\\\x7f{[]^")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ManifestResult:
     """What a manifest generation wrote and deleted."""
 
@@ -242,37 +242,39 @@ def generate_manifest(
     check_writable(snapshot.protocol, "generate symlink manifests", Operation.MANIFEST, snapshot.metadata.configuration)
     _refuse_unsupported(snapshot)
 
-    result = ManifestResult(version=snapshot.version, mode="full", dry_run=dry_run)
+    mode, since_version, full_reason = "full", None, None
     scope: set[str] | None = None
     marker = _read_marker(storage)
     if not full:
-        scope, result.full_reason = _touched_partitions(dtable, listing, snapshot, marker)
+        scope, full_reason = _touched_partitions(dtable, listing, snapshot, marker)
         if scope is not None and marker is not None:
-            result.mode, result.since_version = "incremental", marker["version"]
+            mode, since_version = "incremental", marker["version"]
 
     files = snapshot.files
     cols = snapshot.partition_columns
     dirs = _partition_dirs(files, cols)
     uris = _file_uris(storage, files.column("path").combine_chunks())
     grouped = _group(dirs, uris)
-    result.num_partitions = len(grouped)
+    written: list[str] = []
+    deleted: list[str] = []
+    num_files = 0
 
     targets = grouped.keys() if scope is None else scope & grouped.keys()
     for d in sorted(targets):
         rel = f"{MANIFEST_DIR}/{d}/{MANIFEST_NAME}" if d else f"{MANIFEST_DIR}/{MANIFEST_NAME}"
         if not dry_run:
             storage.write_atomic(storage.join(rel), ("\n".join(grouped[d]) + "\n").encode())
-        result.manifests_written.append(rel)
-        result.num_files += len(grouped[d])
+        written.append(rel)
+        num_files += len(grouped[d])
     stale = _existing_manifests(storage) - set(grouped) if scope is None else scope - set(grouped)
     for d in sorted(stale):
         rel = f"{MANIFEST_DIR}/{d}/{MANIFEST_NAME}" if d else f"{MANIFEST_DIR}/{MANIFEST_NAME}"
         if dry_run:
             if storage.exists(storage.join(rel)):
-                result.manifests_deleted.append(rel)
+                deleted.append(rel)
             continue
         if storage.delete(storage.join(rel)):
-            result.manifests_deleted.append(rel)
+            deleted.append(rel)
         _remove_empty_parents(storage, d)
 
     marker_doc = {
@@ -284,7 +286,18 @@ def generate_manifest(
     }
     if not dry_run:
         storage.write_atomic(storage.join(MANIFEST_DIR, MARKER_NAME), json.dumps(marker_doc).encode())
-    result.duration_seconds = round(time.perf_counter() - started, 3)
+    result = ManifestResult(
+        version=snapshot.version,
+        mode=mode,
+        manifests_written=written,
+        manifests_deleted=deleted,
+        num_partitions=len(grouped),
+        num_files=num_files,
+        since_version=since_version,
+        full_reason=full_reason,
+        duration_seconds=round(time.perf_counter() - started, 3),
+        dry_run=dry_run,
+    )
     log.info(
         "%s manifest generation of version %d%s: %d written, %d deleted (%d partitions)",
         result.mode,

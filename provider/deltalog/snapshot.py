@@ -55,7 +55,7 @@ from deltalog.protocol import Protocol, check_readable
 from deltalog.storage import FileInfo, Storage
 
 
-@dataclass
+@dataclass(frozen=True)
 class Snapshot:
     """The state of a table at one version."""
 
@@ -92,6 +92,10 @@ class Snapshot:
     def file_paths(self) -> list[str]:
         return self.files.column("path").to_pylist()
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        return f"{self.storage.uri} at version {self.version}: {self.num_files} files, {self.size_in_bytes} bytes"
+
     def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
         """The ``deltalog snapshot --json`` contract of docs/design.md."""
         out: dict[str, Any] = {
@@ -111,9 +115,9 @@ class Snapshot:
                 "schemaString": self.metadata.schema_string,
                 "createdTime": self.metadata.created_time,
             },
-            "numFiles": self.num_files,
-            "sizeInBytes": self.size_in_bytes,
-            "appTransactions": {k: v.get("version") for k, v in self.app_transactions.items()},
+            "num_files": self.num_files,
+            "size_in_bytes": self.size_in_bytes,
+            "app_transactions": {k: v.get("version") for k, v in self.app_transactions.items()},
         }
         if include_files:
             paths = self.files.column("path").to_pylist()

@@ -157,7 +157,7 @@ def test_compaction_reports_the_rewritten_file(tmp_path):
     small_files_table(table_path)
     op = DeltaCompactOperator(task_id="compact", table=str(table_path))
     metrics = op.execute({})
-    assert (metrics["numFilesRemoved"], metrics["numFilesAdded"], metrics["versions"]) == (3, 1, [4])
+    assert (metrics["num_files_removed"], metrics["num_files_added"], metrics["versions"]) == (3, 1, [4])
 
     out = only_output(op.get_openlineage_facets_on_complete(None))
     assert_local_name(out, table_path)
@@ -354,7 +354,7 @@ def test_without_openlineage_the_operators_return_none(monkeypatch, tmp_path, mi
     monkeypatch.setitem(sys.modules, missing, None)  # importing it now raises ImportError
     assert build_operator_lineage(str(table_path), version=3, file_count=1) is None
     compact = DeltaCompactOperator(task_id="compact", table=str(table_path))
-    assert compact.execute({})["numFilesAdded"] == 1  # the operator itself still works
+    assert compact.execute({})["num_files_added"] == 1  # the operator itself still works
     assert compact.get_openlineage_facets_on_complete(None) is None
     health = DeltaHealthCheckOperator(task_id="health", table=str(table_path), max_tombstone_bytes=10**9)
     health.execute({})

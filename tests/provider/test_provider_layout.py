@@ -42,7 +42,7 @@ def test_operator_purges_deletion_vectors(tmp_path):
     before = read_multiset(path)
     op = DeltaCompactOperator(task_id="c", table=path, purge_deletion_vectors=True, emit_asset=False)
     metrics = op.execute({})
-    assert metrics["numFilesRemoved"] == 1 and metrics["numDeletionVectorsApplied"] == 1
+    assert metrics["num_files_removed"] == 1 and metrics["num_deletion_vectors_applied"] == 1
     assert read_multiset(path) == before
     version = DeltaTable(path).snapshot().version
     with open(os.path.join(path, "_delta_log", commit_name(version))) as fh:
@@ -55,7 +55,7 @@ def test_operator_zorders(tmp_path):
     before = read_multiset(path)
     op = DeltaCompactOperator(task_id="c", table=path, zorder_by=["id", "ts"], emit_asset=False)
     metrics = op.execute({})
-    assert metrics["numFilesRemoved"] == 3 and metrics["numFilesAdded"] == 1
+    assert metrics["num_files_removed"] == 3 and metrics["num_files_added"] == 1
     assert read_multiset(path) == before
 
 

@@ -111,12 +111,12 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     from deltalog.compaction import CompactionPlan
 
     plan = xcom_value(dr, "plan")
-    assert plan["planOnly"] is True and plan["numBins"] == 1 and plan["snapshotVersion"] == 7
-    plan_file = os.path.join(table_path, plan["planPath"])
+    assert plan["plan_only"] is True and plan["num_bins"] == 1 and plan["snapshot_version"] == 7
+    plan_file = os.path.join(table_path, plan["plan_path"])
     with open(plan_file, "rb") as fh:
         assert len(CompactionPlan.from_json(fh.read()).bins) == 1
     compacted = xcom_value(dr, "compact")
-    assert (compacted["numFilesRemoved"], compacted["numFilesAdded"], compacted["versions"]) == (3, 1, [8])
+    assert (compacted["num_files_removed"], compacted["num_files_added"], compacted["versions"]) == (3, 1, [8])
     expected_ids = [*range(10, 14), 20, 21, *range(30, 33), *range(100, 106)]
     assert sorted(deltalake.DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected_ids
 
@@ -147,14 +147,14 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     assert by_task["commit_file"]["version"] == 5 and by_task["commit_file"]["operation"] == "COMMIT"
     assert by_task["commit_file"]["metrics"]["version"] == 5
     assert by_task["compact"]["operation"] == "OPTIMIZE" and by_task["compact"]["version"] == 8
-    assert by_task["compact"]["metrics"]["numFilesRemoved"] == 3
+    assert by_task["compact"]["metrics"]["num_files_removed"] == 3
     assert by_task["checkpoint"]["operation"] == "CHECKPOINT" and by_task["checkpoint"]["version"] == 8
     assert by_task["vacuum"]["version"] == 10 and by_task["vacuum"]["metrics"]["num_deleted_files"] == 4
     assert all(e["extra"]["table"] == "file://" + table_path for e in events)
 
     # Convert: a Parquet folder became a Delta table that deltalake reads; its own asset got the event.
     converted = xcom_value(dr, "convert")
-    assert (converted["version"], converted["numFiles"], converted["numRecords"]) == (0, 2, 6)
+    assert (converted["version"], converted["num_files"], converted["num_records"]) == (0, 2, 6)
     assert deltalake.DeltaTable(str(plain)).to_pyarrow_table().num_rows == 6
     (event,) = asset_events(dr, "file://" + str(plain))
     assert event["task_id"] == "convert" and event["extra"]["operation"] == "CONVERT"

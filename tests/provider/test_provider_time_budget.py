@@ -46,12 +46,12 @@ def test_compaction_stops_at_the_run_deadline_minus_the_margin(tmp_path, monkeyp
         op = DeltaCompactOperator(task_id="compact", table=path, deadline_margin=dt.timedelta(seconds=1))
     run = types.SimpleNamespace(start_date=dt.datetime.now(dt.UTC))  # 2 s of budget: one 2.5 s bin starts
     result = op.execute({"dag_run": run})
-    assert result["numBinsCommitted"] == 1 and [s["kind"] for s in result["skipped"]] == ["deferred"]
+    assert result["num_bins_committed"] == 1 and [s["kind"] for s in result["skipped"]] == ["deferred"]
 
     with DAG("no_deadline", schedule=None, start_date=dt.datetime(2026, 1, 1)):
         free = DeltaCompactOperator(task_id="compact", table=path, deadline_margin=dt.timedelta(seconds=1))
     assert free.work_deadline({"dag_run": run}) is None  # no Deadline Alert: no budget
-    assert free.execute({"dag_run": run})["numBinsCommitted"] == 1  # the deferred bin, next run
+    assert free.execute({"dag_run": run})["num_bins_committed"] == 1  # the deferred bin, next run
 
 
 def test_deadline_margin_is_checked():

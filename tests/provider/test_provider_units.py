@@ -864,7 +864,7 @@ def test_compact_operator_runs_the_spark_engine_through_the_spark_hook(tmp_path,
         append(table, rows(2, start=i * 2))
     op = DeltaCompactOperator(task_id="c", table=table.uri, engine="spark", spark_conn_id=fake_spark)
     metrics = op.execute({})
-    assert metrics["engine"] == "spark" and metrics["numFilesRemoved"] == 3 and metrics["numFilesAdded"] == 1
+    assert metrics["engine"] == "spark" and metrics["num_files_removed"] == 3 and metrics["num_files_added"] == 1
     assert len(table.snapshot().file_paths()) == 1
     assert os.listdir(os.path.join(str(tmp_path / "t"), "_compaction")) == []  # plan and request cleaned up
     with pytest.raises(AirflowFailException, match="master"):

@@ -175,7 +175,7 @@ def role_compact(uri: str, options: dict | None, p: dict[str, Any], sig: Signals
     if p.get("done"):
         sig.set(p["done"])
     return {
-        "bins": {b.id: dict(b.partitionValues) for b in plan.bins},
+        "bins": {b.id: dict(b.partition_values) for b in plan.bins},
         "commits": [{"version": c.version, "bins": c.bins, "attempts": c.attempts} for c in result.commits],
         "skipped": [s.to_dict() for s in result.skipped],
     }

@@ -117,11 +117,11 @@ def _human(r: CompactionResult) -> str:
     lines = [r.summary_line()]
     if r.plan_only or r.noop:
         for b in r.plan.bins[:20]:
-            lines.append(f"  bin {b.id}: {len(b.files)} files, {b.size} bytes, {b.partitionValues}")
+            lines.append(f"  bin {b.id}: {len(b.files)} files, {b.size} bytes, {b.partition_values}")
         if len(r.plan.bins) > 20:
             lines.append(f"  ... and {len(r.plan.bins) - 20} more (use --json for all)")
         return "\n".join(lines)
-    lines.append(f"{r.to_dict()['numPartitionsOptimized']} partitions optimized in {r.seconds:.1f}s")
+    lines.append(f"{r.to_dict()['num_partitions_optimized']} partitions optimized in {r.seconds:.1f}s")
     for s in r.skipped:
         lines.append(f"skipped bin {s.bin_id} ({s.kind}): {s.reason}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -111,7 +112,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     tables, errors = _tables_from(args)
     result = run_fleet(
         tables,
-        args.storage_options,
+        storage_options=args.storage_options,
         time_budget_seconds=args.time_budget,
         settings=settings,
         previous_results=previous,
@@ -119,7 +120,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
         dry_run=args.dry_run,
         allow_short_retention=args.allow_short_retention,
     )
-    result.unreadable.extend(errors)
+    result = dataclasses.replace(result, unreadable=[*result.unreadable, *errors])
     doc = result.to_dict()
     if args.results and not args.dry_run:
         with open(args.results, "w", encoding="utf-8") as fh:
@@ -148,7 +149,9 @@ def _discover(args: argparse.Namespace, root: str | None) -> DiscoveryResult:
     if args.list_file:
         return tables_from_list(args.list_file, args.storage_options, max_workers=args.workers)
     assert root is not None
-    return discover_tables(root, args.storage_options, max_depth=args.max_depth, max_workers=args.workers)
+    return discover_tables(
+        root, storage_options=args.storage_options, max_depth=args.max_depth, max_workers=args.workers
+    )
 
 
 def cmd_discover(args: argparse.Namespace) -> None:
@@ -159,7 +162,7 @@ def cmd_discover(args: argparse.Namespace) -> None:
     def human(r: DiscoveryResult) -> str:
         lines = [f"{t.uri}  v{t.version}" for t in r.tables]
         lines += [f"error: {e['uri']}: {e['error']}" for e in r.errors]
-        lines.append(f"{len(r.tables)} tables, {len(r.errors)} errors ({r.duration_seconds:.2f} s)")
+        lines.append(r.summary_line())
         return "\n".join(lines)
 
     emit(args, result, human)
@@ -191,7 +194,9 @@ def cmd_health(args: argparse.Namespace) -> None:
     tables, errors = _tables_from(args)
     if args.target_file_size is not None and args.target_file_size <= 0:
         raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
-    reports = fleet_health(tables, args.storage_options, target_size=args.target_file_size, max_workers=args.workers)
+    reports = fleet_health(
+        tables, storage_options=args.storage_options, target_size=args.target_file_size, max_workers=args.workers
+    )
     out = {
         "tables": [r.to_dict() for r in reports],
         "errors": errors,
@@ -208,14 +213,9 @@ def cmd_health(args: argparse.Namespace) -> None:
 def format_ranking(reports: list[TableReport], errors: list[dict[str, str]]) -> str:
     lines = []
     for rank, r in enumerate(reports, 1):
-        if r.error is not None:
-            lines.append(f"{rank:>3}. {r.uri}: error: {r.error}")
-            continue
-        assert r.due is not None
-        due = [op for op, flag in r.due.flags().items() if flag]
-        state = ", ".join(due) if due else ("refused" if r.due.refused else "healthy")
-        lines.append(f"{rank:>3}. {r.uri} v{r.version} gain {r.gain:.1f}: {state}")
-        lines += [f"       {reason}" for reason in r.due.reasons]
+        lines.append(f"{rank:>3}. {r.summary_line()}")
+        if r.due is not None and r.error is None:
+            lines += [f"       {reason}" for reason in r.due.reasons]
     lines += [f"error: {e['uri']}: {e['error']}" for e in errors]
     lines.append(f"{len(reports)} tables, {sum(r.any_due for r in reports)} due")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from deltalog.compaction.local import LocalOptions, run_local
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, plan_compaction, plan_from_snapshot
 from deltalog.compaction.purge import check_share
-from deltalog.compaction.result import CompactionResult
+from deltalog.compaction.result import CompactionProgress, CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationCancelledError
 from deltalog.flags import require_bools, require_workers
 from deltalog.snapshot import Snapshot
@@ -132,10 +132,9 @@ def compact(
     else:
         # A plan made elsewhere: check this engine may compact the table before any file is written.
         check_compactable(dtable.snapshot(), engine)
-    result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, plan_only=plan_only)
+    progress = CompactionProgress(engine)
     if plan_only or not plan.bins:
-        result.seconds = time.perf_counter() - started
-        return result
+        return progress.result(dtable.uri, plan, time.perf_counter() - started, plan_only=plan_only)
     options = local_options or LocalOptions(max_workers=max_workers)
     if deadline is not None and bins_per_commit is None:
         bins_per_commit = 1
@@ -147,15 +146,15 @@ def compact(
         check_spark_can_rewrite(plan)
         t0 = time.perf_counter()
         outputs, skipped = run_spark(dtable.storage, plan, cancel=cancel, **(spark_options or {}))
-        result.engine_seconds = time.perf_counter() - t0
-        result.skipped.extend(skipped)
+        progress.engine_seconds = time.perf_counter() - t0
+        progress.skipped.extend(skipped)
         work = _ready_batches(plan, outputs, bins_per_commit)
     else:
         work = [(batch, None) for batch in _batches(plan.bins, bins_per_commit)]
     _commit_work(
-        dtable, plan, work, result, options, snapshot=snapshot, run_hooks=run_hooks, cancel=cancel, deadline=deadline
+        dtable, plan, work, progress, options, snapshot=snapshot, run_hooks=run_hooks, cancel=cancel, deadline=deadline
     )
-    result.seconds = time.perf_counter() - started
+    result = progress.result(dtable.uri, plan, time.perf_counter() - started)
     log.info(
         "compaction of %s: %d commit(s), %d of %d bins committed, %d skipped in %.2fs",
         dtable.uri,
@@ -200,13 +199,11 @@ def commit_outputs(
     started = time.perf_counter()
     require_bools(run_hooks=run_hooks)
     dtable = as_table(table, storage_options)
-    result = CompactionResult(table=dtable.uri, engine=engine, plan=plan, engine_seconds=engine_seconds)
-    result.skipped.extend(skipped)
+    progress = CompactionProgress(engine, skipped=list(skipped), engine_seconds=engine_seconds)
     if plan.bins:
         work = _ready_batches(plan, outputs, bins_per_commit)
-        _commit_work(dtable, plan, work, result, LocalOptions(), snapshot=None, run_hooks=run_hooks, cancel=cancel)
-    result.seconds = time.perf_counter() - started
-    return result
+        _commit_work(dtable, plan, work, progress, LocalOptions(), snapshot=None, run_hooks=run_hooks, cancel=cancel)
+    return progress.result(dtable.uri, plan, time.perf_counter() - started)
 
 
 def _ready_batches(
@@ -220,7 +217,7 @@ def _commit_work(
     dtable: DeltaTable,
     plan: CompactionPlan,
     work: list[tuple[list[Bin], list[BinOutput] | None]],
-    result: CompactionResult,
+    result: CompactionProgress,
     options: LocalOptions,
     *,
     snapshot: Snapshot | None,
@@ -276,7 +273,7 @@ def _stop(
     dtable: DeltaTable,
     work: list[tuple[list[Bin], list[BinOutput] | None]],
     i: int,
-    result: CompactionResult,
+    result: CompactionProgress,
     reason: str,
     *,
     include_current: bool = False,

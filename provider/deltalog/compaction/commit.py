@@ -80,7 +80,7 @@ def operation_metrics(bins: list[Bin], outputs: list[BinOutput]) -> dict[str, An
         "p50FileSize": _percentile(sizes, 0.5),
         "p75FileSize": _percentile(sizes, 0.75),
         "maxFileSize": sizes[-1] if sizes else 0,
-        "numPartitionsOptimized": len({json.dumps(b.partitionValues, sort_keys=True) for b in bins}),
+        "numPartitionsOptimized": len({json.dumps(b.partition_values, sort_keys=True) for b in bins}),
         "numBins": len(bins),
         "numDeletionVectorsRemoved": sum(o.deletion_vectors for o in outputs),
         "numDeletionVectorRowsRemoved": sum(o.deleted_rows for o in outputs),
@@ -123,11 +123,11 @@ def remove_actions(b: Bin, now: int) -> list[dict[str, Any]]:
             "deletionTimestamp": now,
             "dataChange": False,
             "extendedFileMetadata": True,
-            "partitionValues": dict(b.partitionValues),
+            "partitionValues": dict(b.partition_values),
             "size": f.size,
         }
-        if f.deletionVector:
-            r["deletionVector"] = dict(f.deletionVector)
+        if f.deletion_vector:
+            r["deletionVector"] = dict(f.deletion_vector)
         out.append(r)
     return out
 
@@ -223,7 +223,7 @@ def commit_bins(
             lost = [
                 f.path
                 for f in bins_by_id[bid].files
-                if f.path not in live or live[f.path] != dv_unique_id(f.deletionVector)
+                if f.path not in live or live[f.path] != dv_unique_id(f.deletion_vector)
             ]
             if lost:
                 gone[bid] = lost

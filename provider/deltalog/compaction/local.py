@@ -277,7 +277,7 @@ class BinWriter:
         self.rt_columns: tuple[str, str] | None = None
         self.output = self.target
         if plan.row_tracking:
-            self.rt_columns = (plan.row_tracking["rowIdColumn"], plan.row_tracking["rowCommitVersionColumn"])
+            self.rt_columns = (plan.row_tracking["row_id_column"], plan.row_tracking["row_commit_version_column"])
             self.output = self.target.append(pa.field(self.rt_columns[0], pa.int64())).append(
                 pa.field(self.rt_columns[1], pa.int64())
             )
@@ -330,12 +330,45 @@ class BinWriter:
             arrays.append(arr)
         return pa.RecordBatch.from_arrays(arrays, schema=self.target)
 
+    def _add_action(self, b: Bin, rel: str, full: str, metadata: Any) -> dict[str, Any]:
+        """The add action of a new file of bin ``b`` (``dataChange`` false, stats from its footer)."""
+        info = self.storage.info(full)
+        stats = stats_from_parquet_metadata(
+            metadata, self.logical, self.plan.partition_columns, configuration=self.plan.stats_configuration
+        )
+        return {
+            "path": to_log_path(rel),
+            "partitionValues": dict(b.partition_values),
+            "size": info.size,
+            "modificationTime": info.modification_time,
+            "dataChange": False,
+            "stats": stats_json(stats),
+        }
+
+    def _output(
+        self, b: Bin, counters: dict[str, int], started: float, rows_out: int, written: list[tuple[dict[str, Any], str]]
+    ) -> BinOutput:
+        """The bin's outcome once its rewrite is over: the new files (add action, storage path), if any."""
+        return BinOutput(
+            bin_id=b.id,
+            add=written[0][0] if written else None,
+            rows_in=counters["rows_in"],
+            rows_out=rows_out,
+            bytes_in=b.size,
+            deletion_vectors=counters["dvs"],
+            deleted_rows=counters["deleted"],
+            seconds=time.perf_counter() - started,
+            storage_path=written[0][1] if written else None,
+            more_adds=[a for a, _ in written[1:]],
+            more_paths=[p for _, p in written[1:]],
+        )
+
     def _open(self, f: PlanFile, counters: dict[str, int]) -> tuple[pq.ParquetFile, np.ndarray | None, Any]:
         """The input file, its deleted row positions (if it has a DV) and the handle to close."""
         path = storage_path(self.storage, f.path)
         deleted = None
-        if f.deletionVector:
-            deleted = read_deletion_vector(self.storage, f.deletionVector)
+        if f.deletion_vector:
+            deleted = read_deletion_vector(self.storage, f.deletion_vector)
             counters["dvs"] += 1
             counters["deleted"] += len(deleted)
         if is_absolute(f.path) and is_remote(path):
@@ -397,7 +430,7 @@ class BinWriter:
         return min(self.options.batch_rows, max(1024, int(self.read_ahead_bytes / 2 / self._row_bytes)))
 
     def _check_row_tracking(self, f: PlanFile) -> None:
-        if f.baseRowId is None or f.defaultRowCommitVersion is None:
+        if f.base_row_id is None or f.default_row_commit_version is None:
             raise OperationRefusedError(
                 f"{f.path}: row tracking is enabled but the file has no baseRowId/defaultRowCommitVersion; "
                 "its rows' IDs cannot be preserved"
@@ -409,10 +442,10 @@ class BinWriter:
         The materialised value where the file has one, else the default: ``baseRowId`` plus
         the row's position in the file, and the file's ``defaultRowCommitVersion``.
         """
-        assert self.rt_columns is not None and f.baseRowId is not None and f.defaultRowCommitVersion is not None
+        assert self.rt_columns is not None and f.base_row_id is not None and f.default_row_commit_version is not None
         n = batch.num_rows
-        fresh_ids = pa.array(np.arange(f.baseRowId + offset, f.baseRowId + offset + n, dtype=np.int64))
-        fresh_versions = pa.array(np.full(n, f.defaultRowCommitVersion, dtype=np.int64))
+        fresh_ids = pa.array(np.arange(f.base_row_id + offset, f.base_row_id + offset + n, dtype=np.int64))
+        fresh_versions = pa.array(np.full(n, f.default_row_commit_version, dtype=np.int64))
         out = []
         for name, fresh in zip(self.rt_columns, (fresh_ids, fresh_versions)):
             if name in batch.schema.names:
@@ -466,8 +499,8 @@ class BinWriter:
 
     def rewrite(self, b: Bin) -> BinOutput:
         started = time.perf_counter()
-        self.consts = dict(b.partitionValues)
-        rel_dir = output_dir(b.files[0].path, b.partitionValues)
+        self.consts = dict(b.partition_values)
+        rel_dir = output_dir(b.files[0].path, b.partition_values)
         name = output_file_name(b.id, self.plan.codec)
         rel = f"{rel_dir}/{name}" if rel_dir else name
         full = self.storage.join(*rel.split("/"))
@@ -515,32 +548,12 @@ class BinWriter:
             raise
         if hasattr(sink, "close"):
             sink.close()
-        output = BinOutput(
-            bin_id=b.id,
-            add=None,
-            rows_in=counters["rows_in"],
-            rows_out=rows_out,
-            bytes_in=b.size,
-            deletion_vectors=counters["dvs"],
-            deleted_rows=counters["deleted"],
-        )
+        written: list[tuple[dict[str, Any], str]] = []
         if rows_out == 0:  # every row was deleted: the inputs go, nothing replaces them
             self.storage.delete(full)
         else:
-            info = self.storage.info(full)
-            stats = stats_from_parquet_metadata(
-                metadata, self.logical, self.plan.partition_columns, configuration=self.plan.stats_configuration
-            )
-            output.add = {
-                "path": to_log_path(rel),
-                "partitionValues": dict(b.partitionValues),
-                "size": info.size,
-                "modificationTime": info.modification_time,
-                "dataChange": False,
-                "stats": stats_json(stats),
-            }
-            output.storage_path = full
-        output.seconds = time.perf_counter() - started
+            written.append((self._add_action(b, rel, full, metadata), full))
+        output = self._output(b, counters, started, rows_out, written)
         log.info(
             "bin %d: %d files, %d bytes -> %s (%d rows, %.2fs)",
             b.id,

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class BinOutput:
     """One rewritten bin: the ``add`` action of its new file (None when every row was deleted)."""
 
@@ -48,7 +48,7 @@ class BinOutput:
         return d
 
 
-@dataclass
+@dataclass(frozen=True)
 class BinSkipped:
     """A bin that was not committed, and why (a lost race, or an engine error)."""
 

@@ -41,38 +41,39 @@ from deltalog.table import DeltaTable, as_table
 
 log = logging.getLogger(__name__)
 
-PLAN_FORMAT = 1
+#: 2: every key snake_case (1 had camelCase keys).
+PLAN_FORMAT = 2
 DEFAULT_TARGET_SIZE = DEFAULT_TARGET_FILE_SIZE
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanFile:
-    """One input file of a bin, as the log names it."""
+    """One input file of a bin, as the log names it (``deletion_vector``: the log's descriptor, verbatim)."""
 
     path: str
     size: int
-    deletionVector: dict[str, Any] | None = None
+    deletion_vector: dict[str, Any] | None = None
     #: Row tracking fields of the live add (the rows' fresh IDs and commit versions).
-    baseRowId: int | None = None
-    defaultRowCommitVersion: int | None = None
+    base_row_id: int | None = None
+    default_row_commit_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"path": self.path, "size": self.size}
-        if self.deletionVector:
-            d["deletionVector"] = self.deletionVector
-        if self.baseRowId is not None:
-            d["baseRowId"] = self.baseRowId
-        if self.defaultRowCommitVersion is not None:
-            d["defaultRowCommitVersion"] = self.defaultRowCommitVersion
+        if self.deletion_vector:
+            d["deletion_vector"] = self.deletion_vector
+        if self.base_row_id is not None:
+            d["base_row_id"] = self.base_row_id
+        if self.default_row_commit_version is not None:
+            d["default_row_commit_version"] = self.default_row_commit_version
         return d
 
     @classmethod
     def from_dict(cls, f: dict[str, Any]) -> PlanFile:
-        base, version = f.get("baseRowId"), f.get("defaultRowCommitVersion")
+        base, version = f.get("base_row_id"), f.get("default_row_commit_version")
         return cls(
             str(f["path"]),
             int(f["size"]),
-            f.get("deletionVector"),
+            f.get("deletion_vector"),
             None if base is None else int(base),
             None if version is None else int(version),
         )
@@ -80,15 +81,15 @@ class PlanFile:
     @property
     def key(self) -> tuple[str, str | None]:
         """(path, DV unique id): the logical file this entry stands for."""
-        return self.path, dv_unique_id(self.deletionVector)
+        return self.path, dv_unique_id(self.deletion_vector)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bin:
     """Files of one partition that become one new file."""
 
     id: int
-    partitionValues: dict[str, str | None]
+    partition_values: dict[str, str | None]
     files: list[PlanFile]
 
     @property
@@ -98,13 +99,13 @@ class Bin:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
-            "partitionValues": dict(self.partitionValues),
+            "partition_values": dict(self.partition_values),
             "size": self.size,
             "files": [f.to_dict() for f in self.files],
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompactionPlan:
     """What a compaction will do; JSON-able so another engine or process can run it."""
 
@@ -124,7 +125,7 @@ class CompactionPlan:
     #: ``delta.dataSkipping*`` table properties: which columns get stats in new files.
     stats_configuration: dict[str, str] = field(default_factory=dict)
     #: Row tracking enabled: the materialised columns the rewritten files carry every row's
-    #: stable row ID and row commit version in (``rowIdColumn``, ``rowCommitVersionColumn``).
+    #: stable row ID and row commit version in (``row_id_column``, ``row_commit_version_column``).
     row_tracking: dict[str, str] | None = None
     #: The Iceberg compatibility version the table enables: new files follow its rules
     #: (partition values materialised, field ids on every column, nested ids for V2).
@@ -153,55 +154,63 @@ class CompactionPlan:
 
     @property
     def num_partitions(self) -> int:
-        return len({tuple(sorted(b.partitionValues.items(), key=lambda kv: kv[0])) for b in self.bins})
+        return len({tuple(sorted(b.partition_values.items(), key=lambda kv: kv[0])) for b in self.bins})
+
+    def summary_line(self, head: str = "plan") -> str:
+        """One line for logs and the CLI: how many bins of how many files, against which target."""
+        return (
+            f"{head} for {self.table_uri} at version {self.snapshot_version}: {len(self.bins)} bins, "
+            f"{self.num_input_files} of {self.num_files} files ({self.input_bytes} bytes) in "
+            f"{self.num_partitions} partitions; target {self.target_size} bytes"
+        )
 
     def summary(self) -> dict[str, Any]:
         """The plan without its bins (what a result or a log line needs)."""
         return {
-            "snapshotVersion": self.snapshot_version,
-            "targetSize": self.target_size,
-            "smallFileThreshold": self.small_file_threshold,
-            "minFiles": self.min_files,
-            "maxBins": self.max_bins,
+            "snapshot_version": self.snapshot_version,
+            "target_size": self.target_size,
+            "small_file_threshold": self.small_file_threshold,
+            "min_files": self.min_files,
+            "max_bins": self.max_bins,
             "where": self.where,
-            "numFiles": self.num_files,
-            "numCandidateFiles": self.num_candidate_files,
-            "numBins": len(self.bins),
-            "numBinsDeferred": self.num_bins_deferred,
-            "numInputFiles": self.num_input_files,
-            "inputBytes": self.input_bytes,
-            "numPartitions": self.num_partitions,
-            **({"clusterBy": list(self.clustering.columns)} if self.clustering else {}),
-            **({"numKeptClusteredFiles": self.num_kept_clustered_files} if self.clustering else {}),
+            "num_files": self.num_files,
+            "num_candidate_files": self.num_candidate_files,
+            "num_bins": len(self.bins),
+            "num_bins_deferred": self.num_bins_deferred,
+            "num_input_files": self.num_input_files,
+            "input_bytes": self.input_bytes,
+            "num_partitions": self.num_partitions,
+            **({"cluster_by": list(self.clustering.columns)} if self.clustering else {}),
+            **({"num_kept_clustered_files": self.num_kept_clustered_files} if self.clustering else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "formatVersion": PLAN_FORMAT,
-            "tableUri": self.table_uri,
-            "tableId": self.table_id,
-            "snapshotVersion": self.snapshot_version,
-            "targetSize": self.target_size,
-            "smallFileThreshold": self.small_file_threshold,
-            "minFiles": self.min_files,
-            "maxBins": self.max_bins,
+            "format_version": PLAN_FORMAT,
+            "table_uri": self.table_uri,
+            "table_id": self.table_id,
+            "snapshot_version": self.snapshot_version,
+            "target_size": self.target_size,
+            "small_file_threshold": self.small_file_threshold,
+            "min_files": self.min_files,
+            "max_bins": self.max_bins,
             "where": self.where,
             "predicate": list(self.predicate),
-            "partitionColumns": list(self.partition_columns),
-            "schemaString": self.schema_string,
-            "columnMappingMode": self.column_mapping_mode,
+            "partition_columns": list(self.partition_columns),
+            "schema_string": self.schema_string,
+            "column_mapping_mode": self.column_mapping_mode,
             "codec": self.codec,
-            "statsConfiguration": dict(self.stats_configuration),
-            "rowTracking": dict(self.row_tracking) if self.row_tracking else None,
-            "icebergCompat": self.iceberg_compat,
-            "purgeMinDeletedShare": self.purge_min_deleted_share,
-            "zOrderBy": list(self.zorder_by),
+            "stats_configuration": dict(self.stats_configuration),
+            "row_tracking": dict(self.row_tracking) if self.row_tracking else None,
+            "iceberg_compat": self.iceberg_compat,
+            "purge_min_deleted_share": self.purge_min_deleted_share,
+            "zorder_by": list(self.zorder_by),
             "clustering": self.clustering.to_dict() if self.clustering else None,
-            "numKeptClusteredFiles": self.num_kept_clustered_files,
-            "numFiles": self.num_files,
-            "numCandidateFiles": self.num_candidate_files,
-            "numBinsDeferred": self.num_bins_deferred,
-            "createdAt": self.created_at,
+            "num_kept_clustered_files": self.num_kept_clustered_files,
+            "num_files": self.num_files,
+            "num_candidate_files": self.num_candidate_files,
+            "num_bins_deferred": self.num_bins_deferred,
+            "created_at": self.created_at,
             "bins": [b.to_dict() for b in self.bins],
         }
 
@@ -213,47 +222,48 @@ class CompactionPlan:
         """Rebuild a plan from :meth:`to_dict` output; InvalidArgumentError names what is wrong."""
         if not isinstance(doc, dict):
             raise InvalidArgumentError("a compaction plan must be a JSON object")
-        if doc.get("formatVersion") != PLAN_FORMAT:
+        found = doc.get("format_version", doc.get("formatVersion"))
+        if found != PLAN_FORMAT:
             raise InvalidArgumentError(
-                f"compaction plan formatVersion {doc.get('formatVersion')!r} is not supported (expected {PLAN_FORMAT})"
+                f"compaction plan format_version {found!r} is not supported (expected {PLAN_FORMAT}; plan again)"
             )
         try:
             bins = [
                 Bin(
                     id=int(b["id"]),
-                    partitionValues=dict(b.get("partitionValues") or {}),
+                    partition_values=dict(b.get("partition_values") or {}),
                     files=[PlanFile.from_dict(f) for f in b["files"]],
                 )
                 for b in doc.get("bins", [])
             ]
             return cls(
-                table_uri=str(doc["tableUri"]),
-                table_id=str(doc["tableId"]),
-                snapshot_version=int(doc["snapshotVersion"]),
-                target_size=int(doc["targetSize"]),
-                small_file_threshold=int(doc["smallFileThreshold"]),
-                min_files=int(doc["minFiles"]),
-                max_bins=None if doc.get("maxBins") is None else int(doc["maxBins"]),
+                table_uri=str(doc["table_uri"]),
+                table_id=str(doc["table_id"]),
+                snapshot_version=int(doc["snapshot_version"]),
+                target_size=int(doc["target_size"]),
+                small_file_threshold=int(doc["small_file_threshold"]),
+                min_files=int(doc["min_files"]),
+                max_bins=None if doc.get("max_bins") is None else int(doc["max_bins"]),
                 where=doc.get("where"),
                 predicate=list(doc.get("predicate") or []),
-                partition_columns=list(doc.get("partitionColumns") or []),
-                schema_string=str(doc["schemaString"]),
-                column_mapping_mode=str(doc.get("columnMappingMode") or "none"),
+                partition_columns=list(doc.get("partition_columns") or []),
+                schema_string=str(doc["schema_string"]),
+                column_mapping_mode=str(doc.get("column_mapping_mode") or "none"),
                 codec=str(doc.get("codec") or "zstd"),
-                stats_configuration={str(k): str(v) for k, v in (doc.get("statsConfiguration") or {}).items()},
-                row_tracking=_row_tracking_doc(doc.get("rowTracking")),
-                iceberg_compat=None if doc.get("icebergCompat") is None else int(doc["icebergCompat"]),
+                stats_configuration={str(k): str(v) for k, v in (doc.get("stats_configuration") or {}).items()},
+                row_tracking=_row_tracking_doc(doc.get("row_tracking")),
+                iceberg_compat=None if doc.get("iceberg_compat") is None else int(doc["iceberg_compat"]),
                 purge_min_deleted_share=(
-                    None if doc.get("purgeMinDeletedShare") is None else float(doc["purgeMinDeletedShare"])
+                    None if doc.get("purge_min_deleted_share") is None else float(doc["purge_min_deleted_share"])
                 ),
-                zorder_by=[str(c) for c in doc.get("zOrderBy") or []],
+                zorder_by=[str(c) for c in doc.get("zorder_by") or []],
                 clustering=ClusteringSpec.from_dict(doc.get("clustering")),
-                num_kept_clustered_files=int(doc.get("numKeptClusteredFiles") or 0),
+                num_kept_clustered_files=int(doc.get("num_kept_clustered_files") or 0),
                 bins=bins,
-                num_files=int(doc.get("numFiles") or 0),
-                num_candidate_files=int(doc.get("numCandidateFiles") or 0),
-                num_bins_deferred=int(doc.get("numBinsDeferred") or 0),
-                created_at=str(doc.get("createdAt") or ""),
+                num_files=int(doc.get("num_files") or 0),
+                num_candidate_files=int(doc.get("num_candidate_files") or 0),
+                num_bins_deferred=int(doc.get("num_bins_deferred") or 0),
+                created_at=str(doc.get("created_at") or ""),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"the compaction plan is malformed: {type(exc).__name__} {exc}") from None
@@ -298,13 +308,16 @@ def plan_row_tracking(snapshot: Snapshot) -> dict[str, str] | None:
     if not row_tracking.enabled(snapshot.protocol, config):
         return None
     cols = row_tracking.materialized_columns(config)
-    return {"rowIdColumn": cols.row_id, "rowCommitVersionColumn": cols.row_commit_version}
+    return {"row_id_column": cols.row_id, "row_commit_version_column": cols.row_commit_version}
 
 
 def _row_tracking_doc(doc: Any) -> dict[str, str] | None:
     if doc is None:
         return None
-    return {"rowIdColumn": str(doc["rowIdColumn"]), "rowCommitVersionColumn": str(doc["rowCommitVersionColumn"])}
+    return {
+        "row_id_column": str(doc["row_id_column"]),
+        "row_commit_version_column": str(doc["row_commit_version_column"]),
+    }
 
 
 def compaction_operation(engine: str) -> Operation:
@@ -457,7 +470,7 @@ def plan_from_snapshot(
         keep = sorted(order[:max_bins])
         deferred = len(packed) - max_bins
         packed = [packed[i] for i in keep]
-    bins = [Bin(id=i, partitionValues=dict(pvs_by_key[key]), files=fs) for i, (key, fs) in enumerate(packed)]
+    bins = [Bin(id=i, partition_values=dict(pvs_by_key[key]), files=fs) for i, (key, fs) in enumerate(packed)]
     plan = CompactionPlan(
         table_uri=table_uri,
         table_id=md.id,

@@ -81,6 +81,13 @@ class DeletionVectorHealth:
     #: Files a default purge (any DV) would rewrite whose share is known; the largest share among them.
     max_file_share: float
 
+    def summary_line(self) -> str:
+        """One line for logs: the rows deletion vectors hide."""
+        return (
+            f"{self.rows_hidden} rows hidden by deletion vectors in {self.files_with_dvs} files "
+            f"({self.hidden_share:.1%} of rows; largest share in one file {self.max_file_share:.1%})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files_with_dvs": self.files_with_dvs,

@@ -10,9 +10,12 @@ from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompactionResult:
-    """What a compaction did: its plan, the commits that landed, and the bins it skipped and why."""
+    """What a compaction did: its plan, the commits that landed, and the bins it skipped and why.
+
+    Built once the run is over (:class:`CompactionProgress` collects it while it runs).
+    """
 
     table: str
     engine: str
@@ -40,18 +43,13 @@ class CompactionResult:
         return self.error is None and not any(s.kind == "error" for s in self.skipped)
 
     def _total(self, key: str) -> int:
+        """A sum over the commits' operationMetrics (Delta's metric names)."""
         return sum(int(c.operation_metrics.get(key, 0)) for c in self.commits)
 
     def summary_line(self) -> str:
         """One line for logs and the CLI: the plan, or what was rewritten into what."""
-        plan = self.plan
         if self.plan_only or self.noop:
-            head = "plan" if self.plan_only else "nothing to compact"
-            return (
-                f"{head} for {self.table} at version {plan.snapshot_version}: {len(plan.bins)} bins, "
-                f"{plan.num_input_files} of {plan.num_files} files ({plan.input_bytes} bytes) in "
-                f"{plan.num_partitions} partitions; target {plan.target_size} bytes"
-            )
+            return self.plan.summary_line("plan" if self.plan_only else "nothing to compact")
         skipped = f", {len(self.skipped)} bins skipped" if self.skipped else ""
         return (
             f"compacted {self.table} with the {self.engine} engine: {self._total('numRemovedFiles')} files "
@@ -61,30 +59,55 @@ class CompactionResult:
 
     def to_dict(self) -> dict[str, Any]:
         committed = set(self.committed_bins)
-        out: dict[str, Any] = {
+        return {
             "table": self.table,
             "engine": self.engine,
-            "planOnly": self.plan_only,
+            "plan_only": self.plan_only,
             "noop": self.noop,
             "ok": self.ok,
             "error": self.error,
-            "snapshotVersion": self.plan.snapshot_version,
+            "snapshot_version": self.plan.snapshot_version,
             "versions": [c.version for c in self.commits],
-            "numBins": len(self.plan.bins),
-            "numBinsCommitted": len(committed),
-            "numBinsSkipped": len(self.skipped),
-            "numFilesAdded": self._total("numAddedFiles"),
-            "numFilesRemoved": self._total("numRemovedFiles"),
-            "bytesAdded": self._total("numAddedBytes"),
-            "bytesRemoved": self._total("numRemovedBytes"),
-            "numPartitionsOptimized": len(
-                {tuple(sorted(b.partitionValues.items())) for b in self.plan.bins if b.id in committed}
+            "num_bins": len(self.plan.bins),
+            "num_bins_committed": len(committed),
+            "num_bins_skipped": len(self.skipped),
+            "num_files_added": self._total("numAddedFiles"),
+            "num_files_removed": self._total("numRemovedFiles"),
+            "bytes_added": self._total("numAddedBytes"),
+            "bytes_removed": self._total("numRemovedBytes"),
+            "num_partitions_optimized": len(
+                {tuple(sorted(b.partition_values.items())) for b in self.plan.bins if b.id in committed}
             ),
-            "numDeletionVectorsApplied": self._total("numDeletionVectorsRemoved"),
+            "num_deletion_vectors_applied": self._total("numDeletionVectorsRemoved"),
             "seconds": round(self.seconds, 3),
-            "engineSeconds": round(self.engine_seconds, 3),
+            "engine_seconds": round(self.engine_seconds, 3),
             "plan": self.plan.to_dict() if self.plan_only else self.plan.summary(),
             "commits": [c.to_dict() for c in self.commits],
             "skipped": [s.to_dict() for s in self.skipped],
         }
-        return out
+
+
+@dataclass
+class CompactionProgress:
+    """What a compaction run has done so far (mutable while it runs; :meth:`result` freezes it)."""
+
+    engine: str
+    commits: list[CompactionCommit] = field(default_factory=list)
+    outputs: list[BinOutput] = field(default_factory=list)
+    skipped: list[BinSkipped] = field(default_factory=list)
+    error: str | None = None
+    engine_seconds: float = 0.0
+
+    def result(self, table: str, plan: CompactionPlan, seconds: float, *, plan_only: bool = False) -> CompactionResult:
+        return CompactionResult(
+            table=table,
+            engine=self.engine,
+            plan=plan,
+            plan_only=plan_only,
+            commits=list(self.commits),
+            outputs=list(self.outputs),
+            skipped=list(self.skipped),
+            error=self.error,
+            seconds=seconds,
+            engine_seconds=self.engine_seconds,
+        )

@@ -17,14 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.compaction.layout import output_dir, output_file_name, to_log_path
+from deltalog.compaction.layout import output_dir, output_file_name
 from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
 from deltalog.compaction.local import BinWriter
 from deltalog.compaction.outcome import BinOutput
 from deltalog.compaction.plan import Bin
 from deltalog.compaction.zorder import MAX_BITS, hilbert, interleave, rank_scaled
 from deltalog.errors import OperationRefusedError
-from deltalog.stats import stats_from_parquet_metadata, stats_json
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ class ZOrderWriter(BinWriter):
 
     def rewrite(self, b: Bin) -> BinOutput:
         started = time.perf_counter()
-        self.consts = dict(b.partitionValues)
+        self.consts = dict(b.partition_values)
         keys = self._key_paths()
         self.cube_id = str(uuid.uuid4())
         counters = {"rows_in": 0, "dvs": 0, "deleted": 0}
@@ -81,11 +80,8 @@ class ZOrderWriter(BinWriter):
                 if source is not pf and hasattr(source, "close"):
                     source.close()
         n = sum(len(a) for a in columns[0]) if columns else 0
-        output = BinOutput(bin_id=b.id, add=None, rows_in=counters["rows_in"], bytes_in=b.size)
-        output.deletion_vectors, output.deleted_rows = counters["dvs"], counters["deleted"]
         if n == 0:
-            output.seconds = time.perf_counter() - started
-            return output
+            return self._output(b, counters, started, 0, [])
         bits = min(MAX_BITS, 63 // len(keys))
         ranks = [rank_scaled(pa.chunked_array(cols, type=cols[0].type), bits) for cols in columns]
         del columns
@@ -108,12 +104,7 @@ class ZOrderWriter(BinWriter):
             raise
         shutil.rmtree(spill, ignore_errors=True)
         adds = [w for w in written if w is not None]
-        output.rows_out = n
-        if adds:
-            output.add, output.storage_path = adds[0]
-            output.more_adds = [a for a, _ in adds[1:]]
-            output.more_paths = [p for _, p in adds[1:]]
-        output.seconds = time.perf_counter() - started
+        output = self._output(b, counters, started, n, adds)
         log.info(
             "%s bin %d: %d files, %d rows -> %d files by %s (%.2fs)",
             "clustering" if self.plan.clustering else "Z-order",
@@ -166,7 +157,7 @@ class ZOrderWriter(BinWriter):
             return self._write_file(b, i, table)
 
     def _write_file(self, b: Bin, i: int, table: pa.Table) -> tuple[dict[str, Any], str]:
-        rel_dir = output_dir(b.files[0].path, b.partitionValues)
+        rel_dir = output_dir(b.files[0].path, b.partition_values)
         name = output_file_name(b.id, self.plan.codec)
         rel = f"{rel_dir}/{name}" if rel_dir else name
         full = self.storage.join(*rel.split("/"))
@@ -186,18 +177,7 @@ class ZOrderWriter(BinWriter):
             raise
         if hasattr(sink, "close"):
             sink.close()
-        info = self.storage.info(full)
-        stats = stats_from_parquet_metadata(
-            metadata, self.logical, self.plan.partition_columns, configuration=self.plan.stats_configuration
-        )
-        add = {
-            "path": to_log_path(rel),
-            "partitionValues": dict(b.partitionValues),
-            "size": info.size,
-            "modificationTime": info.modification_time,
-            "dataChange": False,
-            "stats": stats_json(stats),
-        }
+        add = self._add_action(b, rel, full, metadata)
         if self.plan.clustering is not None:
             add["tags"] = {ZCUBE_ID: self.cube_id, ZCUBE_ZORDER_BY: self.plan.clustering.zorder_by_tag}
             add["clusteringProvider"] = PROVIDER

@@ -50,6 +50,10 @@ class DiscoveryResult:
     duration_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI."""
+        return f"{len(self.tables)} tables, {len(self.errors)} errors ({self.duration_seconds:.2f} s)"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "root": self.root,
@@ -91,8 +95,8 @@ def _table_listing(uri: str, storage_options: dict[str, Any]) -> LogListing | No
 
 def discover_tables(
     root: str,
-    storage_options: dict[str, Any] | None = None,
     *,
+    storage_options: dict[str, Any] | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
     max_workers: int = DEFAULT_WORKERS,
 ) -> DiscoveryResult:

@@ -55,6 +55,15 @@ class TableReport:
     def any_due(self) -> bool:
         return self.due is not None and self.due.any
 
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: the table, its gain and what is due."""
+        if self.error is not None:
+            return f"{self.uri}: error: {self.error}"
+        assert self.due is not None
+        due = [op for op, flag in self.due.flags().items() if flag]
+        state = ", ".join(due) if due else ("refused" if self.due.refused else "healthy")
+        return f"{self.uri} v{self.version} gain {self.gain:.1f}: {state}"
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri, "version": self.version, "gain": round(self.gain, 2)}
         if self.error is not None:
@@ -116,8 +125,8 @@ def measure_table(
 
 def fleet_health(
     tables: Sequence[str | FoundTable],
-    storage_options: dict[str, Any] | None = None,
     *,
+    storage_options: dict[str, Any] | None = None,
     target_size: int | str | None = None,
     max_workers: int = DEFAULT_WORKERS,
 ) -> list[TableReport]:

@@ -32,7 +32,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from deltalog.checkpoint import create_checkpoint
@@ -161,7 +163,7 @@ def order_work(
 # --- one table ------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class TableOutcome:
     """What maintenance did to one table (a row of the fleet summary)."""
 
@@ -192,6 +194,13 @@ class TableOutcome:
             or bool(self.bytes_reclaimed or self.log_files_deleted)
         )
 
+    def summary_line(self) -> str:
+        """One line for logs: the table, how it ended, what ran and what was put off."""
+        ran = ", ".join(self.ran) or "nothing"
+        deferred = f"; deferred {', '.join(self.deferred)}" if self.deferred else ""
+        error = f"; {self.error}" if self.error else ""
+        return f"{self.uri}: {self.status} (ran {ran}{deferred}){error}"
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["changed"] = self.changed
@@ -204,8 +213,8 @@ def _left(deadline: float | None) -> float:
 
 def maintain_table(
     uri: str,
-    storage_options: dict[str, Any] | None = None,
     *,
+    storage_options: dict[str, Any] | None = None,
     settings: TableSettings | None = None,
     deadline: float | None = None,
     owner: str = "deltalog",
@@ -228,19 +237,20 @@ def maintain_table(
     ):
         raise InvalidArgumentError(f"spark_min_bytes must be a non-negative integer, got {spark_min_bytes!r}")
     settings = settings or TableSettings()
-    out = TableOutcome(uri=uri, settings=settings.to_dict())
+    # The outcome's fields, filled in as the steps run; frozen into a TableOutcome at the end.
+    out = SimpleNamespace(**asdict(TableOutcome(uri=uri, settings=settings.to_dict())))
     if _left(deadline) <= 0:
         out.status, out.reasons = "deferred", ["the time budget was spent before this table started"]
-        return out
+        return TableOutcome(**vars(out))
     try:
         table = DeltaTable(uri, storage_options)
         lease = acquire_lease(table, owner, lease_ttl_seconds)
     except MaintenanceLeaseHeldError as exc:
         out.status, out.error = "busy", str(exc)
-        return out
+        return TableOutcome(**vars(out))
     except DeltaLogError as exc:
         out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
-        return out
+        return TableOutcome(**vars(out))
     try:
         engine = _Engine(spark_min_bytes, dict(spark_options or {}))
         _run_steps(table, settings, deadline, out, allow_short_retention, engine)
@@ -253,7 +263,7 @@ def maintain_table(
         lease.release()
         out.seconds = round(time.perf_counter() - t0, 3)
     log.info("fleet maintenance of %s: %s (ran %s, deferred %s)", uri, out.status, out.ran, out.deferred)
-    return out
+    return TableOutcome(**vars(out))
 
 
 @dataclass(frozen=True)
@@ -271,10 +281,11 @@ def _run_steps(
     table: DeltaTable,
     settings: TableSettings,
     deadline: float | None,
-    out: TableOutcome,
+    out: SimpleNamespace,
     allow_short: bool,
     engine: _Engine = _Engine(None, {}),
 ) -> None:
+    """Run the due steps, recording into ``out`` (the draft of a :class:`TableOutcome`) as they go."""
     snapshot = table.snapshot()
     before = compute_health(snapshot, settings.target_file_size)
     out.version_before = out.version_after = snapshot.version
@@ -319,7 +330,7 @@ def _run_steps(
                     zorder_by=settings.zorder_by,
                 )
             out.compaction_seconds = round(time.perf_counter() - started, 3)
-            out.compaction_bytes = int(result.to_dict()["bytesRemoved"])
+            out.compaction_bytes = int(result.to_dict()["bytes_removed"])
             if not result.ok:
                 raise DeltaLogError(result.error or "compaction failed: " + "; ".join(s.reason for s in result.skipped))
             if any(s.kind == "deferred" for s in result.skipped):
@@ -363,7 +374,7 @@ def _run_steps(
         out.reasons.append("deferred: the time budget was spent")
 
 
-def measured_throughput(outcomes: list[TableOutcome], previous: float | None = None) -> float:
+def measured_throughput(outcomes: Sequence[TableOutcome], previous: float | None = None) -> float:
     """Bytes rewritten per second by this run's compactions (else the previous run's, else the default)."""
     total_bytes = sum(o.compaction_bytes for o in outcomes)
     total_seconds = sum(o.compaction_seconds for o in outcomes)

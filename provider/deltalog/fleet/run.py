@@ -30,7 +30,7 @@ from deltalog.fleet.maintain import (
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class FleetRunResult:
     """Every table of the run: maintained (outcomes), healthy, unreadable; plus the budget and throughput."""
 
@@ -51,6 +51,12 @@ class FleetRunResult:
         out["healthy"] = out.get("healthy", 0) + len(self.healthy)
         out["unreadable"] = len(self.unreadable)
         return out
+
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: how many tables ended how."""
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()) if n)
+        head = "fleet dry run" if self.dry_run else "fleet run"
+        return f"{head} in {self.seconds:.1f} s: {len(self.planned)} tables due; {counts or 'no tables'}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,8 +83,8 @@ def previous_throughput(previous_results: dict[str, Any] | None) -> float | None
 
 def run_fleet(
     tables: Sequence[str | FoundTable],
-    storage_options: dict[str, Any] | None = None,
     *,
+    storage_options: dict[str, Any] | None = None,
     time_budget_seconds: float | None = None,
     settings: dict[str, Any] | None = None,
     previous_results: dict[str, Any] | None = None,
@@ -108,29 +114,27 @@ def run_fleet(
     for t in tables:
         settings_for(t.uri if isinstance(t, FoundTable) else t, settings)  # bad settings: fail before any work
     throughput = previous_throughput(previous_results) or DEFAULT_THROUGHPUT
-    result = FleetRunResult(started_at=time.time(), time_budget_seconds=time_budget_seconds, dry_run=dry_run)
-    reports = reports if reports is not None else fleet_health(tables, storage_options)
-    result.unreadable = [{"uri": r.uri, "error": r.error or ""} for r in reports if r.error is not None]
-    result.healthy = [r.uri for r in reports if r.error is None and not r.any_due and not (r.due and r.due.refused)]
+    started_at = time.time()
+    reports = reports if reports is not None else fleet_health(tables, storage_options=storage_options)
     refused = [r for r in reports if r.error is None and r.due is not None and r.due.refused]
-    result.planned = order_work(reports, throughput, settings)
-    result.outcomes = [
+    planned = order_work(reports, throughput, settings)
+    outcomes = [
         TableOutcome(uri=r.uri, status="refused", error=r.due.refused if r.due else None, version_before=r.version)
         for r in refused
     ]
     log.info(
         "fleet run: %d tables, %d due, budget %s s, throughput %.0f B/s",
         len(reports),
-        len(result.planned),
+        len(planned),
         time_budget_seconds,
         throughput,
     )
     if not dry_run:
-        for p in result.planned:
-            result.outcomes.append(
+        for p in planned:
+            outcomes.append(
                 maintain_table(
                     p.uri,
-                    storage_options,
+                    storage_options=storage_options,
                     settings=settings_for(p.uri, settings),
                     deadline=deadline,
                     owner=owner,
@@ -139,6 +143,14 @@ def run_fleet(
                     spark_options=spark_options,
                 )
             )
-    result.throughput_bytes_per_second = measured_throughput(result.outcomes, throughput)
-    result.seconds = time.monotonic() - t0
-    return result
+    return FleetRunResult(
+        started_at=started_at,
+        time_budget_seconds=time_budget_seconds,
+        planned=planned,
+        outcomes=outcomes,
+        healthy=[r.uri for r in reports if r.error is None and not r.any_due and not (r.due and r.due.refused)],
+        unreadable=[{"uri": r.uri, "error": r.error or ""} for r in reports if r.error is not None],
+        throughput_bytes_per_second=measured_throughput(outcomes, throughput),
+        seconds=time.monotonic() - t0,
+        dry_run=dry_run,
+    )

@@ -60,7 +60,7 @@ class LiteVacuumUnavailableError(OperationRefusedError):
     """Lite mode needs commits that log cleanup already removed; only a full vacuum can proceed."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class VacuumPlan:
     """What a vacuum would delete, checked against every safety rule, and why.
 
@@ -101,6 +101,14 @@ class VacuumPlan:
 
     def readable_versions(self) -> str:
         return f"{self.fully_readable_from}..{self.version}"
+
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: what the vacuum would delete and what stays readable."""
+        return (
+            f"{self.mode} vacuum plan for {self.table_uri} at version {self.version}: {self.num_files} files "
+            f"({self.size_in_bytes} bytes) to delete; versions {self.readable_versions()} (and later) keep all "
+            "their files"
+        )
 
     def to_dict(self, include_files: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

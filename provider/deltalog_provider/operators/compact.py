@@ -159,9 +159,7 @@ class DeltaCompactOperator(DeltaTableOperator):
             full=self.full,
             engine=engine,
         )
-        self.log.info(
-            "compaction plan: %d bins over %d candidate files", len(plan.bins), plan.summary()["numCandidateFiles"]
-        )
+        self.log.info("compaction plan: %d bins over %d candidate files", len(plan.bins), plan.num_candidate_files)
         plan_path = optional_str(self.plan_path)
         if engine == "spark" and not self.plan_only and plan.bins:
             return self._compact_with_spark(hook, table, plan, plan_path)
@@ -309,18 +307,18 @@ class DeltaCompactOperator(DeltaTableOperator):
     def result_metrics(self, result: Any) -> dict[str, Any]:
         metrics = jsonable(result)
         if self.plan_path:
-            metrics["planPath"] = optional_str(self.plan_path)
+            metrics["plan_path"] = optional_str(self.plan_path)
         return metrics
 
     def result_version(self, metrics: dict[str, Any]) -> int | None:
         versions = metrics.get("versions") or []
         if versions:
             return int(versions[-1])
-        snapshot_version = metrics.get("snapshotVersion")
+        snapshot_version = metrics.get("snapshot_version")
         return snapshot_version if isinstance(snapshot_version, int) else None
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return bool(metrics.get("noop"))
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
-        return {"file_count": metrics.get("numFilesAdded"), "size": metrics.get("bytesAdded")}
+        return {"file_count": metrics.get("num_files_added"), "size": metrics.get("bytes_added")}

@@ -64,7 +64,7 @@ class DeltaConvertOperator(DeltaTableOperator):
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         return {
-            "file_count": metrics.get("numFiles"),
-            "size": metrics.get("numBytes"),
-            "row_count": metrics.get("numRecords"),
+            "file_count": metrics.get("num_files"),
+            "size": metrics.get("num_bytes"),
+            "row_count": metrics.get("num_records"),
         }

@@ -158,7 +158,7 @@ class SparkBinRewriter:
         #: Row tracking enabled: every row's stable row ID and commit version go into these columns, last.
         self.rt_columns: tuple[str, str] | None = None
         if plan.row_tracking:
-            self.rt_columns = (plan.row_tracking["rowIdColumn"], plan.row_tracking["rowCommitVersionColumn"])
+            self.rt_columns = (plan.row_tracking["row_id_column"], plan.row_tracking["row_commit_version_column"])
         data = [f for f in written.fields if f.name not in self.materialized]
         extra = [StructField(c, LongType(), True) for c in self.rt_columns or ()]
         #: What is read from the input files: the data columns, and the materialised row tracking columns.
@@ -190,19 +190,19 @@ class SparkBinRewriter:
         columns = [F.col(f"`{n}`") for n in self.data_names]
         tracked = [F.col(f"`{n}`") for n in self.rt_columns or ()]
         reader = self.spark.read.schema(self.schema)
-        together = [f for f in b.files if not f.deletionVector and self.rt_columns is None]
+        together = [f for f in b.files if not f.deletion_vector and self.rt_columns is None]
         plain = [_GLOB.sub(r"\\\1", self.uri(f.path)) for f in together]
         frames = [reader.parquet(*plain).select(*columns)] if plain else []
         for f in b.files:
-            if not f.deletionVector and self.rt_columns is None:
+            if not f.deletion_vector and self.rt_columns is None:
                 continue
             one = reader.parquet(_GLOB.sub(r"\\\1", self.uri(f.path))).select(
                 *columns, *tracked, F.col("_metadata.row_index").alias(ROW_INDEX)
             )
             if self.rt_columns is not None:
                 one = self._stable_row_tracking(one, f)
-            if f.deletionVector:
-                deleted = deleted_rows(f.deletionVector, self._read_dv)
+            if f.deletion_vector:
+                deleted = deleted_rows(f.deletion_vector, self._read_dv)
                 gone = self.spark.createDataFrame(
                     [(int(x),) for x in deleted], StructType([StructField(ROW_INDEX, LongType(), False)])
                 )
@@ -221,15 +221,15 @@ class SparkBinRewriter:
         ``defaultRowCommitVersion``."""
         from pyspark.sql import functions as F
 
-        if f.baseRowId is None or f.defaultRowCommitVersion is None:
+        if f.base_row_id is None or f.default_row_commit_version is None:
             raise OperationRefusedError(
                 f"{f.path}: row tracking is enabled but the file has no baseRowId/defaultRowCommitVersion; "
                 "its rows' IDs cannot be preserved"
             )
         assert self.rt_columns is not None
         row_id, version = self.rt_columns
-        fresh_id = F.lit(f.baseRowId).cast("long") + F.col(ROW_INDEX)
-        fresh_version = F.lit(f.defaultRowCommitVersion).cast("long")
+        fresh_id = F.lit(f.base_row_id).cast("long") + F.col(ROW_INDEX)
+        fresh_version = F.lit(f.default_row_commit_version).cast("long")
         return frame.withColumn(row_id, F.coalesce(F.col(f"`{row_id}`"), fresh_id)).withColumn(
             version, F.coalesce(F.col(f"`{version}`"), fresh_version)
         )
@@ -243,7 +243,7 @@ class SparkBinRewriter:
             if column.name not in self.materialized:
                 continue
             # partitionValues are keyed by physical name under column mapping.
-            pv = b.partitionValues
+            pv = b.partition_values
             value = pv.get(column.name, pv.get(self.materialized[column.name]))
             out.append(F.lit(value).cast(column.dataType).alias(column.name, metadata=dict(column.metadata)))
         return out
@@ -297,7 +297,7 @@ class SparkBinRewriter:
             footer = self.fs.footer(src)
             if footer.num_rows == 0:  # no row survived the deletion vectors, or an empty range
                 continue
-            rel_dir = output_dir(b.files[0].path, b.partitionValues)
+            rel_dir = output_dir(b.files[0].path, b.partition_values)
             name = output_file_name(b.id, self.plan.codec)
             rel = f"{rel_dir}/{name}" if rel_dir else name
             self.fs.move(src, f"{self.table}/{rel}")
@@ -308,7 +308,7 @@ class SparkBinRewriter:
             add: dict[str, Any] = {
                 "path": rel,
                 "size": size,
-                "partitionValues": dict(b.partitionValues),
+                "partitionValues": dict(b.partition_values),
                 "modificationTime": mtime,
                 "stats": stats_json(stats),
                 "dataChange": False,

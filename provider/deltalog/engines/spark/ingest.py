@@ -39,7 +39,7 @@ HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _SAFE_RUN_ID = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-@dataclass
+@dataclass(frozen=True)
 class WrittenFile:
     """One data file now in the table folder, as the commit request lists it."""
 
@@ -59,7 +59,7 @@ class WrittenFile:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
 class IngestResult:
     """What one ingest run wrote: the files and where their commit request is."""
 
@@ -75,6 +75,13 @@ class IngestResult:
     @property
     def num_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    def summary_line(self) -> str:
+        """One line for logs: how much was written and where its commit request is."""
+        return (
+            f"ingest run {self.run_id}: {self.num_files} files ({self.num_bytes} bytes) written to {self.table_uri}; "
+            f"commit request at {self.request_uri}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

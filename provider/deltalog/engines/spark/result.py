@@ -31,12 +31,13 @@ def outputs_from_request(
     """Map a Spark commit request back onto the plan's bins (the bin id is in each new file's name)."""
     bins = {b.id: b for b in plan.bins}
     outputs: dict[int, BinOutput] = {}
+    written: dict[int, list[tuple[dict[str, Any], str, int]]] = {}  # per bin: (add, storage path, rows)
     removed = set(request.get("remove") or [])
     several = bool(plan.zorder_by) or plan.clustering is not None  # a curve bin is cut into several files
     for add in request.get("add") or []:
         path = add["path"]
         bid = bin_id_from_name(path)
-        if bid not in bins or (bid in outputs and not several):
+        if bid not in bins or (bid in written and not several):
             raise EngineError(f"the Spark job returned {path!r}, which belongs to no bin of the plan")
         stats = json.loads(add.get("stats") or "{}")
         action: dict[str, Any] = {
@@ -51,20 +52,17 @@ def outputs_from_request(
             action["tags"] = {str(k): str(v) for k, v in add["tags"].items()}
         if add.get("clusteringProvider"):
             action["clusteringProvider"] = str(add["clusteringProvider"])
-        where = storage.join(*path.split("/"))
-        if bid in outputs:
-            out = outputs[bid]
-            out.more_adds.append(action)
-            out.more_paths.append(where)
-            out.rows_out += int(stats.get("numRecords", 0))
-            continue
+        written.setdefault(bid, []).append((action, storage.join(*path.split("/")), int(stats.get("numRecords", 0))))
+    for bid, files in written.items():
         outputs[bid] = BinOutput(
             bin_id=bid,
-            add=action,
-            rows_out=int(stats.get("numRecords", 0)),
+            add=files[0][0],
+            rows_out=sum(rows for _, _, rows in files),
             bytes_in=bins[bid].size,
-            deletion_vectors=sum(1 for f in bins[bid].files if f.deletionVector),
-            storage_path=where,
+            deletion_vectors=sum(1 for f in bins[bid].files if f.deletion_vector),
+            storage_path=files[0][1],
+            more_adds=[a for a, _, _ in files[1:]],
+            more_paths=[w for _, w, _ in files[1:]],
         )
     failed = {int(f["bin"]): str(f.get("reason")) for f in failures}
     skipped = []
@@ -76,7 +74,7 @@ def outputs_from_request(
             skipped.append(BinSkipped(bid, f"the Spark job failed on this bin: {failed[bid]}", "error"))
         elif inputs <= removed:  # every row was deleted: remove the inputs, add nothing
             outputs[bid] = BinOutput(
-                bin_id=bid, add=None, bytes_in=b.size, deletion_vectors=sum(1 for f in b.files if f.deletionVector)
+                bin_id=bid, add=None, bytes_in=b.size, deletion_vectors=sum(1 for f in b.files if f.deletion_vector)
             )
         else:
             skipped.append(BinSkipped(bid, "the Spark job did not report this bin", "error"))

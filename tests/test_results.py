@@ -1,0 +1,237 @@
+"""The one result contract (``deltalog.results``), checked on every result class there is.
+
+Every dataclass with ``to_dict()`` in ``deltalog`` is found by walking the package, so a
+new one is held to the contract without anyone listing it: it must be frozen, its
+``to_dict()`` (of a real instance, made by running the operations on real tables) must
+use snake_case keys everywhere but under the declared protocol-data keys, and every
+class a public entry point returns must have ``summary_line()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import os
+import pkgutil
+import re
+import time
+import typing
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import deltalog
+from deltalog import DeltaTable
+from deltalog.results import PROTOCOL_DATA_CLASSES, VERBATIM_KEYS
+from helpers import append, make_table, rows
+
+SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _modules() -> list[Any]:
+    names = [m.name for m in pkgutil.walk_packages(deltalog.__path__, "deltalog.")]
+    return [importlib.import_module(n) for n in names if not n.endswith("__main__")]  # __main__ runs the CLI
+
+
+def _classes_with_to_dict() -> dict[str, type]:
+    out = {}
+    for module in _modules():
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__ and "to_dict" in cls.__dict__:
+                out[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return out
+
+
+CLASSES = _classes_with_to_dict()
+RESULT_CLASSES = {name: cls for name, cls in CLASSES.items() if name not in PROTOCOL_DATA_CLASSES}
+
+
+def bad_keys(value: Any, where: str) -> Iterator[str]:
+    """Paths of keys that are not snake_case, not descending into protocol or user data."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if not isinstance(key, str) or not SNAKE.match(key):
+                yield f"{where}.{key}"
+            elif key not in VERBATIM_KEYS:
+                yield from bad_keys(inner, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, inner in enumerate(value):
+            yield from bad_keys(inner, f"{where}[{i}]")
+
+
+def _instances_in(value: Any, seen: dict[type, Any], depth: int = 0) -> None:
+    """Every result-class instance reachable from ``value`` (results nest their parts)."""
+    if depth > 6:
+        return
+    if isinstance(value, list | tuple):
+        for v in value:
+            _instances_in(v, seen, depth + 1)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _instances_in(v, seen, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        seen.setdefault(type(value), value)
+        for f in dataclasses.fields(value):
+            _instances_in(getattr(value, f.name), seen, depth + 1)
+
+
+def _hook(storage: Any, result: Any) -> dict[str, Any]:
+    return {"version": result.version}
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> dict[type, Any]:
+    """One real instance of every result class: the operations run on small real tables."""
+    from deltalog.activity import find_new_commit
+    from deltalog.checkpoint import create_checkpoint
+    from deltalog.compaction import compact, plan_compaction
+    from deltalog.compaction.purge import deletion_vector_health
+    from deltalog.convert import convert_to_delta
+    from deltalog.due import maintenance_due
+    from deltalog.engines.spark.ingest import IngestResult, WrittenFile
+    from deltalog.features import FEATURES
+    from deltalog.fleet.discover import discover_tables
+    from deltalog.fleet.health import fleet_health
+    from deltalog.fleet.maintain import settings_for
+    from deltalog.fleet.run import run_fleet
+    from deltalog.hooks import PostCommitHook
+    from deltalog.log_cleanup import cleanup_log
+    from deltalog.manifest import generate_manifest
+    from deltalog.transaction import Transaction
+    from deltalog.vacuum import plan_vacuum, vacuum
+
+    root = tmp_path_factory.mktemp("results")
+    path = str(root / "fleet" / "t")
+    table = make_table(path, partition_by=["part"])
+    produced: list[Any] = []
+    for i in range(4):
+        produced.append(append(table, rows(3, i * 3, "a"), {"part": "a"}))
+    produced.append(plan_compaction(table))
+    produced.append(compact(table, deadline=time.monotonic() - 1))  # every bin deferred: BinSkipped
+    produced.append(compact(table))  # commits, outputs, hooks
+    produced.append(create_checkpoint(table))
+    produced.append(cleanup_log(table, dry_run=True))
+    produced.append(generate_manifest(table, dry_run=True))
+    produced.append(plan_vacuum(table, retention_hours=0, allow_short_retention=True))
+    produced.append(vacuum(table, retention_hours=0, allow_short_retention=True, dry_run=True))
+    snapshot = table.snapshot()
+    produced += [snapshot, table.health(), maintenance_due(table, snapshot), deletion_vector_health(snapshot)]
+    produced.append(find_new_commit(table.storage, 0))
+    produced += list(FEATURES.values())
+    due = make_table(str(root / "fleet" / "due"))
+    for i in range(4):
+        append(due, rows(3, i * 3))
+    hooked = Transaction(due.storage, due.snapshot(), operation="WRITE", post_commit_hooks=[PostCommitHook("n", _hook)])
+    produced.append(hooked.commit())
+    produced.append(settings_for(due.uri, None))
+    found = discover_tables(str(root / "fleet"))
+    produced += [found, *fleet_health(found.tables)]
+    produced.append(run_fleet(found.tables, dry_run=True))
+    produced.append(run_fleet(found.tables))
+    plain = root / "plain"
+    plain.mkdir()
+    pq.write_table(rows(3), str(plain / "a.parquet"))
+    produced.append(convert_to_delta(str(plain)))
+    produced.append(IngestResult("t", "t/_requests/r.json", "r", [WrittenFile("a.parquet", 1, {"part": "a"}, 0)]))
+    seen: dict[type, Any] = {}
+    for value in produced:
+        _instances_in(value, seen)
+    return seen
+
+
+def test_every_class_with_to_dict_is_a_dataclass():
+    assert len(RESULT_CLASSES) > 25, sorted(RESULT_CLASSES)  # the walk found the package's results
+    assert [name for name, cls in CLASSES.items() if not dataclasses.is_dataclass(cls)] == []
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_CLASSES))
+def test_result_is_frozen(name):
+    params = RESULT_CLASSES[name].__dataclass_params__  # type: ignore[attr-defined]
+    assert params.frozen, f"{name} must be a frozen dataclass (build a mutable draft, freeze at the end)"
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_CLASSES))
+def test_to_dict_keys_are_snake_case(name, examples):
+    cls = RESULT_CLASSES[name]
+    assert cls in examples, f"no example of {name}: add one to the examples fixture (run the operation)"
+    doc = examples[cls].to_dict()
+    assert isinstance(doc, dict) and doc
+    assert list(bad_keys(doc, name)) == []
+
+
+def test_the_key_check_catches_camel_case():
+    doc = {"num_files": 1, "plan": {"numBins": 2}, "operation_metrics": {"numAddedFiles": 1}, "rows": [{"bytesIn": 1}]}
+    assert list(bad_keys(doc, "r")) == ["r.plan.numBins", "r.rows[0].bytesIn"]
+
+
+def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
+    """The public functions and DeltaTable methods that return results."""
+    from deltalog import activity, commit_request, due, health
+    from deltalog.compaction import commit_outputs, purge
+    from deltalog.engines.spark.ingest import write_ingest
+    from deltalog.engines.spark.result import commit_spark_result
+    from deltalog.fleet import discover, maintain, run
+    from deltalog.fleet import health as fleet_health
+    from deltalog.vacuum import vacuum
+
+    out = [(f"deltalog.{name}", getattr(deltalog, name)) for name in deltalog.__all__]
+    out += [(f"DeltaTable.{n}", f) for n, f in inspect.getmembers(DeltaTable, inspect.isfunction) if n[0] != "_"]
+    out += [
+        ("vacuum", vacuum),
+        ("commit_request", commit_request.commit_request),
+        ("commit_outputs", commit_outputs),
+        ("commit_spark_result", commit_spark_result),
+        ("write_ingest", write_ingest),
+        ("maintenance_due", due.maintenance_due),
+        ("compute_health", health.compute_health),
+        ("deletion_vector_health", purge.deletion_vector_health),
+        ("find_new_commit", activity.find_new_commit),
+        ("discover_tables", discover.discover_tables),
+        ("fleet_health", fleet_health.fleet_health),
+        ("maintain_table", maintain.maintain_table),
+        ("run_fleet", run.run_fleet),
+    ]
+    return [(n, f) for n, f in out if inspect.isfunction(f)]
+
+
+def _returned_classes(fn: Callable[..., Any]) -> set[type]:
+    names = {cls.__name__: cls for cls in CLASSES.values()}
+    from deltalog.transaction import Transaction
+
+    hint = inspect.signature(fn).return_annotation  # a string (postponed annotations): only it is resolved
+    if isinstance(hint, str):
+        hint = eval(hint, {**fn.__globals__, **names, "Transaction": Transaction})  # noqa: S307
+    stack, out = [hint], set()
+    while stack:
+        h = stack.pop()
+        if isinstance(h, type) and h in CLASSES.values():
+            out.add(h)
+        stack += list(typing.get_args(h))
+    return out
+
+
+def test_every_returned_result_has_a_summary_line():
+    returned = {cls: name for name, fn in _entry_points() for cls in _returned_classes(fn)}
+    assert len(returned) >= 15, returned  # the walk over the entry points found the results
+    missing = [
+        f"{cls.__name__} (returned by {by})"
+        for cls, by in returned.items()
+        if f"{cls.__module__}.{cls.__qualname__}" not in PROTOCOL_DATA_CLASSES and "summary_line" not in dir(cls)
+    ]
+    assert missing == []
+
+
+def test_summary_lines_of_real_results_are_one_line(examples):
+    lines = {cls.__name__: ex.summary_line() for cls, ex in examples.items() if hasattr(ex, "summary_line")}
+    assert len(lines) >= 15
+    assert {name: line for name, line in lines.items() if not line or "\n" in line} == {}
+
+
+def test_verbatim_keys_and_protocol_classes_are_real():
+    """The exemptions name keys and classes that exist (a stale entry would hide nothing, or everything)."""
+    assert PROTOCOL_DATA_CLASSES <= set(CLASSES)
+    assert all(SNAKE.match(k) for k in VERBATIM_KEYS)
+    assert os.path.basename(deltalog.results.__file__) == "results.py"
