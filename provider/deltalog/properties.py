@@ -75,7 +75,7 @@ def _codec(value: str, what: str) -> object:
 
 
 def _isolation(value: str, what: str) -> object:
-    from deltalog.transaction import ISOLATION_LEVELS
+    from deltalog.isolation import ISOLATION_LEVELS
 
     if value not in ISOLATION_LEVELS:
         raise InvalidArgumentError(f"{what} must be one of {', '.join(ISOLATION_LEVELS)}, got {value!r}")

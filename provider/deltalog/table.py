@@ -6,15 +6,22 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
-from deltalog.health import TableHealth, compute_health
+from deltalog.health import VACUUM_LOOKBACK, TableHealth, compute_health
 from deltalog.history import CommitTimestamps, HistoryEntry, history, ict_enablement_version, parse_timestamp
 from deltalog.log import LogListing, build_segment, list_log
 from deltalog.snapshot import Snapshot, load_snapshot
 from deltalog.storage import Storage
 
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Sequence
+
+    import pyarrow as pa
+
     from deltalog.checkpoint import CheckpointResult
-    from deltalog.compaction import CompactionResult
+    from deltalog.compaction import CompactionPlan, CompactionResult, LocalOptions
+    from deltalog.features import Operation
+    from deltalog.hooks import PostCommitHook
     from deltalog.log_cleanup import LogCleanupResult
     from deltalog.manifest import ManifestResult
     from deltalog.transaction import Transaction
@@ -89,52 +96,146 @@ class DeltaTable:
         latest = self._load(listing, None)
         return history(self.storage, listing, ict_enablement_version(latest.metadata.configuration), limit)
 
-    def health(self, *, target_file_size: int | None = None) -> TableHealth:
-        """The health numbers of the latest version (small files, commits since checkpoint, ...)."""
-        if target_file_size is not None and target_file_size <= 0:
+    def health(
+        self, *, target_file_size: int | str | None = None, vacuum_lookback: int = VACUUM_LOOKBACK
+    ) -> TableHealth:
+        """The health numbers of the latest version (small files, commits since checkpoint, ...).
+
+        See :func:`deltalog.health.compute_health` (``target_file_size`` is its ``target``).
+        """
+        if isinstance(target_file_size, int) and target_file_size <= 0:
             raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
-        return compute_health(self.snapshot(), target=target_file_size)
+        return compute_health(self.snapshot(), target=target_file_size, vacuum_lookback=vacuum_lookback)
 
-    # --- operations: each delegates to its module (imported here, on use: they build on this class) ---
+    # --- operations: each delegates to its module (imported here, on use: they build on this class).
+    # The parameters mirror the functions' (tests/test_public_api.py compares them), except
+    # ``storage_options``: the table carries its own.
 
-    def vacuum(self, **options: Any) -> VacuumResult:
-        """Delete files no retained version needs; see :func:`deltalog.vacuum.vacuum` for the options
-        (``retention_hours``, ``mode``, ``dry_run``, ``allow_short_retention``, ``inventory``, ``cancel``...)."""
+    def vacuum(
+        self,
+        *,
+        retention_hours: float | None = None,
+        mode: str = "full",
+        dry_run: bool = False,
+        allow_short_retention: bool = False,
+        inventory: str | pa.Table | None = None,
+        max_workers: int = 8,
+        full_fallback: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> VacuumResult:
+        """Delete files no retained version needs; see :func:`deltalog.vacuum.vacuum`."""
         from deltalog.vacuum import vacuum
 
-        return vacuum(self, **options)
+        return vacuum(
+            self,
+            retention_hours=retention_hours,
+            mode=mode,
+            dry_run=dry_run,
+            allow_short_retention=allow_short_retention,
+            inventory=inventory,
+            max_workers=max_workers,
+            full_fallback=full_fallback,
+            cancel=cancel,
+        )
 
-    def compact(self, **options: Any) -> CompactionResult:
-        """Bin-pack small files (OPTIMIZE); see :func:`deltalog.compaction.compact` for the options
-        (``target_size``, ``where``, ``engine``, ``plan_only``, ``bins_per_commit``, ``cancel``...)."""
+    def compact(
+        self,
+        *,
+        target_size: int | str | None = None,
+        where: str | None = None,
+        engine: str = "local",
+        plan_only: bool = False,
+        min_files: int = 2,
+        max_bins: int | None = None,
+        small_file_threshold: int | str | None = None,
+        plan: CompactionPlan | None = None,
+        bins_per_commit: int | None = None,
+        max_workers: int | None = None,
+        local_options: LocalOptions | None = None,
+        spark_options: dict[str, Any] | None = None,
+        run_hooks: bool = True,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+        purge_deletion_vectors: bool = False,
+        min_deleted_share: float | None = None,
+        zorder_by: list[str] | None = None,
+    ) -> CompactionResult:
+        """Bin-pack small files (OPTIMIZE), purge deletion vectors or Z-order; see :func:`deltalog.compaction.compact`."""
         from deltalog.compaction import compact
 
-        return compact(self, **options)
+        return compact(
+            self,
+            target_size=target_size,
+            where=where,
+            engine=engine,
+            plan_only=plan_only,
+            min_files=min_files,
+            max_bins=max_bins,
+            small_file_threshold=small_file_threshold,
+            plan=plan,
+            bins_per_commit=bins_per_commit,
+            max_workers=max_workers,
+            local_options=local_options,
+            spark_options=spark_options,
+            run_hooks=run_hooks,
+            deadline=deadline,
+            cancel=cancel,
+            purge_deletion_vectors=purge_deletion_vectors,
+            min_deleted_share=min_deleted_share,
+            zorder_by=zorder_by,
+        )
 
-    def create_checkpoint(self, **options: Any) -> CheckpointResult:
+    def create_checkpoint(
+        self, *, version: int | None = None, now_ms: int | None = None, sidecar_max_actions: int = 50_000
+    ) -> CheckpointResult:
         """Write a checkpoint (of ``version``, default the latest); see :func:`deltalog.checkpoint.create_checkpoint`."""
         from deltalog.checkpoint import create_checkpoint
 
-        return create_checkpoint(self, **options)
+        return create_checkpoint(self, version=version, now_ms=now_ms, sidecar_max_actions=sidecar_max_actions)
 
-    def cleanup_log(self, **options: Any) -> LogCleanupResult:
+    def cleanup_log(self, *, dry_run: bool = False, now_ms: int | None = None) -> LogCleanupResult:
         """Delete expired log files (``dry_run`` to only list them); see :func:`deltalog.log_cleanup.cleanup_log`."""
         from deltalog.log_cleanup import cleanup_log
 
-        return cleanup_log(self, **options)
+        return cleanup_log(self, dry_run=dry_run, now_ms=now_ms)
 
-    def generate_manifest(self, **options: Any) -> ManifestResult:
-        """Write symlink-format manifests (``full``, ``dry_run``); see :func:`deltalog.manifest.generate_manifest`."""
+    def generate_manifest(self, *, full: bool = False, dry_run: bool = False) -> ManifestResult:
+        """Write symlink-format manifests; see :func:`deltalog.manifest.generate_manifest`."""
         from deltalog.manifest import generate_manifest
 
-        return generate_manifest(self, **options)
+        return generate_manifest(self, full=full, dry_run=dry_run)
 
-    def transaction(self, *, operation: str, **options: Any) -> Transaction:
-        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.transaction.Transaction`
-        (``operation_parameters``, ``isolation_level``, ``post_commit_hooks``...)."""
+    def transaction(
+        self,
+        *,
+        operation: str,
+        operation_parameters: dict[str, Any] | None = None,
+        isolation_level: str | None = None,
+        user_metadata: str | None = None,
+        max_attempts: int = 1000,
+        single_writer: bool = False,
+        run_hooks: bool = True,
+        allow_system_domains: bool = False,
+        feature_operation: Operation | None = None,
+        post_commit_hooks: Sequence[PostCommitHook] | None = None,
+    ) -> Transaction:
+        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.transaction.Transaction`."""
         from deltalog.transaction import Transaction
 
-        return Transaction(self.storage, self.snapshot(), operation=operation, **options)
+        return Transaction(
+            self.storage,
+            self.snapshot(),
+            operation=operation,
+            operation_parameters=operation_parameters,
+            isolation_level=isolation_level,
+            user_metadata=user_metadata,
+            max_attempts=max_attempts,
+            single_writer=single_writer,
+            run_hooks=run_hooks,
+            allow_system_domains=allow_system_domains,
+            feature_operation=feature_operation,
+            post_commit_hooks=post_commit_hooks,
+        )
 
 
 def table_for_storage(storage: Storage) -> DeltaTable:
