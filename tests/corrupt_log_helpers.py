@@ -26,6 +26,7 @@ from deltalog.manifest import generate_manifest
 from deltalog.storage import Storage
 from deltalog.transaction import Transaction
 from deltalog.vacuum import vacuum
+from helpers import append, make_table, rows
 
 
 def fingerprint(root: str) -> dict[str, str]:
@@ -40,6 +41,14 @@ def fingerprint(root: str) -> dict[str, str]:
 
 #: A data file waiting to be committed, in every test table: a commit request names it.
 NEW_FILE = "part=a/new.parquet"
+
+
+def two_appends(path: str) -> DeltaTable:
+    """The tests' base table: v0 create (partitioned by ``part``), v1 appends to part=a, v2 to part=b."""
+    table = make_table(path, partition_by=["part"])
+    append(table, rows(3, part="a"), partition={"part": "a"})
+    append(table, rows(3, start=3, part="b"), partition={"part": "b"})
+    return DeltaTable(path)
 
 
 def put_data_file(storage: Storage, rel: str = NEW_FILE) -> None:

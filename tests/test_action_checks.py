@@ -33,6 +33,7 @@ from corrupt_log_helpers import (
     put_data_file,
     refusals,
     s3_fingerprint,
+    two_appends,
     write_request,
 )
 from deltalog import DeltaTable
@@ -41,17 +42,13 @@ from deltalog.checkpoint import create_checkpoint
 from deltalog.errors import CorruptCheckpointError, CorruptLogError
 from deltalog.storage import Storage
 from deltalog.transaction import Transaction
-from helpers import append, make_table, rows
 
 pytestmark = pytest.mark.timeout(600)
 
 
 def base_table(path: str) -> None:
     """v0 create (partitioned by ``part``), v1 and v2 append, v3 records app transaction ("app", 7)."""
-    table = make_table(path, partition_by=["part"])
-    append(table, rows(3, part="a"), partition={"part": "a"})
-    append(table, rows(3, start=3, part="b"), partition={"part": "b"})
-    t = DeltaTable(path)
+    t = two_appends(path)
     txn = Transaction(t.storage, t.snapshot(), operation="WRITE", run_hooks=False)
     txn.set_app_transaction("app", 7)
     txn.commit()

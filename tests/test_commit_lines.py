@@ -30,6 +30,7 @@ from corrupt_log_helpers import (
     put_data_file,
     refusals,
     s3_fingerprint,
+    two_appends,
     write_request,
 )
 from deltalog import DeltaTable
@@ -111,9 +112,7 @@ def test_loading_a_snapshot_does_not_import_pandas(tmp_path):
 
 def three_versions(path: str) -> str:
     """v0 create, v1 adds file A, v2 adds file B; returns B's table-relative path."""
-    table = make_table(path, partition_by=["part"])
-    append(table, rows(3, part="a"), partition={"part": "a"})
-    append(table, rows(3, start=3, part="b"), partition={"part": "b"})
+    two_appends(path)
     (b_path,) = set(DeltaTable(path).snapshot().file_paths()) - set(DeltaTable(path).snapshot(1).file_paths())
     os.utime(os.path.join(path, b_path), (1_000_000, 1_000_000))  # old enough for any retention
     put_data_file(Storage(path))

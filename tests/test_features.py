@@ -358,3 +358,12 @@ def test_shredded_variant_tables_are_read_and_kept_but_not_rewritten(tmp_path, s
     with pytest.raises(UnsupportedProtocolError, match=f"variantShredding{suffix}: files may hold shredded variant"):
         compact(path, target_size=1 << 30)
     assert sorted(os.listdir(path)) == before
+
+
+def test_preview_names_have_their_ratified_features_support():
+    from deltalog.features import FEATURES, PREVIEW_NAMES
+
+    for preview, ratified in PREVIEW_NAMES.items():
+        assert FEATURES[preview].cells == FEATURES[ratified].cells and FEATURES[preview].kind == FEATURES[ratified].kind
+        names = list(FEATURES)
+        assert names.index(preview) == names.index(ratified) + 1  # listed right after it (docs/features.md)

@@ -77,21 +77,7 @@ def _data_file(path: str, start: int) -> dict:
 
 def test_compaction_writes_iceberg_compatible_files(tmp_path):
     path = str(tmp_path / "t")
-    config = {
-        "delta.columnMapping.mode": "name",
-        "delta.columnMapping.maxColumnId": "4",
-        "delta.enableIcebergCompatV2": "true",
-        "delta.universalFormat.enabledFormats": "iceberg",
-    }
-    meta = {
-        "id": str(uuid.uuid4()),
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(SCHEMA),
-    }
-    meta.update(partitionColumns=["p"], configuration=config, createdTime=0)
-    _commit(
-        path, 0, [{"commitInfo": {"operation": "CREATE TABLE"}}, {"protocol": PROTOCOL.to_dict()}, {"metaData": meta}]
-    )
+    _iceberg_table(path, {"delta.columnMapping.maxColumnId": "4"})
     for v, start in ((1, 0), (2, 2), (3, 4)):
         _commit(path, v, [{"commitInfo": {"operation": "WRITE"}}, {"add": _data_file(path, start)}])
     before = sorted(
@@ -118,11 +104,13 @@ def test_compaction_writes_iceberg_compatible_files(tmp_path):
     assert json.loads(out["stats"])["numRecords"] == 6 and out.get("deletionVector") is None
 
 
-def _iceberg_table(path: str) -> None:
+def _iceberg_table(path: str, extra_config: dict[str, str] | None = None) -> None:
+    """Version 0 of an IcebergCompatV2 table (column mapping by name) partitioned by ``p``."""
     config = {
         "delta.columnMapping.mode": "name",
         "delta.enableIcebergCompatV2": "true",
         "delta.universalFormat.enabledFormats": "iceberg",
+        **(extra_config or {}),
     }
     meta = {
         "id": str(uuid.uuid4()),

@@ -180,9 +180,29 @@ _CLUSTERING_SPARK = _conditional(
     "of the delta.clustering columns; refused when an output lacks statistics for a clustering column"
 )
 
-FEATURES: dict[str, Feature] = {
-    f.name: f
-    for f in [
+#: Preview names Delta Spark wrote before a feature was ratified -> the ratified feature: the
+#: same support, cell for cell (listed right after it).
+PREVIEW_NAMES = {
+    "typeWidening-preview": "typeWidening",
+    "variantType-preview": "variantType",
+    "variantShredding-preview": "variantShredding",
+    "catalogOwned-preview": "catalogManaged",
+}
+
+
+def _with_previews(features: list[Feature]) -> dict[str, Feature]:
+    """The table by name, each ratified feature followed by its preview name (same cells)."""
+    out: dict[str, Feature] = {}
+    previews = {base: name for name, base in PREVIEW_NAMES.items()}
+    for f in features:
+        out[f.name] = f
+        if f.name in previews:
+            out[previews[f.name]] = Feature(previews[f.name], f.kind, f"preview name of {f.name}", f.cells)
+    return out
+
+
+FEATURES: dict[str, Feature] = _with_previews(
+    [
         # --- reader-writer features -------------------------------------------------------
         _feature(
             "columnMapping",
@@ -204,7 +224,6 @@ FEATURES: dict[str, Feature] = {
         ),
         _feature("timestampNtz", "reader-writer", "timestamp without time zone columns"),
         _feature("typeWidening", "reader-writer", "column types widened in place", convert=_NOT_CONVERTED),
-        _feature("typeWidening-preview", "reader-writer", "preview name of typeWidening", convert=_NOT_CONVERTED),
         _feature("v2Checkpoint", "reader-writer", "UUID-named checkpoints with sidecars", convert=_NOT_CONVERTED),
         _feature(
             "vacuumProtocolCheck",
@@ -214,7 +233,6 @@ FEATURES: dict[str, Feature] = {
             create=_NO_CREATE,
         ),
         _feature("variantType", "reader-writer", "variant (semi-structured) columns", convert=_NOT_CONVERTED),
-        _feature("variantType-preview", "reader-writer", "preview name of variantType", convert=_NOT_CONVERTED),
         _feature(
             "variantShredding",
             "reader-writer",
@@ -226,29 +244,9 @@ FEATURES: dict[str, Feature] = {
             create=_NO_CREATE,
         ),
         _feature(
-            "variantShredding-preview",
-            "reader-writer",
-            "preview name of variantShredding",
-            commit_request=_SHREDDED,
-            compaction_local=_SHREDDED_LOCAL,
-            compaction_spark=_SHREDDED_SPARK,
-            convert=_NOT_CONVERTED,
-            create=_NO_CREATE,
-        ),
-        _feature(
             "catalogManaged",
             "reader-writer",
             "commits go through the managing catalog",
-            default=_CATALOG,
-            snapshot=_conditional(
-                "reads the commits published in _delta_log; ratified commits the catalog has not published yet "
-                "are not seen"
-            ),
-        ),
-        _feature(
-            "catalogOwned-preview",
-            "reader-writer",
-            "preview name of catalogManaged",
             default=_CATALOG,
             snapshot=_conditional(
                 "reads the commits published in _delta_log; ratified commits the catalog has not published yet "
@@ -373,7 +371,7 @@ FEATURES: dict[str, Feature] = {
             ),
         ),
     ]
-}
+)
 
 #: Features whose writes are owned by a catalog or commit coordinator.
 CATALOG_FEATURES = frozenset({"catalogManaged", "catalogOwned-preview", "coordinatedCommits-preview"})

@@ -26,6 +26,8 @@ import decimal as _decimal
 import json as _json
 import os
 import urllib.parse as _urlparse
+from collections.abc import Callable
+from typing import TypeVar
 
 import deltalake
 import pyarrow as pa
@@ -40,6 +42,19 @@ from deltalog.cli import build_parser
 from deltalog.errors import DeltaLogError, InvalidArgumentError
 from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
+
+T = TypeVar("T")
+
+
+def _examples(n: int) -> Callable[[T], T]:
+    """The settings every generated test here runs with: ``n`` examples, no deadline, no example database."""
+    return settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
 
 SMALL = os.environ.get("DELTALOG_RELIABILITY_SCALE") == "small"
 #: Generated inputs per class (modest: each CLI input copies a table and reads it with both readers).
@@ -211,12 +226,7 @@ def _expand(args: list[str], path: str, workdir: str) -> list[str]:
     return out
 
 
-@settings(
-    max_examples=CLI_EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_examples(CLI_EXAMPLES)
 @given(args=cli_invocations())
 @pytest.mark.slow
 def test_cli_arguments(pristine, tmp_path, monkeypatch, args):
@@ -264,12 +274,7 @@ NOT_BOOLS = st.one_of(
 )
 
 
-@settings(
-    max_examples=BOOL_EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_examples(BOOL_EXAMPLES)
 @given(value=NOT_BOOLS, which=st.integers(0, 6))
 @pytest.mark.slow
 def test_string_booleans(pristine, tmp_path, value, which):
@@ -421,12 +426,7 @@ def _readers_agree_on_rows(path: str) -> list[str]:
     return []
 
 
-@settings(
-    max_examples=COMMIT_EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_examples(COMMIT_EXAMPLES)
 @given(case=data_files())
 @pytest.mark.slow
 def test_schema_mismatches(schema_table, tmp_path, case):
@@ -524,12 +524,7 @@ def partition_tables(tmp_path_factory):
     return out
 
 
-@settings(
-    max_examples=COMMIT_EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_examples(COMMIT_EXAMPLES)
 @given(kind=st.sampled_from(sorted(PARTITION_TYPES)), raw=RAW_VALUES, explicit=st.booleans())
 @example(kind="decimal(5,2)", raw="-1.01", explicit=False)  # deltalake's pyarrow reader misrenders these
 @example(kind="decimal(5,2)", raw="-0.01", explicit=True)
@@ -605,12 +600,7 @@ def _s3_problems(uri: str, options: dict, endpoint: str, needed: list[str]) -> l
     return problems
 
 
-@settings(
-    max_examples=S3_CLI_EXAMPLES,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@_examples(S3_CLI_EXAMPLES)
 @given(args=cli_invocations())
 @pytest.mark.slow
 @pytest.mark.s3
