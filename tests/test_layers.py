@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "commit_lines",
             "action_checks",
             "engines.spark_packages",
+            "s3_reads",
         ],
     ),  # fmt: skip
     (

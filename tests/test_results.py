@@ -102,6 +102,7 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.manifest import generate_manifest
     from deltalog.transaction import Transaction
     from deltalog.vacuum import plan_vacuum, vacuum
+    from test_compaction_clustering import clustered
 
     root = tmp_path_factory.mktemp("results")
     path = str(root / "fleet" / "t")
@@ -135,6 +136,7 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     plain.mkdir()
     pq.write_table(rows(3), str(plain / "a.parquet"))
     produced.append(convert_to_delta(str(plain)))
+    produced.append(plan_compaction(clustered(str(root / "clustered"), ["x", "y"], files=3, rows=20)))
     produced.append(IngestResult("t", "t/_requests/r.json", "r", [WrittenFile("a.parquet", 1, {"part": "a"}, 0)]))
     seen: dict[type, Any] = {}
     for value in produced:

@@ -159,6 +159,7 @@ class DeltaTable:
         purge_deletion_vectors: bool = False,
         min_deleted_share: float | None = None,
         zorder_by: list[str] | None = None,
+        full: bool = False,
     ) -> CompactionResult:
         """Bin-pack small files (OPTIMIZE), purge deletion vectors or Z-order; see :func:`deltalog.compaction.compact`."""
         from deltalog.compaction import compact
@@ -183,6 +184,7 @@ class DeltaTable:
             purge_deletion_vectors=purge_deletion_vectors,
             min_deleted_share=min_deleted_share,
             zorder_by=zorder_by,
+            full=full,
         )
 
     def create_checkpoint(
