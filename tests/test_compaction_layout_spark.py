@@ -74,7 +74,7 @@ def test_cli_zorder_with_the_spark_engine(tmp_path):
     run = subprocess.run([*cli, "--target-size", str(size // 4 + 1), "--json"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout)
-    assert result["engine"] == "spark" and result["numFilesRemoved"] == 6
+    assert result["engine"] == "spark" and result["num_files_removed"] == 6
     assert read_multiset(path) == before
     files = DeltaTable(path).snapshot().files.to_pylist()
     assert 2 <= len(files) <= 4

@@ -347,7 +347,7 @@ def test_variant_tables_keep_every_value_through_compaction(spark, tmp_path, eng
     _variant_table(spark, path, "'delta.checkpointInterval' = '2'")
     before = _variant_rows(spark, path)
     result = compact(path, target_size=1 << 30, engine=engine, spark_options=SPARK_JOB)
-    assert result.ok and result.to_dict()["numFilesAdded"] == 1, result.to_dict()
+    assert result.ok and result.to_dict()["num_files_added"] == 1, result.to_dict()
     assert _variant_rows(spark, path) == before
     (add,) = DeltaTable(path).snapshot().files.to_pylist()
     assert not _shredded(path, add["path"])  # the table does not enable shredding: never shredded
@@ -381,7 +381,7 @@ def test_shredded_variant_tables_read_and_compact_through_spark(spark, tmp_path)
     with pytest.raises(UnsupportedProtocolError, match="pyarrow cannot reassemble"):
         compact(path, target_size=1 << 30)
     result = compact(path, target_size=1 << 30, engine="spark", spark_options=SPARK_JOB)
-    assert result.ok and result.to_dict()["numFilesAdded"] == 1, result.to_dict()
+    assert result.ok and result.to_dict()["num_files_added"] == 1, result.to_dict()
     assert _variant_rows(spark, path) == before
     (new,) = DeltaTable(path).snapshot().file_paths()
     assert not _shredded(path, new)
