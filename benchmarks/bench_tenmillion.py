@@ -23,7 +23,7 @@ operation writes (log files hard-linked, ``_last_checkpoint`` copied):
 - vacuum dry run with the inventory (10.1 million rows: the live files plus 100,000
   orphans): ``vacuum(dry_run=True, inventory=...)`` / Delta Spark ``VACUUM ... USING
   INVENTORY ... DRY RUN``; deltalake has no inventory input: its ``vacuum(dry_run=True)``
-  lists the (data-file-free) table folder, i.e. it measures its state load + planning;
+  (``full=False``) names the expired tombstones, i.e. it measures its state load + planning;
 - log cleanup: ``cleanup_log`` / deltalake ``cleanup_metadata()`` / Delta Spark
   ``cleanUpExpiredLogs`` (versions before the checkpoint are expired: dated 2023).
 
@@ -65,6 +65,8 @@ OURS_PRELOAD = [
 THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
 OPERATIONS = ("snapshot", "checkpoint", "health", "vacuum", "cleanup")
 TABLES = ("classic", "v2", "tail")
+#: Seconds one Delta Spark operation may take (session start included) before it is reported as failed.
+SPARK_TIMEOUT = float(os.environ.get("DELTALOG_BENCH_SPARK_TIMEOUT", 1800))
 
 
 # --- measured in a fresh process (see common.measure) ----------------------------------
@@ -198,13 +200,15 @@ def _spark(op: str, path: str, inventory: str) -> Measurement:
     import spark_side
 
     if op == "snapshot":
-        m = measure("spark_side", "snapshot_load", [path], preload=spark_side.PRELOAD, timeout=7200)
+        m = measure("spark_side", "snapshot_load", [path], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT)
     elif op == "checkpoint":
-        m = measure("spark_side", "checkpoint", [path], preload=spark_side.PRELOAD, timeout=7200)
+        m = measure("spark_side", "checkpoint", [path], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT)
     elif op == "vacuum":
-        m = measure("spark_side", "vacuum_dry_run", [path, inventory], preload=spark_side.PRELOAD, timeout=7200)
+        m = measure(
+            "spark_side", "vacuum_dry_run", [path, inventory], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT
+        )
     else:
-        m = measure("spark_side", "log_cleanup", [path], preload=spark_side.PRELOAD, timeout=7200)
+        m = measure("spark_side", "log_cleanup", [path], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT)
     r = m.result
     return Measurement(
         seconds=r["op_s"],
@@ -221,11 +225,11 @@ def _one(engine: str, op: str, table: Path, info: dict[str, Any], work: Path) ->
     path = fresh_copy(table, work, extra_commit=op == "checkpoint" and info["tail"] == 0) if writes else str(table)
     inventory = info["inventory"]
     try:
+        if engine != "ours" and op == "health":
+            return None  # neither peer has a health report
         if engine == "spark":
             return _spark(op, path, inventory)
         fn = {"ours": "ours_", "deltalake": "deltalake_"}[engine] + op
-        if engine == "deltalake" and op == "health":
-            return None
         args = [path, inventory] if op == "vacuum" else [path]
         preload = OURS_PRELOAD if engine == "ours" else THEIRS_PRELOAD
         return measure(__name__, fn, args, preload=preload, timeout=7200)
@@ -262,11 +266,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                             continue
                         try:
                             m = _one(engine, op, table, info, work)
-                        except (
-                            RuntimeError,
-                            subprocess.TimeoutExpired,
-                        ) as exc:  # a peer failing (out of memory...) is a result
-                            errors[engine] = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else repr(exc)
+                        except (RuntimeError, subprocess.TimeoutExpired) as exc:  # a peer failing is a result
+                            text = str(exc).strip()
+                            if isinstance(exc, subprocess.TimeoutExpired):
+                                text = f"timed out after {exc.timeout:.0f} s (killed)"
+                            errors[engine] = text.splitlines()[-1][:300] if text else repr(exc)
                             log.warning("%s %s on %s failed: %s", engine, op, name, errors[engine])
                             continue
                         if m is not None:
@@ -319,7 +323,10 @@ def _row(
     for e, msg in errors.items():
         notes.append(f"{e} FAILED: {msg}")
     if op == "vacuum":
-        notes.append("deltalake: no inventory input, lists the table folder (no data files here)")
+        notes.append(
+            "deltalake: no inventory input; its dry run (full=False) names the expired tombstones, "
+            "there being no data files to list"
+        )
     notes.append(f"load average {min(loads):.1f}-{max(loads):.1f}")
     row["note"] = "; ".join(notes)
     row["target"] = "ours peak ≤ 8 GiB"

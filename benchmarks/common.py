@@ -112,6 +112,24 @@ def _child(module: str, func: str, args_json: str, preload: str) -> None:
     sys.stdout.flush()
 
 
+def _run_group(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` in a process group of its own; on timeout kill the whole group.
+
+    A measured Spark case starts a JVM as a grandchild: killing only the child would
+    leave it running (and holding its heap) after the timeout.
+    """
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO), start_new_session=True
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def measure(
     module: str,
     func: str,
@@ -141,7 +159,7 @@ def measure(
             json.dumps(args),
             ",".join(preload or []),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
+        proc = _run_group(cmd, timeout)
         marker = proc.stdout.rfind("@@RESULT@@")
         if proc.returncode != 0 or marker < 0:
             raise RuntimeError(
