@@ -97,7 +97,7 @@ def _measure_each(table: Path, fn: str, preload: list[str], repeat: int, work: P
     return Measurement(seconds=min(runs), peak_mb=max(peaks), base_mb=min(bases), runs=runs, result=adds), adds
 
 
-def _compare(case: str, table: Path, repeat: int, **targets: Any) -> dict[str, Any]:
+def _compare(case: str, table: Path, repeat: int, spark: bool = False, **targets: Any) -> dict[str, Any]:
     work = CACHE / "work"
     work.mkdir(parents=True, exist_ok=True)
     log.info("%s: deltalog", case)
@@ -107,7 +107,19 @@ def _compare(case: str, table: Path, repeat: int, **targets: Any) -> dict[str, A
     log.info("%s: deltalake %.2f s, %.0f MiB", case, theirs.seconds, theirs.peak_mb)
     if ours_adds != their_adds:
         raise RuntimeError(f"{case}: deltalog's checkpoint holds {ours_adds} files, deltalake's {their_adds}")
-    return compare_row(case, ours, theirs, note=f"{ours_adds:,} add actions in each checkpoint", **targets)
+    row = compare_row(case, ours, theirs, note=f"{ours_adds:,} add actions in each checkpoint", **targets)
+    if spark:
+        import spark_side
+
+        log.info("%s: Delta Spark", case)
+        path = _fresh_copy(table, work)
+        try:
+            version = spark_side.add_column(row, "checkpoint", [path])
+            if version is not None and _checkpoint_adds(path, version) != ours_adds:
+                raise RuntimeError(f"{case}: Delta Spark's checkpoint holds {_checkpoint_adds(path, version)} files")
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+    return row
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -118,12 +130,12 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         table = synthetic_table(scale["json_commits"])
         info = table_info(table)
         shape = f"{info['commits']:,} JSON commits, {info['live_files']:,} live files"
-        rows.append(_compare(f"checkpoint: {shape}", table, args.repeat, time_target=0.5))
+        rows.append(_compare(f"checkpoint: {shape}", table, args.repeat, args.spark, time_target=0.5))
     if "large" in cases:
         table = checkpointed_table(scale["cp_commits"])
         info = table_info(table)
         shape = (
             f"{info['live_files']:,} live files (checkpoint + {info['version'] - info['checkpoint_version']} commits)"
         )
-        rows.append(_compare(f"checkpoint: {shape}", table, args.repeat, time_target=1.0, mem_target=1.0))
+        rows.append(_compare(f"checkpoint: {shape}", table, args.repeat, args.spark, time_target=1.0, mem_target=1.0))
     return rows

@@ -131,6 +131,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     time_target=0.5,
                 )
             )
+            if args.spark:
+                _spark(rows[-1], json_table)
         if "cli" in cases:
             row = _compare(
                 f"`snapshot --json` to stdout: {shape}",
@@ -159,4 +161,16 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 mem_target=1.0,
             )
         )
+        if args.spark:
+            _spark(rows[-1], cp_table)
     return rows
+
+
+def _spark(row: dict[str, Any], table: Any) -> None:
+    """Delta Spark's snapshot load (``DESCRIBE DETAIL``: state reconstruction) on the same table, same run."""
+    import spark_side
+
+    log.info("%s: Delta Spark", row["case"])
+    got = spark_side.add_column(row, "snapshot_load", [str(table)])
+    if got is not None and got != table_info(table)["live_files"]:
+        raise RuntimeError(f"{row['case']}: Delta Spark found {got} files")

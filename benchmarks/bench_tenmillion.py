@@ -199,25 +199,16 @@ def _tables(args: argparse.Namespace) -> dict[str, tuple[Path, dict[str, Any]]]:
 def _spark(op: str, path: str, inventory: str) -> Measurement:
     import spark_side
 
-    if op == "snapshot":
-        m = measure("spark_side", "snapshot_load", [path], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT)
-    elif op == "checkpoint":
-        m = measure("spark_side", "checkpoint", [path], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT)
-    elif op == "vacuum":
-        m = measure(
-            "spark_side", "vacuum_dry_run", [path, inventory], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT
-        )
-    else:
-        m = measure("spark_side", "log_cleanup", [path], preload=spark_side.PRELOAD, timeout=SPARK_TIMEOUT)
-    r = m.result
-    return Measurement(
-        seconds=r["op_s"],
-        peak_mb=max(m.peak_mb, r["jvm_peak_mb"]),
-        base_mb=m.base_mb,
-        runs=[r["op_s"]],
-        result={"result": r["result"], "start_s": r["start_s"]},
-        cpu_seconds=None,
-    )
+    fn, args = {
+        "snapshot": ("snapshot_load", [path]),
+        "checkpoint": ("checkpoint", [path]),
+        "vacuum": ("vacuum_dry_run", [path, inventory]),
+        "cleanup": ("log_cleanup", [path]),
+    }[op]
+    m, error = spark_side.measure_op(fn, args, timeout=SPARK_TIMEOUT)
+    if m is None:
+        raise RuntimeError(error)
+    return m
 
 
 def _one(engine: str, op: str, table: Path, info: dict[str, Any], work: Path) -> Measurement | None:

@@ -143,6 +143,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
         if "DIFFERENT" in row["note"]:
             raise RuntimeError(f"full dry run: deltalog and deltalake disagree on the files to delete ({row['files']})")
+        if args.spark:
+            import spark_side
+
+            log.info("full dry run: Delta Spark")
+            got = spark_side.add_column(row, "vacuum_dry_run", [str(path), None, 0])
+            if got is not None:
+                row["files"] += f" vs Delta Spark {got:,}"
         rows.append(row)
     if "lite" in cases:
         row = _compare(

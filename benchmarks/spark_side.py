@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
+from urllib.parse import unquote
 
 MASTER = "local[2]"
 DRIVER_MEMORY = os.environ.get("DELTALOG_BENCH_SPARK_DRIVER_MEMORY", "8g")
@@ -113,7 +114,8 @@ def vacuum_dry_run(path: str, inventory: str | None = None, retain_hours: float 
         using = f" USING INVENTORY (SELECT * FROM parquet.`{inventory}`)" if inventory else ""
         retain = "" if retain_hours is None else f" RETAIN {retain_hours:g} HOURS"
         rows = spark.sql(f"VACUUM delta.`{path}`{using}{retain} DRY RUN").collect()
-        return sum(1 for r in rows if not r[0].endswith("/"))
+        # Its dry run lists directories too: count files only (an inventory's files need not exist here).
+        return sum(1 for r in rows if not os.path.isdir(unquote(r[0].removeprefix("file:"))))
 
     return _run(op)
 
@@ -141,3 +143,48 @@ def optimize(path: str) -> dict[str, Any]:
         return {"removed": int(metrics["numFilesRemoved"]), "added": int(metrics["numFilesAdded"])}
 
     return _run(op)
+
+
+# --- the column in a result row (runs in the benchmark's own process) ----------------------
+
+
+def measure_op(fn: str, args: list[Any], timeout: float = 1800) -> tuple[Any, str | None]:
+    """Measure ``fn`` in a fresh process: (Measurement with the operation's seconds and the JVM's peak, error)."""
+    import subprocess
+
+    from common import Measurement, measure
+
+    try:
+        m = measure("spark_side", fn, args, preload=PRELOAD, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return None, f"timed out after {exc.timeout:.0f} s (killed)"
+    except RuntimeError as exc:
+        lines = str(exc).strip().splitlines()
+        return None, (lines[-1] if lines else repr(exc))[:300]
+    r = m.result
+    return Measurement(
+        seconds=r["op_s"],
+        peak_mb=max(m.peak_mb, r["jvm_peak_mb"]),
+        base_mb=m.base_mb,
+        runs=[r["op_s"]],
+        result={"result": r["result"], "start_s": r["start_s"]},
+    ), None
+
+
+def add_column(row: dict[str, Any], fn: str, args: list[Any], timeout: float = 1800) -> Any:
+    """Measure Delta Spark's ``fn`` and put it in ``row`` beside ours; returns its result (None if it failed)."""
+    m, error = measure_op(fn, args, timeout)
+    note = row.get("note") or ""
+    if m is None:
+        row["note"] = (note + "; " if note else "") + f"Delta Spark FAILED: {error}"
+        return None
+    row.update(spark_s=m.seconds, spark_start_s=m.result["start_s"], spark_peak_mb=m.peak_mb)
+    if row.get("ours_s"):
+        row["spark_time_ratio"] = row["ours_s"] / m.seconds
+    if row.get("ours_peak_mb"):
+        row["spark_mem_ratio"] = row["ours_peak_mb"] / m.peak_mb
+    row["note"] = (note + "; " if note else "") + (
+        f"Delta Spark local[2]: {m.seconds:.2f} s after a {m.result['start_s']:.1f} s session start, "
+        f"JVM peak {m.peak_mb:.0f} MiB, result {m.result['result']}"
+    )
+    return m.result["result"]
