@@ -83,6 +83,18 @@ def test_the_checkpoint_holds_what_the_commits_replay_to(cache, tmp_path):
     assert a == b
 
 
+def test_a_long_log_after_the_checkpoint_filters_superseded_rows_in_groups_correctly(cache, tmp_path):
+    """More than 4,096 file actions after the checkpoint: the reader filters groups of batches (issue 19)."""
+    table, info = gen.build("classic", 20_000, tail=6_000, **dict(SMALL, part_rows=20_000))
+    with_cp = DeltaTable(str(table)).snapshot()
+    assert with_cp.segment.checkpoint is not None and len(with_cp.segment.commits) == 6_000
+    json_only = tmp_path / "json-only"
+    shutil.copytree(table, json_only, ignore=shutil.ignore_patterns("*.checkpoint.*", "_last_checkpoint"))
+    replayed = DeltaTable(str(json_only)).snapshot().files
+    assert with_cp.files.num_rows == info["live_files"] == 20_000 + 6_000 - 1_200
+    assert _paths(with_cp.files) == _paths(replayed)
+
+
 def test_the_inventory_makes_vacuum_plan_exactly_the_orphans_and_removed_files(cache):
     table, info = gen.build("classic", 10_000, tail=50, **SMALL)
     plan = vacuum(str(table), dry_run=True, inventory=info["inventory"]).plan

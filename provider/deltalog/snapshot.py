@@ -459,20 +459,44 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
             if not columns:
                 return state
             found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
+            # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
+            # large hash set per batch: filter groups of batches at least 4x that set's size then.
+            group_rows = 4 * len(exclude_keys) if exclude_keys is not None else 0
+            pending: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
+
+            def flush(kind: str) -> None:
+                if pending[kind]:
+                    part = _filter_superseded(pa.concat_tables(pending[kind]), exclude_keys)
+                    pending[kind] = []
+                    if part.num_rows:
+                        found[kind].append(part)
+
             for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=columns):
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
-                    part = _share_null_columns(_filter_superseded(_struct_to_table(table, kind, schema), exclude_keys))
+                    if group_rows <= _CHECKPOINT_BATCH_ROWS:
+                        part = _share_null_columns(
+                            _filter_superseded(_struct_to_table(table, kind, schema), exclude_keys)
+                        )
+                    else:
+                        part = _share_null_columns(_struct_to_table(table, kind, schema))
                     # Parquet readers do not check UTF-8; a damaged page would otherwise
                     # surface as a UnicodeDecodeError wherever a path is first read.
                     part.validate(full=True)
-                    if part.num_rows:
+                    if not part.num_rows:
+                        continue
+                    if group_rows <= _CHECKPOINT_BATCH_ROWS:
                         found[kind].append(part)
+                    else:
+                        pending[kind].append(part)
+                        if sum(t.num_rows for t in pending[kind]) >= group_rows:
+                            flush(kind)
                 for k in small:
                     column = table.column(k)
                     if column.null_count < len(column):
                         state.small.setdefault(k, []).extend(column.filter(column.is_valid()).to_pylist())
             for kind, schema in kinds:
+                flush(kind)
                 tables = found[kind] or [empty_table(schema)]
                 (state.adds if kind == "add" else state.removes).append(
                     pa.concat_tables(tables) if len(tables) > 1 else tables[0]
