@@ -172,3 +172,142 @@ def test_purge_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
     # deltalake's log replay sees the same live files (its pyarrow reader refuses the DV feature itself).
     theirs = deltalake.DeltaTable(s3_table_uri, storage_options=s3_deltalake_options).get_add_actions(flatten=True)
     assert sorted(theirs.column("path").to_pylist()) == sorted(r["path"] for r in files)
+
+
+def _commit_actions(uri: str, options: dict, version: int) -> list[dict]:
+    import json
+
+    from deltalog.log import commit_name
+
+    dtable = DeltaTable(uri, options)
+    text = dtable.storage.read_bytes(dtable.storage.join("_delta_log", commit_name(version))).decode()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _x_overlap(uri: str, options: dict, lo: int, hi: int) -> dict[str, tuple[int, int]]:
+    """Per partition: (live files whose x min/max overlaps [lo, hi], live files), what data skipping reads."""
+    import json
+
+    out: dict[str, tuple[int, int]] = {}
+    for r in DeltaTable(uri, options).snapshot().files.to_pylist():
+        s = json.loads(r["stats"])
+        part = dict(r["partitionValues"])["part"]
+        hit, n = out.get(part, (0, 0))
+        out[part] = (hit + (s["minValues"]["x"] <= hi and s["maxValues"]["x"] >= lo), n + 1)
+    return out
+
+
+@pytest.mark.spark
+def test_spark_engine_zorder_and_purge_on_s3_through_s3a(
+    s3_server, s3_bucket, s3_storage_options, s3_deltalake_options
+):
+    """Issue 18's layout modes with the Spark engine on the S3 test server: Z-order of a partitioned table, then a
+    deletion-vector purge; one spark-submit each."""
+    import json
+
+    import numpy as np
+
+    from deltalog.create import create_table
+    from test_compaction_support import add_deletion_vector
+
+    conf = {**spark_conf(delta=False), **s3a_conf(s3_server, ACCESS_KEY, SECRET_KEY, REGION)}
+    spark_options = {"master": "local[1]", "conf": conf, "timeout": 420}
+    rng = np.random.default_rng(18)
+
+    def batch(part: str, rows: int = 200) -> pa.Table:
+        return pa.table(
+            {
+                "x": pa.array(rng.integers(0, 1000, rows), pa.int64()),
+                "y": pa.array(rng.uniform(0, 1, rows), pa.float64()),
+                "part": pa.array([part] * rows),
+            }
+        )
+
+    # Z-order: 3 files per partition, each spanning the whole x range.
+    zuri = f"s3://{s3_bucket}/zorder"
+    for _ in range(3):
+        for part in ("a", "b"):
+            deltalake.write_deltalake(
+                zuri, batch(part), mode="append", partition_by=["part"], storage_options=s3_deltalake_options
+            )
+    before = _read(zuri, s3_deltalake_options)
+    ours_before = _rows_with_dvs(zuri, s3_storage_options)
+    assert ours_before == before and _x_overlap(zuri, s3_storage_options, 0, 50) == {"a": (3, 3), "b": (3, 3)}
+    size = sum(r["size"] for r in DeltaTable(zuri, s3_storage_options).snapshot().files.to_pylist())
+
+    result = compact(
+        zuri,
+        zorder_by=["x", "y"],
+        target_size=size // 4 + 1,  # about 2 files per partition
+        storage_options=s3_storage_options,
+        engine="spark",
+        spark_options=spark_options,
+    )
+
+    assert result.ok, result.to_dict()
+    assert result.to_dict()["engine"] == "spark" and result.to_dict()["num_files_removed"] == 6
+    assert _read(zuri, s3_deltalake_options) == before
+    assert _rows_with_dvs(zuri, s3_storage_options) == before
+    overlap = _x_overlap(zuri, s3_storage_options, 0, 50)
+    # x ranges sorted apart: in each partition the low-x range skips at least one file (before: none).
+    assert set(overlap) == {"a", "b"} and all(n >= 2 and hit < n for hit, n in overlap.values()), overlap
+    total = sum(n for _, n in overlap.values())
+    snap = DeltaTable(zuri, s3_storage_options).snapshot()
+    assert sorted({p.split("/")[0] for p in snap.file_paths()}) == ["part=a", "part=b"]
+    actions = _commit_actions(zuri, s3_storage_options, result.commits[0].version)
+    info = actions[0]["commitInfo"]
+    assert info["operation"] == "OPTIMIZE" and json.loads(info["operationParameters"]["zOrderBy"]) == ["x", "y"]
+    assert info["operationParameters"]["engine"] == "spark"
+    files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+    assert len(files) == 6 + total and all(f["dataChange"] is False for f in files)
+
+    # Purge: a stored DV hiding most of one file, an inline one hiding a single row of another.
+    duri = f"s3://{s3_bucket}/dv"
+    schema = pa.schema([("x", pa.int64()), ("y", pa.float64()), ("part", pa.string())])
+    create_table(
+        duri,
+        schema,
+        partition_by=["part"],
+        configuration={"delta.enableDeletionVectors": "true"},
+        storage_options=s3_storage_options,
+    )
+    for part in ("a", "b"):
+        deltalake.write_deltalake(
+            duri, batch(part, 40), mode="append", partition_by=["part"], storage_options=s3_deltalake_options
+        )
+    paths = DeltaTable(duri, s3_storage_options).snapshot().file_paths()
+    add_deletion_vector(duri, paths[0], list(range(25)), storage_options=s3_storage_options)
+    add_deletion_vector(duri, paths[1], [2], inline=True, storage_options=s3_storage_options)
+    version = DeltaTable(duri, s3_storage_options).snapshot().version
+    before = _rows_with_dvs(duri, s3_storage_options)
+    assert sum(before.values()) == 80 - 26
+
+    result = compact(
+        duri,
+        purge_deletion_vectors=True,
+        min_deleted_share=0.5,
+        storage_options=s3_storage_options,
+        engine="spark",
+        spark_options=spark_options,
+    )
+
+    assert result.ok, result.to_dict()
+    assert result.to_dict()["engine"] == "spark" and result.to_dict()["num_files_removed"] == 1
+    assert _rows_with_dvs(duri, s3_storage_options) == before
+    assert _rows_with_dvs(duri, s3_storage_options, version) == before
+    live = {r["path"]: r for r in DeltaTable(duri, s3_storage_options).snapshot().files.to_pylist()}
+    assert paths[0] not in live and live[paths[1]]["deletionVector"] is not None  # 1 of 40: below the share
+    (new,) = [r for r in live.values() if r["path"] != paths[1]]
+    assert new["deletionVector"] is None and json.loads(new["stats"])["numRecords"] == 40 - 25
+    actions = _commit_actions(duri, s3_storage_options, result.commits[0].version)
+    info = actions[0]["commitInfo"]
+    assert info["operation"] == "REORG" and info["operationParameters"]["applyPurge"] == "true"
+    assert info["operationParameters"]["engine"] == "spark"
+    files = [a.get("add") or a.get("remove") for a in actions if "add" in a or "remove" in a]
+    assert len(files) == 2 and all(f["dataChange"] is False for f in files)
+    # deltalake's log replay sees the same live files (its pyarrow reader refuses the DV feature itself).
+    theirs = deltalake.DeltaTable(duri, storage_options=s3_deltalake_options).get_add_actions(flatten=True)
+    assert sorted(theirs.column("path").to_pylist()) == sorted(live)
+    fs = fsspec.filesystem("s3", **s3_storage_options)
+    leftovers = [p for p in fs.find(s3_bucket) if "_deltalog_staging" in p or p.endswith(("_SUCCESS", ".crc"))]
+    assert not leftovers, leftovers
