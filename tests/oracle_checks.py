@@ -642,13 +642,15 @@ def report_markdown(
 
 
 def write_report(text: str, outcomes: list[Outcome]) -> str:
-    """``$DELTALOG_FEATURE_MATRIX`` (the report script points it at docs/) or build/feature-matrix.md."""
+    """``$DELTALOG_FEATURE_MATRIX`` (the report script points it at docs/) or build/feature-matrix.md; the
+    cells with their seconds go to build/feature-matrix.json (not committed: timings change every run)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     target = os.environ.get("DELTALOG_FEATURE_MATRIX") or os.path.join(here, "build", "feature-matrix.md")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(target, "w", encoding="utf-8") as f:
         f.write(text)
-    with open(os.path.splitext(target)[0] + ".json", "w", encoding="utf-8") as f:
+    os.makedirs(os.path.join(here, "build"), exist_ok=True)
+    with open(os.path.join(here, "build", "feature-matrix.json"), "w", encoding="utf-8") as f:
         json.dump([asdict(o) for o in outcomes], f, indent=1)
     return target
 
