@@ -71,7 +71,7 @@ def _fmt(value: Any, key: str) -> str:
         return "yes" if value else "NO"
     if isinstance(value, float):
         if key.endswith("_ratio"):
-            return f"{value:.2f}x"
+            return f"{value:.3f}x" if value < 0.1 else f"{value:.2f}x"
         if key.endswith("_mb"):
             return f"{value:.0f}"
         if key.endswith("_cpu_s"):
