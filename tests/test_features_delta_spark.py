@@ -234,6 +234,39 @@ def test_row_ids_survive_compaction_of_a_partitioned_id_mapped_table(spark, tmp_
     assert sorted(spark.read.format("delta").load(path).collect()) == rows
 
 
+@pytest.mark.parametrize("mode", ["zorder", "purge"])
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_row_ids_survive_zorder_and_deletion_vector_purge(spark, tmp_path, engine, mode):
+    """Layout rewrites are compactions too: Z-order and DV purge keep every row's ID and commit version."""
+    path = str(tmp_path / "t")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, k BIGINT, s STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true')"
+    )
+    for start in (0, 10, 20):
+        spark.sql(
+            f"INSERT INTO delta.`{path}` SELECT id, (id * 7) % 11, concat('s', id) FROM range({start}, {start + 10}, 1, 1)"
+        )
+    spark.sql(f"UPDATE delta.`{path}` SET s = 'u' WHERE id % 7 = 0")  # materialised IDs, new commit versions
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 5 = 1")  # deletion vectors
+    assert any(dv is not None for dv in DeltaTable(path).snapshot().files.column("deletionVector").to_pylist())
+    before = _row_tracking(spark, path)
+    rows = sorted(spark.read.format("delta").load(path).collect())
+
+    layout = {"zorder_by": ["k", "id"]} if mode == "zorder" else {"purge_deletion_vectors": True}
+    result = compact(path, target_size=1 << 30, engine=engine, spark_options=SPARK_JOB, **layout)
+    assert result.ok and result.to_dict()["num_files_removed"] >= 1, result.to_dict()
+    assert all(dv is None for dv in DeltaTable(path).snapshot().files.column("deletionVector").to_pylist())
+
+    assert _row_tracking(spark, path) == before
+    assert sorted(spark.read.format("delta").load(path).collect()) == rows
+    # Delta Spark can still write to the table and gives the new row a fresh ID.
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (200, 0, 'z')")
+    final = _row_tracking(spark, path)
+    assert {i: final[i] for i in before} == before
+    assert final[200][0] not in {rid for rid, _ in before.values()}
+
+
 # --- Iceberg compatibility on the Spark engine ------------------------------------------------------
 
 
