@@ -110,8 +110,8 @@ def deltalake_compact(path: str, hooks: bool = False) -> dict[str, Any]:
     removed = metrics["filesRemoved"]
     removed = json.loads(removed) if isinstance(removed, str) else removed
     return {
-        "removed": metrics["num_files_removed"],
-        "added": metrics["num_files_added"],
+        "removed": metrics["numFilesRemoved"],
+        "added": metrics["numFilesAdded"],
         "bytes": removed["totalSize"],
     }
 

@@ -72,7 +72,7 @@ def deltalake_zorder(path: str, target: int) -> dict[str, Any]:
         target_size=target,
         post_commithook_properties=PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False),
     )
-    return {"removed": m["num_files_removed"], "added": m["num_files_added"]}
+    return {"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}
 
 
 def ours_spark_zorder(path: str, target: int) -> dict[str, Any]:

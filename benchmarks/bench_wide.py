@@ -77,7 +77,7 @@ def deltalake_compact(path: str, codec: str) -> dict[str, Any]:
     m = deltalake.DeltaTable(path).optimize.compact(
         target_size=TARGET, writer_properties=writer, post_commithook_properties=props
     )
-    return {"removed": m["num_files_removed"], "added": m["num_files_added"]}
+    return {"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}
 
 
 def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
@@ -190,8 +190,8 @@ def delta_spark_optimize(path: str) -> dict[str, Any]:
     peak = _descendants_peak_mb()
     spark.stop()
     return {
-        "removed": metrics["num_files_removed"],
-        "added": metrics["num_files_added"],
+        "removed": metrics["numFilesRemoved"],
+        "added": metrics["numFilesAdded"],
         "jvm_start_s": started,
         "optimize_s": optimize_s,
         "jvm_peak_mb": peak,
