@@ -8,7 +8,7 @@ bash scripts/bootstrap.sh
 export PYTHONDONTWRITEBYTECODE=1
 .venv/bin/python -m mypy  # type check (settings in pyproject.toml)
 set +e
-.venv/bin/python -m pytest -p no:cacheprovider -q "$@"
+.venv/bin/python -m pytest -p no:cacheprovider -q --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" = "5" ]; then echo "error: pytest collected no tests" >&2; exit 1; fi
