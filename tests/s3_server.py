@@ -16,7 +16,9 @@ in two steps, so two conditional PUTs of the same key racing on two server
 threads can both succeed. Real S3 guarantees that exactly one wins (the other
 gets 412, or 409 while the first is in flight). The server below serialises
 PUTs so the conditional write is atomic, as it is on S3; everything else stays
-concurrent.
+concurrent. The same server answers DynamoDB (moto routes by the request's
+signing scope), whose conditional PutItem moto also checks then stores: it is
+serialised the same way (``_make_conditional_put_atomic``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ SECRET_KEY = "testing"
 REGION = "us-east-1"
 
 _put_lock = threading.Lock()
+_dynamodb_put_lock = threading.Lock()
 
 #: A path no S3 client requests: the counting server answers it with its request counts.
 COUNTS_PATH = "/__deltalog_request_counts"
@@ -62,6 +65,20 @@ def _make_conditional_put_atomic() -> None:
 
     put_object._deltalog_atomic = True  # type: ignore[attr-defined]
     S3Response.put_object = put_object  # type: ignore[method-assign]
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original_item = DynamoDBBackend.put_item
+    if getattr(original_item, "_deltalog_atomic", False):
+        return
+
+    @functools.wraps(original_item)
+    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _dynamodb_put_lock:
+            return original_item(self, *args, **kwargs)
+
+    put_item._deltalog_atomic = True  # type: ignore[attr-defined]
+    DynamoDBBackend.put_item = put_item  # type: ignore[method-assign]
 
 
 def storage_options_for(endpoint: str) -> dict[str, Any]:

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "action_checks",
             "engines.spark_packages",
             "s3_reads",
+            "dynamodb_commits",
         ],
     ),  # fmt: skip
     (

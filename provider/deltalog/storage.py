@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from deltalog import s3_reads
+from deltalog import dynamodb_commits, s3_reads
 from deltalog.errors import (
     InvalidArgumentError,
     NonAtomicStorageError,
@@ -106,7 +106,7 @@ def _mtime_ms(info: dict[str, Any]) -> int:
 
 
 #: Storage options deltalog itself interprets; they are not passed to fsspec.
-_DELTALOG_OPTIONS = frozenset({"fsync", s3_reads.OPTION})
+_DELTALOG_OPTIONS = frozenset({"fsync", s3_reads.OPTION}) | dynamodb_commits.OPTIONS
 #: The spellings of the ``fsync`` storage option (a string from ``--storage-option``); anything else is a typo.
 _FSYNC_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -205,6 +205,10 @@ class Storage:
             self.protocol = scheme
             self.root = root.rstrip("/")
             self.uri = uri.rstrip("/")
+        #: Commits coordinated through DynamoDB (storage option AWS_S3_LOCKING_PROVIDER=dynamodb), else None.
+        self.dynamodb: dynamodb_commits.DynamoDBCommits | None = None
+        if dynamodb_commits.wanted(self.storage_options):
+            self.dynamodb = dynamodb_commits.DynamoDBCommits(self.uri, self.storage_options)
 
     # --- paths ------------------------------------------------------------------
 
@@ -257,7 +261,8 @@ class Storage:
         """obstore for GETs and listings on S3 when the options allow it (see deltalog.s3_reads)."""
         if self.is_local or self.protocol not in ("s3", "s3a"):
             return None
-        return s3_reads.s3_reads_for(self.root.split("/", 1)[0], self.storage_options)
+        options = {k: v for k, v in self.storage_options.items() if k not in dynamodb_commits.OPTIONS}
+        return s3_reads.s3_reads_for(self.root.split("/", 1)[0], options)
 
     def _reads(self) -> s3_reads.S3Reads | None:
         reads = self._fast_reads
@@ -324,6 +329,10 @@ class Storage:
         return files, dirs
 
     def list_log(self) -> list[FileInfo]:
+        """The files in ``_delta_log``; with DynamoDB coordination, after finishing a commit its writer left
+        incomplete (as Delta Spark's S3DynamoDBLogStore does before every listing), so no reader sees a hole."""
+        if self.dynamodb is not None:
+            self.dynamodb.recover(self)
         return self.list_dir(self.log_dir)
 
     def walk_files(self, path: str | None = None) -> Iterable[FileInfo]:
@@ -463,7 +472,9 @@ class Storage:
         Raises FileExistsError when another writer created it first. Local: write a
         temp file and hard-link it into place (``link`` fails if the target exists and
         never exposes a partial file; a killed writer leaves at most a hidden temp
-        file). S3: a conditional PUT (``If-None-Match: *``). Any other filesystem has
+        file). S3: a conditional PUT (``If-None-Match: *``), or, with the storage option
+        ``AWS_S3_LOCKING_PROVIDER=dynamodb``, Delta Spark's DynamoDB protocol for commit files
+        (deltalog.dynamodb_commits: the one every writer of the table must use). Any other filesystem has
         no atomic primitive, so the commit is refused unless the caller promises to
         be the only writer.
         """
@@ -471,7 +482,10 @@ class Storage:
             self._put_if_absent_local(path, data)
             return
         if self.protocol in ("s3", "s3a"):
-            self._put_if_absent_s3(path, data)
+            if self.dynamodb is not None and self.dynamodb.is_commit(self, path):
+                self.dynamodb.commit(self, path, data)
+            else:
+                self.conditional_put(path, data)
             return
         if self.protocol == "memory":
             # The in-memory filesystem lives in this process; the check and the write run
@@ -517,7 +531,8 @@ class Storage:
         if self.fsync:
             _fsync_dir(os.path.dirname(path))
 
-    def _put_if_absent_s3(self, path: str, data: bytes) -> None:
+    def conditional_put(self, path: str, data: bytes) -> None:
+        """S3's atomic create: a PUT with ``If-None-Match: *`` (FileExistsError when the key exists)."""
         # S3 answers 409 ConditionalRequestConflict while another conditional write to
         # the same key is in flight; the documented remedy is to send the request again,
         # which then either lands or gets the 412 (FileExistsError) of the winner.
