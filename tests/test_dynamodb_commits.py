@@ -228,3 +228,32 @@ def test_an_unreachable_dynamodb_is_a_storage_error(uri, options, s3_storage_opt
     storage = Storage(uri, {**options, "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:9"})
     with pytest.raises(StorageError, match="DynamoDB"):
         storage.list_log()
+
+
+def test_the_cli_names_a_missing_dynamodb_table_in_one_line(uri, s3_server, s3_storage_options, capsys):
+    from deltalog.cli import main
+
+    create_table(uri, SCHEMA, storage_options=s3_storage_options)
+    args = ["snapshot", uri]
+    for kv in (
+        f"endpoint_url={s3_server}",
+        "key=testing",
+        "secret=testing",
+        "AWS_S3_LOCKING_PROVIDER=dynamodb",
+        "DELTA_DYNAMO_TABLE_NAME=no_such_table",
+        f"AWS_ENDPOINT_URL_DYNAMODB={s3_server}",
+        "AWS_REGION_DYNAMODB=us-east-1",
+    ):
+        args += ["--storage-option", kv]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'no_such_table'" in err[0] and "does not exist" in err[0], err
+
+
+def test_coordination_options_keep_the_fast_s3_reads(uri, options):
+    # The DynamoDB options are deltalog's own: neither s3fs nor obstore sees them (an option
+    # obstore does not know would turn its reads off).
+    storage = Storage(uri, options)
+    assert storage._reads() is not None
+    ours = {k for k in options if k.isupper()}
+    assert ours and not ours & set(storage.fs.storage_options)
