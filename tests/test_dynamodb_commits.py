@@ -257,3 +257,17 @@ def test_coordination_options_keep_the_fast_s3_reads(uri, options):
     assert storage._reads() is not None
     ours = {k for k in options if k.isupper()}
     assert ours and not ours & set(storage.fs.storage_options)
+
+
+def test_a_writer_that_loses_to_a_crashed_writer_finishes_its_commit_and_retries(uri, options, s3_server, ddb_table):
+    create_table(uri, SCHEMA, storage_options=options)
+    txn = DeltaTable(uri, storage_options=options).transaction(operation="WRITE")  # reads v0
+    storage = Storage(uri, options)
+    assert storage.dynamodb is not None
+    _crash_after_entry(storage, storage.dynamodb, 1, _body("crashed.parquet"))  # v1 taken, never copied
+    txn.add([{"path": "mine.parquet", "size": 1, "partitionValues": {}, "modificationTime": 0, "dataChange": True}])
+    result = txn.commit()  # loses v1 in DynamoDB, finishes the crashed v1, lands at v2
+    assert result.version == 2 and result.attempts == 2
+    assert all(e.complete for e in _entries(s3_server, ddb_table, uri).values())
+    paths = DeltaTable(uri, storage_options=options).snapshot().files.column("path").to_pylist()
+    assert sorted(paths) == ["crashed.parquet", "mine.parquet"]

@@ -282,6 +282,11 @@ class DynamoDBCommits:
             self.put_entry(entry, overwrite=False)  # the commit point
         except FileExistsError:
             storage.delete(temp)  # ours, named by no entry
+            # The winner's version file may not be there yet (or ever, if it died): the
+            # caller reads it next to check for conflicts, so finish the winner's commit first.
+            winner = self.get_entry(name)
+            if winner is not None and not winner.complete:
+                self.fix(storage, winner)
             raise
         # The version is ours now. Finishing it is best effort, as in Delta Spark: a failure
         # here leaves the temp file and the incomplete entry, which the next reader or
