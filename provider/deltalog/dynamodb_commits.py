@@ -5,9 +5,9 @@ but Delta Spark's default S3 log store (``S3SingleDriverLogStore``) checks for t
 and then does a plain PUT: it is only atomic inside one JVM, so a Delta Spark commit
 racing from another process can overwrite ours. Several writers on one S3 table are
 safe only when every one of them agrees on one arbiter; Delta Spark
-(``io.delta.storage.S3DynamoDBLogStore``) and delta-rs (``AWS_S3_LOCKING_PROVIDER=dynamodb``)
-use a DynamoDB table, and this module speaks the same protocol, entry for entry
-(Delta's ``BaseExternalLogStore`` / ``S3DynamoDBLogStore``):
+(``io.delta.storage.S3DynamoDBLogStore``) uses a DynamoDB table (as delta-rs did in earlier
+releases, with the storage options named below), and this module speaks the same protocol,
+entry for entry (Delta's ``BaseExternalLogStore`` / ``S3DynamoDBLogStore``):
 
 - one item per commit, key ``tablePath`` (HASH, the table URI as the writers spell it,
   no trailing slash) + ``fileName`` (RANGE, ``00000000000000000042.json``), attributes
