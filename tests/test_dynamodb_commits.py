@@ -102,6 +102,18 @@ def test_commits_land_with_complete_entries_in_delta_sparks_schema(uri, options,
     storage = Storage(uri, options)
     entries = _entries(s3_server, ddb_table, "s3a://" + uri.split("://")[1])
     assert sorted(entries) == [_name(0), _name(1)]
+    # The raw items, attribute for attribute as S3DynamoDBLogStore's dbResultToCommitEntry reads them.
+    raw = _client(s3_server).get_item(
+        TableName=ddb_table, Key={"tablePath": {"S": uri}, "fileName": {"S": _name(1)}}, ConsistentRead=True
+    )["Item"]
+    assert {k: next(iter(v)) for k, v in raw.items()} == {
+        "tablePath": "S",
+        "fileName": "S",
+        "tempPath": "S",
+        "complete": "S",
+        "expireTime": "N",
+    }
+    assert raw["complete"]["S"] == "true" and raw["expireTime"]["N"].isdigit()
     now = time.time()
     for name, entry in entries.items():
         assert entry.complete and entry.table_path == uri
@@ -153,12 +165,18 @@ def test_a_conflicting_second_writer_gets_a_conflict_error(uri, options):
         second.commit()
 
 
-def _crash_after_entry(storage: Storage, commits: DynamoDBCommits, version: int, body: bytes) -> CommitEntry:
-    """What a writer that died right after its commit point leaves: a temp file and an incomplete entry."""
-    entry = CommitEntry(commits.table_path, _name(version), f".tmp/{_name(version)}.{uuid.uuid4()}", False)
-    storage.write_atomic(storage.join("_delta_log", *entry.temp_path.split("/")), body)
-    commits.put_entry(entry, overwrite=False)
-    return entry
+def _crash_after_entry(storage: Storage, commits: DynamoDBCommits, version: int, body: bytes) -> None:
+    """What a Delta Spark writer that died right after its commit point leaves: a temp file and an
+    incomplete entry, put as S3DynamoDBLogStore's createPutItemRequest puts it (raw, not through our code)."""
+    temp = f".tmp/{_name(version)}.{uuid.uuid4()}"
+    storage.write_atomic(storage.join("_delta_log", *temp.split("/")), body)
+    item = {
+        "tablePath": {"S": commits.table_path},
+        "fileName": {"S": _name(version)},
+        "tempPath": {"S": temp},
+        "complete": {"S": "false"},
+    }
+    commits.client.put_item(TableName=commits.table_name, Item=item, Expected={"fileName": {"Exists": False}})
 
 
 def _body(n: str) -> bytes:
@@ -271,3 +289,17 @@ def test_a_writer_that_loses_to_a_crashed_writer_finishes_its_commit_and_retries
     assert all(e.complete for e in _entries(s3_server, ddb_table, uri).values())
     paths = DeltaTable(uri, storage_options=options).snapshot().files.column("path").to_pylist()
     assert sorted(paths) == ["crashed.parquet", "mine.parquet"]
+
+
+def test_an_incomplete_entry_without_its_temp_file_is_a_clear_storage_error(uri, options):
+    create_table(uri, SCHEMA, storage_options=options)
+    storage = Storage(uri, options)
+    assert storage.dynamodb is not None
+    _crash_after_entry(storage, storage.dynamodb, 1, _body("lost.parquet"))
+    temps = storage.list_dir(storage.join("_delta_log", ".tmp"))
+    for f in temps:
+        if f.name.startswith(_name(1)):
+            storage.delete(f.path)
+    with pytest.raises(StorageError, match=r"cannot finish the incomplete commit 0+1\.json .*_delta_log/\.tmp/"):
+        DeltaTable(uri, storage_options=options).snapshot()
+    assert not storage.exists(storage.join("_delta_log", _name(1)))

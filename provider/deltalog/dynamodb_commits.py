@@ -281,7 +281,10 @@ class DynamoDBCommits:
         try:
             self.put_entry(entry, overwrite=False)  # the commit point
         except FileExistsError:
-            storage.delete(temp)  # ours, named by no entry
+            try:
+                storage.delete(temp)  # ours, named by no entry
+            except StorageError as exc:  # an unreferenced leftover, like any writer's temp file
+                log.warning("cannot delete the temp file %s of a lost commit: %s", temp, exc)
             # The winner's version file may not be there yet (or ever, if it died): the
             # caller reads it next to check for conflicts, so finish the winner's commit first.
             winner = self.get_entry(name)
