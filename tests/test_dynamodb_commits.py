@@ -239,6 +239,7 @@ def test_bad_coordination_options_are_refused(uri, options, tmp_path):
 def test_table_path_is_the_uri_without_user_info_or_trailing_slash():
     assert table_path_for("s3a://bucket/path/table/") == "s3a://bucket/path/table"
     assert table_path_for("s3://key:secret@bucket/t") == "s3://bucket/t"
+    assert table_path_for("s3a://bucket//a///t") == "s3a://bucket/a/t"
 
 
 def test_an_unreachable_dynamodb_is_a_storage_error(uri, options, s3_storage_options):

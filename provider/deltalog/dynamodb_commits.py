@@ -130,7 +130,8 @@ def wanted(options: dict[str, Any]) -> bool:
 
 
 def table_path_for(uri: str) -> str:
-    """The ``tablePath`` key: the table URI without user info or a trailing slash (as Delta Spark spells it).
+    """The ``tablePath`` key: the table URI without user info, repeated or trailing slashes (as Delta Spark
+    spells it: Hadoop's qualified Path).
 
     Every writer must spell the table the same way (Delta Spark on s3a writes ``s3a://bucket/path``,
     so open the table as ``s3a://`` too); entries under another spelling coordinate nothing.
@@ -138,7 +139,8 @@ def table_path_for(uri: str) -> str:
     scheme, _, rest = uri.partition("://")
     authority, slash, path = rest.partition("/")
     authority = authority.rsplit("@", 1)[-1]
-    return f"{scheme}://{authority}{slash}{path}".rstrip("/")
+    path = re.sub("/{2,}", "/", slash + path)  # as Hadoop's Path normalises it
+    return f"{scheme}://{authority}{path}".rstrip("/")
 
 
 class DynamoDBCommits:
