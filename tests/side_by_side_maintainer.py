@@ -1,7 +1,8 @@
 """deltalog's side of the side-by-side test: maintenance in a loop, in its own process, while Delta Spark writes.
 
 ``python tests/side_by_side_maintainer.py '<json>'`` with ``uri``, ``storage_options``,
-``stop_file``, ``deadline`` (epoch seconds) and ``out`` (where the outcomes go as JSON).
+``stop_file``, ``deadline`` (epoch seconds), ``out`` (where the outcomes go as JSON) and
+``commit_lock`` (S3: a lock file each commit holds, shared with Delta Spark's statements).
 Each round (a pause between rounds): compaction, checkpoint, log cleanup, and every third
 round a vacuum (full, 1 hour retention: far longer than the run, so every version of the
 run keeps its files while leftovers older than that go). Every operation is recorded as ``ok`` (with the versions it committed),
@@ -53,7 +54,32 @@ def _run(op: str, uri: str, so: dict[str, Any] | None) -> dict[str, Any]:
     raise ValueError(op)
 
 
+def _commit_under_lock(lock_path: str) -> None:
+    """Make every conditional PUT of a version (deltalog's commit point) hold ``lock_path``.
+
+    The S3 run's stand-in for the mutual exclusion Delta Spark's single-driver S3 log store
+    lacks across processes (see the test's docstring); only the commit step waits.
+    """
+    import fcntl
+
+    from deltalog.storage import Storage
+
+    put = Storage.put_if_absent
+
+    def locked(self: Storage, path: str, data: bytes, **kwargs: Any) -> None:
+        with open(lock_path, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                put(self, path, data, **kwargs)
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    Storage.put_if_absent = locked  # type: ignore[method-assign]
+
+
 def main(args: dict[str, Any]) -> None:
+    if args.get("commit_lock"):
+        _commit_under_lock(args["commit_lock"])
     # The short-retention warning of every vacuum round is expected here; errors still show.
     logging.getLogger("deltalog").setLevel(logging.ERROR)
     uri, so = args["uri"], args.get("storage_options")
