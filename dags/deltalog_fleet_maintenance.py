@@ -141,9 +141,16 @@ with DAG(
             events = events.after(previous.isoformat())
         events = list(events)
         if events:
-            tables = tables_from_events(
-                [e.extra for e in events], lambda uri: read_table_list(uri, hook.storage_options_for(uri))
-            )
+            from airflow.sdk.exceptions import AirflowFailException
+
+            from deltalog_example.fleet_tables import TableListError
+
+            try:
+                tables = tables_from_events(
+                    [e.extra for e in events], lambda uri: read_table_list(uri, hook.storage_options_for(uri))
+                )
+            except TableListError as exc:  # a malformed event stays malformed: fail now, no retry
+                raise AirflowFailException(str(exc)) from exc
             log.info("%d tables from %d event(s) on %s", len(tables), len(events), TABLE_LIST.uri)
             return [hook.resolve_uri(u) for u in tables]
         listed = setting("deltalog_fleet_tables")
@@ -228,7 +235,9 @@ with DAG(
             raise AirflowFailException(f"{entry['uri']}: {outcome.status}: {outcome.error}")
         return doc
 
-    @task(trigger_rule="all_done", execution_timeout=timedelta(minutes=10))
+    # No retry: it reads what the run produced; when find_tables or measure failed there is nothing
+    # to read (its input cannot resolve) and a retry would only hold the failed run open.
+    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=10))
     def summary(measured: dict[str, Any], **context: Any) -> dict[str, Any]:
         """Table of tables in the log, as the return value and as an HTML report next to the demo output."""
         from deltalog.fleet.maintain import TableOutcome, measured_throughput

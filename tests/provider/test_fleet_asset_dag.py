@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from airflow_helpers import DAGS_FOLDER, run_dag, task_states, write_dag_file, xcom_value
+from airflow_helpers import DAGS_FOLDER, run_dag, task_instance, task_states, write_dag_file, xcom_value
 
 from deltalog import DeltaTable
 from deltalog.due import maintenance_due
@@ -123,6 +123,9 @@ def test_a_malformed_table_list_event_fails_the_run(fleet_dag):
     run = run_dag(DAGS_FOLDER / "deltalog_fleet_maintenance.py", "deltalog_fleet_maintenance")
     states = task_states(run)
     assert states["find_tables"] == "failed" and str(run.state) == "failed"
+    # Bad input is not retried: one try, no retry delay holding the run open.
+    assert task_instance(run, "find_tables").try_number == 1
+    assert task_instance(run, "summary").try_number == 1
     assert all(_due(fleet_dag / n) for n in ("a", "b", "c"))  # nothing was maintained
 
 
