@@ -58,7 +58,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1200)]
 
 HERE = Path(__file__).parent
 #: How long the writers and the maintenance run side by side, per backend.
-BUDGET_SECONDS = float(os.environ.get("DELTALOG_SIDE_BY_SIDE_SECONDS", "75"))
+BUDGET_SECONDS = float(os.environ.get("DELTALOG_SIDE_BY_SIDE_SECONDS", "45"))
 #: The hard cap: statements take 20-70 s each on a loaded 2-core machine.
 MAX_SECONDS = 4 * BUDGET_SECONDS
 DAY_MS = 86_400_000
