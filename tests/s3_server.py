@@ -51,34 +51,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _make_conditional_put_atomic() -> None:
-    from moto.s3.responses import S3Response
-
-    original = S3Response.put_object
+def _serialise(cls: Any, method: str, lock: Any) -> None:
+    """Make ``cls.method`` hold ``lock`` (once: a second call finds it wrapped)."""
+    original = getattr(cls, method)
     if getattr(original, "_deltalog_atomic", False):
         return
 
     @functools.wraps(original)
-    def put_object(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _put_lock:
+    def serialised(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
             return original(self, *args, **kwargs)
 
-    put_object._deltalog_atomic = True  # type: ignore[attr-defined]
-    S3Response.put_object = put_object  # type: ignore[method-assign]
+    serialised._deltalog_atomic = True  # type: ignore[attr-defined]
+    setattr(cls, method, serialised)
 
+
+def _make_conditional_put_atomic() -> None:
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.s3.responses import S3Response
 
-    original_item = DynamoDBBackend.put_item
-    if getattr(original_item, "_deltalog_atomic", False):
-        return
-
-    @functools.wraps(original_item)
-    def put_item(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _dynamodb_put_lock:
-            return original_item(self, *args, **kwargs)
-
-    put_item._deltalog_atomic = True  # type: ignore[attr-defined]
-    DynamoDBBackend.put_item = put_item  # type: ignore[method-assign]
+    _serialise(S3Response, "put_object", _put_lock)
+    _serialise(DynamoDBBackend, "put_item", _dynamodb_put_lock)
 
 
 def storage_options_for(endpoint: str) -> dict[str, Any]:
