@@ -217,6 +217,17 @@ def test_the_fsync_storage_option_is_true_or_false_never_a_guess(table, capsys):
     assert "fsync must be true or false" in one_error(capsys)
 
 
+def test_an_unknown_s3_storage_option_is_refused_naming_it(capsys):
+    """s3fs passes unknown keywords to botocore's session, a TypeError at the first request."""
+    with pytest.raises(InvalidArgumentError, match="unknown S3 storage option 'delta.logRetentionDuration'"):
+        Storage("s3://bucket/table", {"key": "k", "delta.logRetentionDuration": "garbage"})
+    argv = ["snapshot", "s3://bucket/table", "--storage-option", "regoin_name=us-east-1"]
+    assert main(argv) == 2
+    assert "unknown S3 storage option 'regoin_name'" in one_error(capsys)
+    # What s3fs, fsspec and the botocore session take still goes through, and deltalog's own options.
+    Storage("s3://bucket/table", {"anon": True, "profile": "p", "use_listings_cache": True, "fsync": True})
+
+
 #: A value each known property's reader accepts, and one it refuses.
 PROPERTY_CASES = {
     "delta.logRetentionDuration": ("interval 30 days", "soon"),

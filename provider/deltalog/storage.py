@@ -125,6 +125,43 @@ def is_remote_error(exc: BaseException) -> bool:
     return type(exc).__module__.split(".", 1)[0] in _REMOTE_ERROR_PACKAGES
 
 
+@functools.cache
+def _s3fs_option_names() -> frozenset[str]:
+    """Every keyword s3fs's filesystem, its fsspec bases and the aiobotocore session it makes accept.
+
+    s3fs hands any keyword it does not know to that session, which fails with a
+    TypeError at the first request: a typo or a table property given as a storage
+    option must be refused up front, naming it, instead.
+    """
+    import inspect
+
+    import aiobotocore.session
+    import fsspec.asyn
+    import fsspec.dircache
+    import s3fs
+
+    takers = (
+        s3fs.S3FileSystem.__init__,
+        fsspec.asyn.AsyncFileSystem.__init__,
+        fsspec.dircache.DirCache.__init__,
+        aiobotocore.session.AioSession.__init__,
+    )
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = {p.name for f in takers for p in inspect.signature(f).parameters.values() if p.kind in named}
+    return frozenset(names - {"self"}) | {"skip_instance_cache"}
+
+
+def check_s3_options(options: dict[str, Any]) -> None:
+    """Refuse storage options neither deltalog nor s3fs understands (InvalidArgumentError naming them)."""
+    unknown = sorted(k for k in options if k not in _DELTALOG_OPTIONS and k not in _s3fs_option_names())
+    if unknown:
+        raise InvalidArgumentError(
+            f"unknown S3 storage option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}: "
+            "S3 takes s3fs's options (key, secret, token, endpoint_url, client_kwargs, config_kwargs, ...) "
+            "and deltalog's own (fsync, " + ", ".join(sorted(_DELTALOG_OPTIONS - {"fsync"})) + ")"
+        )
+
+
 def _fsspec_options(options: dict[str, Any], scheme: str = "") -> dict[str, Any]:
     """Options for fsspec, with its directory-listing cache off unless asked for.
 
@@ -198,6 +235,8 @@ class Storage:
             self.uri = "file://" + self.root
         else:
             self.is_local = False
+            if scheme in ("s3", "s3a"):
+                check_s3_options(self.storage_options)
             try:
                 self.fs, root = fsspec.core.url_to_fs(uri, **_fsspec_options(self.storage_options, scheme))
             except (ImportError, ValueError) as exc:
