@@ -502,14 +502,7 @@ class TableCheck:
                     self.deferred.setdefault(v, []).append(name)
                 detail += f"; Delta Spark reads v{reread[0]}..v{reread[-1]} in a batched read ({why})"
             elif reread:
-                self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
-                got = content_hashes(self.spark, self.path, reread)
-                self.reads += len(reread)
-                bad = [v for v in reread if not _same(got.get(v), self.expected[v])]
-                for v in bad:
-                    self.problems.append(
-                        f"{self.entry['name']} after {name}: Delta Spark v{v} {got.get(v)} != {self.expected[v]}"
-                    )
+                bad = self._reread(reread, {v: [name] for v in reread})
                 status = "failed" if bad else status
                 detail += f"; Delta Spark read v{reread[0]}..v{reread[-1]} ({len(reread)} versions: {why})"
             else:
@@ -525,19 +518,22 @@ class TableCheck:
         latest = DeltaTable(self.path).list_log().latest_version
         versions = sorted(v for v in self.deferred if self.readable_from <= v <= latest)
         pending, self.deferred = self.deferred, {}
-        if not versions:
-            return not self.deferred_failed
+        if versions and self._reread(versions, pending):
+            self.deferred_failed = True
+        return not self.deferred_failed
+
+    def _reread(self, versions: list[int], after: dict[int, list[str]]) -> list[int]:
+        """Delta Spark reads ``versions`` in one job; the versions whose hash is not the expected one
+        (each a problem naming the operations in ``after`` that may have changed it)."""
         self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
         got = content_hashes(self.spark, self.path, versions)
         self.reads += len(versions)
         bad = [v for v in versions if not _same(got.get(v), self.expected[v])]
         for v in bad:
             self.problems.append(
-                f"{self.entry['name']} after {', '.join(pending[v])}: Delta Spark v{v} {got.get(v)} "
-                f"!= {self.expected[v]}"
+                f"{self.entry['name']} after {', '.join(after[v])}: Delta Spark v{v} {got.get(v)} != {self.expected[v]}"
             )
-        self.deferred_failed = self.deferred_failed or bool(bad)
-        return not self.deferred_failed
+        return bad
 
     def delta_spark_writes(self) -> None:
         """Delta Spark keeps working on the table deltalog maintained, and deltalog reads the result."""
