@@ -171,12 +171,21 @@ def check_crashes(name: str, done: list[CrashJob]) -> None:
     """Count every child, check its table (then rerun and check again); most must have died mid-operation."""
     crashed = 0
     for job in done:
+        # multiprocessing's forkserver gives 255 when it cannot read a child's exit status back
+        # (CPython's popen_forkserver: "perhaps the forkserver process itself got killed"); seen once
+        # in a full CI run, for a child that died at its planned fault. It did not finish, and its
+        # table is checked below like any other.
+        status_lost = job.exitcode == 255 and not job.finished
         # A crash is a kill before the operation returned (a kill during interpreter exit is not one).
-        killed = job.exitcode == -signal.SIGKILL and not job.finished
+        killed = (job.exitcode == -signal.SIGKILL or status_lost) and not job.finished
         if job.kill_after is None:
-            assert job.exitcode == -signal.SIGKILL, f"{job.label}: the child was not killed (exit code {job.exitcode})"
+            assert job.exitcode == -signal.SIGKILL or status_lost, (
+                f"{job.label}: the child was not killed (exit code {job.exitcode})"
+            )
         else:
-            assert job.exitcode in (0, -signal.SIGKILL), f"{job.label}: the child failed (exit code {job.exitcode})"
+            assert job.exitcode in (0, -signal.SIGKILL) or status_lost, (
+                f"{job.label}: the child failed (exit code {job.exitcode})"
+            )
         crashed += killed
         recorder.add("scenarios", 1, SUITE)
         recorder.add("crashes", int(killed), SUITE)
