@@ -28,7 +28,7 @@ Opt-in through ``storage_options`` with delta-rs's names: ``AWS_S3_LOCKING_PROVI
 ``AWS_SECRET_ACCESS_KEY_DYNAMODB``, ``AWS_SESSION_TOKEN_DYNAMODB``; otherwise the
 region and keys are the S3 options' (``key``, ``secret``, ``token``, ``profile``,
 ``client_kwargs.region_name``), then botocore's own chain. Creating the DynamoDB table
-is the user's job, as with Delta Spark and delta-rs (docs/s3.md).
+is the user's job, as with Delta Spark and delta-rs (docs/commits.md, "Several writers on S3").
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ class DynamoDBCommits:
                 raise InvalidArgumentError(
                     f"the DynamoDB table {self.table_name!r} (storage option {TABLE_OPTION}) does not exist"
                     f"{self._where()}: create it as for Delta Spark's S3DynamoDBLogStore (key tablePath: HASH, "
-                    "fileName: RANGE, both strings; TTL on expireTime), see docs/s3.md"
+                    "fileName: RANGE, both strings; TTL on expireTime), see docs/commits.md"
                 ) from None
             raise StorageError(f"DynamoDB {action} on table {self.table_name!r} failed: {exc}") from None
         except BotoCoreError as exc:
