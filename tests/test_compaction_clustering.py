@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 
 import numpy as np
 import pyarrow as pa
@@ -15,11 +14,10 @@ from deltalog.commit_request import commit_request
 from deltalog.compaction import compact, plan_compaction
 from deltalog.compaction.zorder import hilbert
 from deltalog.errors import InvalidArgumentError
-from deltalog.log import commit_name
 from deltalog.protocol import Protocol
 from deltalog.transaction import Transaction
 from helpers import make_table, write_data_file
-from test_compaction_support import read_multiset
+from test_compaction_support import commit_actions, read_multiset
 
 PROTOCOL = Protocol(1, 7, None, ("clustering", "domainMetadata"))
 SCHEMA = pa.schema([("x", pa.int64()), ("y", pa.float64()), ("s", pa.string())])
@@ -61,11 +59,6 @@ def live(t: DeltaTable) -> list[dict]:
 def overlap_share(t: DeltaTable, column: str, lo: float, hi: float) -> float:
     stats = [json.loads(f["stats"]) for f in live(t)]
     return sum(s["minValues"][column] <= hi and s["maxValues"][column] >= lo for s in stats) / len(stats)
-
-
-def commit_actions(t: DeltaTable, version: int) -> list[dict]:
-    with open(os.path.join(t.storage.root, "_delta_log", commit_name(version))) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def test_hilbert_visits_every_cell_once_and_moves_one_step_at_a_time():

@@ -21,21 +21,16 @@ from deltalog.compaction import LocalOptions, compact
 from deltalog.compaction.layout import physical_data_schema
 from deltalog.compaction.local import READ_AHEAD_SHARE, dictionary_columns, read_ahead
 from deltalog.create import create_table
-from deltalog.log import commit_name
 from helpers import append, make_table, rows
 from shared_data import golden_copy
 from test_compaction_support import (
     RICH_SCHEMA,
     add_deletion_vector,
+    commit_actions,
     make_rich_table,
     read_multiset,
     rich_rows,
 )
-
-
-def _commit_actions(path: str, version: int) -> list[dict]:
-    with open(os.path.join(path, "_delta_log", commit_name(version))) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 @pytest.mark.parametrize("partitioned", [True, False], ids=["partitioned", "unpartitioned"])
@@ -54,7 +49,7 @@ def test_rows_survive_and_second_run_is_a_noop(tmp_path, partitioned):
     assert d["num_partitions_optimized"] == (2 if partitioned else 1)
     version = result.commits[0].version
     assert version == version_before + 1
-    actions = _commit_actions(path, version)
+    actions = commit_actions(path, version)
     info = actions[0]["commitInfo"]
     assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
     assert info["operationMetrics"]["numRemovedFiles"] == str(d["num_files_removed"])
@@ -152,7 +147,7 @@ def test_deletion_vectors_written_by_spark_are_applied(tmp_path, name):
     assert result.to_dict()["num_deletion_vectors_applied"] == len(dv_files) == 2
     snap = DeltaTable(path).snapshot()
     assert all(dv is None for dv in snap.files.column("deletionVector").to_pylist())
-    removes = [a["remove"] for a in _commit_actions(path, result.commits[0].version) if "remove" in a]
+    removes = [a["remove"] for a in commit_actions(path, result.commits[0].version) if "remove" in a]
     assert {r["path"] for r in removes if r.get("deletionVector")} == set(dv_files)
 
 
@@ -197,7 +192,7 @@ def test_batches_commit_as_they_go_and_where_limits_partitions(tmp_path):
     only_a = compact(path, where="part = 'a'")
     assert [b.partition_values for b in only_a.plan.bins] == [{"part": "a"}]
     assert json.loads(
-        _commit_actions(path, only_a.commits[0].version)[0]["commitInfo"]["operationParameters"]["predicate"]
+        commit_actions(path, only_a.commits[0].version)[0]["commitInfo"]["operationParameters"]["predicate"]
     ) == ["part = 'a'"]
     for i in range(3):
         deltalake.write_deltalake(path, rich_rows(5, 10_000 + i * 5, "a"), mode="append", partition_by=["part"])

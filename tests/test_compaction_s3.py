@@ -15,7 +15,7 @@ from deltalog.compaction import compact
 from deltalog.convert import convert_to_delta
 from deltalog.engines.spark_packages import s3a_conf, spark_conf
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY
-from test_compaction_support import multiset_of, rich_rows
+from test_compaction_support import commit_actions, multiset_of, rich_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
@@ -174,16 +174,6 @@ def test_purge_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options):
     assert sorted(theirs.column("path").to_pylist()) == sorted(r["path"] for r in files)
 
 
-def _commit_actions(uri: str, options: dict, version: int) -> list[dict]:
-    import json
-
-    from deltalog.log import commit_name
-
-    dtable = DeltaTable(uri, options)
-    text = dtable.storage.read_bytes(dtable.storage.join("_delta_log", commit_name(version))).decode()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def _x_overlap(uri: str, options: dict, lo: int, hi: int) -> dict[str, tuple[int, int]]:
     """Per partition: (live files whose x min/max overlaps [lo, hi], live files), what data skipping reads."""
     import json
@@ -254,7 +244,7 @@ def test_spark_engine_zorder_and_purge_on_s3_through_s3a(
     total = sum(n for _, n in overlap.values())
     snap = DeltaTable(zuri, s3_storage_options).snapshot()
     assert sorted({p.split("/")[0] for p in snap.file_paths()}) == ["part=a", "part=b"]
-    actions = _commit_actions(zuri, s3_storage_options, result.commits[0].version)
+    actions = commit_actions(zuri, storage_options=s3_storage_options, version=result.commits[0].version)
     info = actions[0]["commitInfo"]
     assert info["operation"] == "OPTIMIZE" and json.loads(info["operationParameters"]["zOrderBy"]) == ["x", "y"]
     assert info["operationParameters"]["engine"] == "spark"
@@ -299,7 +289,7 @@ def test_spark_engine_zorder_and_purge_on_s3_through_s3a(
     assert paths[0] not in live and live[paths[1]]["deletionVector"] is not None  # 1 of 40: below the share
     (new,) = [r for r in live.values() if r["path"] != paths[1]]
     assert new["deletionVector"] is None and json.loads(new["stats"])["numRecords"] == 40 - 25
-    actions = _commit_actions(duri, s3_storage_options, result.commits[0].version)
+    actions = commit_actions(duri, storage_options=s3_storage_options, version=result.commits[0].version)
     info = actions[0]["commitInfo"]
     assert info["operation"] == "REORG" and info["operationParameters"]["applyPurge"] == "true"
     assert info["operationParameters"]["engine"] == "spark"

@@ -210,3 +210,12 @@ def add_deletion_vector(
     txn.add([add])
     txn.commit()
     return dv
+
+
+def commit_actions(table: DeltaTable | str, version: int, storage_options: dict[str, Any] | None = None) -> list[dict]:
+    """The actions of commit ``version``, one dict per line, on any storage the table is on."""
+    from deltalog.log import commit_name
+
+    storage = (table if isinstance(table, DeltaTable) else DeltaTable(table, storage_options)).storage
+    text = storage.read_bytes(storage.join("_delta_log", commit_name(version))).decode()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
