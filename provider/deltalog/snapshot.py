@@ -462,6 +462,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
             # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
             # large hash set per batch: filter groups of batches at least 4x that set's size then.
             group_rows = 4 * len(exclude_keys) if exclude_keys is not None else 0
+            grouped = group_rows > _CHECKPOINT_BATCH_ROWS
             pending: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
 
             def flush(kind: str) -> None:
@@ -474,23 +475,21 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
             for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=columns):
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
-                    if group_rows <= _CHECKPOINT_BATCH_ROWS:
-                        part = _share_null_columns(
-                            _filter_superseded(_struct_to_table(table, kind, schema), exclude_keys)
-                        )
-                    else:
-                        part = _share_null_columns(_struct_to_table(table, kind, schema))
+                    part = _struct_to_table(table, kind, schema)
+                    if not grouped:
+                        part = _filter_superseded(part, exclude_keys)
+                    part = _share_null_columns(part)
                     # Parquet readers do not check UTF-8; a damaged page would otherwise
                     # surface as a UnicodeDecodeError wherever a path is first read.
                     part.validate(full=True)
                     if not part.num_rows:
                         continue
-                    if group_rows <= _CHECKPOINT_BATCH_ROWS:
+                    if not grouped:
                         found[kind].append(part)
-                    else:
-                        pending[kind].append(part)
-                        if sum(t.num_rows for t in pending[kind]) >= group_rows:
-                            flush(kind)
+                        continue
+                    pending[kind].append(part)
+                    if sum(t.num_rows for t in pending[kind]) >= group_rows:
+                        flush(kind)
                 for k in small:
                     column = table.column(k)
                     if column.null_count < len(column):
