@@ -154,12 +154,14 @@ class DynamoDBCommits:
             )
         self.table_name = str(options.get(TABLE_OPTION) or DEFAULT_TABLE)
         self.table_path = table_path_for(uri)
-        self._options = options
+        self._profile = options.get("profile")
+        self._settings = self._client_settings(options)
 
     # --- the DynamoDB client ------------------------------------------------------------
 
-    def _client_settings(self) -> dict[str, Any]:
-        o = self._options
+    @staticmethod
+    def _client_settings(o: dict[str, Any]) -> dict[str, Any]:
+        """The client's endpoint, region and keys: the DynamoDB options first, then the S3 ones."""
         found = o.get("client_kwargs")
         kwargs: dict[str, Any] = found if isinstance(found, dict) else {}
         settings = {
@@ -174,8 +176,8 @@ class DynamoDBCommits:
     @property
     def client(self) -> Any:
         """A botocore DynamoDB client, one per process and settings (clients are thread-safe, not fork-safe)."""
-        settings = self._client_settings()
-        profile = self._options.get("profile")
+        settings = dict(self._settings)
+        profile = self._profile
         key = (os.getpid(), profile, tuple(sorted(settings.items())))
         with _clients_lock:
             found = _clients.get(key)
@@ -213,7 +215,7 @@ class DynamoDBCommits:
             raise StorageError(f"DynamoDB {action} on table {self.table_name!r} failed: {exc}") from None
 
     def _where(self) -> str:
-        settings = self._client_settings()
+        settings = self._settings
         where = settings.get("endpoint_url") or settings.get("region_name")
         return f" at {where}" if where else ""
 
