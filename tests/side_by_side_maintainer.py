@@ -12,12 +12,15 @@ or ``error``; the test fails on any ``error``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from deltalog.checkpoint import create_checkpoint
@@ -54,25 +57,33 @@ def _run(op: str, uri: str, so: dict[str, Any] | None) -> dict[str, Any]:
     raise ValueError(op)
 
 
+@contextlib.contextmanager
+def holding(lock: str | os.PathLike[str] | None) -> Iterator[None]:
+    """An exclusive ``flock`` on the file ``lock`` for the block (nothing when there is no lock)."""
+    if lock is None:
+        yield
+        return
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _commit_under_lock(lock_path: str) -> None:
     """Make every conditional PUT of a version (deltalog's commit point) hold ``lock_path``.
 
     The S3 run's stand-in for the mutual exclusion Delta Spark's single-driver S3 log store
     lacks across processes (see the test's docstring); only the commit step waits.
     """
-    import fcntl
-
     from deltalog.storage import Storage
 
     put = Storage.put_if_absent
 
     def locked(self: Storage, path: str, data: bytes, **kwargs: Any) -> None:
-        with open(lock_path, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                put(self, path, data, **kwargs)
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with holding(lock_path):
+            put(self, path, data, **kwargs)
 
     Storage.put_if_absent = locked  # type: ignore[method-assign]
 

@@ -33,8 +33,6 @@ overlaps a Delta Spark statement in time.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -53,6 +51,7 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.history import read_commit_info
+from side_by_side_maintainer import holding
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1200)]
 
@@ -144,20 +143,6 @@ class Backend:
     storage_options: dict[str, Any] | None
     local_root: Path | None  # the table directory on a local backend
     commit_lock: Path | None = None  # S3: the lock Delta Spark's statements and deltalog's commits share
-
-
-@contextlib.contextmanager
-def holding(lock: Path | None) -> Any:
-    """An exclusive ``flock`` on ``lock`` for the block (nothing when there is no lock)."""
-    if lock is None:
-        yield
-        return
-    with open(lock, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def deltalog_rows(backend: Backend, version: int) -> Rows:
