@@ -451,7 +451,7 @@ class TableCheck:
     With ``defer_reads`` the re-reads wait for :meth:`read_deferred`: one Spark job over
     every version some operation may have changed that is still readable, run before log
     cleanup deletes the history (:data:`READ_BEFORE`) and after the sequence (the CI
-    budget: two jobs per table instead of six; measured 137 s -> 73 s on four tables).
+    budget: two jobs per table instead of six; measured 137 s -> 94 s on four tables).
     An operation's effect on a version stays until that read (nothing of the sequence
     rewrites a checkpoint or commit another wrote), so a bad read shows there; what it
     gives up is a version vacuum lite declared readable that vacuum full's cutoff then
