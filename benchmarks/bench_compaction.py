@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import CACHE, Measurement, compare_row, measure, merge
+from common import CACHE, Measurement, compare_row, measure, merge, optimize_counts
 
 log = logging.getLogger("benchmarks.compaction")
 
@@ -110,8 +110,7 @@ def deltalake_compact(path: str, hooks: bool = False) -> dict[str, Any]:
     removed = metrics["filesRemoved"]
     removed = json.loads(removed) if isinstance(removed, str) else removed
     return {
-        "removed": metrics["numFilesRemoved"],
-        "added": metrics["numFilesAdded"],
+        **optimize_counts(metrics),
         "bytes": removed["totalSize"],
     }
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import compare_row, measure
+from common import compare_row, measure, optimize_counts
 
 log = logging.getLogger("benchmarks.layout")
 
@@ -72,7 +72,7 @@ def deltalake_zorder(path: str, target: int) -> dict[str, Any]:
         target_size=target,
         post_commithook_properties=PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False),
     )
-    return {"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}
+    return optimize_counts(m)
 
 
 def ours_spark_zorder(path: str, target: int) -> dict[str, Any]:
@@ -124,8 +124,7 @@ def delta_spark_zorder(path: str, target: int) -> dict[str, Any]:
     peak = _descendants_peak_mb()
     spark.stop()
     return {
-        "removed": metrics["numFilesRemoved"],
-        "added": metrics["numFilesAdded"],
+        **optimize_counts(metrics),
         "jvm_start_s": started,
         "optimize_s": optimize_s,
         "jvm_peak_mb": peak,

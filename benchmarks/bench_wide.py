@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import Measurement, compare_row, measure, merge
+from common import Measurement, compare_row, measure, merge, optimize_counts
 
 log = logging.getLogger("benchmarks.wide")
 
@@ -77,7 +77,7 @@ def deltalake_compact(path: str, codec: str) -> dict[str, Any]:
     m = deltalake.DeltaTable(path).optimize.compact(
         target_size=TARGET, writer_properties=writer, post_commithook_properties=props
     )
-    return {"removed": m["numFilesRemoved"], "added": m["numFilesAdded"]}
+    return optimize_counts(m)
 
 
 def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
@@ -190,8 +190,7 @@ def delta_spark_optimize(path: str) -> dict[str, Any]:
     peak = _descendants_peak_mb()
     spark.stop()
     return {
-        "removed": metrics["numFilesRemoved"],
-        "added": metrics["numFilesAdded"],
+        **optimize_counts(metrics),
         "jvm_start_s": started,
         "optimize_s": optimize_s,
         "jvm_peak_mb": peak,

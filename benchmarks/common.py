@@ -220,6 +220,12 @@ def measure_pair(
 # --- result rows -----------------------------------------------------------------------
 
 
+def optimize_counts(metrics: Any) -> dict[str, Any]:
+    """Files removed and added by a peer's OPTIMIZE, from its metrics as deltalake and Delta Spark name
+    them (their camelCase keys, not our results' snake_case)."""
+    return {"removed": metrics["numFilesRemoved"], "added": metrics["numFilesAdded"]}
+
+
 def ratio(ours: float | None, theirs: float | None) -> float | None:
     if ours is None or not theirs:
         return None
