@@ -91,7 +91,7 @@ def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deltalog.compaction.local import LocalOptions, dictionary_columns
+    from deltalog.compaction.local import LocalOptions, dictionary_columns, open_parquet_writer
 
     limits = LocalOptions()
     group_bytes = limits.worker_row_group_bytes(2)
@@ -100,7 +100,7 @@ def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
 
     def write(writer: pq.ParquetWriter | None, out: str, t: pa.Table) -> pq.ParquetWriter:
         if writer is None:  # the first row group decides the dictionaries, as in our engine
-            writer = pq.ParquetWriter(out, t.schema, compression=codec, use_dictionary=dictionary_columns(t))
+            writer = open_parquet_writer(out, t.schema, codec, dictionary_columns(t))
         writer.write_table(t, row_group_size=t.num_rows)
         return writer
 

@@ -99,14 +99,20 @@ def test_writer_settings_dictionaries_only_where_values_repeat_and_statistics_ev
         assert chunks[repeating].has_dictionary_page, repeating
     assert all(c.compression == "ZSTD" for c in chunks.values())  # Delta's default codec
     assert all(c.is_stats_set and c.statistics.has_null_count for c in chunks.values())
-    stats = json.loads(
-        next(
-            json.loads(line)["add"]["stats"]
-            for line in open(os.path.join(path, "_delta_log", f"{APPENDS:020d}.json"))
-            if '"add"' in line
-        )
+    # Spark's decimal layout: precision <= 18 as a machine integer, wider ones as fixed-length bytes.
+    assert chunks["amount"].physical_type == "INT64"
+    assert chunks["price"].physical_type == "FIXED_LEN_BYTE_ARRAY"
+    add = next(
+        json.loads(line)["add"]
+        for line in open(os.path.join(path, "_delta_log", f"{APPENDS:020d}.json"))
+        if '"add"' in line
     )
+    stats = json.loads(add["stats"])
     assert set(stats["minValues"]) >= {"id", "user", "amount", "price", "event_ts", "event_date", "score"}
+    amounts = pq.read_table(os.path.join(path, add["path"]), columns=["amount"]).column("amount")
+    bounds = pc.min_max(amounts)
+    assert stats["minValues"]["amount"] == float(bounds["min"].as_py())
+    assert stats["maxValues"]["amount"] == float(bounds["max"].as_py())
 
 
 def test_compaction_does_not_import_pandas(tmp_path):

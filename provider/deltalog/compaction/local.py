@@ -200,7 +200,9 @@ def dictionary_columns(sample: pa.Table) -> list[str] | bool:
     if sample.num_rows < _DICT_MIN_VALUES:
         return True
     sink = pa.BufferOutputStream()
-    pq.write_table(sample, sink, compression="none", use_dictionary=True, write_statistics=False)
+    pq.write_table(
+        sample, sink, compression="none", use_dictionary=True, write_statistics=False, store_decimal_as_integer=True
+    )
     group = pq.read_metadata(pa.BufferReader(sink.getvalue())).row_group(0)
     keep = []
     for i in range(group.num_columns):
@@ -216,6 +218,25 @@ def dictionary_columns(sample: pa.Table) -> list[str] | bool:
         if not near_unique:
             keep.append(c.path_in_schema)
     return True if len(keep) == group.num_columns else keep
+
+
+def open_parquet_writer(sink: Any, schema: pa.Schema, codec: str, use_dictionary: list[str] | bool) -> pq.ParquetWriter:
+    """A writer of compaction output: the table's codec, statistics everywhere, Spark's decimal layout.
+
+    Decimals of precision up to 18 are stored as INT32/INT64 (``store_decimal_as_integer``),
+    as Spark writes them (``spark.sql.parquet.writeLegacyFormat=false``): the files keep
+    Delta Spark's physical layout, and encoding or decoding a machine integer is cheaper than
+    a big-endian fixed-length byte array (on the wide benchmark table, 3% of the rewrite's
+    CPU). Min/max statistics come out as the same decimals, so Delta stats are unchanged.
+    """
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        compression=codec,
+        use_dictionary=use_dictionary,
+        write_statistics=True,
+        store_decimal_as_integer=True,
+    )
 
 
 class DictionaryChoice:
@@ -489,12 +510,8 @@ class BinWriter:
 
     def _open_writer(self, sink: Any, sample: pa.Table | None) -> pq.ParquetWriter:
         """The output file's writer: the table's codec, statistics everywhere, dictionaries where they pay."""
-        return pq.ParquetWriter(
-            sink,
-            self.output,
-            compression=self.plan.codec,
-            use_dictionary=True if sample is None else self.dictionaries(sample),
-            write_statistics=True,
+        return open_parquet_writer(
+            sink, self.output, self.plan.codec, True if sample is None else self.dictionaries(sample)
         )
 
     def rewrite(self, b: Bin) -> BinOutput:

@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from deltalog.compaction.layout import output_dir, output_file_name
 from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
-from deltalog.compaction.local import BinWriter
+from deltalog.compaction.local import BinWriter, open_parquet_writer
 from deltalog.compaction.outcome import BinOutput
 from deltalog.compaction.plan import Bin
 from deltalog.compaction.zorder import MAX_BITS, hilbert, interleave, rank_scaled
@@ -167,7 +166,7 @@ class ZOrderWriter(BinWriter):
         else:
             sink = self.storage.fs.open(full, "wb")
         try:
-            with pq.ParquetWriter(sink, self.output, compression=self.plan.codec, write_statistics=True) as writer:
+            with open_parquet_writer(sink, self.output, self.plan.codec, True) as writer:
                 writer.write_table(table, row_group_size=self.options.row_group_rows)
             metadata = writer.writer.metadata
         except BaseException:
