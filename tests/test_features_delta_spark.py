@@ -422,3 +422,55 @@ def test_shredded_variant_tables_read_and_compact_through_spark(spark, tmp_path)
     vacuum(path, dry_run=True)
     spark.sql(f"INSERT INTO delta.`{path}` " + _VARIANTS.format(start=100, end=101))
     assert len(_variant_rows(spark, path)) == len(before) + 1
+
+
+def test_decimals_compacted_locally_read_back_by_delta_spark(spark, tmp_path):
+    """Decimals of every storage width, from Delta Spark's files and deltalake's, compacted locally.
+
+    Delta Spark stores decimal(5,1) as INT32, decimal(18,2) as INT64 and decimal(38,10) as
+    fixed-length bytes; deltalake writes all three as fixed-length bytes. The local engine
+    writes Spark's layout; Delta Spark must read every value back and prune by the new stats.
+    """
+    from decimal import Decimal
+
+    import deltalake
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, a DECIMAL(5,1), b DECIMAL(18,2), c DECIMAL(38,10)) USING delta")
+    for start in (0, 50):
+        spark.sql(
+            f"INSERT INTO delta.`{path}` SELECT id, CAST(id / 10 - 2 AS DECIMAL(5,1)), "
+            f"CAST(id * 1000.25 - 9e12 AS DECIMAL(18,2)), CAST(id / 7 AS DECIMAL(38,10)) FROM range({start}, {start + 50}, 1, 1)"
+        )
+    before = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    ids = pa.array(range(100, 110), pa.int64())
+    extra = pa.table(
+        {
+            "id": ids,
+            "a": pa.array([None if i % 3 == 0 else Decimal(i) for i in range(10)], pa.decimal128(5, 1)),
+            "b": pa.array([Decimal(i) for i in range(-5, 5)], pa.decimal128(18, 2)),
+            "c": pa.array([Decimal(i) / 4 for i in range(10)], pa.decimal128(38, 10)),
+        }
+    )
+    deltalake.write_deltalake(path, extra, mode="append")
+    before += sorted(
+        tuple(r)
+        for r in spark.createDataFrame(
+            extra.to_pylist(), "id BIGINT, a DECIMAL(5,1), b DECIMAL(18,2), c DECIMAL(38,10)"
+        ).collect()
+    )
+
+    result = compact(path, target_size=1 << 30)
+    assert result.ok and result.to_dict()["num_files_added"] == 1, result.to_dict()
+    (rel,) = DeltaTable(path).snapshot().file_paths()
+    chunks = pq.ParquetFile(os.path.join(path, rel)).metadata.row_group(0)
+    physical = {chunks.column(i).path_in_schema: chunks.column(i).physical_type for i in range(chunks.num_columns)}
+    assert physical == {"id": "INT64", "a": "INT32", "b": "INT64", "c": "FIXED_LEN_BYTE_ARRAY"}
+
+    df = spark.read.format("delta").load(path)
+    assert sorted(tuple(r) for r in df.collect()) == sorted(before)
+    for position, (column, bound) in enumerate((("a", "2.5"), ("b", "-8999999000000.00"), ("c", "5.0")), start=1):
+        expected = sum(1 for r in before if r[position] is not None and r[position] > Decimal(bound))
+        assert 0 < expected < len(before) and df.where(f"{column} > {bound}").count() == expected, column
