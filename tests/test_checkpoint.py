@@ -534,3 +534,33 @@ def test_metadata_with_unknown_fields_round_trips(table_path):
     got = DeltaTable(table_path).snapshot().metadata
     assert (got.name, got.description, got.configuration) == ("n", "d", {"a": "1"})
     assert deltalake.DeltaTable(table_path).metadata().name == "n"
+
+
+@pytest.mark.parametrize("statistics", [True, False], ids=["with-statistics", "without-statistics"])
+def test_small_actions_read_only_from_row_groups_that_may_hold_them(tmp_path, statistics):
+    """The footer's null counts rule out row groups of file actions only; without statistics all are read."""
+    from deltalog.checkpoint_reader import _groups_holding
+
+    n = 4000
+    protocol = [None] * n
+    metadata = [None] * n
+    protocol[2500] = {"minReaderVersion": 1, "minWriterVersion": 2}
+    metadata[2600] = {"id": "x", "configuration": [("k", "v")]}
+    table = pa.table(
+        {
+            "protocol": pa.array(
+                protocol, pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())])
+            ),
+            "metaData": pa.array(
+                metadata, pa.struct([("id", pa.string()), ("configuration", pa.map_(pa.string(), pa.string()))])
+            ),
+            "add": pa.array([{"path": f"f{i}"} for i in range(n)], pa.struct([("path", pa.string())])),
+        }
+    )
+    path = str(tmp_path / "cp.parquet")
+    pq.write_table(table, path, row_group_size=1000, write_statistics=statistics)
+    md = pq.read_metadata(path)
+    assert md.num_row_groups == 4
+    assert _groups_holding(md, ["protocol", "metaData"]) == ([2] if statistics else [0, 1, 2, 3])
+    assert _groups_holding(md, ["add"]) == [0, 1, 2, 3]
+    assert _groups_holding(md, []) == []
