@@ -130,6 +130,62 @@ def string_array(values: list[str]) -> pa.Array:
     )
 
 
+def _validity(values: list[Any]) -> tuple[pa.Buffer | None, int]:
+    """A validity bitmap (LSB first) for ``values`` and its null count; None when nothing is null."""
+    nulls = sum(1 for v in values if v is None)
+    if not nulls:
+        return None, 0
+    bits = bytearray((len(values) + 7) // 8)
+    for i, v in enumerate(values):
+        if v is not None:
+            bits[i >> 3] |= 1 << (i & 7)
+    return pa.py_buffer(bytes(bits)), nulls
+
+
+def array_from_python(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """``pa.array(values, type=typ)`` for the types of log actions, built from buffers (no pandas).
+
+    Covers what checkpoints write for their few non-file actions: strings, 32/64-bit
+    integers, booleans, lists of strings, string maps (a dict or a list of pairs) and
+    structs of those (a dict per row), any of them null. Other types go to ``pa.array``.
+    """
+    n = len(values)
+    validity, nulls = _validity(values)
+    if pa.types.is_string(typ):
+        encoded = [b"" if v is None else str(v).encode() for v in values]
+        offsets = array.array("i", [0])
+        for e in encoded:
+            offsets.append(offsets[-1] + len(e))
+        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+        return pa.Array.from_buffers(typ, n, buffers, null_count=nulls)
+    if typ in (pa.int64(), pa.int32()):
+        data = array.array("q" if typ == pa.int64() else "i", [0 if v is None else int(v) for v in values])
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)], null_count=nulls)
+    if pa.types.is_boolean(typ):
+        bits = bytearray((n + 7) // 8)
+        for i, v in enumerate(values):
+            if v:
+                bits[i >> 3] |= 1 << (i & 7)
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(bytes(bits))], null_count=nulls)
+    if pa.types.is_list(typ) or pa.types.is_map(typ):
+        rows = [[] if v is None else list(v.items()) if isinstance(v, dict) else list(v) for v in values]
+        offsets = array.array("i", [0])
+        for r in rows:
+            offsets.append(offsets[-1] + len(r))
+        flat = [x for r in rows for x in r]
+        if pa.types.is_map(typ):
+            key, item = typ.key_field, typ.item_field
+            child = array_from_python([{key.name: k, item.name: v} for k, v in flat], pa.struct([key, item]))
+        else:
+            child = array_from_python(flat, typ.value_type)
+        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets)], null_count=nulls, children=[child])
+    if pa.types.is_struct(typ):
+        fields = [typ.field(i) for i in range(typ.num_fields)]
+        children = [array_from_python([None if v is None else v.get(f.name) for v in values], f.type) for f in fields]
+        return pa.Array.from_buffers(typ, n, [validity], null_count=nulls, children=children)
+    return pa.array(values, type=typ)
+
+
 def arange(n: int, start: int = 0, step: int = 1) -> pa.Array:
     """``start, start + step, ...`` (``n`` values) as int64."""
     return int64_array(range(start, start + n * step, step))
