@@ -119,27 +119,40 @@ def _int32_array(values: Iterable[int]) -> pa.Array:
     return pa.Array.from_buffers(pa.int32(), len(buf), [None, pa.py_buffer(buf)])
 
 
+def _offsets(lengths: Iterable[int]) -> pa.Buffer:
+    """The int32 offsets buffer of a string or list array whose entries have ``lengths``."""
+    offsets = array.array("i", [0])
+    for n in lengths:
+        offsets.append(offsets[-1] + n)
+    return pa.py_buffer(offsets)
+
+
+def _bitmap(flags: Iterable[bool]) -> pa.Buffer:
+    """A bitmap (least significant bit first), for validity or boolean values."""
+    flags = list(flags)
+    bits = bytearray((len(flags) + 7) // 8)
+    for i, flag in enumerate(flags):
+        if flag:
+            bits[i >> 3] |= 1 << (i & 7)
+    return pa.py_buffer(bytes(bits))
+
+
+def _string_buffers(encoded: list[bytes]) -> list[pa.Buffer]:
+    """The offsets and data buffers of a string array holding ``encoded``."""
+    return [_offsets(len(e) for e in encoded), pa.py_buffer(b"".join(encoded))]
+
+
 def string_array(values: list[str]) -> pa.Array:
     """A string array from Python strings, without pyarrow's Python-object conversion."""
-    encoded = [v.encode() for v in values]
-    offsets = array.array("i", [0])
-    for e in encoded:
-        offsets.append(offsets[-1] + len(e))
-    return pa.Array.from_buffers(
-        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
-    )
+    return pa.Array.from_buffers(pa.string(), len(values), [None, *_string_buffers([v.encode() for v in values])])
 
 
 def _validity(values: list[Any]) -> tuple[pa.Buffer | None, int]:
-    """A validity bitmap (LSB first) for ``values`` and its null count; None when nothing is null."""
+    """A validity bitmap for ``values`` and its null count; None when nothing is null."""
     nulls = sum(1 for v in values if v is None)
     if not nulls:
         return None, 0
-    bits = bytearray((len(values) + 7) // 8)
-    for i, v in enumerate(values):
-        if v is not None:
-            bits[i >> 3] |= 1 << (i & 7)
-    return pa.py_buffer(bytes(bits)), nulls
+    return _bitmap(v is not None for v in values), nulls
 
 
 def array_from_python(values: list[Any], typ: pa.DataType) -> pa.Array:
@@ -153,32 +166,22 @@ def array_from_python(values: list[Any], typ: pa.DataType) -> pa.Array:
     validity, nulls = _validity(values)
     if pa.types.is_string(typ):
         encoded = [b"" if v is None else str(v).encode() for v in values]
-        offsets = array.array("i", [0])
-        for e in encoded:
-            offsets.append(offsets[-1] + len(e))
-        buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
-        return pa.Array.from_buffers(typ, n, buffers, null_count=nulls)
+        return pa.Array.from_buffers(typ, n, [validity, *_string_buffers(encoded)], null_count=nulls)
     if typ in (pa.int64(), pa.int32()):
         data = array.array("q" if typ == pa.int64() else "i", [0 if v is None else int(v) for v in values])
         return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(data)], null_count=nulls)
     if pa.types.is_boolean(typ):
-        bits = bytearray((n + 7) // 8)
-        for i, v in enumerate(values):
-            if v:
-                bits[i >> 3] |= 1 << (i & 7)
-        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(bytes(bits))], null_count=nulls)
+        return pa.Array.from_buffers(typ, n, [validity, _bitmap(bool(v) for v in values)], null_count=nulls)
     if pa.types.is_list(typ) or pa.types.is_map(typ):
         rows = [[] if v is None else list(v.items()) if isinstance(v, dict) else list(v) for v in values]
-        offsets = array.array("i", [0])
-        for r in rows:
-            offsets.append(offsets[-1] + len(r))
+        offsets = _offsets(len(r) for r in rows)
         flat = [x for r in rows for x in r]
         if pa.types.is_map(typ):
             key, item = typ.key_field, typ.item_field
             child = array_from_python([{key.name: k, item.name: v} for k, v in flat], pa.struct([key, item]))
         else:
             child = array_from_python(flat, typ.value_type)
-        return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets)], null_count=nulls, children=[child])
+        return pa.Array.from_buffers(typ, n, [validity, offsets], null_count=nulls, children=[child])
     if pa.types.is_struct(typ):
         fields = [typ.field(i) for i in range(typ.num_fields)]
         children = [array_from_python([None if v is None else v.get(f.name) for v in values], f.type) for f in fields]
