@@ -111,7 +111,7 @@ def read_checkpoint_small_actions(
                 pf = pq.ParquetFile(fh)
                 present = [k for k in kinds if k in pf.schema_arrow.names]
                 groups = _groups_holding(pf.metadata, present)
-                if not present or not groups:
+                if not groups:  # no wanted column, or the footer rules every row group out
                     continue
                 cols = pf.read_row_groups(groups, columns=present)
                 for k in present:
