@@ -6,9 +6,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-#: Shared fixtures: a local S3-compatible server (moto) for S3 tests; the Delta Spark
+#: Shared fixtures: local S3 (moto), Azure (Azurite) and GCS (fake-gcs-server) servers; the Delta Spark
 #: oracle session and its cached feature corpus.
-pytest_plugins = ["s3_server", "delta_spark"]
+pytest_plugins = ["s3_server", "azure_server", "gcs_server", "delta_spark"]
 
 
 @pytest.fixture

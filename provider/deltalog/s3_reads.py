@@ -182,11 +182,15 @@ class S3Reads:
         with _lock:
             store = _stores.get(key)
             if store is None:
-                from obstore.store import S3Store
-
-                store = _stores[key] = S3Store(self.bucket, **self._kwargs)
+                store = _stores[key] = self._new_store()
             _used_by_pid = os.getpid()
         return store
+
+    def _new_store(self) -> Any:
+        """The obstore client of this bucket (deltalog.azure_gcs_reads builds Azure and GCS ones)."""
+        from obstore.store import S3Store
+
+        return S3Store(self.bucket, **self._kwargs)
 
     def usable(self) -> bool:
         """False in a process forked after obstore was used (its runtime threads did not survive the fork)."""

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from deltalog import dynamodb_commits, s3_reads
+from deltalog import azure_gcs, azure_gcs_reads, dynamodb_commits, s3_reads
 from deltalog.errors import (
     InvalidArgumentError,
     NonAtomicStorageError,
@@ -106,7 +106,7 @@ def _mtime_ms(info: dict[str, Any]) -> int:
 
 
 #: Storage options deltalog itself interprets; they are not passed to fsspec.
-_DELTALOG_OPTIONS = frozenset({"fsync", s3_reads.OPTION}) | dynamodb_commits.OPTIONS
+_DELTALOG_OPTIONS = frozenset({"fsync", s3_reads.OPTION}) | dynamodb_commits.OPTIONS | azure_gcs.OPTIONS
 #: The spellings of the ``fsync`` storage option (a string from ``--storage-option``); anything else is a typo.
 _FSYNC_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -117,7 +117,9 @@ _FSYNC_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False
 S3_CONFIG_KWARGS = {"connect_timeout": 5, "retries": {"max_attempts": 2, "mode": "standard"}}
 #: Top-level packages whose exceptions are storage failures though not OSError (botocore's
 #: EndpointConnectionError, NoCredentialsError, aiohttp's client errors).
-_REMOTE_ERROR_PACKAGES = frozenset({"botocore", "aiobotocore", "aiohttp", "s3fs"})
+_REMOTE_ERROR_PACKAGES = frozenset(
+    {"botocore", "aiobotocore", "aiohttp", "s3fs", "azure", "adlfs", "gcsfs", "google", "obstore"}
+)
 
 
 def is_remote_error(exc: BaseException) -> bool:
@@ -237,8 +239,12 @@ class Storage:
             self.is_local = False
             if scheme in ("s3", "s3a"):
                 check_s3_options(self.storage_options)
+            azure_gcs.check_options(scheme, self.storage_options)
             try:
-                self.fs, root = fsspec.core.url_to_fs(uri, **_fsspec_options(self.storage_options, scheme))
+                if azure_gcs.kind(scheme) is not None:
+                    self.fs, root = azure_gcs.open_filesystem(uri, scheme, _fsspec_options(self.storage_options))
+                else:
+                    self.fs, root = fsspec.core.url_to_fs(uri, **_fsspec_options(self.storage_options, scheme))
             except (ImportError, ValueError) as exc:
                 raise InvalidArgumentError(f"cannot open {uri!r}: {exc}") from None
             self.protocol = scheme
@@ -297,7 +303,11 @@ class Storage:
 
     @functools.cached_property
     def _fast_reads(self) -> s3_reads.S3Reads | None:
-        """obstore for GETs and listings on S3 when the options allow it (see deltalog.s3_reads)."""
+        """obstore for GETs and listings on S3, Azure and GCS when the options allow it (deltalog.s3_reads,
+        deltalog.azure_gcs_reads)."""
+        store = azure_gcs.kind(self.protocol) if not self.is_local else None
+        if store is not None:
+            return azure_gcs_reads.reads_for(store, self.fs, self.root.split("/", 1)[0], self.storage_options)
         if self.is_local or self.protocol not in ("s3", "s3a"):
             return None
         options = {k: v for k, v in self.storage_options.items() if k not in dynamodb_commits.OPTIONS}
@@ -424,7 +434,7 @@ class Storage:
         ``cat``, which runs the GETs on its own event loop; missing files raise
         FileNotFoundError as ``read_bytes`` does.
         """
-        if self.is_local or self.protocol not in ("s3", "s3a"):
+        if self.is_local or self.protocol not in ("s3", "s3a", *azure_gcs.SCHEMES):
             return [self.read_bytes(p) for p in paths]
         reads = self._reads()
         if reads is not None and all(reads.key(p) is not None for p in paths):
@@ -472,7 +482,7 @@ class Storage:
         """Whether :meth:`put_if_absent` is atomic on this filesystem."""
         return (
             self.is_local
-            or self.protocol in ("s3", "s3a", "memory")
+            or self.protocol in ("s3", "s3a", "memory", *azure_gcs.SCHEMES)
             or bool(getattr(self.fs, "deltalog_atomic_create", False))
         )
 
@@ -511,7 +521,7 @@ class Storage:
         Raises FileExistsError when another writer created it first. Local: write a
         temp file and hard-link it into place (``link`` fails if the target exists and
         never exposes a partial file; a killed writer leaves at most a hidden temp
-        file). S3: a conditional PUT (``If-None-Match: *``), or, with the storage option
+        file). S3: a conditional PUT (``If-None-Match: *``; Azure and GCS likewise, deltalog.azure_gcs), or, with the storage option
         ``AWS_S3_LOCKING_PROVIDER=dynamodb``, Delta Spark's DynamoDB protocol for commit files
         (deltalog.dynamodb_commits: the one every writer of the table must use). Any other filesystem has
         no atomic primitive, so the commit is refused unless the caller promises to
@@ -525,6 +535,10 @@ class Storage:
                 self.dynamodb.commit(self, path, data)
             else:
                 self.conditional_put(path, data)
+            return
+        if azure_gcs.kind(self.protocol) is not None:
+            # Azure / GCS: a conditional create, settled by reading back when its answer is unclear.
+            azure_gcs.put_if_absent(self.fs, self._reads(), path, data)
             return
         if self.protocol == "memory":
             # The in-memory filesystem lives in this process; the check and the write run

@@ -1,0 +1,152 @@
+"""What the Azure and GCS emulator fixtures share: the installer, a free port, a server process
+that is started, waited for and stopped, and request counts read from its access log.
+
+The emulators are separate processes (Node.js for Azurite, Go for fake-gcs-server), so the
+test process's CPU figures hold only the client's work, as against real cloud storage.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def installer() -> Any:
+    """scripts/emulators.py as a module (it installs and locates the emulators)."""
+    spec = importlib.util.spec_from_file_location("deltalog_emulators", ROOT / "scripts" / "emulators.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("deltalog_emulators", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: An access-log line: method, path and query, status (Azurite's morgan and fake-gcs-server's Apache format).
+_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+\\?" (?P<status>\d{3})')
+
+
+class LogCounter:
+    """Requests an emulator answered, by kind, read from its access log (``snapshot()`` / ``since(before)``).
+
+    ``classify(method, path, query)`` names a request's kind (GET, HEAD, LIST, PUT, DELETE, ...),
+    as the S3 test server's counter does, so the stores are compared on the same terms.
+    """
+
+    def __init__(self, log_path: Path, classify: Callable[[str, str, str], str]) -> None:
+        self.log_path = log_path
+        self.classify = classify
+
+    def snapshot(self) -> dict[str, int]:
+        time.sleep(0.05)  # the emulator writes its log line after the response
+        counts: dict[str, int] = {}
+        with open(self.log_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = _LINE.search(line)
+                if m is None:
+                    continue
+                path, _, query = m["target"].partition("?")
+                kind = self.classify(m["method"], path, query)
+                if kind:
+                    counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+    def since(self, before: dict[str, int]) -> dict[str, int]:
+        now = self.snapshot()
+        return {k: now[k] - before.get(k, 0) for k in sorted(now) if now[k] - before.get(k, 0)}
+
+
+class EmulatorProcess:
+    """One emulator process on 127.0.0.1: ``endpoint``, ``counter``; ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Callable[[int, Path], list[str]],
+        ready_path: str,
+        classify: Callable[[str, str, str], str],
+        ready_status: tuple[int, ...] = (200,),
+    ) -> None:
+        self.name = name
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"deltalog-{name}-"))
+        self.log_path = self.workdir / "access.log"
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(
+            command(self.port, self.workdir),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+        )
+        self.counter = LogCounter(self.log_path, classify)
+        self._wait_ready(ready_path, ready_status)
+
+    def _wait_ready(self, path: str, statuses: tuple[int, ...]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.endpoint + path, timeout=2) as resp:
+                    if resp.status in statuses:
+                        return
+            except urllib.error.HTTPError as exc:
+                if exc.code in statuses:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not answer within 60 s: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def installed(what: str) -> Any:
+    """Install the emulator ``what`` (a no-op once cached) and return what starts it.
+
+    A failure fails the test with the installer's reason, never skips it: CI installs both
+    emulators, so a missing one is a broken set-up to fix.
+    """
+    inst = installer()
+    try:
+        return inst.ensure_azurite() if what == "azurite" else inst.ensure_fake_gcs_server()
+    except inst.EmulatorUnavailable as exc:
+        pytest.fail(f"{what} is not installed and could not be installed: {exc}")
