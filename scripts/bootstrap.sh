@@ -57,3 +57,10 @@ fi
 if ! .venv/bin/python scripts/spark_jars.py; then
   log "warning: the Spark jars could not be fetched; the Delta Spark and s3a tests will fail"
 fi
+
+# Storage emulators for the Azure and GCS tests: Azurite (npm package azurite, the tree pinned in
+# scripts/emulators/azurite) and fake-gcs-server (Go module, go install), cached by version in
+# ~/.cache/deltalog; a no-op once cached.
+if ! .venv/bin/python scripts/emulators.py; then
+  log "warning: an emulator could not be installed; the Azure or GCS tests will fail"
+fi
