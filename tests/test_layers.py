@@ -42,6 +42,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "engines.spark_packages",
             "s3_reads",
             "dynamodb_commits",
+            "azure_gcs_reads",
+            "azure_gcs",
         ],
     ),  # fmt: skip
     (
