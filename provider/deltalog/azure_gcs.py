@@ -41,6 +41,7 @@ from urllib.parse import urlparse
 
 from deltalog import azure_gcs_reads
 from deltalog.errors import InvalidArgumentError, StorageError
+from deltalog.s3_reads import S3Reads
 
 __all__ = [
     "AZURE_SCHEMES",
@@ -190,7 +191,7 @@ def _is_exists(exc: BaseException) -> bool:
     return isinstance(exc, FileExistsError) or getattr(exc, "status_code", None) == 412
 
 
-def put_if_absent(fs: Any, reads: azure_gcs_reads.ObstoreReads | None, path: str, data: bytes) -> None:
+def put_if_absent(fs: Any, reads: S3Reads | None, path: str, data: bytes) -> None:
     """Create ``path`` with ``data`` only if absent; FileExistsError when another writer's object is there.
 
     ``reads`` is the table's obstore client when its options translate (None: adlfs/gcsfs
@@ -198,7 +199,7 @@ def put_if_absent(fs: Any, reads: azure_gcs_reads.ObstoreReads | None, path: str
     or when the outcome cannot be learnt (the caller then reads the version back itself).
     """
     create: Callable[[str, bytes], None]
-    if reads is not None and reads.kind == "azure":
+    if isinstance(reads, azure_gcs_reads.ObstoreReads) and reads.kind == "azure":
         create = reads.create
     else:
 
@@ -231,7 +232,7 @@ def put_if_absent(fs: Any, reads: azure_gcs_reads.ObstoreReads | None, path: str
         time.sleep(0.05 * attempt)
 
 
-def _read_back(fs: Any, reads: azure_gcs_reads.ObstoreReads | None, path: str, failure: BaseException) -> bytes | None:
+def _read_back(fs: Any, reads: S3Reads | None, path: str, failure: BaseException) -> bytes | None:
     """The object's bytes now, None when absent; StorageError when even that cannot be learnt."""
     try:
         if reads is not None and reads.usable():
