@@ -45,7 +45,7 @@ class EmulatorUnavailable(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("DELTALOG_CACHE", Path.home() / ".cache" / "deltalog"))
+    return Path(os.environ.get("DELTALOG_CACHE") or Path.home() / ".cache" / "deltalog")
 
 
 def azurite_version() -> str:

@@ -210,6 +210,18 @@ def _gcs_kwargs(fs: Any) -> dict[str, Any] | None:
     return kwargs
 
 
+def _client_settings(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Timeouts and retries as deltalog's S3 client has them: an unreachable endpoint fails in seconds (then
+    adlfs/gcsfs answer, with their own retries), not after object_store's three minutes of retrying."""
+    client = {"connect_timeout": "5s", "timeout": "300s", **kwargs.pop("client_options", {})}
+    retry = {
+        "max_retries": 2,
+        "retry_timeout": _dt.timedelta(seconds=30),
+        "backoff": {"init_backoff": _dt.timedelta(milliseconds=100), "max_backoff": _dt.timedelta(seconds=2)},
+    }
+    return {**kwargs, "client_options": client, "retry_config": retry}
+
+
 def reads_for(kind: str, fs: Any, bucket: str, options: dict[str, Any]) -> ObstoreReads | None:
     """The obstore reader for ``bucket`` (an Azure container or a GCS bucket) on this fsspec filesystem, or None.
 
@@ -229,6 +241,6 @@ def reads_for(kind: str, fs: Any, bucket: str, options: dict[str, Any]) -> Obsto
         kwargs = _azure_kwargs(fs) if kind == "azure" else _gcs_kwargs(fs)
         if kwargs is None:
             log.debug("obstore off for %s: storage options only %s understands", bucket, type(fs).__name__)
-        reader = ObstoreReads(kind, bucket, kwargs, repr(cache_key)) if kwargs is not None else None
+        reader = ObstoreReads(kind, bucket, _client_settings(kwargs), repr(cache_key)) if kwargs is not None else None
     with _lock:
         return _readers.setdefault(cache_key, reader)
