@@ -61,19 +61,11 @@ class _Store:
     def __init__(self, name: str) -> None:
         self.name = name
         if name == "s3":
-            import boto3
-
-            from s3_server import ACCESS_KEY, REGION, SECRET_KEY, deltalake_options_for, start_s3_server_process
+            from s3_server import create_bucket, deltalake_options_for, start_s3_server_process
             from s3_server import storage_options_for as s3_options
 
             endpoint, self.counter, self._proc = start_s3_server_process()
-            boto3.client(
-                "s3",
-                endpoint_url=endpoint,
-                aws_access_key_id=ACCESS_KEY,
-                aws_secret_access_key=SECRET_KEY,
-                region_name=REGION,
-            ).create_bucket(Bucket="clouds-bench")
+            create_bucket(endpoint, "clouds-bench")
             self.uri = "s3://clouds-bench/t"
             self.options, self.deltalake_options = s3_options(endpoint), deltalake_options_for(endpoint)
             self._server = None

@@ -18,13 +18,12 @@ Blob API is what is tested; one Node.js process answers every request.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from emulator_process import EmulatorProcess, installed
+from emulator_process import EmulatorProcess, installed, session_server
 
 #: Azurite's well-known development account (public, documented by Microsoft; not a secret).
 ACCOUNT = "devstoreaccount1"
@@ -95,13 +94,7 @@ def create_container(endpoint: str, name: str | None = None) -> str:
     return name
 
 
-@pytest.fixture(scope="session")
-def azure_emulator() -> Iterator[EmulatorProcess]:
-    server = start_azurite()
-    try:
-        yield server
-    finally:
-        server.stop()
+azure_emulator = session_server(start_azurite, "Azurite's Blob service for the session.")
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,18 @@ class LogCounter:
         self.classify = classify
 
     def snapshot(self) -> dict[str, int]:
-        time.sleep(0.05)  # the emulator writes its log line after the response
+        """The counts once the log has stopped growing for 0.1 s (the emulator logs after it answers)."""
+        deadline = time.monotonic() + 5
+        last = self._read()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self._read()
+            if now == last:
+                return now
+            last = now
+        return last
+
+    def _read(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         with open(self.log_path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -150,3 +161,17 @@ def installed(what: str) -> Any:
         return inst.ensure_azurite() if what == "azurite" else inst.ensure_fake_gcs_server()
     except inst.EmulatorUnavailable as exc:
         pytest.fail(f"{what} is not installed and could not be installed: {exc}")
+
+
+def session_server(start: Callable[[], EmulatorProcess], doc: str) -> Any:
+    """A session-scoped fixture that starts an emulator with ``start()`` and stops it at the end."""
+
+    def fixture() -> Iterator[EmulatorProcess]:
+        server = start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+    fixture.__doc__ = doc
+    return pytest.fixture(scope="session")(fixture)

@@ -20,13 +20,12 @@ from __future__ import annotations
 import json
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from emulator_process import EmulatorProcess, installed
+from emulator_process import EmulatorProcess, installed, session_server
 
 PROJECT = "deltalog-test"
 
@@ -98,13 +97,7 @@ def create_bucket(endpoint: str, name: str | None = None) -> str:
     return name
 
 
-@pytest.fixture(scope="session")
-def gcs_emulator() -> Iterator[EmulatorProcess]:
-    server = start_fake_gcs_server()
-    try:
-        yield server
-    finally:
-        server.stop()
+gcs_emulator = session_server(start_fake_gcs_server, "fake-gcs-server for the session.")
 
 
 @pytest.fixture(scope="session")

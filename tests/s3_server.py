@@ -222,21 +222,26 @@ def s3_server(s3_request_counter: RequestCounter) -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture
-def s3_bucket(s3_server: str) -> str:
-    """A new empty bucket on the test server."""
+def create_bucket(endpoint: str, name: str | None = None) -> str:
+    """A new empty bucket on the server at ``endpoint`` (a fresh name unless given); returns its name."""
     import boto3
 
-    name = f"test-{uuid.uuid4().hex[:16]}"
+    name = name or f"test-{uuid.uuid4().hex[:16]}"
     client = boto3.client(
         "s3",
-        endpoint_url=s3_server,
+        endpoint_url=endpoint,
         aws_access_key_id=ACCESS_KEY,
         aws_secret_access_key=SECRET_KEY,
         region_name=REGION,
     )
     client.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def s3_bucket(s3_server: str) -> str:
+    """A new empty bucket on the test server."""
+    return create_bucket(s3_server)
 
 
 @pytest.fixture
