@@ -503,3 +503,31 @@ def test_gcs_credentials_give_obstore_the_same_token(gcs_server, gcs_bucket) -> 
     storage.put_if_absent(storage.join("x.json"), b"hello")
     assert storage._fast_reads is not None and storage._fast_reads.get(storage.join("x.json")) == b"hello"
     assert _gcs_kwargs(fsspec.filesystem("gs", token="anon", requester_pays=True, skip_instance_cache=True)) is None
+
+
+# --- the CLI -----------------------------------------------------------------------------------------
+
+
+def test_the_cli_maintains_a_table_on_the_store(cloud: Cloud, tmp_path, capsys) -> None:
+    """``--storage-option`` carries the store's options (a connection string with ``=`` and ``;`` included)."""
+    from deltalog.cli import main
+    from fleet_helpers import small_files_table
+
+    small_files_table(str(tmp_path / "t"), n=4)
+    cloud.upload(str(tmp_path / "t"))
+    opts: list[str] = []
+    for key, value in cloud.options.items():
+        opts += ["--storage-option", f"{key}={value}"]
+
+    def run(*args: str) -> dict[str, Any]:
+        capsys.readouterr()
+        assert main([*args, cloud.uri, *opts, "--json"]) == 0, capsys.readouterr().err
+        return json.loads(capsys.readouterr().out)
+
+    assert run("health")["num_files"] == 4
+    assert run("compact")["num_files_removed"] == 4
+    assert run("checkpoint")["version"] == 5
+    vacuumed = run("vacuum", "--retention-hours", "0", "--allow-short-retention")
+    assert vacuumed["num_deleted_files"] == 4
+    assert run("snapshot")["version"] == 7  # VACUUM START and END
+    assert cloud.rows() == list(range(12))
