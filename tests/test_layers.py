@@ -24,9 +24,9 @@ LAYERS: list[tuple[str, list[str]]] = [
         [
             "_version",
             "errors",
-            "results",
-            "flags",
-            "arrow_utils",
+            "result_contract",
+            "_flags",
+            "_arrow_utils",
             "isolation",
             "features",
             "parquet_codec",

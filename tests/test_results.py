@@ -1,4 +1,4 @@
-"""The one result contract (``deltalog.results``), checked on every result class there is.
+"""The one result contract (``deltalog.result_contract``), checked on every result class there is.
 
 Every dataclass with ``to_dict()`` in ``deltalog`` is found by walking the package, so a
 new one is held to the contract without anyone listing it: it must be frozen, its
@@ -25,7 +25,7 @@ import pytest
 
 import deltalog
 from deltalog import DeltaTable
-from deltalog.results import PROTOCOL_DATA_CLASSES, VERBATIM_KEYS
+from deltalog.result_contract import PROTOCOL_DATA_CLASSES, VERBATIM_KEYS
 from helpers import append, make_table, rows
 
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -236,4 +236,4 @@ def test_verbatim_keys_and_protocol_classes_are_real():
     """The exemptions name keys and classes that exist (a stale entry would hide nothing, or everything)."""
     assert PROTOCOL_DATA_CLASSES <= set(CLASSES)
     assert all(SNAKE.match(k) for k in VERBATIM_KEYS)
-    assert os.path.basename(deltalog.results.__file__) == "results.py"
+    assert os.path.basename(deltalog.result_contract.__file__) == "result_contract.py"

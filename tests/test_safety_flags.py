@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
+from deltalog._flags import require_bool
 from deltalog.errors import InvalidArgumentError
-from deltalog.flags import require_bool
 from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 from vacuum_helpers import files_on_disk, log_files

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from deltalog._arrow_utils import conform
 from deltalog.actions import ADD_TYPE, REMOVE_TYPE
-from deltalog.arrow_utils import conform
 from deltalog.commit_lines import is_utf8
 
 #: Lines starting with these are file actions handled here; any other spelling

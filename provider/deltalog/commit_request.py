@@ -37,9 +37,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import clustering, identity
+from deltalog._flags import require_bools
 from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.features import Operation
-from deltalog.flags import require_bools
 from deltalog.hidden import HiddenRule
 from deltalog.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
 from deltalog.partition_values import PartitionValueError, canonical_partition_value, describe_type

@@ -21,11 +21,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltalog._flags import require_bools
 from deltalog.actions import Metadata
 from deltalog.commit_result import CommitResult
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
 from deltalog.features import Operation
-from deltalog.flags import require_bools
 from deltalog.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 from deltalog.log import list_log
 from deltalog.properties import validate_table_properties

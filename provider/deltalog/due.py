@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from deltalog.arrow_utils import column_sum
+from deltalog._arrow_utils import column_sum
 from deltalog.compaction.plan import plan_from_snapshot
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog._arrow_utils import column_sum, count_true
 from deltalog.activity import versions_since_vacuum
-from deltalog.arrow_utils import column_sum, count_true
 from deltalog.sizes import target_file_size
 from deltalog.snapshot import Snapshot
 

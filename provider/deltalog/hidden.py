@@ -23,8 +23,8 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog._arrow_utils import any_substring
 from deltalog.actions import Metadata
-from deltalog.arrow_utils import any_substring
 from deltalog.storage import LOG_DIR
 
 CHANGE_DATA_DIR = "_change_data"

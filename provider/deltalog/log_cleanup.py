@@ -36,13 +36,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from deltalog._flags import require_bools
 from deltalog.checkpoint import describe_checkpoint
 from deltalog.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
 from deltalog.features import Operation
-from deltalog.flags import require_bools
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.hooks import PostCommitHook
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log

@@ -34,12 +34,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog._flags import require_bools
 from deltalog._version import __version__
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.features import Operation
-from deltalog.flags import require_bools
 from deltalog.hooks import PostCommitHook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog._arrow_utils import column_sum, table_from_struct
 from deltalog.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
 from deltalog.actions import (
     ADD_SCHEMA,
@@ -41,7 +42,6 @@ from deltalog.arrow_replay import (
     string_array,
     take_newest_first,
 )
-from deltalog.arrow_utils import column_sum, table_from_struct
 from deltalog.commit_lines import is_blank, lines_pass, parse_action, parse_commit
 from deltalog.errors import (
     CorruptCheckpointError,

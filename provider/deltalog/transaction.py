@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from deltalog import row_tracking
+from deltalog._flags import require_bools
 from deltalog._version import __version__
 from deltalog.actions import Metadata, file_key, to_json_line
 from deltalog.commit_result import CommitResult
@@ -38,7 +39,6 @@ from deltalog.errors import (
     TableAlreadyExistsError,
 )
 from deltalog.features import Operation
-from deltalog.flags import require_bools
 from deltalog.hooks import PostCommitHook, run_post_commit_hooks
 from deltalog.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 from deltalog.log import commit_name

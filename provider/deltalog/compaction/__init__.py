@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from deltalog._flags import require_bools, require_workers
 from deltalog.compaction.commit import CompactionCommit, commit_bins, discard
 from deltalog.compaction.local import LocalOptions, run_local
 from deltalog.compaction.outcome import BinOutput, BinSkipped
@@ -25,7 +26,6 @@ from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, pla
 from deltalog.compaction.purge import check_share
 from deltalog.compaction.result import CompactionProgress, CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationCancelledError
-from deltalog.flags import require_bools, require_workers
 from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
 

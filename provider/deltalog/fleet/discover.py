@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltalog._flags import require_workers
 from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError, StorageError
-from deltalog.flags import require_workers
 from deltalog.log import LogListing, list_log
 from deltalog.storage import LOG_DIR, Storage, is_remote
 

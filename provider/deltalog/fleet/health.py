@@ -24,9 +24,9 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from deltalog._flags import require_workers
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError
-from deltalog.flags import require_workers
 from deltalog.fleet.discover import FoundTable
 from deltalog.health import TableHealth, compute_health
 from deltalog.log import LogListing

@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from deltalog._flags import require_bools
 from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import compact
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
-from deltalog.flags import require_bools
 from deltalog.fleet.health import TableReport
 from deltalog.fleet.lease import acquire_lease
 from deltalog.health import compute_health

@@ -24,8 +24,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog._arrow_utils import column_sum, count_true
+from deltalog._flags import require_bools, require_workers
 from deltalog.actions import Metadata
-from deltalog.arrow_utils import column_sum, count_true
 from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CommitFailedError,
@@ -35,7 +36,6 @@ from deltalog.errors import (
     StorageError,
 )
 from deltalog.features import Operation
-from deltalog.flags import require_bools, require_workers
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot

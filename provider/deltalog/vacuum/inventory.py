@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from deltalog.arrow_utils import count_true
+from deltalog._arrow_utils import count_true
 from deltalog.errors import InvalidArgumentError
 from deltalog.storage import Storage
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.arrow_utils import any_substring
+from deltalog._arrow_utils import any_substring
 from deltalog.compaction.dv import z85_decode
 from deltalog.errors import CorruptLogError, OperationRefusedError
 from deltalog.hidden import CHANGE_DATA_DIR, HiddenRule

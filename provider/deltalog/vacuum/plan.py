@@ -21,10 +21,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.arrow_utils import column_sum, count_true
+from deltalog._arrow_utils import column_sum, count_true
+from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.features import Operation
-from deltalog.flags import require_bools, require_workers
 from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.history import format_ms
 from deltalog.log import LogListing

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltalog._flags import require_bools
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.flags import require_bools
 from deltalog.table_config import (
     DEFAULT_DELETED_FILE_RETENTION,
     DEFAULT_LOG_RETENTION,
