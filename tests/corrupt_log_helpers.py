@@ -23,7 +23,7 @@ from deltalog.compaction import compact
 from deltalog.errors import CorruptLogError
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import generate_manifest
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import Transaction
 from deltalog.vacuum import vacuum
 from helpers import append, make_table, rows

@@ -16,7 +16,7 @@ from deltalog import DeltaTable
 from deltalog.actions import Metadata
 from deltalog.protocol import Protocol
 from deltalog.schema import arrow_schema_to_schema_string
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import CommitResult, Transaction
 
 DEFAULT_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("part", pa.string())])

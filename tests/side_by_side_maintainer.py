@@ -77,7 +77,7 @@ def _commit_under_lock(lock_path: str) -> None:
     The S3 run's stand-in for the mutual exclusion Delta Spark's single-driver S3 log store
     lacks across processes (see the test's docstring); only the commit step waits.
     """
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
 
     put = Storage.put_if_absent
 

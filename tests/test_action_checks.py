@@ -40,7 +40,7 @@ from deltalog import DeltaTable
 from deltalog.action_checks import check_action, check_table_metadata
 from deltalog.checkpoint import create_checkpoint
 from deltalog.errors import CorruptCheckpointError, CorruptLogError
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import Transaction
 
 pytestmark = pytest.mark.timeout(600)

@@ -24,7 +24,7 @@ from deltalog.arrow_replay import file_keys, newest_per_key
 from deltalog.errors import CorruptLogError
 from deltalog.log import list_log
 from deltalog.snapshot import _maps_as_dicts, _replay_commits_arrow, _replay_commits_python
-from deltalog.storage import FileInfo, Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}]})

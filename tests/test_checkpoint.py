@@ -437,7 +437,7 @@ CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
 from deltalog.checkpoint import create_checkpoint
-import deltalog.storage as storage_mod
+import deltalog.storage.filesystem as storage_mod
 point = {point!r}
 if point == "before-rename":
     real = os.replace

@@ -18,7 +18,7 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.cli import main, one_line
 from deltalog.errors import InvalidArgumentError, StorageError, UnsupportedFileNameError
-from deltalog.storage import S3_CONFIG_KWARGS, Storage
+from deltalog.storage.filesystem import S3_CONFIG_KWARGS, Storage
 from helpers import append, make_table, rows
 from vacuum_helpers import files_on_disk, log_files
 

@@ -36,7 +36,7 @@ from corrupt_log_helpers import (
 from deltalog import DeltaTable
 from deltalog.commit_lines import lines_pass, parse_action
 from deltalog.errors import CorruptLogError
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 

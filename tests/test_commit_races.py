@@ -75,7 +75,7 @@ def worker_request(uri: str, request: str, app_id: str, version: int, go_file: s
 
 def worker_crash(uri: str, mode: str) -> None:
     """Commit in a loop (big commits) until killed; ``mode`` kills itself at a chosen point instead."""
-    import deltalog.storage as storage_mod
+    import deltalog.storage.filesystem as storage_mod
     from deltalog import DeltaTable
     from deltalog.transaction import Transaction
 

@@ -491,7 +491,7 @@ def _variant_table(path: str, features: tuple[str, ...] = ("variantType",), conf
     import uuid
 
     from deltalog.actions import Metadata
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
     from deltalog.transaction import Transaction
 
     schema_string = json.dumps(

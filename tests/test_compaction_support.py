@@ -22,7 +22,7 @@ import pyarrow as pa
 from deltalake import QueryBuilder, write_deltalake
 
 from deltalog import DeltaTable
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import Transaction
 
 RICH_SCHEMA = pa.schema(

@@ -40,8 +40,6 @@ LAYERS: list[tuple[str, list[str]]] = [
             "commit_lines",
             "action_checks",
             "engines.spark_packages",
-            "s3_reads",
-            "dynamodb_commits",
         ],
     ),  # fmt: skip
     (

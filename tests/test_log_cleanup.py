@@ -381,7 +381,7 @@ def test_staged_commits_stale_hint_and_leftover_temp_files(table_path):
 CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
-import deltalog.storage as storage_mod
+import deltalog.storage.filesystem as storage_mod
 from deltalog.log_cleanup import cleanup_log
 real = storage_mod.Storage.delete
 done = []
@@ -451,7 +451,7 @@ def test_cli_cleanup_log_dry_run_json(table_path, capsys):
 @pytest.mark.parametrize("v2", [False, True])
 def test_checkpoint_cleanup_and_manifest_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options, v2):
     from deltalog.manifest import generate_manifest
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
     from deltalog.transaction import Transaction
 
     # In-commit timestamps: S3 keeps file times to the second, so commits made within one second

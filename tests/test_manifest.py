@@ -218,7 +218,7 @@ def test_column_mapping_is_refused(table_path):
 CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
-import deltalog.storage as storage_mod
+import deltalog.storage.filesystem as storage_mod
 from deltalog.manifest import generate_manifest
 real = storage_mod.Storage.write_atomic
 written = []

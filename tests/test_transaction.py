@@ -24,7 +24,7 @@ from deltalog.errors import (
 from deltalog.features import FEATURES, Operation
 from deltalog.hooks import PostCommitHook
 from deltalog.protocol import Protocol
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import (
     BACKOFF_CAP,
     SERIALIZABLE,

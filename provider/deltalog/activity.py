@@ -18,7 +18,7 @@ from typing import Any
 from deltalog.errors import NotADeltaTableError
 from deltalog.history import read_commit_info
 from deltalog.log import LogListing, list_log
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 #: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
 VACUUM_END = "VACUUM END"

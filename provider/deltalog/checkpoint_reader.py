@@ -20,7 +20,7 @@ from deltalog.errors import CorruptCheckpointError, CorruptLogError, DeltaLogErr
 from deltalog.log import Checkpoint, LogListing, build_segment
 from deltalog.protocol import Protocol
 from deltalog.snapshot import read_commit_files
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ from deltalog.schema_enforcement import check_file_schema
 from deltalog.snapshot import Snapshot
 from deltalog.stats import stats_from_parquet_metadata, stats_json
 from deltalog.stats_check import check_claimed_stats, parse_stats
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import DEFAULT_MAX_ATTEMPTS, ISOLATION_LEVELS, CommitResult, Transaction, partition_keys
 

@@ -31,7 +31,7 @@ from deltalog.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
 from deltalog.log import commit_name
 from deltalog.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from deltalog.row_tracking import parse_high_water_mark
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 if TYPE_CHECKING:
     from deltalog.transaction import Transaction

@@ -53,7 +53,7 @@ from deltalog.protocol import check_writable
 from deltalog.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
 from deltalog.schema_enforcement import check_file_schema
 from deltalog.stats import stats_from_parquet_metadata, stats_json
-from deltalog.storage import FileInfo, Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.transaction import Transaction
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from deltalog.log import list_log
 from deltalog.properties import validate_table_properties
 from deltalog.protocol import FeatureRequirements, Protocol, check_writable
 from deltalog.schema import arrow_schema_to_schema_string, has_timestamp_ntz
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import Transaction
 
 log = logging.getLogger(__name__)

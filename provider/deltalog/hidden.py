@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from deltalog._arrow_utils import any_substring
 from deltalog.actions import Metadata
-from deltalog.storage import LOG_DIR
+from deltalog.storage.filesystem import LOG_DIR
 
 CHANGE_DATA_DIR = "_change_data"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"

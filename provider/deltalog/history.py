@@ -17,7 +17,7 @@ from deltalog.commit_lines import check_commits, parse_action
 from deltalog.errors import InvalidArgumentError, VersionNotFoundError
 from deltalog.log import LogListing
 from deltalog.snapshot import read_commit_files
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.commit_result import CommitResult, HookResult
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import MissingCommitError, NotADeltaTableError, StorageError, VersionNotFoundError
-from deltalog.storage import FileInfo, Storage, ensure_table_root
+from deltalog.storage.filesystem import FileInfo, Storage, ensure_table_root
 
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CLASSIC_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")

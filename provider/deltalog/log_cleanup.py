@@ -48,7 +48,7 @@ from deltalog.hooks import PostCommitHook
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import read_commit_files
-from deltalog.storage import FileInfo, Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
 from deltalog.table_config import (
     DAY_MS,

@@ -44,7 +44,7 @@ from deltalog.hooks import PostCommitHook
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot, read_commit_files
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
 from deltalog.table_config import config_bool, hook_configuration
 

@@ -52,7 +52,7 @@ from deltalog.errors import (
 )
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
 from deltalog.protocol import Protocol, check_readable
-from deltalog.storage import FileInfo, Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from deltalog.health import VACUUM_LOOKBACK, TableHealth, compute_health
 from deltalog.history import CommitTimestamps, HistoryEntry, history, ict_enablement_version, parse_timestamp
 from deltalog.log import LogListing, build_segment, list_log
 from deltalog.snapshot import Snapshot, load_snapshot
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 if TYPE_CHECKING:
     import threading

@@ -44,7 +44,7 @@ from deltalog.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATIO
 from deltalog.log import commit_name
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)
 

@@ -138,7 +138,7 @@ def test_fleet_dag_on_s3_with_a_list_file_from_an_asset_event(
     import fsspec
 
     from deltalog.fleet.lease import LEASE_NAME
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
 
     fs = fsspec.filesystem("s3", **s3_storage_options)
     for name in ("events", "other"):

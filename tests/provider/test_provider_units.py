@@ -156,7 +156,7 @@ def test_table_names_need_a_root():
     ],
 )
 def test_one_is_remote_rule_for_storage_options(location, remote):
-    from deltalog.storage import Storage, is_remote
+    from deltalog.storage.filesystem import Storage, is_remote
 
     assert is_remote(location) is remote
     if not location.startswith("abfss"):  # no Azure filesystem installed here
@@ -836,7 +836,7 @@ if os.environ.get("FAKE_SPARK_SLEEP"):
 from deltalog import DeltaTable
 from deltalog.compaction import CompactionPlan
 from deltalog.compaction.local import run_local
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 storage = DeltaTable(opt("--table")).storage
 plan = CompactionPlan.from_json(Storage(opt("--plan")).read_bytes(Storage(opt("--plan")).root))
 outputs, _ = run_local(storage, plan)

@@ -27,7 +27,7 @@ from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import compact, plan_compaction
 from deltalog.conflicts import ConflictError
 from deltalog.log_cleanup import cleanup_log
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.transaction import Transaction
 from deltalog.vacuum import vacuum
 

@@ -21,7 +21,7 @@ from deltalog.checkpoint_reader import read_checkpoint_small_actions
 from deltalog.errors import CorruptCheckpointError
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, Checkpoint, list_log
 from deltalog.schema import arrow_field_to_delta
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 #: Like Delta Spark, ``checkpointSchema`` is left out of ``_last_checkpoint`` when its JSON is longer.
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000

@@ -60,7 +60,7 @@ from deltalog.log import (
 from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
 from deltalog.table_config import (
     DEFAULT_DELETED_FILE_RETENTION,

@@ -37,7 +37,7 @@ from deltalog.compaction.purge import REORG_OPERATION, purge_operation
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
 from deltalog.snapshot import Snapshot
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable
 from deltalog.transaction import Transaction
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from deltalog.compaction.layout import from_log_path
 from deltalog.errors import CorruptLogError
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376

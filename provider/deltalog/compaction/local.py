@@ -51,7 +51,7 @@ from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.schema import parse_schema_string
 from deltalog.stats import stats_from_parquet_metadata, stats_json
-from deltalog.storage import Storage, is_remote
+from deltalog.storage.filesystem import Storage, is_remote
 
 log = logging.getLogger(__name__)
 

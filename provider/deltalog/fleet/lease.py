@@ -31,7 +31,7 @@ from typing import Any
 
 from deltalog.errors import InvalidArgumentError, MaintenanceLeaseHeldError
 from deltalog.history import format_ms
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable
 
 log = logging.getLogger(__name__)

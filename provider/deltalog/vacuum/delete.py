@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.vacuum.links import LinkGuard
 from deltalog.vacuum.paths import HiddenRule
 

@@ -39,7 +39,7 @@ from deltalog.features import Operation
 from deltalog.log import list_log
 from deltalog.protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import Transaction
 from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs

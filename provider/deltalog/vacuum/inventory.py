@@ -25,7 +25,7 @@ import pyarrow.csv as pacsv
 
 from deltalog._arrow_utils import count_true
 from deltalog.errors import InvalidArgumentError
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing
 from deltalog.vacuum.paths import HiddenRule, PathResolver
 from deltalog.vacuum.times import PlausibleTimes, describe_ms, first_implausible

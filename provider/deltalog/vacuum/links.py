@@ -26,7 +26,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 #: Links named in a warning before "and N more".
 MAX_NAMED = 5

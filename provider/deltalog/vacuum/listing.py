@@ -24,7 +24,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from deltalog.errors import StorageError
-from deltalog.storage import Storage, _mtime_ms, check_utf8_names
+from deltalog.storage.filesystem import Storage, _mtime_ms, check_utf8_names
 from deltalog.vacuum.links import LinkGuard
 from deltalog.vacuum.paths import HiddenRule
 

@@ -28,7 +28,7 @@ from deltalog._arrow_utils import any_substring
 from deltalog.compaction.dv import z85_decode
 from deltalog.errors import CorruptLogError, OperationRefusedError
 from deltalog.hidden import CHANGE_DATA_DIR, HiddenRule
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 __all__ = ["CHANGE_DATA_DIR", "HiddenRule", "PathResolver", "dv_descriptor_path", "dv_file_path", "dv_paths_of"]
 

@@ -30,7 +30,7 @@ from deltalog.history import format_ms
 from deltalog.log import LogListing
 from deltalog.protocol import check_writable
 from deltalog.snapshot import Snapshot
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.vacuum.inventory import read_inventory
 from deltalog.vacuum.links import LinkGuard, describe, scan_links, through_links

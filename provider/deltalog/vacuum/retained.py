@@ -32,7 +32,7 @@ from deltalog.errors import CorruptLogError, VersionNotFoundError
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log import LogListing
 from deltalog.snapshot import Snapshot, read_commit_files
-from deltalog.storage import FileInfo, Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from deltalog.log import LogListing
 from deltalog.snapshot import Snapshot
-from deltalog.storage import FileInfo, Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 
 #: No data file of a Delta table was written before 2000-01-01 (seconds read as milliseconds land in 1970).
 FLOOR_MS = 946_684_800_000

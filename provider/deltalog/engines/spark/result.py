@@ -21,7 +21,7 @@ from deltalog.compaction.layout import bin_id_from_name, from_log_path, to_log_p
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
 from deltalog.errors import EngineError
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 
 

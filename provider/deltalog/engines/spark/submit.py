@@ -27,7 +27,7 @@ from deltalog.compaction.plan import CompactionPlan
 from deltalog.engines.spark.compaction_job import REPORT_PREFIX
 from deltalog.engines.spark.result import outputs_from_request
 from deltalog.errors import EngineError, OperationCancelledError
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)
 

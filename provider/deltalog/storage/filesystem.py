@@ -24,7 +24,6 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from deltalog import dynamodb_commits, s3_reads
 from deltalog.errors import (
     InvalidArgumentError,
     NonAtomicStorageError,
@@ -32,6 +31,7 @@ from deltalog.errors import (
     TableNotFoundError,
     UnsupportedFileNameError,
 )
+from deltalog.storage import dynamodb_commits, s3_reads
 
 LOG_DIR = "_delta_log"
 
@@ -297,7 +297,7 @@ class Storage:
 
     @functools.cached_property
     def _fast_reads(self) -> s3_reads.S3Reads | None:
-        """obstore for GETs and listings on S3 when the options allow it (see deltalog.s3_reads)."""
+        """obstore for GETs and listings on S3 when the options allow it (see deltalog.storage.s3_reads)."""
         if self.is_local or self.protocol not in ("s3", "s3a"):
             return None
         options = {k: v for k, v in self.storage_options.items() if k not in dynamodb_commits.OPTIONS}
@@ -420,7 +420,7 @@ class Storage:
     def read_many(self, paths: list[str]) -> list[bytes]:
         """Several small files, in order: one GET each, all in flight together.
 
-        On S3 through obstore (deltalog.s3_reads) when it may be used, else s3fs's batch
+        On S3 through obstore (deltalog.storage.s3_reads) when it may be used, else s3fs's batch
         ``cat``, which runs the GETs on its own event loop; missing files raise
         FileNotFoundError as ``read_bytes`` does.
         """
@@ -513,7 +513,7 @@ class Storage:
         never exposes a partial file; a killed writer leaves at most a hidden temp
         file). S3: a conditional PUT (``If-None-Match: *``), or, with the storage option
         ``AWS_S3_LOCKING_PROVIDER=dynamodb``, Delta Spark's DynamoDB protocol for commit files
-        (deltalog.dynamodb_commits: the one every writer of the table must use). Any other filesystem has
+        (deltalog.storage.dynamodb_commits: the one every writer of the table must use). Any other filesystem has
         no atomic primitive, so the commit is refused unless the caller promises to
         be the only writer.
         """

@@ -41,14 +41,32 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from deltalog.errors import InvalidArgumentError, StorageError
 
-if TYPE_CHECKING:
-    from deltalog.storage import Storage
-
 log = logging.getLogger(__name__)
+
+
+class Storage(Protocol):
+    """What the DynamoDB protocol needs of a table's storage (``deltalog.storage.filesystem.Storage``
+    has it); declared here so this module, which that one uses, never imports it back."""
+
+    @property
+    def log_dir(self) -> str: ...
+
+    def join(self, *parts: str) -> str: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def read_bytes(self, path: str) -> bytes: ...
+
+    def write_atomic(self, path: str, data: bytes) -> None: ...
+
+    def conditional_put(self, path: str, data: bytes) -> None: ...
+
+    def delete(self, path: str) -> bool: ...
+
 
 PROVIDER_OPTION = "AWS_S3_LOCKING_PROVIDER"
 TABLE_OPTION = "DELTA_DYNAMO_TABLE_NAME"
