@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deltalog.features import markdown
+from deltalog.protocol.features import markdown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "features.md"
 

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
 from deltalog.actions import Metadata
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
 from deltalog.transaction import CommitResult, Transaction
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
-from deltalog.features import Operation
-from deltalog.protocol import Protocol
+from deltalog.protocol.features import Operation
+from deltalog.protocol.table_protocol import Protocol
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -585,7 +585,7 @@ def convert_check(spark: Any, entry: dict[str, Any], source: str, dest: str) -> 
     feature table's convert column); elsewhere the cell is ``n/a`` with the reason.
     """
     from deltalog.convert import convert_to_delta
-    from deltalog.features import REFUSED, feature_cell
+    from deltalog.protocol.features import REFUSED, feature_cell
 
     latest = entry["states"][str(entry["latest"])]
     features = table_features(latest["protocol"])
@@ -616,7 +616,7 @@ def disagreements(outcomes: list[Outcome], protocols: dict[str, dict[str, Any]])
     it ran or refused (the condition held). ``n/a`` only where the feature table (convert)
     or the protocol (the other checkpoint kind) says so; ``failed`` never agrees.
     """
-    from deltalog.features import REFUSED, SUPPORTED, feature_cell
+    from deltalog.protocol.features import REFUSED, SUPPORTED, feature_cell
 
     out = []
     for o in outcomes:

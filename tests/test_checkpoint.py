@@ -20,9 +20,9 @@ from deltalog.actions import Metadata
 from deltalog.checkpoint import create_checkpoint, last_checkpoint_checksum
 from deltalog.cli import main
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
-from deltalog.table_config import parse_interval_ms
+from deltalog.protocol.properties import parse_interval_ms
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import Transaction
 from helpers import append, make_table, rows, write_data_file
 

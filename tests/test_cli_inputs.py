@@ -245,7 +245,7 @@ PROPERTY_CASES = {
 
 def test_every_known_property_has_a_working_check():
     """Each check runs its reader's parser (imported lazily: a moved parser would break only here)."""
-    from deltalog.properties import CHECKS, validate_table_properties
+    from deltalog.protocol.properties import CHECKS, validate_table_properties
 
     assert set(PROPERTY_CASES) <= set(CHECKS)
     for key in CHECKS:

@@ -274,7 +274,7 @@ def test_partition_values_are_canonical_and_readable_local(tmp_path, case) -> No
 @given(text=st.text(min_size=1, max_size=12), kind=st.sampled_from(["long", "decimal", "date", "boolean", "ntz"]))
 def test_partition_value_text_is_canonical_or_refused(text, kind) -> None:
     """Any text: refused, or canonical (canonicalising again changes nothing and it parses as the type)."""
-    from deltalog.partition_values import PartitionValueError, canonical_partition_value
+    from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
 
     arrow = {
         "long": pa.int64(),

@@ -24,7 +24,7 @@ from deltalog.commit_request import (
     to_log_path,
 )
 from deltalog.errors import InvalidCommitRequestError, UnsupportedProtocolError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("n", pa.int32()), ("part", pa.string())])

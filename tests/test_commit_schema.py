@@ -28,7 +28,7 @@ from deltalog.errors import (
     InvalidCommitRequestError,
     OperationRefusedError,
 )
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table
 
 DELTALOG = os.path.join(os.path.dirname(sys.executable), "deltalog")

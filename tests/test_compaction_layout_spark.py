@@ -19,7 +19,7 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import plan_compaction
-from deltalog.compaction.layout import output_file_name
+from deltalog.compaction.file_names import output_file_name
 from deltalog.create import create_table
 from deltalog.engines.spark.curve import sample_boundaries
 from deltalog.engines.spark.result import commit_spark_result, outputs_from_request

@@ -18,9 +18,9 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import LocalOptions, compact
-from deltalog.compaction.layout import physical_data_schema
 from deltalog.compaction.local import READ_AHEAD_SHARE, dictionary_columns, read_ahead
 from deltalog.create import create_table
+from deltalog.protocol.parquet_layout import physical_data_schema
 from helpers import append, make_table, rows
 from shared_data import golden_copy
 from test_compaction_support import (

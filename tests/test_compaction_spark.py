@@ -10,7 +10,7 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import compact, plan_compaction
-from deltalog.compaction.layout import output_file_name
+from deltalog.compaction.file_names import output_file_name
 from deltalog.create import create_table
 from deltalog.engines.spark.result import outputs_from_request
 from deltalog.engines.spark.submit import run_spark

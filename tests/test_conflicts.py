@@ -26,7 +26,7 @@ from deltalog.conflicts import (
     WinningCommit,
 )
 from deltalog.errors import CorruptLogError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import WRITE_SERIALIZABLE, Transaction
 from helpers import make_table, rows, write_data_file
 

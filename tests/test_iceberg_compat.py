@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
 from deltalog.compaction import compact
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 
 PROTOCOL = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2", "invariants", "appendOnly"))
 
@@ -124,7 +124,7 @@ def _iceberg_table(path: str, extra_config: dict[str, str] | None = None) -> Non
 
 
 def _write(path: str, name: str, with_ids: bool = True, with_partition: bool = True) -> str:
-    from deltalog.compaction.layout import iceberg_data_schema
+    from deltalog.protocol.parquet_layout import iceberg_data_schema
 
     schema = iceberg_data_schema(json.dumps(SCHEMA), ["p"])
     if not with_ids:

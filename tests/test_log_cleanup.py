@@ -27,8 +27,8 @@ from deltalog.checkpoint.writer import _CheckpointWriter
 from deltalog.cli import main
 from deltalog.errors import UnsupportedProtocolError, VersionNotFoundError
 from deltalog.log_cleanup import cleanup_log
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
 from helpers import append, make_table, rows
 
 DAY_MS = 86_400_000

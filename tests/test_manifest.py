@@ -16,7 +16,7 @@ from deltalog import DeltaTable
 from deltalog.cli import main
 from deltalog.errors import OperationRefusedError
 from deltalog.manifest import MANIFEST_DIR, MARKER_NAME, generate_manifest, partition_dir
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import Transaction
 from helpers import append, make_table, rows, write_data_file
 

@@ -92,7 +92,6 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.convert import convert_to_delta
     from deltalog.due import maintenance_due
     from deltalog.engines.spark.ingest import IngestResult, WrittenFile
-    from deltalog.features import FEATURES
     from deltalog.fleet.discover import discover_tables
     from deltalog.fleet.health import fleet_health
     from deltalog.fleet.maintain import settings_for
@@ -100,6 +99,7 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.hooks import PostCommitHook
     from deltalog.log_cleanup import cleanup_log
     from deltalog.manifest import generate_manifest
+    from deltalog.protocol.features import FEATURES
     from deltalog.transaction import Transaction
     from deltalog.vacuum import plan_vacuum, vacuum
     from test_compaction_clustering import clustered

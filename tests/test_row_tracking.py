@@ -13,7 +13,7 @@ from deltalog import DeltaTable
 from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
 from deltalog.errors import OperationRefusedError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import Transaction
 from helpers import make_table, rows, write_data_file
 

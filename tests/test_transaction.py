@@ -21,9 +21,9 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     UnsupportedProtocolError,
 )
-from deltalog.features import FEATURES, Operation
 from deltalog.hooks import PostCommitHook
-from deltalog.protocol import Protocol
+from deltalog.protocol.features import FEATURES, Operation
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
 from deltalog.transaction import (
     BACKOFF_CAP,

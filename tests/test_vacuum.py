@@ -30,7 +30,7 @@ from deltalog.errors import (
     UnsupportedProtocolError,
 )
 from deltalog.history import read_commit_info
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.vacuum import (
     LiteVacuumUnavailableError,
     execute_vacuum,

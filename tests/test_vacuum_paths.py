@@ -231,7 +231,7 @@ def test_cli_refuses_an_unrelativisable_log_path_with_exit_1(tmp_path, capsys):
 
 @pytest.mark.parametrize("where", ["link", "elsewhere"])
 def test_an_absolute_deletion_vector_path_is_protected_under_any_spelling_or_stops_vacuum(tmp_path, where):
-    from deltalog.protocol import Protocol
+    from deltalog.protocol.table_protocol import Protocol
 
     os.makedirs(tmp_path / "real")
     os.symlink(tmp_path / "real", tmp_path / "link")

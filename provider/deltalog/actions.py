@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog.schema import parse_schema_string
+from deltalog.protocol.schema import parse_schema_string
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 

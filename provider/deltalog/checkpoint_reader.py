@@ -18,7 +18,7 @@ from deltalog.actions import Metadata
 from deltalog.commit_lines import check_commits, parse_action, parse_commit
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, DeltaLogError
 from deltalog.log import Checkpoint, LogListing, build_segment
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.snapshot import read_commit_files
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable

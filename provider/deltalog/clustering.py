@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from deltalog.errors import OperationRefusedError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 
 DOMAIN = "delta.clustering"
 

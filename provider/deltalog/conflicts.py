@@ -27,8 +27,8 @@ from deltalog.action_checks import check_txn
 from deltalog.actions import as_dict
 from deltalog.commit_lines import parse_commit
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
-from deltalog.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
 from deltalog.log import commit_name
+from deltalog.protocol.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
 from deltalog.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from deltalog.row_tracking import parse_high_water_mark
 from deltalog.storage.filesystem import Storage

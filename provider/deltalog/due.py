@@ -34,12 +34,12 @@ from deltalog._arrow_utils import column_sum
 from deltalog.compaction.plan import plan_from_snapshot
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
-from deltalog.features import Operation
 from deltalog.log_cleanup import _midnight_utc, cleanup_log
-from deltalog.protocol import check_writable
+from deltalog.protocol.features import Operation
+from deltalog.protocol.properties import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
+from deltalog.protocol.table_protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
-from deltalog.table_config import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.vacuum.plan import LAST_VACUUM_INFO
 from deltalog.vacuum.retained import retained_state
 from deltalog.vacuum.retention import resolve_retention
@@ -163,7 +163,7 @@ def maintenance_due(
 
     Reads nothing beyond the snapshot, except the log cleanup planner when the oldest
     log file is past the log retention. An operation the table's features refuse (the
-    feature table in :mod:`deltalog.features`) is never due and a reason says why; when
+    feature table in :mod:`deltalog.protocol.features`) is never due and a reason says why; when
     every operation is refused, nothing is due and ``refused`` says why.
     """
     table = as_table(table, storage_options)

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum, count_true
 from deltalog.activity import versions_since_vacuum
-from deltalog.sizes import target_file_size
+from deltalog.protocol.sizes import target_file_size
 from deltalog.snapshot import Snapshot
 
 
@@ -101,7 +101,7 @@ def compute_health(
 ) -> TableHealth:
     """The health numbers of ``snapshot``; ``vacuum_lookback`` bounds the search for the last vacuum."""
     files = snapshot.files
-    tgt = target_file_size(snapshot, target)
+    tgt = target_file_size(snapshot.metadata.configuration, target)
     threshold = tgt // 2
     sizes = files.column("size")
     num_small = count_true(pc.less(sizes, threshold)) if files.num_rows else 0

@@ -44,3 +44,9 @@ def run_post_commit_hooks(storage: Storage, result: CommitResult, hooks: Sequenc
         if detail is not None:
             out.append(HookResult(hook.name, True, detail))
     return out
+
+
+def hook_configuration(result: CommitResult) -> dict[str, str]:
+    """The table properties as of the commit: carried by the CommitResult, so deciding costs no I/O."""
+    conf = getattr(result, "table_configuration", None)
+    return dict(conf) if isinstance(conf, dict) else {}

@@ -26,8 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.actions import Metadata
-from deltalog.compaction.layout import PARQUET_FIELD_ID, iceberg_compat_version, iceberg_data_schema
 from deltalog.errors import DataFileMismatchError, DeltaLogError, OperationRefusedError
+from deltalog.protocol.parquet_layout import PARQUET_FIELD_ID, iceberg_compat_version, iceberg_data_schema
 
 __all__ = ["check_iceberg_file", "check_iceberg_schema", "iceberg_compat_version"]
 

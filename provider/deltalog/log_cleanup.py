@@ -42,23 +42,22 @@ from deltalog.checkpoint_reader import log_name, read_checkpoint_small_actions, 
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
-from deltalog.features import Operation
 from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
-from deltalog.hooks import PostCommitHook
+from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
-from deltalog.protocol import Protocol, check_writable
-from deltalog.snapshot import read_commit_files
-from deltalog.storage.filesystem import FileInfo, Storage
-from deltalog.table import DeltaTable, as_table, table_for_storage
-from deltalog.table_config import (
+from deltalog.protocol.features import Operation
+from deltalog.protocol.properties import (
     DAY_MS,
     DEFAULT_LOG_RETENTION,
     checkpoint_due,
     checkpoint_protection_version,
     config_bool,
     config_interval_ms,
-    hook_configuration,
 )
+from deltalog.protocol.table_protocol import Protocol, check_writable
+from deltalog.snapshot import read_commit_files
+from deltalog.storage.filesystem import FileInfo, Storage
+from deltalog.table import DeltaTable, as_table, table_for_storage
 
 log = logging.getLogger(__name__)
 

@@ -39,14 +39,14 @@ from deltalog._version import __version__
 from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
-from deltalog.features import Operation
-from deltalog.hooks import PostCommitHook
+from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log import LogListing
-from deltalog.protocol import check_writable
+from deltalog.protocol.features import Operation
+from deltalog.protocol.properties import config_bool
+from deltalog.protocol.table_protocol import check_writable
 from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
-from deltalog.table_config import config_bool, hook_configuration
 
 log = logging.getLogger(__name__)
 

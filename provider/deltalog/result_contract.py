@@ -34,7 +34,7 @@ VERBATIM_KEYS: dict[str, str] = {
 #: Classes with ``to_dict()`` that are protocol data (or an input document), not results.
 PROTOCOL_DATA_CLASSES: frozenset[str] = frozenset(
     {
-        "deltalog.protocol.Protocol",
+        "deltalog.protocol.table_protocol.Protocol",
         "deltalog.history.HistoryEntry",
         "deltalog.commit_request.CommitRequest",
         "deltalog.commit_request.AddSpec",

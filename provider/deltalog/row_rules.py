@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from deltalog.actions import Metadata
 from deltalog.errors import OperationRefusedError
-from deltalog.schema import delta_type_to_arrow
+from deltalog.protocol.schema import delta_type_to_arrow
 
 log = logging.getLogger(__name__)
 

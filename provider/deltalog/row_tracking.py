@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.errors import OperationRefusedError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 
 DOMAIN = "delta.rowTracking"
 HIGH_WATER_MARK = "rowIdHighWaterMark"

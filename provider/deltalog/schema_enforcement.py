@@ -43,9 +43,9 @@ import pyarrow.parquet as pq
 
 from deltalog.actions import Metadata
 from deltalog.errors import DataFileMismatchError
-from deltalog.partition_values import PartitionValueError, canonical_partition_value
-from deltalog.protocol import Protocol
-from deltalog.schema import delta_type_to_arrow
+from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
+from deltalog.protocol.schema import delta_type_to_arrow
+from deltalog.protocol.table_protocol import Protocol
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 COLUMN_ID = "delta.columnMapping.id"

@@ -51,7 +51,7 @@ from deltalog.errors import (
     NoProtocolError,
 )
 from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
-from deltalog.protocol import Protocol, check_readable
+from deltalog.protocol.table_protocol import Protocol, check_readable
 from deltalog.storage.filesystem import FileInfo, Storage
 
 

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from deltalog.actions import Metadata
 from deltalog.errors import DataFileMismatchError
-from deltalog.stats import physical_name, stats_from_parquet_metadata
+from deltalog.protocol.file_stats import physical_name, stats_from_parquet_metadata
 
 #: Footer stats for the comparison: every leaf column, strings untruncated.
 _FULL_STATS = {"delta.dataSkippingNumIndexedCols": "-1", "delta.dataSkippingStringPrefixLength": str(2**31)}

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
     from deltalog.checkpoint import CheckpointResult
     from deltalog.compaction import CompactionPlan, CompactionResult, LocalOptions
-    from deltalog.features import Operation
     from deltalog.hooks import PostCommitHook
     from deltalog.log_cleanup import LogCleanupResult
     from deltalog.manifest import ManifestResult
+    from deltalog.protocol.features import Operation
     from deltalog.transaction import Transaction
     from deltalog.vacuum import VacuumResult
 

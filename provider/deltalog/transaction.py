@@ -38,11 +38,11 @@ from deltalog.errors import (
     StorageError,
     TableAlreadyExistsError,
 )
-from deltalog.features import Operation
 from deltalog.hooks import PostCommitHook, run_post_commit_hooks
-from deltalog.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 from deltalog.log import commit_name
-from deltalog.protocol import Protocol, check_writable
+from deltalog.protocol.features import Operation
+from deltalog.protocol.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
+from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 
@@ -109,7 +109,7 @@ class Transaction:
         feature_operation: Operation | None = None,
         post_commit_hooks: Sequence[PostCommitHook] | None = None,
     ) -> None:
-        """``feature_operation`` is the column of the feature table (:mod:`deltalog.features`) the
+        """``feature_operation`` is the column of the feature table (:mod:`deltalog.protocol.features`) the
         commit is checked against; ``None`` (a commit of arbitrary actions) uses the commit request's."""
         require_bools(single_writer=single_writer, run_hooks=run_hooks, allow_system_domains=allow_system_domains)
         if max_attempts < 1:
@@ -593,7 +593,7 @@ def partition_keys(metadata: Metadata) -> list[str]:
     """The keys of ``partitionValues``: physical column names when column mapping is on."""
     if metadata.column_mapping_mode == "none":
         return list(metadata.partition_columns)
-    from deltalog.stats import physical_name
+    from deltalog.protocol.file_stats import physical_name
 
     fields = {f.name: f for f in metadata.schema}
     return [physical_name(fields[c]) if c in fields else c for c in metadata.partition_columns]

@@ -38,7 +38,7 @@ from deltalog.compaction import compact, plan_compaction
 from deltalog.errors import DeltaLogError, NotADeltaTableError
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import generate_manifest
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.vacuum import plan_vacuum, vacuum
 from helpers import append, make_table, rows, write_data_file
 

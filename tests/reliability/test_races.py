@@ -37,8 +37,8 @@ from deltalog import DeltaTable
 from deltalog.actions import Metadata
 from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import plan_compaction
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import Transaction
 from deltalog.vacuum import plan_vacuum
 from helpers import DEFAULT_SCHEMA

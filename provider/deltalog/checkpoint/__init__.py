@@ -1,7 +1,7 @@
 """Checkpoints: writing one (``writer``), ``_last_checkpoint`` (``last``), the post-commit hook.
 
 Reading checkpoints is ``deltalog.checkpoint_reader`` (beside the snapshot reader); the
-table properties that decide when to write one are ``deltalog.table_config``.
+table properties that decide when to write one are ``deltalog.protocol.properties``.
 """
 
 from deltalog.checkpoint.last import CheckpointDescription, describe_checkpoint, last_checkpoint_checksum

@@ -20,7 +20,7 @@ from deltalog.action_checks import check_action, check_table_metadata
 from deltalog.checkpoint_reader import read_checkpoint_small_actions
 from deltalog.errors import CorruptCheckpointError
 from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, Checkpoint, list_log
-from deltalog.schema import arrow_field_to_delta
+from deltalog.protocol.schema import arrow_field_to_delta
 from deltalog.storage.filesystem import Storage
 
 #: Like Delta Spark, ``checkpointSchema`` is left out of ``_last_checkpoint`` when its JSON is longer.

@@ -51,25 +51,24 @@ from deltalog.errors import (
     OperationRefusedError,
     StorageError,
 )
-from deltalog.features import Operation
-from deltalog.hooks import PostCommitHook
+from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log import (
     SIDECARS_DIR,
     LogListing,
 )
-from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
-from deltalog.protocol import check_writable
-from deltalog.snapshot import Snapshot
-from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table, table_for_storage
-from deltalog.table_config import (
+from deltalog.protocol.features import Operation
+from deltalog.protocol.parquet_layout import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
+from deltalog.protocol.properties import (
     DEFAULT_DELETED_FILE_RETENTION,
     checkpoint_due,
     checkpoint_protection_version,
     config_bool,
     config_interval_ms,
-    hook_configuration,
 )
+from deltalog.protocol.table_protocol import check_writable
+from deltalog.snapshot import Snapshot
+from deltalog.storage.filesystem import Storage
+from deltalog.table import DeltaTable, as_table, table_for_storage
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from deltalog.cli import emit, key_values
 from deltalog.compaction import CompactionPlan, CompactionResult, compact
 from deltalog.convert import ConvertResult, convert_to_delta
 from deltalog.errors import CommitFailedError, EngineError, InvalidArgumentError
-from deltalog.sizes import parse_size
+from deltalog.protocol.sizes import parse_size
 
 
 def _size(text: str) -> int:

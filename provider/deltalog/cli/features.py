@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
-from deltalog.features import Operation, support_table, text_table
+from deltalog.protocol.features import Operation, support_table, text_table
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

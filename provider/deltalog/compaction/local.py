@@ -35,22 +35,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.compaction.dv import read_deletion_vector
-from deltalog.compaction.layout import (
+from deltalog.compaction.file_names import output_dir, output_file_name
+from deltalog.compaction.outcome import BinOutput, BinSkipped
+from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
+from deltalog.errors import DeltaLogError, OperationRefusedError
+from deltalog.protocol.deletion_vectors import read_deletion_vector
+from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.parquet_layout import (
     PARQUET_FIELD_ID,
     from_log_path,
     iceberg_data_schema,
     is_absolute,
-    output_dir,
-    output_file_name,
     physical_data_schema,
     to_log_path,
 )
-from deltalog.compaction.outcome import BinOutput, BinSkipped
-from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
-from deltalog.errors import DeltaLogError, OperationRefusedError
-from deltalog.schema import parse_schema_string
-from deltalog.stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.schema import parse_schema_string
 from deltalog.storage.filesystem import Storage, is_remote
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.compaction.layout import output_dir, output_file_name
+from deltalog.compaction.file_names import output_dir, output_file_name
 from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
 from deltalog.compaction.local import BinWriter, open_parquet_writer
 from deltalog.compaction.outcome import BinOutput

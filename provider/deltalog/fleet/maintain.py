@@ -47,8 +47,8 @@ from deltalog.fleet.lease import acquire_lease
 from deltalog.health import compute_health
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import ENABLED_PROPERTY, generate_manifest
+from deltalog.protocol.properties import config_bool
 from deltalog.table import DeltaTable
-from deltalog.table_config import config_bool
 from deltalog.vacuum import vacuum
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,9 @@ from deltalog.errors import (
     OperationRefusedError,
     StorageError,
 )
-from deltalog.features import Operation
 from deltalog.log import list_log
-from deltalog.protocol import Protocol, check_writable
+from deltalog.protocol.features import Operation
+from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table

@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import any_substring
-from deltalog.compaction.dv import z85_decode
 from deltalog.errors import CorruptLogError, OperationRefusedError
 from deltalog.hidden import CHANGE_DATA_DIR, HiddenRule
+from deltalog.protocol.deletion_vectors import z85_decode
 from deltalog.storage.filesystem import Storage
 
 __all__ = ["CHANGE_DATA_DIR", "HiddenRule", "PathResolver", "dv_descriptor_path", "dv_file_path", "dv_paths_of"]

@@ -24,11 +24,11 @@ import pyarrow.compute as pc
 from deltalog._arrow_utils import column_sum, count_true
 from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.features import Operation
 from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.history import format_ms
 from deltalog.log import LogListing
-from deltalog.protocol import check_writable
+from deltalog.protocol.features import Operation
+from deltalog.protocol.table_protocol import check_writable
 from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table

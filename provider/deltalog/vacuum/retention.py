@@ -20,7 +20,7 @@ from typing import Any
 
 from deltalog._flags import require_bools
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.table_config import (
+from deltalog.protocol.properties import (
     DEFAULT_DELETED_FILE_RETENTION,
     DEFAULT_LOG_RETENTION,
     config_interval_ms,

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError, TableAlreadyExistsError
-from deltalog.schema import parse_schema_string
+from deltalog.protocol.schema import parse_schema_string
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_list, optional_str

@@ -22,7 +22,7 @@ script). Spark does the data work, deltalog keeps the commit: no Delta jars.
 - Output goes to a private staging folder in the table
   (``_deltalog_staging/compaction-<id>/bin-<n>``, hidden from readers and
   vacuum), then the single data file is moved next to the bin's inputs under
-  the name :func:`~deltalog.compaction.layout.output_file_name` gives it.
+  the name :func:`~deltalog.compaction.file_names.output_file_name` gives it.
 - Stats come from each new file's footer, read through Spark's own Hadoop
   FileSystem (so the job needs no storage credentials beyond Spark's).
 
@@ -51,25 +51,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.compaction.commit import OPERATION, operation_parameters
-from deltalog.compaction.dv import deleted_rows
-from deltalog.compaction.layout import (
-    PHYSICAL_NAME,
-    from_log_path,
-    iceberg_data_schema_json_for_spark,
-    is_absolute,
-    nested_id_column,
-    output_dir,
-    output_file_name,
-    physical_data_schema_json,
-)
+from deltalog.compaction.file_names import output_dir, output_file_name
 from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
 from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
 from deltalog.compaction.purge import REORG_OPERATION
 from deltalog.engines.spark.curve import SAMPLE_ROWS, bits_for, interleave_expr, range_id, sample_boundaries
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import DeltaLogError, OperationRefusedError
-from deltalog.schema import parse_schema_string
-from deltalog.stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.deletion_vectors import deleted_rows
+from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.parquet_layout import (
+    PHYSICAL_NAME,
+    from_log_path,
+    iceberg_data_schema_json_for_spark,
+    is_absolute,
+    nested_id_column,
+    physical_data_schema_json,
+)
+from deltalog.protocol.schema import parse_schema_string
 
 log = logging.getLogger(__name__)
 

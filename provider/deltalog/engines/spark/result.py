@@ -17,10 +17,11 @@ import threading
 from typing import Any
 
 from deltalog.compaction import CompactionResult, commit_outputs
-from deltalog.compaction.layout import bin_id_from_name, from_log_path, to_log_path
+from deltalog.compaction.file_names import bin_id_from_name
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
 from deltalog.errors import EngineError
+from deltalog.protocol.parquet_layout import from_log_path, to_log_path
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 

@@ -7,12 +7,8 @@ agree on the target, so both read it here.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from deltalog.errors import InvalidArgumentError
-
-if TYPE_CHECKING:
-    from deltalog.snapshot import Snapshot
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 #: Sizes are Delta ``long`` values (and Arrow int64): anything larger is a typo, not a size.
@@ -36,10 +32,10 @@ def parse_size(value: str | int, what: str) -> int:
     return size
 
 
-def target_file_size(snapshot: Snapshot, override: int | str | None = None) -> int:
-    """The explicit target, else the table's ``delta.targetFileSize``, else 128 MiB."""
+def target_file_size(configuration: dict[str, str], override: int | str | None = None) -> int:
+    """The explicit target, else the table's ``delta.targetFileSize`` (in ``configuration``), else 128 MiB."""
     if override is None:
-        configured = snapshot.metadata.configuration.get("delta.targetFileSize")
+        configured = configuration.get("delta.targetFileSize")
         if configured is None:
             return DEFAULT_TARGET_FILE_SIZE
         override = parse_size(configured, "table property delta.targetFileSize")

@@ -22,8 +22,8 @@ from typing import Any
 import fsspec
 import numpy as np
 
-from deltalog.compaction.layout import from_log_path
 from deltalog.errors import CorruptLogError
+from deltalog.protocol.parquet_layout import from_log_path
 from deltalog.storage.filesystem import Storage
 
 MAGIC = 1681511377

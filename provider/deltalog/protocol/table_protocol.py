@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import UnsupportedProtocolError
-from deltalog.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
+from deltalog.protocol.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
 #: Reader features whose effect on log replay and file selection deltalog implements
-#: (derived from the feature x operation table in :mod:`deltalog.features`).
+#: (derived from the feature x operation table in :mod:`deltalog.protocol.features`).
 SUPPORTED_READER_FEATURES = reader_features()
 
 #: Writer features some writing operation of deltalog honours (each operation's own
@@ -119,7 +119,7 @@ def check_writable(
     """Raise unless deltalog may run ``op`` (writing or deleting) on a table with this protocol.
 
     Every reader and writer feature of the protocol is looked up in the feature x
-    operation table (:mod:`deltalog.features`); a refused cell, or a feature the
+    operation table (:mod:`deltalog.protocol.features`); a refused cell, or a feature the
     table does not know, refuses the operation with the cell's reason. ``op=None``
     (a commit of arbitrary actions) is held to the commit request's column: it may add
     any file, as a commit request does.

@@ -1,7 +1,7 @@
 """Table feature x operation: what deltalog does with each table feature, per operation.
 
-This is the one source of truth for feature support. :func:`deltalog.protocol.check_readable`
-and :func:`deltalog.protocol.check_writable` consult it before any operation touches
+This is the one source of truth for feature support. :func:`deltalog.protocol.table_protocol.check_readable`
+and :func:`deltalog.protocol.table_protocol.check_writable` consult it before any operation touches
 a table, ``deltalog features`` prints it, ``scripts/features_doc.py`` renders it
 into ``docs/features.md`` and the Delta Spark corpus tests compare it with what
 really happens, cell by cell. A feature missing here is refused by every

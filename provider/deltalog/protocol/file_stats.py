@@ -149,7 +149,7 @@ def _format(acc: _Acc, value: Any, is_max: bool, prefix: int) -> Any:
 
 
 def is_variant(t: pa.DataType) -> bool:
-    """A variant column as :func:`deltalog.schema.delta_type_to_arrow` types it: struct<value, metadata> binaries."""
+    """A variant column as :func:`deltalog.protocol.schema.delta_type_to_arrow` types it: struct<value, metadata> binaries."""
     return (
         pa.types.is_struct(t)
         and t.num_fields == 2

@@ -1,7 +1,8 @@
-"""What a rewritten data file must look like: physical schema, file names, codec, paths.
+"""What a data file deltalog writes must look like: physical schema, codec, log paths.
 
-Both engines (local pyarrow and Spark) must produce files that a Delta reader
-resolves exactly like the files they replace, so the rules live here once:
+Compaction's engines (local pyarrow and Spark) must produce files that a Delta reader
+resolves exactly like the files they replace, and convert and the Iceberg compatibility
+checks read files by the same rules, so the rules live here once:
 
 - columns are written under their *physical* names and, in column-mapping
   ``id`` mode, carry the Parquet ``field_id`` readers resolve them by
@@ -9,7 +10,8 @@ resolves exactly like the files they replace, so the rules live here once:
 - types, nullability and field metadata come from the table schema, not from
   whichever input file happened to be read first;
 - the codec is ``delta.parquet.compression.codec`` when set, else zstd (the
-  protocol's recommended default);
+  protocol's recommended default); checkpoints honour the same property
+  (``PARQUET_CODECS`` maps its values to pyarrow's codec names);
 - log paths are URI-encoded (PROTOCOL.md, Add File): a file's storage path is
   the decoded log path.
 """
@@ -19,16 +21,12 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import posixpath
-import re
-import uuid
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
 import pyarrow as pa
 
-from deltalog.parquet_codec import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
-from deltalog.schema import parse_schema_string
+from deltalog.protocol.schema import parse_schema_string
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +38,6 @@ SPARK_FIELD_ID = "parquet.field.id"
 
 #: Characters kept as they are when a storage path becomes a log path (RFC 2396 path characters).
 _LOG_PATH_SAFE = "/=:@&+$,;!*'()~"
-_BIN_IN_NAME = re.compile(r"^part-(\d{5,})-[0-9a-f]{32}\.")
 
 
 # --- paths ------------------------------------------------------------------------------
@@ -60,43 +57,22 @@ def is_absolute(log_path: str) -> bool:
     return log_path.startswith("/") or len(urlparse(log_path).scheme) > 1
 
 
-def output_file_name(bin_id: int, codec: str) -> str:
-    """A fresh data file name that also records which bin produced it.
-
-    The bin id in the name is how a commit request written by another engine
-    (the Spark job) is mapped back onto the plan's bins, so that a bin that
-    lost a race can be dropped on its own.
-    """
-    suffix = "" if codec == "none" else f".{codec}"
-    return f"part-{bin_id:05d}-{uuid.uuid4().hex}.c000{suffix}.parquet"
-
-
-def bin_id_from_name(path: str) -> int | None:
-    m = _BIN_IN_NAME.match(posixpath.basename(path))
-    return int(m.group(1)) if m else None
-
-
-def output_dir(first_input_log_path: str, partition_values: dict[str, str | None]) -> str:
-    """Storage directory (relative to the table) for a bin's output: next to its first input.
-
-    Keeping the input's directory preserves whatever layout the table uses
-    (hive-style ``col=value`` directories, Spark's random prefixes under column
-    mapping, or the root). Inputs given as absolute URIs (shallow clones) get a
-    hive-style directory built from the partition values instead.
-    """
-    if not is_absolute(first_input_log_path):
-        return posixpath.dirname(from_log_path(first_input_log_path))
-    parts = [f"{_hive_escape(k)}={_hive_escape(v)}" for k, v in partition_values.items()]
-    return "/".join(parts)
-
-
-def _hive_escape(value: str | None) -> str:
-    if value is None or value == "":
-        return "__HIVE_DEFAULT_PARTITION__"
-    return "".join(c if c.isalnum() or c in "-_.~ " else f"%{ord(c):02X}" for c in value)
-
-
 # --- codec ------------------------------------------------------------------------------
+
+CODEC_PROPERTY = "delta.parquet.compression.codec"
+#: Delta's default when the property is unset (and what an unknown value falls back to).
+DEFAULT_CODEC = "zstd"
+#: Lower-case property value -> pyarrow ``compression`` argument.
+PARQUET_CODECS = {
+    "uncompressed": "none",
+    "none": "none",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "zstd": "zstd",
+    "lz4": "lz4",
+    "lz4_raw": "lz4",
+    "brotli": "brotli",
+}
 
 
 def compression_codec(configuration: dict[str, str]) -> str:

@@ -176,7 +176,7 @@ def canonical_partition_value(value: str | None, dtype: pa.DataType) -> str | No
 
 def describe_type(dtype: pa.DataType) -> str:
     """The Delta name of a partition column's type, for messages."""
-    from deltalog.schema import arrow_type_to_delta
+    from deltalog.protocol.schema import arrow_type_to_delta
 
     try:
         name = arrow_type_to_delta(dtype)
