@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
+from deltalog.log.actions import Metadata
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage

@@ -16,10 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
 from deltalog.checkpoint import create_checkpoint, last_checkpoint_checksum
 from deltalog.cli import main
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
+from deltalog.log.actions import Metadata
 from deltalog.protocol.properties import parse_interval_ms
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol
@@ -539,7 +539,7 @@ def test_metadata_with_unknown_fields_round_trips(table_path):
 @pytest.mark.parametrize("statistics", [True, False], ids=["with-statistics", "without-statistics"])
 def test_small_actions_read_only_from_row_groups_that_may_hold_them(tmp_path, statistics):
     """The footer's null counts rule out row groups of file actions only; without statistics all are read."""
-    from deltalog.checkpoint_reader import _groups_holding
+    from deltalog.log.checkpoint_reader import _groups_holding
 
     n = 4000
     protocol = [None] * n
@@ -568,8 +568,8 @@ def test_small_actions_read_only_from_row_groups_that_may_hold_them(tmp_path, st
 
 def test_small_action_arrays_built_from_buffers_equal_pyarrows():
     """The checkpoint's protocol/metaData/txn/domain rows, built without pa.array, are what pa.array builds."""
-    from deltalog.arrow_replay import array_from_python
     from deltalog.checkpoint.writer import _for_arrow
+    from deltalog.log.replay import array_from_python
 
     typ = pa.struct(
         [

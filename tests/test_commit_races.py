@@ -144,7 +144,7 @@ def run_race(tmp_path, uri: str, options: dict[str, Any]) -> tuple[list[dict], i
 
 def check_race(results: list[dict], uri: str, options: dict[str, Any]) -> None:
     from deltalog import DeltaTable
-    from deltalog.snapshot import parse_commit
+    from deltalog.log.snapshot import parse_commit
 
     total = WORKERS * APPENDS
     assert len(results) == total, "every append returned"
@@ -240,7 +240,7 @@ def check_log_is_whole(uri: str) -> int:
     import deltalake
 
     from deltalog import DeltaTable
-    from deltalog.snapshot import parse_commit
+    from deltalog.log.snapshot import parse_commit
 
     table = DeltaTable(uri)
     listing = table.list_log()

@@ -24,7 +24,7 @@ from deltalog.create import create_table
 from deltalog.engines.spark.curve import sample_boundaries
 from deltalog.engines.spark.result import commit_spark_result, outputs_from_request
 from deltalog.errors import EngineError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
 from test_compaction_support import add_deletion_vector, read_multiset
 from test_compaction_zorder import _random_table, overlap_share
 

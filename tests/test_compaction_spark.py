@@ -15,7 +15,7 @@ from deltalog.create import create_table
 from deltalog.engines.spark.result import outputs_from_request
 from deltalog.engines.spark.submit import run_spark
 from deltalog.errors import EngineError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
 from test_compaction_support import RICH_SCHEMA, add_deletion_vector, make_rich_table, read_multiset
 
 

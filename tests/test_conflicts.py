@@ -13,7 +13,6 @@ import os
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
 from deltalog.conflicts import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
@@ -26,6 +25,7 @@ from deltalog.conflicts import (
     WinningCommit,
 )
 from deltalog.errors import CorruptLogError
+from deltalog.log.actions import Metadata
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import WRITE_SERIALIZABLE, Transaction
 from helpers import make_table, rows, write_data_file

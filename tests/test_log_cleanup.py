@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
 from deltalog.checkpoint import create_checkpoint
 from deltalog.checkpoint.writer import _CheckpointWriter
 from deltalog.cli import main
 from deltalog.errors import UnsupportedProtocolError, VersionNotFoundError
+from deltalog.log.actions import Metadata
 from deltalog.log_cleanup import cleanup_log
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol

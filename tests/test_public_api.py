@@ -16,7 +16,6 @@ import pytest
 
 import deltalog
 from deltalog import DeltaTable
-from deltalog.activity import find_new_commit
 from deltalog.checkpoint import create_checkpoint
 from deltalog.commit_request import commit_request
 from deltalog.compaction import commit_outputs, compact, plan_compaction
@@ -28,6 +27,7 @@ from deltalog.fleet.health import fleet_health
 from deltalog.fleet.maintain import maintain_table
 from deltalog.fleet.run import run_fleet
 from deltalog.health import compute_health
+from deltalog.log.activity import find_new_commit
 from deltalog.log_cleanup import cleanup_log
 from deltalog.manifest import generate_manifest
 from deltalog.transaction import Transaction

@@ -85,7 +85,6 @@ def _hook(storage: Any, result: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> dict[type, Any]:
     """One real instance of every result class: the operations run on small real tables."""
-    from deltalog.activity import find_new_commit
     from deltalog.checkpoint import create_checkpoint
     from deltalog.compaction import compact, plan_compaction
     from deltalog.compaction.purge import deletion_vector_health
@@ -97,6 +96,7 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.fleet.maintain import settings_for
     from deltalog.fleet.run import run_fleet
     from deltalog.hooks import PostCommitHook
+    from deltalog.log.activity import find_new_commit
     from deltalog.log_cleanup import cleanup_log
     from deltalog.manifest import generate_manifest
     from deltalog.protocol.features import FEATURES
@@ -171,12 +171,13 @@ def test_the_key_check_catches_camel_case():
 
 def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
     """The public functions and DeltaTable methods that return results."""
-    from deltalog import activity, commit_request, due, health
+    from deltalog import commit_request, due, health
     from deltalog.compaction import commit_outputs, purge
     from deltalog.engines.spark.ingest import write_ingest
     from deltalog.engines.spark.result import commit_spark_result
     from deltalog.fleet import discover, maintain, run
     from deltalog.fleet import health as fleet_health
+    from deltalog.log import activity
     from deltalog.vacuum import vacuum
 
     out = [(f"deltalog.{name}", getattr(deltalog, name)) for name in deltalog.__all__]

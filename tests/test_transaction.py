@@ -11,7 +11,6 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from deltalog import DeltaTable, __version__
-from deltalog.actions import Metadata
 from deltalog.errors import (
     CommitFailedError,
     InvalidArgumentError,
@@ -22,6 +21,7 @@ from deltalog.errors import (
     UnsupportedProtocolError,
 )
 from deltalog.hooks import PostCommitHook
+from deltalog.log.actions import Metadata
 from deltalog.protocol.features import FEATURES, Operation
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage

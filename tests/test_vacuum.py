@@ -29,7 +29,7 @@ from deltalog.errors import (
     TableNotFoundError,
     UnsupportedProtocolError,
 )
-from deltalog.history import read_commit_info
+from deltalog.log.history import read_commit_info
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.vacuum import (
     LiteVacuumUnavailableError,

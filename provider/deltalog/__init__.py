@@ -26,7 +26,7 @@ from typing import Any
 
 from deltalog._version import __version__
 from deltalog.errors import DeltaLogError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
 from deltalog.table import DeltaTable
 
 #: Public names imported from their modules on first use (``import deltalog`` stays cheap).

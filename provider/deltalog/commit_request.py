@@ -41,13 +41,13 @@ from deltalog._flags import require_bools
 from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.hidden import HiddenRule
 from deltalog.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.row_rules import RowRuleChecker
 from deltalog.schema_enforcement import check_file_schema
-from deltalog.snapshot import Snapshot
 from deltalog.stats_check import check_claimed_stats, parse_stats
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table

@@ -23,11 +23,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from deltalog.action_checks import check_txn
-from deltalog.actions import as_dict
-from deltalog.commit_lines import parse_commit
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
-from deltalog.log import commit_name
+from deltalog.log.action_checks import check_txn
+from deltalog.log.actions import as_dict
+from deltalog.log.commit_lines import parse_commit
+from deltalog.log.listing import commit_name
 from deltalog.protocol.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
 from deltalog.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
 from deltalog.row_tracking import parse_high_water_mark

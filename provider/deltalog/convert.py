@@ -32,7 +32,6 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.actions import Metadata
 from deltalog.create import choose_protocol, required_features
 from deltalog.errors import (
     CommitFailedError,
@@ -45,7 +44,8 @@ from deltalog.errors import (
     TableNotFoundError,
 )
 from deltalog.hidden import HiddenRule
-from deltalog.log import list_log
+from deltalog.log.actions import Metadata
+from deltalog.log.listing import list_log
 from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.parquet_layout import to_log_path

@@ -22,11 +22,11 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog._flags import require_bools
-from deltalog.actions import Metadata
 from deltalog.commit_result import CommitResult
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
 from deltalog.iceberg_compat import check_iceberg_schema, iceberg_compat_version
-from deltalog.log import list_log
+from deltalog.log.actions import Metadata
+from deltalog.log.listing import list_log
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import validate_table_properties
 from deltalog.protocol.schema import arrow_schema_to_schema_string, has_timestamp_ntz

@@ -34,11 +34,11 @@ from deltalog._arrow_utils import column_sum
 from deltalog.compaction.plan import plan_from_snapshot
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
+from deltalog.log.snapshot import Snapshot
 from deltalog.log_cleanup import _midnight_utc, cleanup_log
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
 from deltalog.vacuum.plan import LAST_VACUUM_INFO
 from deltalog.vacuum.retained import retained_state

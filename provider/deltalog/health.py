@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum, count_true
-from deltalog.activity import versions_since_vacuum
+from deltalog.log.activity import versions_since_vacuum
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.sizes import target_file_size
-from deltalog.snapshot import Snapshot
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import any_substring
-from deltalog.actions import Metadata
+from deltalog.log.actions import Metadata
 from deltalog.storage.filesystem import LOG_DIR
 
 CHANGE_DATA_DIR = "_change_data"

@@ -25,8 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog.actions import Metadata
 from deltalog.errors import DataFileMismatchError, DeltaLogError, OperationRefusedError
+from deltalog.log.actions import Metadata
 from deltalog.protocol.parquet_layout import PARQUET_FIELD_ID, iceberg_compat_version, iceberg_data_schema
 
 __all__ = ["check_iceberg_file", "check_iceberg_schema", "iceberg_compat_version"]

@@ -29,8 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.actions import Metadata
 from deltalog.errors import OperationRefusedError
+from deltalog.log.actions import Metadata
 
 START = "delta.identity.start"
 STEP = "delta.identity.step"

@@ -38,13 +38,14 @@ from typing import Any
 
 from deltalog._flags import require_bools
 from deltalog.checkpoint import describe_checkpoint
-from deltalog.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
-from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
-from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.hooks import PostCommitHook, hook_configuration
-from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
+from deltalog.log.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
+from deltalog.log.commit_lines import check_commits, parse_action
+from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
+from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
+from deltalog.log.snapshot import read_commit_files
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import (
     DAY_MS,
@@ -55,7 +56,6 @@ from deltalog.protocol.properties import (
     config_interval_ms,
 )
 from deltalog.protocol.table_protocol import Protocol, check_writable
-from deltalog.snapshot import read_commit_files
 from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
 
@@ -175,7 +175,7 @@ def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> 
     listing = dtable.list_log()
     latest = listing.latest_version
     assert latest is not None
-    protocol, metadata = read_protocol_and_metadata(dtable, listing)
+    protocol, metadata = read_protocol_and_metadata(storage, listing)
     check_writable(protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration)
     conf = metadata.configuration
     # The result's fields as the cleanup learns them; frozen into a LogCleanupResult by done().

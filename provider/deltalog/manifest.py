@@ -36,15 +36,15 @@ import pyarrow.compute as pc
 
 from deltalog._flags import require_bools
 from deltalog._version import __version__
-from deltalog.commit_lines import check_commits, parse_action
 from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.hooks import PostCommitHook, hook_configuration
-from deltalog.log import LogListing
+from deltalog.log.commit_lines import check_commits, parse_action
+from deltalog.log.listing import LogListing
+from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import config_bool
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.snapshot import Snapshot, read_commit_files
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
 

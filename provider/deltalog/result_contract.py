@@ -35,7 +35,7 @@ VERBATIM_KEYS: dict[str, str] = {
 PROTOCOL_DATA_CLASSES: frozenset[str] = frozenset(
     {
         "deltalog.protocol.table_protocol.Protocol",
-        "deltalog.history.HistoryEntry",
+        "deltalog.log.history.HistoryEntry",
         "deltalog.commit_request.CommitRequest",
         "deltalog.commit_request.AddSpec",
     }

@@ -34,8 +34,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.actions import Metadata
 from deltalog.errors import OperationRefusedError
+from deltalog.log.actions import Metadata
 from deltalog.protocol.schema import delta_type_to_arrow
 
 log = logging.getLogger(__name__)

@@ -41,8 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.actions import Metadata
 from deltalog.errors import DataFileMismatchError
+from deltalog.log.actions import Metadata
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol.schema import delta_type_to_arrow
 from deltalog.protocol.table_protocol import Protocol

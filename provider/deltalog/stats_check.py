@@ -30,8 +30,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.actions import Metadata
 from deltalog.errors import DataFileMismatchError
+from deltalog.log.actions import Metadata
 from deltalog.protocol.file_stats import physical_name, stats_from_parquet_metadata
 
 #: Footer stats for the comparison: every leaf column, strings untruncated.

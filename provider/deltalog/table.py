@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
+from deltalog.errors import InvalidArgumentError
 from deltalog.health import VACUUM_LOOKBACK, TableHealth, compute_health
-from deltalog.history import CommitTimestamps, HistoryEntry, history, ict_enablement_version, parse_timestamp
-from deltalog.log import LogListing, build_segment, list_log
-from deltalog.snapshot import Snapshot, load_snapshot
+from deltalog.log.history import HistoryEntry, history, ict_enablement_version
+from deltalog.log.listing import LogListing, list_log
+from deltalog.log.load import snapshot_at
+from deltalog.log.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 
 if TYPE_CHECKING:
@@ -51,37 +52,11 @@ class DeltaTable:
         *,
         listing: LogListing | None = None,
     ) -> Snapshot:
-        """The table state at ``version`` or at ``timestamp`` (default: the latest)."""
-        if version is not None and timestamp is not None:
-            raise InvalidArgumentError("give either a version or a timestamp, not both")
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise InvalidArgumentError(f"version must be an integer, got {version!r}")
-        listing = listing or self.list_log()
-        if timestamp is not None:
-            ts = parse_timestamp(timestamp)
-            latest = self._load(listing, None)
-            ict_from = ict_enablement_version(latest.metadata.configuration)
-            version = CommitTimestamps(self.storage, listing, ict_from).version_at(ts)
-            if version == latest.version:
-                return latest
-        return self._load(listing, version)
+        """The table state at ``version`` or at ``timestamp`` (default: the latest).
 
-    def _load(self, listing: LogListing, version: int | None) -> Snapshot:
-        excluded: set[int] = set()
-        while True:
-            segment = build_segment(listing, version, exclude_checkpoints=excluded)
-            try:
-                return load_snapshot(self.storage, segment)
-            except CorruptCheckpointError as exc:
-                # An unreadable checkpoint is skipped when an older one (or commit 0) can
-                # rebuild the same version; otherwise the error stands.
-                if segment.checkpoint is None:
-                    raise
-                excluded.add(segment.checkpoint.version)
-                try:
-                    build_segment(listing, version, exclude_checkpoints=excluded)
-                except DeltaLogError:
-                    raise exc from None
+        See :func:`deltalog.log.load.snapshot_at` (which also skips an unreadable checkpoint).
+        """
+        return snapshot_at(self.storage, version, timestamp, listing=listing)
 
     def version(self) -> int:
         """The latest version, from the listing alone (no replay)."""
@@ -93,7 +68,7 @@ class DeltaTable:
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         """commitInfo of the newest ``limit`` commits still in the log, newest first."""
         listing = self.list_log()
-        latest = self._load(listing, None)
+        latest = snapshot_at(self.storage, listing=listing)
         return history(self.storage, listing, ict_enablement_version(latest.metadata.configuration), limit)
 
     def health(

@@ -27,7 +27,6 @@ from typing import Any
 from deltalog import row_tracking
 from deltalog._flags import require_bools
 from deltalog._version import __version__
-from deltalog.actions import Metadata, file_key, to_json_line
 from deltalog.commit_result import CommitResult
 from deltalog.conflicts import check_conflicts, read_fresh
 from deltalog.errors import (
@@ -39,11 +38,12 @@ from deltalog.errors import (
     TableAlreadyExistsError,
 )
 from deltalog.hooks import PostCommitHook, run_post_commit_hooks
-from deltalog.log import commit_name
+from deltalog.log.actions import Metadata, file_key, to_json_line
+from deltalog.log.listing import commit_name
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 from deltalog.protocol.table_protocol import Protocol, check_writable
-from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)
@@ -367,7 +367,7 @@ class Transaction:
         """ICT (or, before ICT was enabled, file mtime) of the commit at the read version."""
         if self.snapshot is None:
             return None
-        from deltalog.history import read_commit_info  # small import, only for ICT tables
+        from deltalog.log.history import read_commit_info  # small import, only for ICT tables
 
         f = self.snapshot.segment.listing.commits.get(self.snapshot.version)
         if f is None:

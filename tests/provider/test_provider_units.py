@@ -22,9 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from deltalog import DeltaTable, activity
+from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
 from deltalog.health import compute_health
+from deltalog.log import activity
 from deltalog_provider._compat import (
     AirflowException,
     AirflowFailException,

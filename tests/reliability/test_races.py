@@ -34,9 +34,9 @@ from race_workers import put_data_file, run
 from reliability_support import OPERATIONS, TableRef, check_table, child_context, row_multiset
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
 from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import plan_compaction
+from deltalog.log.actions import Metadata
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.transaction import Transaction

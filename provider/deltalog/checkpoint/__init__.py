@@ -1,6 +1,6 @@
 """Checkpoints: writing one (``writer``), ``_last_checkpoint`` (``last``), the post-commit hook.
 
-Reading checkpoints is ``deltalog.checkpoint_reader`` (beside the snapshot reader); the
+Reading checkpoints is ``deltalog.log.checkpoint_reader`` (beside the snapshot reader); the
 table properties that decide when to write one are ``deltalog.protocol.properties``.
 """
 

@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.action_checks import check_action, check_table_metadata
-from deltalog.checkpoint_reader import read_checkpoint_small_actions
 from deltalog.errors import CorruptCheckpointError
-from deltalog.log import LAST_CHECKPOINT, SIDECARS_DIR, Checkpoint, list_log
+from deltalog.log.action_checks import check_action, check_table_metadata
+from deltalog.log.checkpoint_reader import read_checkpoint_small_actions
+from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, Checkpoint, list_log
 from deltalog.protocol.schema import arrow_field_to_delta
 from deltalog.storage.filesystem import Storage
 

@@ -40,10 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from deltalog.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
-from deltalog.arrow_replay import array_from_python, int64_array
 from deltalog.checkpoint.last import describe_checkpoint, last_checkpoint_document, update_last_checkpoint
-from deltalog.checkpoint_reader import read_protocol_and_metadata
 from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CorruptCheckpointError,
@@ -52,10 +49,14 @@ from deltalog.errors import (
     StorageError,
 )
 from deltalog.hooks import PostCommitHook, hook_configuration
-from deltalog.log import (
+from deltalog.log.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
+from deltalog.log.checkpoint_reader import read_protocol_and_metadata
+from deltalog.log.listing import (
     SIDECARS_DIR,
     LogListing,
 )
+from deltalog.log.replay import array_from_python, int64_array
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
 from deltalog.protocol.properties import (
@@ -66,7 +67,6 @@ from deltalog.protocol.properties import (
     config_interval_ms,
 )
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table, table_for_storage
 
@@ -541,7 +541,7 @@ def create_checkpoint(
         snapshot = dt.snapshot(listing=listing)
         latest_protocol, latest_config = snapshot.protocol, snapshot.metadata.configuration
     else:
-        latest_protocol, latest_metadata = read_protocol_and_metadata(dt, listing)
+        latest_protocol, latest_metadata = read_protocol_and_metadata(dt.storage, listing)
         latest_config = latest_metadata.configuration
         snapshot = dt.snapshot(version, listing=listing)
     check_writable(latest_protocol, "write a checkpoint", Operation.CHECKPOINT, latest_config)

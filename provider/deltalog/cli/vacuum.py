@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
-from deltalog.history import format_ms
+from deltalog.log.history import format_ms
 from deltalog.vacuum import VacuumResult, vacuum
 from deltalog.vacuum.plan import DEFAULT_MAX_WORKERS, MODES
 

@@ -26,7 +26,7 @@ from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, pla
 from deltalog.compaction.purge import check_share
 from deltalog.compaction.result import CompactionProgress, CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationCancelledError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
 
 __all__ = [

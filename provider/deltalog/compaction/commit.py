@@ -28,15 +28,15 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog import clustering
-from deltalog.actions import dv_unique_id
-from deltalog.arrow_replay import string_array
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
 from deltalog.compaction.purge import REORG_OPERATION, purge_operation
 from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
+from deltalog.log.actions import dv_unique_id
+from deltalog.log.replay import string_array
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.parquet_layout import iceberg_compat_version
-from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable
 from deltalog.transaction import Transaction

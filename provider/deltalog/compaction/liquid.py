@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from deltalog import clustering
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
 
 #: ``clusteringProvider`` of files written by liquid clustering (Delta Spark's ``ClusteredTableUtils``).
 PROVIDER = "liquid"

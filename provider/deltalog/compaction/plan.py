@@ -25,18 +25,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog import clustering, row_tracking
-from deltalog.actions import dv_unique_id
-from deltalog.arrow_replay import int64_array
 from deltalog.compaction.liquid import ClusteringSpec, check_full, clustering_spec, pack_cubes, select_for_clustering
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import check_share, purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
 from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
+from deltalog.log.actions import dv_unique_id
+from deltalog.log.replay import int64_array
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
 
 log = logging.getLogger(__name__)

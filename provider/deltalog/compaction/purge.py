@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.errors import InvalidArgumentError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
 
 #: Delta Spark's commitInfo operation for a purge.
 REORG_OPERATION = "REORG"

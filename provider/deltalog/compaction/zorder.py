@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from deltalog import clustering
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
 
 #: Bits of one column's rank in the interleaved key (all columns together fit 63 bits).
 MAX_BITS = 21

@@ -19,7 +19,7 @@ from typing import Any
 
 from deltalog._flags import require_workers
 from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError, StorageError
-from deltalog.log import LogListing, list_log
+from deltalog.log.listing import LogListing, list_log
 from deltalog.storage.filesystem import LOG_DIR, Storage, is_remote
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError
 from deltalog.fleet.discover import FoundTable
 from deltalog.health import TableHealth, compute_health
-from deltalog.log import LogListing
+from deltalog.log.listing import LogListing
 from deltalog.table import DeltaTable
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.errors import InvalidArgumentError, MaintenanceLeaseHeldError
-from deltalog.history import format_ms
+from deltalog.log.history import format_ms
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable
 

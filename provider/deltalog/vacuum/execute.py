@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum, count_true
 from deltalog._flags import require_bools, require_workers
-from deltalog.actions import Metadata
 from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CommitFailedError,
@@ -35,10 +34,11 @@ from deltalog.errors import (
     OperationRefusedError,
     StorageError,
 )
-from deltalog.log import list_log
+from deltalog.log.actions import Metadata
+from deltalog.log.listing import list_log
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol, check_writable
-from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.transaction import Transaction

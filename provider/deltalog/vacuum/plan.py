@@ -25,11 +25,11 @@ from deltalog._arrow_utils import column_sum, count_true
 from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
-from deltalog.history import format_ms
-from deltalog.log import LogListing
+from deltalog.log.history import format_ms
+from deltalog.log.listing import LogListing
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.table import DeltaTable, as_table
 from deltalog.vacuum.inventory import read_inventory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.history import format_ms
+from deltalog.log.history import format_ms
 from deltalog.vacuum.plan import VacuumPlan
 
 COMPLETED = "COMPLETED"

@@ -27,11 +27,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.commit_lines import JSON_SPACE, lines_pass, parse_action, parse_commit
 from deltalog.errors import CorruptLogError, VersionNotFoundError
-from deltalog.history import CommitTimestamps, format_ms, ict_enablement_version
-from deltalog.log import LogListing
-from deltalog.snapshot import Snapshot, read_commit_files
+from deltalog.log.commit_lines import JSON_SPACE, lines_pass, parse_action, parse_commit
+from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
+from deltalog.log.listing import LogListing
+from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.log import LogListing
-from deltalog.snapshot import Snapshot
+from deltalog.log.listing import LogListing
+from deltalog.log.snapshot import Snapshot
 from deltalog.storage.filesystem import FileInfo, Storage
 
 #: No data file of a Delta table was written before 2000-01-01 (seconds read as milliseconds land in 1970).

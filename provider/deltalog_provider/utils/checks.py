@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog import DeltaTable, activity
+from deltalog import DeltaTable
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError
 from deltalog.health import compute_health
+from deltalog.log import activity
 from deltalog_provider.utils.coerce import optional_float, optional_int
 
 
@@ -42,7 +43,7 @@ def find_new_commit(
     *,
     missing_ok: bool = False,
 ) -> dict[str, Any] | None:
-    """``deltalog.activity.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
+    """``deltalog.log.activity.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
     found = activity.find_new_commit(table.storage, after_version, operations, missing_ok=missing_ok)
     return found.to_dict() if found is not None else None
 

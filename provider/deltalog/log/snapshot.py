@@ -24,8 +24,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog._arrow_utils import column_sum, table_from_struct
-from deltalog.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
-from deltalog.actions import (
+from deltalog.errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
+    DeltaLogError,
+    NoMetadataError,
+    NoProtocolError,
+)
+from deltalog.log.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
+from deltalog.log.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
     REMOVE_SCHEMA,
@@ -33,7 +40,9 @@ from deltalog.actions import (
     Metadata,
     file_key,
 )
-from deltalog.arrow_replay import (
+from deltalog.log.commit_lines import is_blank, lines_pass, parse_action, parse_commit
+from deltalog.log.listing import SIDECARS_DIR, Checkpoint, LogSegment
+from deltalog.log.replay import (
     FILE_LINE_PREFIXES,
     empty_table,
     file_keys,
@@ -42,15 +51,6 @@ from deltalog.arrow_replay import (
     string_array,
     take_newest_first,
 )
-from deltalog.commit_lines import is_blank, lines_pass, parse_action, parse_commit
-from deltalog.errors import (
-    CorruptCheckpointError,
-    CorruptLogError,
-    DeltaLogError,
-    NoMetadataError,
-    NoProtocolError,
-)
-from deltalog.log import SIDECARS_DIR, Checkpoint, LogSegment
 from deltalog.protocol.table_protocol import Protocol, check_readable
 from deltalog.storage.filesystem import FileInfo, Storage
 

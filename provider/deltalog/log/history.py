@@ -13,10 +13,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog.commit_lines import check_commits, parse_action
 from deltalog.errors import InvalidArgumentError, VersionNotFoundError
-from deltalog.log import LogListing
-from deltalog.snapshot import read_commit_files
+from deltalog.log.commit_lines import check_commits, parse_action
+from deltalog.log.listing import LogListing
+from deltalog.log.snapshot import read_commit_files
 from deltalog.storage.filesystem import Storage
 
 

@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from deltalog._arrow_utils import conform
-from deltalog.actions import ADD_TYPE, REMOVE_TYPE
-from deltalog.commit_lines import is_utf8
+from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE
+from deltalog.log.commit_lines import is_utf8
 
 #: Lines starting with these are file actions handled here; any other spelling
 #: (spaces, a different key order) goes to the per-line path.
@@ -371,7 +371,7 @@ def take_newest_first(
 
 
 def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
-    """Vectorised :func:`deltalog.actions.file_key`: path, plus NUL and the DV id where there is a DV."""
+    """Vectorised :func:`deltalog.log.actions.file_key`: path, plus NUL and the DV id where there is a DV."""
     if deletion_vectors is None or deletion_vectors.null_count == len(deletion_vectors):
         return paths
     dv = deletion_vectors

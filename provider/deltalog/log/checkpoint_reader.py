@@ -1,6 +1,6 @@
 """Reading checkpoints without replaying file actions: their small actions, and a version's protocol and metadata.
 
-Beside the snapshot reader (``deltalog.snapshot``, which reads checkpoints whole): these
+Beside the snapshot reader (``deltalog.log.snapshot``, which reads checkpoints whole): these
 read only what log maintenance and post-commit hooks need, cheaply.
 """
 
@@ -13,15 +13,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.action_checks import check_action, check_table_metadata
-from deltalog.actions import Metadata
-from deltalog.commit_lines import check_commits, parse_action, parse_commit
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, DeltaLogError
-from deltalog.log import Checkpoint, LogListing, build_segment
+from deltalog.log.action_checks import check_action, check_table_metadata
+from deltalog.log.actions import Metadata
+from deltalog.log.commit_lines import check_commits, parse_action, parse_commit
+from deltalog.log.listing import Checkpoint, LogListing, build_segment
+from deltalog.log.load import snapshot_at
+from deltalog.log.snapshot import read_commit_files
 from deltalog.protocol.table_protocol import Protocol
-from deltalog.snapshot import read_commit_files
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def log_name(storage: Storage, path: str) -> str:
 
 
 def read_protocol_and_metadata(
-    table: DeltaTable, listing: LogListing, version: int | None = None
+    storage: Storage, listing: LogListing, version: int | None = None
 ) -> tuple[Protocol, Metadata]:
     """The protocol and metaData at ``version`` without reconstructing the file list.
 
@@ -47,7 +47,6 @@ def read_protocol_and_metadata(
     corrupt line, an invalid action, an unreadable checkpoint) falls back to the full
     snapshot, which skips a bad checkpoint or refuses the log naming where it is.
     """
-    storage = table.storage
     try:
         segment = build_segment(listing, version)
         protocol_action: dict[str, Any] | None = None
@@ -81,7 +80,7 @@ def read_protocol_and_metadata(
             return Protocol.from_action(protocol_action), Metadata.from_action(metadata_action)
     except (DeltaLogError, OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
         log.debug("falling back to a full snapshot for the table properties: %s", exc)
-    snap = table.snapshot(version, listing=listing)
+    snap = snapshot_at(storage, version, listing=listing)
     return snap.protocol, snap.metadata
 
 

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deltalog.errors import NotADeltaTableError
-from deltalog.history import read_commit_info
-from deltalog.log import LogListing, list_log
+from deltalog.log.history import read_commit_info
+from deltalog.log.listing import LogListing, list_log
 from deltalog.storage.filesystem import Storage
 
 #: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
