@@ -41,6 +41,7 @@ from deltalog._flags import require_bools
 from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.hidden import HiddenRule
 from deltalog.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
+from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
@@ -50,7 +51,7 @@ from deltalog.row_rules import RowRuleChecker
 from deltalog.schema_enforcement import check_file_schema
 from deltalog.stats_check import check_claimed_stats, parse_stats
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.transaction import DEFAULT_MAX_ATTEMPTS, ISOLATION_LEVELS, CommitResult, Transaction, partition_keys
 
 log = logging.getLogger(__name__)
@@ -576,7 +577,7 @@ def _metrics(adds: list[dict[str, Any]], removes: list[dict[str, Any]]) -> dict[
 
 
 def commit_request(
-    table: DeltaTable | str,
+    table: TableRef,
     request: str | dict[str, Any] | CommitRequest,
     *,
     app_id: str | None = None,
@@ -601,13 +602,13 @@ def commit_request(
                 f"{app_id!r}/{txn_version}"
             )
         req.appId, req.txnVersion = app_id, txn_version
-    dt_table = as_table(table, storage_options)
-    snapshot = dt_table.snapshot()
+    storage = table_storage(table, storage_options)
+    snapshot = snapshot_at(storage)
     check_writable(
         snapshot.protocol, f"commit {req.operation}", Operation.COMMIT_REQUEST, snapshot.metadata.configuration
     )
     txn = Transaction(
-        dt_table.storage,
+        storage,
         snapshot,
         operation=req.operation,
         operation_parameters=req.operationParameters,
@@ -626,8 +627,7 @@ def commit_request(
             # Checked before the files: a retried request must be a no-op even if its
             # files were cleaned up since the first attempt landed.
             return txn.commit()
-    adds, removes = prepare_actions(dt_table.storage, snapshot, req)
-    storage = dt_table.storage
+    adds, removes = prepare_actions(storage, snapshot, req)
     advanced = identity.check_and_advance(
         snapshot.metadata,
         [from_log_path(a["path"]) for a in adds],

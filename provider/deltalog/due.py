@@ -34,12 +34,13 @@ from deltalog._arrow_utils import column_sum
 from deltalog.compaction.plan import plan_from_snapshot
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
+from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.log_cleanup import _midnight_utc, cleanup_log
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuum.plan import LAST_VACUUM_INFO
 from deltalog.vacuum.retained import retained_state
 from deltalog.vacuum.retention import resolve_retention
@@ -152,7 +153,7 @@ def _oldest_log_file_ms(snapshot: Snapshot) -> int | None:
 
 
 def maintenance_due(
-    table: DeltaTable | str,
+    table: TableRef,
     snapshot: Snapshot | None = None,
     *,
     target_size: int | str | None = None,
@@ -166,8 +167,8 @@ def maintenance_due(
     feature table in :mod:`deltalog.protocol.features`) is never due and a reason says why; when
     every operation is refused, nothing is due and ``refused`` says why.
     """
-    table = as_table(table, storage_options)
-    snapshot = snapshot or table.snapshot()
+    storage = table_storage(table, storage_options)
+    snapshot = snapshot or snapshot_at(storage)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     conf = snapshot.metadata.configuration
     reasons: list[str] = []
@@ -185,7 +186,7 @@ def maintenance_due(
     reasons.extend(f"{name}: refused: {why}" for name, why in refusals.items())
 
     if "compaction" not in refusals:
-        plan = plan_from_snapshot(snapshot, table.uri, target_size, engine="local")
+        plan = plan_from_snapshot(snapshot, storage.uri, target_size, engine="local")
         values["compaction_bins"] = len(plan.bins)
         values["compaction_input_files"] = plan.num_input_files
         values["compaction_input_bytes"] = plan.input_bytes

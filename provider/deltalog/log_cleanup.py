@@ -57,7 +57,7 @@ from deltalog.protocol.properties import (
 )
 from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import FileInfo, Storage
-from deltalog.table import DeltaTable, as_table, table_for_storage
+from deltalog.storage.table_ref import TableRef, table_storage
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ _REPLANS = 3
 
 
 def cleanup_log(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     dry_run: bool = False,
     now_ms: int | None = None,
@@ -151,12 +151,13 @@ def cleanup_log(
 
     Another cleanup (a writer's post-commit hook, say) may delete log files while this
     one plans from its listing; planning then starts again from a fresh listing.
+    ``table`` may also be a ``Storage``: the post-commit cleanup passes the committer's.
     """
     require_bools(dry_run=dry_run)
-    table = as_table(table, storage_options)
+    storage = table_storage(table, storage_options)
     for attempt in range(1, _REPLANS + 1):
         try:
-            return _cleanup_log(table, dry_run, now_ms)
+            return _cleanup_log(storage, dry_run, now_ms)
         except FileNotFoundError as exc:
             if attempt == _REPLANS:
                 raise StorageError(
@@ -167,12 +168,10 @@ def cleanup_log(
     raise AssertionError("unreachable")
 
 
-def _cleanup_log(table: DeltaTable | str, dry_run: bool, now_ms: int | None) -> LogCleanupResult:
+def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogCleanupResult:
     started = time.perf_counter()
-    dtable = as_table(table)
-    storage = dtable.storage
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    listing = dtable.list_log()
+    listing = list_log(storage)
     latest = listing.latest_version
     assert latest is not None
     protocol, metadata = read_protocol_and_metadata(storage, listing)
@@ -452,10 +451,10 @@ def _cleanup_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | No
         return None
     if result.version not in list_log(storage, read_hint=False).checkpoints:
         return None  # the checkpoint hook did not write one (it reports why)
-    return cleanup_log(table_for_storage(storage)).summary()
+    return cleanup_log(storage).summary()
 
 
 #: Post-commit hook (see ``deltalog.post_commit``).
 LOG_CLEANUP_HOOK = PostCommitHook("log_cleanup", _cleanup_hook)
 
-__all__ = ["LogCleanupResult", "cleanup_log"]
+__all__ = ["LOG_CLEANUP_HOOK", "LogCleanupResult", "cleanup_log"]

@@ -40,13 +40,14 @@ from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log.commit_lines import check_commits, parse_action
-from deltalog.log.listing import LogListing
+from deltalog.log.listing import LogListing, list_log
+from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import config_bool
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table, table_for_storage
+from deltalog.storage.table_ref import TableRef, table_storage
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def _read_marker(storage: Storage) -> dict[str, Any] | None:
 
 
 def _touched_partitions(
-    table: DeltaTable, listing: LogListing, snapshot: Snapshot, marker: dict[str, Any] | None
+    storage: Storage, listing: LogListing, snapshot: Snapshot, marker: dict[str, Any] | None
 ) -> tuple[set[str] | None, str | None]:
     """Partition directories touched by the commits after the marker, or (None, why a full run is needed)."""
     if marker is None:
@@ -172,7 +173,7 @@ def _touched_partitions(
     added: dict[str, str] = {}
     unknown: set[str] = set()  # removes without partitionValues (the field is optional)
     files = [listing.commits[v] for v in range(since + 1, snapshot.version + 1)]
-    contents = read_commit_files(table.storage, files)
+    contents = read_commit_files(storage, files)
     check_commits((f.name, data) for f, data in zip(files, contents))
     for f, data in zip(files, contents):
         for lineno, line in enumerate(data.split(b"\n"), start=1):
@@ -192,7 +193,7 @@ def _touched_partitions(
     if unknown:
         # Where those files lived is in the state at the previous generation.
         try:
-            before = table.snapshot(since, listing=listing)
+            before = snapshot_at(storage, since, listing=listing)
         except DeltaLogError as exc:
             return None, f"removes without partitionValues and version {since} cannot be read ({exc})"
         dirs = _partition_dirs(before.files, cols).to_pylist()
@@ -223,7 +224,7 @@ def _refuse_unsupported(snapshot: Snapshot) -> None:
 
 
 def generate_manifest(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     full: bool = False,
     dry_run: bool = False,
@@ -232,13 +233,13 @@ def generate_manifest(
     """Write the symlink-format manifests of the latest version (incremental unless ``full``).
 
     ``dry_run`` plans the same generation and returns it without writing or deleting anything.
+    ``table`` may also be a ``Storage``: the post-commit refresh passes the committer's.
     """
     started = time.perf_counter()
     require_bools(full=full, dry_run=dry_run)
-    dtable = as_table(table, storage_options)
-    storage = dtable.storage
-    listing = dtable.list_log()
-    snapshot = dtable.snapshot(listing=listing)
+    storage = table_storage(table, storage_options)
+    listing = list_log(storage)
+    snapshot = snapshot_at(storage, listing=listing)
     check_writable(snapshot.protocol, "generate symlink manifests", Operation.MANIFEST, snapshot.metadata.configuration)
     _refuse_unsupported(snapshot)
 
@@ -246,7 +247,7 @@ def generate_manifest(
     scope: set[str] | None = None
     marker = _read_marker(storage)
     if not full:
-        scope, full_reason = _touched_partitions(dtable, listing, snapshot, marker)
+        scope, full_reason = _touched_partitions(storage, listing, snapshot, marker)
         if scope is not None and marker is not None:
             mode, since_version = "incremental", marker["version"]
 
@@ -357,10 +358,10 @@ def _manifest_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | N
     """Post-commit: refresh the manifests incrementally when the table property asks for it."""
     if result.noop or not config_bool(hook_configuration(result), ENABLED_PROPERTY, False):
         return None
-    return generate_manifest(table_for_storage(storage)).summary()
+    return generate_manifest(storage).summary()
 
 
 #: Post-commit hook (see ``deltalog.post_commit``).
 MANIFEST_HOOK = PostCommitHook("symlink_manifest", _manifest_hook)
 
-__all__ = ["ManifestResult", "generate_manifest", "partition_dir"]
+__all__ = ["ENABLED_PROPERTY", "MANIFEST_HOOK", "ManifestResult", "generate_manifest", "partition_dir"]

@@ -213,24 +213,3 @@ class DeltaTable:
             feature_operation=feature_operation,
             post_commit_hooks=post_commit_hooks,
         )
-
-
-def table_for_storage(storage: Storage) -> DeltaTable:
-    """A DeltaTable sharing an existing Storage (post-commit hooks get a Storage, not a table)."""
-    table = DeltaTable.__new__(DeltaTable)
-    table.storage = storage
-    return table
-
-
-def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:
-    """``table`` as a DeltaTable: every operation accepts a DeltaTable or a path/URI string.
-
-    One place for this so every operation rejects a wrong type with the same
-    clear sentence. ``storage_options`` only apply to a string (a DeltaTable
-    already carries its own).
-    """
-    if isinstance(table, DeltaTable):
-        return table
-    if isinstance(table, str):
-        return DeltaTable(table, storage_options)
-    raise InvalidArgumentError(f"table must be a DeltaTable or a path/URI string, got {type(table).__name__}")

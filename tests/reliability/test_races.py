@@ -369,17 +369,19 @@ def test_cleanup_tolerates_log_files_vanishing_while_it_plans(templates, monkeyp
         open(victim, "wb").close()
     else:
         victim = os.path.join(log_dir, f"{0:020d}.json")
-    real = DeltaTable.list_log
+    import deltalog.log_cleanup as cleanup_module
+
+    real = cleanup_module.list_log
     calls = []
 
-    def listing_then_vanish(self):
-        listing = real(self)
+    def listing_then_vanish(storage):
+        listing = real(storage)
         calls.append(1)
         if len(calls) == 1:
             os.unlink(victim)  # after the listing, before cleanup looks at the file
         return listing
 
-    monkeypatch.setattr(DeltaTable, "list_log", listing_then_vanish)
+    monkeypatch.setattr(cleanup_module, "list_log", listing_then_vanish)
     result = cleanup_log(path)
     assert result.num_deleted > 0 and result.oldest_version_kept == info["keep_from"]
     assert cleanup_log(path, dry_run=True).num_files == 0

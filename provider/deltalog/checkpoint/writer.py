@@ -51,10 +51,8 @@ from deltalog.errors import (
 from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
 from deltalog.log.checkpoint_reader import read_protocol_and_metadata
-from deltalog.log.listing import (
-    SIDECARS_DIR,
-    LogListing,
-)
+from deltalog.log.listing import SIDECARS_DIR, LogListing, list_log
+from deltalog.log.load import snapshot_at
 from deltalog.log.replay import array_from_python, int64_array
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
@@ -68,7 +66,7 @@ from deltalog.protocol.properties import (
 )
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table, table_for_storage
+from deltalog.storage.table_ref import TableRef, table_storage
 
 log = logging.getLogger(__name__)
 
@@ -513,7 +511,7 @@ class CheckpointResult:
 
 
 def create_checkpoint(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     version: int | None = None,
     now_ms: int | None = None,
@@ -527,23 +525,24 @@ def create_checkpoint(
     When a complete checkpoint of the same kind already exists at the version, it is
     checked and reused (``already_existed``), so a rerun after a crash only repairs
     ``_last_checkpoint``. ``now_ms`` fixes the clock for tombstone expiry (tests).
+    ``table`` may also be a ``Storage``: the post-commit checkpoint passes the committer's.
     """
     started = time.perf_counter()
-    dt = as_table(table, storage_options)
+    storage = table_storage(table, storage_options)
     if version is not None and (not isinstance(version, int) or isinstance(version, bool) or version < 0):
         raise InvalidArgumentError(f"version must be a non-negative integer, got {version!r}")
     if sidecar_max_actions < 1:
         raise InvalidArgumentError(f"sidecar_max_actions must be at least 1, got {sidecar_max_actions}")
-    listing = dt.list_log()
+    listing = list_log(storage)
     latest_version = listing.latest_version
     assert latest_version is not None
     if version is None or version == latest_version:
-        snapshot = dt.snapshot(listing=listing)
+        snapshot = snapshot_at(storage, listing=listing)
         latest_protocol, latest_config = snapshot.protocol, snapshot.metadata.configuration
     else:
-        latest_protocol, latest_metadata = read_protocol_and_metadata(dt.storage, listing)
+        latest_protocol, latest_metadata = read_protocol_and_metadata(storage, listing)
         latest_config = latest_metadata.configuration
-        snapshot = dt.snapshot(version, listing=listing)
+        snapshot = snapshot_at(storage, version, listing=listing)
     check_writable(latest_protocol, "write a checkpoint", Operation.CHECKPOINT, latest_config)
     check_writable(
         snapshot.protocol,
@@ -568,12 +567,12 @@ def create_checkpoint(
             "wrote a classic checkpoint"
         )
 
-    existing = _existing_checkpoint(dt.storage, listing, snapshot.version, kind)
+    existing = _existing_checkpoint(storage, listing, snapshot.version, kind)
     if existing is not None:
         result = existing
     else:
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        writer = _CheckpointWriter(dt.storage, snapshot, now, warnings)
+        writer = _CheckpointWriter(storage, snapshot, now, warnings)
         result = writer.write_v2(sidecar_max_actions) if kind == "v2" else writer.write_classic()
     result = dataclasses.replace(
         result, warnings=warnings + result.warnings, duration_seconds=round(time.perf_counter() - started, 3)
@@ -811,7 +810,7 @@ def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] |
     """Post-commit: checkpoint the committed version when ``delta.checkpointInterval`` says so."""
     if result.noop or not checkpoint_due(hook_configuration(result), result.version):
         return None
-    return create_checkpoint(table_for_storage(storage), version=result.version).to_dict()
+    return create_checkpoint(storage, version=result.version).to_dict()
 
 
 #: Post-commit hook (see ``deltalog.post_commit``).

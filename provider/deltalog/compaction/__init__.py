@@ -26,8 +26,10 @@ from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, pla
 from deltalog.compaction.purge import check_share
 from deltalog.compaction.result import CompactionProgress, CompactionResult
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationCancelledError
+from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.filesystem import Storage
+from deltalog.storage.table_ref import TableRef, table_storage
 
 __all__ = [
     "Bin",
@@ -54,7 +56,7 @@ def _batches(bins: list[Bin], size: int | None) -> list[list[Bin]]:
 
 
 def compact(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     target_size: int | str | None = None,
     where: str | None = None,
@@ -112,13 +114,13 @@ def compact(
         raise InvalidArgumentError(f"bins_per_commit must be a positive integer, got {bins_per_commit!r}")
     if deadline is not None and engine != "local":
         raise InvalidArgumentError("a time budget (deadline) stops between bins of the local engine only")
-    dtable = as_table(table, storage_options)
+    storage = table_storage(table, storage_options)
     snapshot = None
     if plan is None:
-        snapshot = dtable.snapshot()
+        snapshot = snapshot_at(storage)
         plan = plan_from_snapshot(
             snapshot,
-            dtable.uri,
+            storage.uri,
             target_size,
             where,
             min_files,
@@ -131,10 +133,10 @@ def compact(
         )
     else:
         # A plan made elsewhere: check this engine may compact the table before any file is written.
-        check_compactable(dtable.snapshot(), engine)
+        check_compactable(snapshot_at(storage), engine)
     progress = CompactionProgress(engine)
     if plan_only or not plan.bins:
-        return progress.result(dtable.uri, plan, time.perf_counter() - started, plan_only=plan_only)
+        return progress.result(storage.uri, plan, time.perf_counter() - started, plan_only=plan_only)
     options = local_options or LocalOptions(max_workers=max_workers)
     if deadline is not None and bins_per_commit is None:
         bins_per_commit = 1
@@ -145,19 +147,19 @@ def compact(
 
         check_spark_can_rewrite(plan)
         t0 = time.perf_counter()
-        outputs, skipped = run_spark(dtable.storage, plan, cancel=cancel, **(spark_options or {}))
+        outputs, skipped = run_spark(storage, plan, cancel=cancel, **(spark_options or {}))
         progress.engine_seconds = time.perf_counter() - t0
         progress.skipped.extend(skipped)
         work = _ready_batches(plan, outputs, bins_per_commit)
     else:
         work = [(batch, None) for batch in _batches(plan.bins, bins_per_commit)]
     _commit_work(
-        dtable, plan, work, progress, options, snapshot=snapshot, run_hooks=run_hooks, cancel=cancel, deadline=deadline
+        storage, plan, work, progress, options, snapshot=snapshot, run_hooks=run_hooks, cancel=cancel, deadline=deadline
     )
-    result = progress.result(dtable.uri, plan, time.perf_counter() - started)
+    result = progress.result(storage.uri, plan, time.perf_counter() - started)
     log.info(
         "compaction of %s: %d commit(s), %d of %d bins committed, %d skipped in %.2fs",
-        dtable.uri,
+        storage.uri,
         len(result.commits),
         len(result.committed_bins),
         len(plan.bins),
@@ -177,7 +179,7 @@ def _purge_share(purge: bool, min_deleted_share: float | None, engine: str) -> f
 
 
 def commit_outputs(
-    table: DeltaTable | str,
+    table: TableRef,
     plan: CompactionPlan,
     outputs: list[BinOutput],
     skipped: list[BinSkipped] | tuple[BinSkipped, ...] = (),
@@ -198,12 +200,12 @@ def commit_outputs(
     """
     started = time.perf_counter()
     require_bools(run_hooks=run_hooks)
-    dtable = as_table(table, storage_options)
+    storage = table_storage(table, storage_options)
     progress = CompactionProgress(engine, skipped=list(skipped), engine_seconds=engine_seconds)
     if plan.bins:
         work = _ready_batches(plan, outputs, bins_per_commit)
-        _commit_work(dtable, plan, work, progress, LocalOptions(), snapshot=None, run_hooks=run_hooks, cancel=cancel)
-    return progress.result(dtable.uri, plan, time.perf_counter() - started)
+        _commit_work(storage, plan, work, progress, LocalOptions(), snapshot=None, run_hooks=run_hooks, cancel=cancel)
+    return progress.result(storage.uri, plan, time.perf_counter() - started)
 
 
 def _ready_batches(
@@ -214,7 +216,7 @@ def _ready_batches(
 
 
 def _commit_work(
-    dtable: DeltaTable,
+    storage: Storage,
     plan: CompactionPlan,
     work: list[tuple[list[Bin], list[BinOutput] | None]],
     result: CompactionProgress,
@@ -235,32 +237,32 @@ def _commit_work(
         if ready is None and deadline is not None and time.monotonic() >= deadline:
             later = [b for bins, _ in work[i:] for b in bins]
             result.skipped.extend(BinSkipped(b.id, "deferred: the time budget is spent", "deferred") for b in later)
-            log.info("compaction of %s: time budget spent, %d bins deferred to the next run", dtable.uri, len(later))
+            log.info("compaction of %s: time budget spent, %d bins deferred to the next run", storage.uri, len(later))
             return
         if cancel is not None and cancel.is_set():
-            _stop(dtable, work, i, result, "cancelled before this bin was committed")
+            _stop(storage, work, i, result, "cancelled before this bin was committed")
             if not result.commits:
-                raise OperationCancelledError(f"compaction of {dtable.uri} was cancelled; nothing was committed")
+                raise OperationCancelledError(f"compaction of {storage.uri} was cancelled; nothing was committed")
             result.error = "cancelled"
             return
         if ready is None:
             t0 = time.perf_counter()
-            ready, skipped = run_local(dtable.storage, plan, batch, options, cancel=cancel)
+            ready, skipped = run_local(storage, plan, batch, options, cancel=cancel)
             result.engine_seconds += time.perf_counter() - t0
             result.skipped.extend(skipped)
         if not ready:
             continue
         try:
             record, lost = commit_bins(
-                dtable, plan, ready, engine=result.engine, snapshot=snapshot, run_hooks=run_hooks
+                storage, plan, ready, engine=result.engine, snapshot=snapshot, run_hooks=run_hooks
             )
             snapshot = None  # after our own commit the table has moved on
         except DeltaLogError as exc:
             # Nothing of this batch landed; later batches are not attempted.
             if not result.commits:
-                discard(dtable.storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
+                discard(storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
                 raise
-            _stop(dtable, work, i, result, f"not committed: {exc}", include_current=True)
+            _stop(storage, work, i, result, f"not committed: {exc}", include_current=True)
             result.error = str(exc)
             return
         result.skipped.extend(lost)
@@ -270,7 +272,7 @@ def _commit_work(
 
 
 def _stop(
-    dtable: DeltaTable,
+    storage: Storage,
     work: list[tuple[list[Bin], list[BinOutput] | None]],
     i: int,
     result: CompactionProgress,
@@ -279,8 +281,8 @@ def _stop(
     include_current: bool = False,
 ) -> None:
     """Give up on batches ``i`` onwards: delete their rewritten files, report their bins as aborted."""
-    discard(dtable.storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
+    discard(storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
     if not include_current:
-        discard(dtable.storage, work[i][1] or [])
+        discard(storage, work[i][1] or [])
     aborted = [b for later, _ in work[i:] for b in later]
     result.skipped.extend(BinSkipped(b.id, reason, "aborted") for b in aborted)

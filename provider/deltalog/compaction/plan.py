@@ -31,13 +31,14 @@ from deltalog.compaction.purge import check_share, purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
 from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
 from deltalog.log.actions import dv_unique_id
+from deltalog.log.load import snapshot_at
 from deltalog.log.replay import int64_array
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.table_ref import TableRef, table_storage
 
 log = logging.getLogger(__name__)
 
@@ -512,7 +513,7 @@ def plan_from_snapshot(
 
 
 def plan_compaction(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     target_size: int | str | None = None,
     where: str | None = None,
@@ -530,10 +531,10 @@ def plan_compaction(
     ``engine`` (``"local"``/``"spark"``, or None: whichever runs it) checks that engine's
     protocol support first.
     """
-    dtable = as_table(table, storage_options)
+    storage = table_storage(table, storage_options)
     return plan_from_snapshot(
-        dtable.snapshot(),
-        dtable.uri,
+        snapshot_at(storage),
+        storage.uri,
         target_size,
         where,
         min_files,

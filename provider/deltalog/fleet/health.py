@@ -30,7 +30,8 @@ from deltalog.errors import DeltaLogError
 from deltalog.fleet.discover import FoundTable
 from deltalog.health import TableHealth, compute_health
 from deltalog.log.listing import LogListing
-from deltalog.table import DeltaTable
+from deltalog.log.load import snapshot_at
+from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +105,10 @@ def measure_table(
     """
     t0 = time.perf_counter()
     try:
-        table = DeltaTable(uri, storage_options)
-        snapshot = table.snapshot(listing=listing)
+        storage = Storage(uri, storage_options)
+        snapshot = snapshot_at(storage, listing=listing)
         health = compute_health(snapshot, target=target_size)
-        due = maintenance_due(table, snapshot, target_size=target_size)
+        due = maintenance_due(storage, snapshot, target_size=target_size)
         dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
         num_dv = int(pc.sum(pc.is_valid(dv)).as_py() or 0) if dv is not None else 0
     except (DeltaLogError, OSError) as exc:

@@ -40,7 +40,7 @@ from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.transaction import Transaction
 from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs
 from deltalog.vacuum.paths import HiddenRule, PathResolver
@@ -125,7 +125,7 @@ def write_cursor(storage: Storage, version: int) -> None:
 
 
 def execute_vacuum(
-    table: DeltaTable | str,
+    table: TableRef,
     plan: VacuumPlan,
     *,
     max_workers: int = DEFAULT_MAX_WORKERS,
@@ -143,8 +143,7 @@ def execute_vacuum(
     require_workers(max_workers)
     if isinstance(table, str) and storage_options is None and plan.snapshot is not None:
         storage_options = plan.snapshot.storage.storage_options
-    dt = as_table(table, storage_options)
-    storage = dt.storage
+    storage = table_storage(table, storage_options)
     if plan.snapshot is None:
         raise OperationRefusedError("this vacuum plan carries no snapshot (was it rebuilt from JSON?); plan again")
     if storage.uri != plan.table_uri:
@@ -253,7 +252,7 @@ def execute_vacuum(
 
 
 def vacuum(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     retention_hours: float | None = None,
     mode: str = "full",
@@ -272,9 +271,9 @@ def vacuum(
     """
     t0 = time.perf_counter()
     require_bools(dry_run=dry_run, allow_short_retention=allow_short_retention, full_fallback=full_fallback)
-    dt = as_table(table, storage_options)
+    storage = table_storage(table, storage_options)
     plan = plan_vacuum(
-        dt,
+        storage,
         retention_hours=retention_hours,
         mode=mode,
         allow_short_retention=allow_short_retention,
@@ -284,4 +283,4 @@ def vacuum(
     )
     if dry_run:
         return result_of_plan(plan, time.perf_counter() - t0)
-    return execute_vacuum(dt, plan, max_workers=max_workers, cancel=cancel)
+    return execute_vacuum(storage, plan, max_workers=max_workers, cancel=cancel)

@@ -26,12 +26,13 @@ from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.log.history import format_ms
-from deltalog.log.listing import LogListing
+from deltalog.log.listing import LogListing, list_log
+from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuum.inventory import read_inventory
 from deltalog.vacuum.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
@@ -379,7 +380,7 @@ def _plan_lite(
 
 
 def plan_vacuum(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
     retention_hours: float | None = None,
     mode: str = "full",
@@ -411,10 +412,9 @@ def plan_vacuum(
     require_workers(max_workers)
     if now_ms is not None and (isinstance(now_ms, bool) or not isinstance(now_ms, int)):
         raise InvalidArgumentError(f"now_ms must be milliseconds since the epoch (an int), got {now_ms!r}")
-    dt = as_table(table, storage_options)
-    storage = dt.storage
-    listing = dt.list_log()
-    snapshot = dt.snapshot(listing=listing)
+    storage = table_storage(table, storage_options)
+    listing = list_log(storage)
+    snapshot = snapshot_at(storage, listing=listing)
     check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
     rule = HiddenRule.for_metadata(snapshot.metadata)

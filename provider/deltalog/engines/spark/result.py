@@ -23,7 +23,7 @@ from deltalog.compaction.plan import CompactionPlan
 from deltalog.errors import EngineError
 from deltalog.protocol.parquet_layout import from_log_path, to_log_path
 from deltalog.storage.filesystem import Storage
-from deltalog.table import DeltaTable, as_table
+from deltalog.storage.table_ref import TableRef, table_storage
 
 
 def outputs_from_request(
@@ -83,7 +83,7 @@ def outputs_from_request(
 
 
 def commit_spark_result(
-    table: DeltaTable | str,
+    table: TableRef,
     plan: CompactionPlan,
     request: dict[str, Any],
     *,
@@ -95,10 +95,10 @@ def commit_spark_result(
     storage_options: dict[str, Any] | None = None,
 ) -> CompactionResult:
     """Commit the Spark job's ``request`` for ``plan`` (``failures``: the bins the job reported failed)."""
-    dtable = as_table(table, storage_options)
-    outputs, skipped = outputs_from_request(dtable.storage, plan, request, failures or [])
+    storage = table_storage(table, storage_options)
+    outputs, skipped = outputs_from_request(storage, plan, request, failures or [])
     return commit_outputs(
-        dtable,
+        storage,
         plan,
         outputs,
         skipped,
