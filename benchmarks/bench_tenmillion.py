@@ -57,9 +57,9 @@ OURS_PRELOAD = [
     "pyarrow.json",
     "pandas",
     "deltalog.table",
-    "deltalog.checkpoint",
+    "deltalog.log_maintenance",
     "deltalog.vacuum",
-    "deltalog.log_cleanup",
+    "deltalog.log_maintenance.log_cleanup",
     "deltalog.health",
 ]
 THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
@@ -86,7 +86,7 @@ def deltalake_snapshot(path: str) -> dict[str, Any]:
 
 
 def ours_checkpoint(path: str) -> dict[str, Any]:
-    from deltalog.checkpoint import create_checkpoint
+    from deltalog.log_maintenance import create_checkpoint
 
     r = create_checkpoint(path)
     return {"version": r.version, "kind": r.kind}
@@ -120,7 +120,7 @@ def deltalake_vacuum(path: str, inventory: str) -> dict[str, Any]:
 
 
 def ours_cleanup(path: str) -> dict[str, Any]:
-    from deltalog.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
 
     before = len(os.listdir(os.path.join(path, "_delta_log")))
     cleanup_log(path)

@@ -13,9 +13,9 @@ import time
 import uuid
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.transaction import Transaction
+from deltalog.log_maintenance import create_checkpoint
 from deltalog.protocol.table_protocol import Protocol
-from deltalog.transaction import Transaction
 from helpers import DEFAULT_SCHEMA, append, make_table, rows, write_data_file
 
 DAY_MS = 86_400_000

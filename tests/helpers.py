@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
+from deltalog.commit.transaction import CommitResult, Transaction
 from deltalog.log.actions import Metadata
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
-from deltalog.transaction import CommitResult, Transaction
 
 DEFAULT_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("part", pa.string())])
 

@@ -334,10 +334,10 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
 
 def run_step(name: str, path: str, spark: Any) -> Step:
     """Run one deltalog operation on ``path``; a deltalog error is a refusal (recorded with its line)."""
-    from deltalog.checkpoint import create_checkpoint
     from deltalog.compaction import compact
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
+    from deltalog.log_maintenance import create_checkpoint
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
     from deltalog.vacuum import vacuum
 
     try:

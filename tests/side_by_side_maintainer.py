@@ -23,10 +23,10 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.conflicts import ConflictError
 from deltalog.compaction import compact
-from deltalog.conflicts import ConflictError
-from deltalog.log_cleanup import cleanup_log
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.vacuum import vacuum
 
 VACUUM_HOURS = 1.0

@@ -37,11 +37,11 @@ from corrupt_log_helpers import (
     write_request,
 )
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import CorruptCheckpointError, CorruptLogError
 from deltalog.log.action_checks import check_action, check_table_metadata
+from deltalog.log_maintenance import create_checkpoint
 from deltalog.storage.filesystem import Storage
-from deltalog.transaction import Transaction
 
 pytestmark = pytest.mark.timeout(600)
 

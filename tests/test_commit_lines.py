@@ -34,10 +34,10 @@ from corrupt_log_helpers import (
     write_request,
 )
 from deltalog import DeltaTable
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import CorruptLogError
 from deltalog.log.commit_lines import lines_pass, parse_action
 from deltalog.storage.filesystem import Storage
-from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 
 pytestmark = pytest.mark.timeout(600)

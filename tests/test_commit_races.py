@@ -44,7 +44,7 @@ def worker_append(uri: str, options: dict[str, Any], worker: int, count: int, go
     import pyarrow.parquet as pq
 
     from deltalog import DeltaTable
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     table = DeltaTable(uri, options)
     storage = table.storage
@@ -77,7 +77,7 @@ def worker_crash(uri: str, mode: str) -> None:
     """Commit in a loop (big commits) until killed; ``mode`` kills itself at a chosen point instead."""
     import deltalog.storage.filesystem as storage_mod
     from deltalog import DeltaTable
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     if mode == "mid-write":
         real_write = storage_mod.Storage._write_temp

@@ -490,9 +490,9 @@ def test_decimal_stats_past_float_precision_are_compared_exactly(tmp_path) -> No
 def _variant_table(path: str, features: tuple[str, ...] = ("variantType",), config: dict | None = None) -> None:
     import uuid
 
+    from deltalog.commit.transaction import Transaction
     from deltalog.log.actions import Metadata
     from deltalog.storage.filesystem import Storage
-    from deltalog.transaction import Transaction
 
     schema_string = json.dumps(
         {

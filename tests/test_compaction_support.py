@@ -22,8 +22,8 @@ import pyarrow as pa
 from deltalake import QueryBuilder, write_deltalake
 
 from deltalog import DeltaTable
+from deltalog.commit.transaction import Transaction
 from deltalog.storage.filesystem import Storage
-from deltalog.transaction import Transaction
 
 RICH_SCHEMA = pa.schema(
     [

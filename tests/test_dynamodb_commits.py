@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.conflicts import ConflictError
+from deltalog.commit.conflicts import ConflictError
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError, StorageError
 from deltalog.storage.dynamodb_commits import CommitEntry, DynamoDBCommits, table_path_for

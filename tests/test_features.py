@@ -20,14 +20,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
 from deltalog.cli import main
 from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
 from deltalog.due import maintenance_due
 from deltalog.errors import OperationRefusedError, UnsupportedProtocolError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.protocol.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol, check_readable, check_writable

@@ -19,69 +19,25 @@ PACKAGE = os.path.join(REPO, "provider", "deltalog")
 
 #: Lowest first. A name stands for the module and, for a package, everything in it.
 LAYERS: list[tuple[str, list[str]]] = [
+    ("basics", ["_version", "errors", "result_contract", "_flags", "_arrow_utils"]),
+    ("storage", ["storage"]),
+    ("protocol", ["protocol"]),
+    ("log", ["log"]),
+    ("log_maintenance", ["log_maintenance"]),
+    ("commit", ["commit"]),
     (
-        "foundation",
-        [
-            "_version",
-            "errors",
-            "result_contract",
-            "_flags",
-            "storage",
-            "protocol",
-            "_arrow_utils",
-            "commit_result",
-            "engines.spark_packages",
-        ],
-    ),  # fmt: skip
-    (
-        "log",
-        [
-            "log",
-            "clustering",
-            "row_tracking",
-            "identity",
-            "hidden",
-            "row_rules",
-            "schema_enforcement",
-            "stats_check",
-            "conflicts",
-            "hooks",
-            "health",
-        ],
-    ),  # fmt: skip
-    ("table", ["table"]),
-    ("transaction", ["transaction"]),
-    (
-        "operations",
-        [
-            "checkpoint",
-            "log_cleanup",
-            "manifest",
-            "vacuum",
-            "compaction",
-            "convert",
-            "create",
-            "commit_request",
-            "due",
-            "post_commit",
-            "engines",
-            "iceberg_compat",
-        ],
-    ),  # fmt: skip
+        "write_checks",
+        ["clustering", "identity", "hidden", "row_rules", "schema_enforcement", "stats_check", "iceberg_compat"],
+    ),
+    ("engines", ["engines.spark_packages"]),
+    ("operations", ["vacuum", "compaction", "convert", "create", "commit_request", "engines"]),
+    ("maintenance", ["health", "due"]),
     ("fleet", ["fleet"]),
-    ("interface", ["cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py, the facade)
+    ("interface", ["table", "cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py)
 ]
 
 #: Deliberate imports up a layer, all inside functions (never at module level), and why.
-UPWARD = {
-    ("table", "vacuum"): "DeltaTable's methods delegate to the operations, which build on DeltaTable",
-    ("table", "compaction"): "the same",
-    ("table", "checkpoint"): "the same",
-    ("table", "log_cleanup"): "the same",
-    ("table", "manifest"): "the same",
-    ("table", "transaction"): "the same (DeltaTable.transaction)",
-    ("transaction", "post_commit"): "Transaction(post_commit_hooks=None) runs the standard hooks, which are operations",
-}
+UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, str]:
@@ -250,7 +206,7 @@ def test_module_map_covers_the_tree():
     assert missing == []
 
 
-@pytest.mark.parametrize("package", ["fleet", "engines/spark", "checkpoint", "cli"])
+@pytest.mark.parametrize("package", ["fleet", "engines/spark", "log_maintenance", "cli"])
 def test_package_rows_name_their_modules(package):
     """Where a package's row lists its modules, it lists them all and no others."""
     (text,) = [t for n, t in _map_rows() if n.rstrip("/") == package]

@@ -16,7 +16,7 @@ import pytest
 
 import deltalog
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.transaction import Transaction
 from deltalog.commit_request import commit_request
 from deltalog.compaction import commit_outputs, compact, plan_compaction
 from deltalog.convert import convert_to_delta
@@ -28,9 +28,9 @@ from deltalog.fleet.maintain import maintain_table
 from deltalog.fleet.run import run_fleet
 from deltalog.health import compute_health
 from deltalog.log.activity import find_new_commit
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
-from deltalog.transaction import Transaction
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.vacuum import execute_vacuum, plan_vacuum, vacuum
 
 #: method -> (the function it delegates to, its parameters the method does not take, renames).

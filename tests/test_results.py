@@ -85,7 +85,8 @@ def _hook(storage: Any, result: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> dict[type, Any]:
     """One real instance of every result class: the operations run on small real tables."""
-    from deltalog.checkpoint import create_checkpoint
+    from deltalog.commit.post_commit import PostCommitHook
+    from deltalog.commit.transaction import Transaction
     from deltalog.compaction import compact, plan_compaction
     from deltalog.compaction.purge import deletion_vector_health
     from deltalog.convert import convert_to_delta
@@ -95,12 +96,11 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.fleet.health import fleet_health
     from deltalog.fleet.maintain import settings_for
     from deltalog.fleet.run import run_fleet
-    from deltalog.hooks import PostCommitHook
     from deltalog.log.activity import find_new_commit
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
+    from deltalog.log_maintenance import create_checkpoint
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
     from deltalog.protocol.features import FEATURES
-    from deltalog.transaction import Transaction
     from deltalog.vacuum import plan_vacuum, vacuum
     from test_compaction_clustering import clustered
 
@@ -202,7 +202,7 @@ def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
 
 def _returned_classes(fn: Callable[..., Any]) -> set[type]:
     names = {cls.__name__: cls for cls in CLASSES.values()}
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     hint = inspect.signature(fn).return_annotation  # a string (postponed annotations): only it is resolved
     if isinstance(hint, str):

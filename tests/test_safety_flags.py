@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from deltalog import DeltaTable
 from deltalog._flags import require_bool
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
-from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 from vacuum_helpers import files_on_disk, log_files
 
@@ -53,8 +53,8 @@ def _entry_points(path: str):
     from deltalog.compaction import compact
     from deltalog.create import create_table
     from deltalog.fleet.maintain import maintain_table
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
     from deltalog.vacuum import plan_vacuum, vacuum
 
     table = DeltaTable(path)

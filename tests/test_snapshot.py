@@ -370,8 +370,8 @@ def test_reading_writes_nothing(tmp_path):
 
 
 def test_operations_refuse_a_table_argument_of_the_wrong_type(tmp_path):
-    from deltalog.checkpoint import create_checkpoint
     from deltalog.compaction import compact
+    from deltalog.log_maintenance import create_checkpoint
 
     for call in (lambda: create_checkpoint(tmp_path), lambda: compact(42)):
         with pytest.raises(InvalidArgumentError, match="must be a DeltaTable or a path/URI string"):

@@ -246,7 +246,7 @@ def test_a_file_removed_inside_the_window_is_kept_even_if_its_tombstone_looks_ex
     commit_at(table, now - 30 * DAY_MS, adds=[a])
     # Removed by a commit one day ago whose writer stamped a deletionTimestamp 30 days old (clock skew).
     txn_rm = dict(remove_of(a), deletionTimestamp=now - 30 * DAY_MS)
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     txn = Transaction(table.storage, table.snapshot(), operation="DELETE", run_hooks=False)
     txn.remove([txn_rm])
@@ -275,7 +275,7 @@ def test_in_flight_writer_files_survive_and_its_commit_succeeds(tmp_path):
         vacuum(path, **kwargs)
         for p in pending:
             assert p["path"] in files_on_disk(path)
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     txn = Transaction(table.storage, snapshot, operation="WRITE", run_hooks=False)
     txn.add(pending)

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
+from deltalog.commit.transaction import Transaction
 from deltalog.commit_request import commit_request
 from deltalog.errors import InvalidArgumentError, InvalidCommitRequestError, OperationRefusedError
-from deltalog.transaction import Transaction
 from deltalog.vacuum import plan_vacuum, vacuum
 from helpers import rows
 from vacuum_helpers import (

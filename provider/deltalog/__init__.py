@@ -35,14 +35,14 @@ _LAZY = {
     "execute_vacuum": "deltalog.vacuum",
     "compact": "deltalog.compaction",
     "plan_compaction": "deltalog.compaction",
-    "create_checkpoint": "deltalog.checkpoint",
-    "cleanup_log": "deltalog.log_cleanup",
-    "generate_manifest": "deltalog.manifest",
+    "create_checkpoint": "deltalog.log_maintenance",
+    "cleanup_log": "deltalog.log_maintenance.log_cleanup",
+    "generate_manifest": "deltalog.log_maintenance.manifest",
     "create_table": "deltalog.create",
     "convert_to_delta": "deltalog.convert",
-    "Transaction": "deltalog.transaction",
-    "CommitResult": "deltalog.commit_result",
-    "PostCommitHook": "deltalog.hooks",
+    "Transaction": "deltalog.commit.transaction",
+    "CommitResult": "deltalog.commit.result",
+    "PostCommitHook": "deltalog.commit.post_commit",
 }
 
 

@@ -38,6 +38,13 @@ import pyarrow.parquet as pq
 
 from deltalog import clustering, identity
 from deltalog._flags import require_bools
+from deltalog.commit.transaction import (
+    DEFAULT_MAX_ATTEMPTS,
+    ISOLATION_LEVELS,
+    CommitResult,
+    Transaction,
+    partition_keys,
+)
 from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.hidden import HiddenRule
 from deltalog.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
@@ -52,7 +59,6 @@ from deltalog.schema_enforcement import check_file_schema
 from deltalog.stats_check import check_claimed_stats, parse_stats
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.transaction import DEFAULT_MAX_ATTEMPTS, ISOLATION_LEVELS, CommitResult, Transaction, partition_keys
 
 log = logging.getLogger(__name__)
 

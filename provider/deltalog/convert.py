@@ -32,6 +32,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from deltalog.commit.transaction import Transaction
 from deltalog.create import choose_protocol, required_features
 from deltalog.errors import (
     CommitFailedError,
@@ -54,7 +55,6 @@ from deltalog.protocol.schema import arrow_field_to_delta, arrow_schema_to_schem
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.schema_enforcement import check_file_schema
 from deltalog.storage.filesystem import FileInfo, Storage
-from deltalog.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog._flags import require_bools
-from deltalog.commit_result import CommitResult
+from deltalog.commit.result import CommitResult
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
 from deltalog.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 from deltalog.log.actions import Metadata
@@ -32,7 +33,6 @@ from deltalog.protocol.properties import validate_table_properties
 from deltalog.protocol.schema import arrow_schema_to_schema_string, has_timestamp_ntz
 from deltalog.protocol.table_protocol import FeatureRequirements, Protocol, check_writable
 from deltalog.storage.filesystem import Storage
-from deltalog.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

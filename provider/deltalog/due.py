@@ -36,7 +36,7 @@ from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
-from deltalog.log_cleanup import _midnight_utc, cleanup_log
+from deltalog.log_maintenance.log_cleanup import _midnight_utc, cleanup_log
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
 from deltalog.protocol.table_protocol import check_writable

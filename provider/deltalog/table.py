@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from deltalog.checkpoint import CheckpointResult
+    from deltalog.commit.post_commit import PostCommitHook
+    from deltalog.commit.transaction import Transaction
     from deltalog.compaction import CompactionPlan, CompactionResult, LocalOptions
-    from deltalog.hooks import PostCommitHook
-    from deltalog.log_cleanup import LogCleanupResult
-    from deltalog.manifest import ManifestResult
+    from deltalog.log_maintenance import CheckpointResult
+    from deltalog.log_maintenance.log_cleanup import LogCleanupResult
+    from deltalog.log_maintenance.manifest import ManifestResult
     from deltalog.protocol.features import Operation
-    from deltalog.transaction import Transaction
     from deltalog.vacuum import VacuumResult
 
 
@@ -165,20 +165,20 @@ class DeltaTable:
     def create_checkpoint(
         self, *, version: int | None = None, now_ms: int | None = None, sidecar_max_actions: int = 50_000
     ) -> CheckpointResult:
-        """Write a checkpoint (of ``version``, default the latest); see :func:`deltalog.checkpoint.create_checkpoint`."""
-        from deltalog.checkpoint import create_checkpoint
+        """Write a checkpoint (of ``version``, default the latest); see :func:`deltalog.log_maintenance.create_checkpoint`."""
+        from deltalog.log_maintenance import create_checkpoint
 
         return create_checkpoint(self, version=version, now_ms=now_ms, sidecar_max_actions=sidecar_max_actions)
 
     def cleanup_log(self, *, dry_run: bool = False, now_ms: int | None = None) -> LogCleanupResult:
-        """Delete expired log files (``dry_run`` to only list them); see :func:`deltalog.log_cleanup.cleanup_log`."""
-        from deltalog.log_cleanup import cleanup_log
+        """Delete expired log files (``dry_run`` to only list them); see :func:`deltalog.log_maintenance.log_cleanup.cleanup_log`."""
+        from deltalog.log_maintenance.log_cleanup import cleanup_log
 
         return cleanup_log(self, dry_run=dry_run, now_ms=now_ms)
 
     def generate_manifest(self, *, full: bool = False, dry_run: bool = False) -> ManifestResult:
-        """Write symlink-format manifests; see :func:`deltalog.manifest.generate_manifest`."""
-        from deltalog.manifest import generate_manifest
+        """Write symlink-format manifests; see :func:`deltalog.log_maintenance.manifest.generate_manifest`."""
+        from deltalog.log_maintenance.manifest import generate_manifest
 
         return generate_manifest(self, full=full, dry_run=dry_run)
 
@@ -196,8 +196,8 @@ class DeltaTable:
         feature_operation: Operation | None = None,
         post_commit_hooks: Sequence[PostCommitHook] | None = None,
     ) -> Transaction:
-        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.transaction.Transaction`."""
-        from deltalog.transaction import Transaction
+        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.commit.transaction.Transaction`."""
+        from deltalog.commit.transaction import Transaction
 
         return Transaction(
             self.storage,

@@ -222,7 +222,7 @@ def test_hook_operator_and_trigger_on_s3_through_the_connection(monkeypatch, s3_
 
 
 def _commit_operation(table: DeltaTable, operation: str) -> None:
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     Transaction(table.storage, table.snapshot(), operation=operation).commit()
 
@@ -501,7 +501,7 @@ def test_call_core_passes_cancel_only_when_accepted():
 
 def test_kill_during_vacuum_planning_deletes_nothing(tmp_path, monkeypatch):
     import deltalog.vacuum as vacuum_module
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     table = make_table(str(tmp_path / "t"))
     append(table, rows(2))
@@ -796,7 +796,7 @@ def test_provider_info_serves_the_rest_providers_list():
 def test_kill_during_vacuum_deletes_stops_between_files(tmp_path, monkeypatch):
     """on_kill reaches the core: the delete loop stops at the next file, VACUUM END records it."""
     import deltalog.vacuum.delete as delete_module
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     table = make_table(str(tmp_path / "t"))
     for i in range(6):

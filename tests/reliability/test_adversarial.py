@@ -39,8 +39,8 @@ from hypothesis import strategies as st
 
 from deltalog import DeltaTable
 from deltalog.cli import build_parser
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 
 T = TypeVar("T")
@@ -250,8 +250,8 @@ def test_cli_arguments(pristine, tmp_path, monkeypatch, args):
 def _switches(path: str):
     from deltalog.commit_request import commit_request
     from deltalog.compaction import compact
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
     from deltalog.vacuum import vacuum
 
     return [

@@ -166,7 +166,7 @@ def test_a_commit_whose_response_is_lost_reports_the_version_it_landed_at(tmp_pa
     from reliability_support import rows
 
     from deltalog import DeltaTable
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
     from helpers import make_table, write_data_file
 
     make_table(str(tmp_path))

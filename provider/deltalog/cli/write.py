@@ -8,7 +8,7 @@ import fsspec
 import pyarrow.parquet as pq
 
 from deltalog.cli import emit, key_values
-from deltalog.commit_result import CommitResult
+from deltalog.commit.result import CommitResult
 from deltalog.errors import InvalidArgumentError
 
 

@@ -28,10 +28,11 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog import clustering
+from deltalog.commit.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
 from deltalog.compaction.purge import REORG_OPERATION, purge_operation
-from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
 from deltalog.log.actions import dv_unique_id
 from deltalog.log.listing import list_log
@@ -41,7 +42,6 @@ from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.parquet_layout import iceberg_compat_version
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog import clustering, row_tracking
+from deltalog import clustering
+from deltalog.commit import row_tracking
 from deltalog.compaction.liquid import ClusteringSpec, check_full, clustering_spec, pack_cubes, select_for_clustering
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import check_share, purge_mask

@@ -38,7 +38,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from deltalog._flags import require_bools
-from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import compact
 from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
@@ -46,8 +45,9 @@ from deltalog.fleet.health import TableReport
 from deltalog.fleet.lease import acquire_lease
 from deltalog.health import compute_health
 from deltalog.log.load import snapshot_at
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import ENABLED_PROPERTY, generate_manifest
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
 from deltalog.protocol.properties import config_bool
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuum import vacuum

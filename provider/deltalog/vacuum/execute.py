@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum, count_true
 from deltalog._flags import require_bools, require_workers
-from deltalog.commit_result import CommitResult
+from deltalog.commit.result import CommitResult
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import (
     CommitFailedError,
     DeltaLogError,
@@ -41,7 +42,6 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.transaction import Transaction
 from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs
 from deltalog.vacuum.paths import HiddenRule, PathResolver
 from deltalog.vacuum.plan import (

@@ -20,21 +20,53 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from deltalog.commit.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
+from deltalog.commit.row_tracking import parse_high_water_mark
 from deltalog.errors import CommitFailedError, CorruptLogError, StorageError
 from deltalog.log.action_checks import check_txn
 from deltalog.log.actions import as_dict
 from deltalog.log.commit_lines import parse_commit
 from deltalog.log.listing import commit_name
+from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
-from deltalog.row_tracking import DOMAIN as ROW_TRACKING_DOMAIN
-from deltalog.row_tracking import parse_high_water_mark
 from deltalog.storage.filesystem import Storage
 
-if TYPE_CHECKING:
-    from deltalog.transaction import Transaction
+#: A read predicate: partition column -> value (or a collection of values), or a
+#: callable that gets a file's partitionValues and says whether the read covered it.
+ReadPredicate = dict[str, Any] | Callable[[dict[str, Any]], bool]
+
+
+class PendingCommit(Protocol):
+    """What the conflict rules read of a transaction (``deltalog.commit.transaction.Transaction``
+    has it): declared here so the transaction imports these rules and nothing imports it back."""
+
+    @property
+    def storage(self) -> Storage: ...
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+    @property
+    def operation(self) -> str: ...
+    @property
+    def txn_id(self) -> str: ...
+    @property
+    def app_id(self) -> str | None: ...
+    @property
+    def app_version(self) -> int | None: ...
+    @property
+    def removes(self) -> list[dict[str, Any]]: ...
+    @property
+    def domain_updates(self) -> list[dict[str, Any]]: ...
+    @property
+    def read_whole_table(self) -> bool: ...
+    @property
+    def read_predicates(self) -> list[ReadPredicate]: ...
+    @property
+    def read_file_paths(self) -> set[str]: ...
+    def effective_isolation_level(self) -> str: ...
 
 
 class ConflictError(CommitFailedError):
@@ -184,7 +216,7 @@ def read_fresh(storage: Storage, path: str) -> bytes:
         raise StorageError(f"cannot read {path}: {exc}") from None
 
 
-def read_winning_commits(txn: Transaction, first_version: int) -> list[WinningCommit]:
+def read_winning_commits(txn: PendingCommit, first_version: int) -> list[WinningCommit]:
     """Every commit from ``first_version`` on, in order, up to the first version not yet written."""
     out: list[WinningCommit] = []
     version = first_version
@@ -211,7 +243,7 @@ def _matches(partition_values: dict[str, Any], predicate: Any) -> bool:
     return True
 
 
-def check_conflicts(txn: Transaction, taken_version: int) -> ConflictCheck:
+def check_conflicts(txn: PendingCommit, taken_version: int) -> ConflictCheck:
     """Check every commit from ``taken_version`` on against ``txn``.
 
     Returns where to retry (or that the work is already done); raises a
@@ -241,7 +273,7 @@ def check_conflicts(txn: Transaction, taken_version: int) -> ConflictCheck:
     return check
 
 
-def _check_one(txn: Transaction, w: WinningCommit) -> None:
+def _check_one(txn: PendingCommit, w: WinningCommit) -> None:
 
     isolation = txn.effective_isolation_level()
     if w.protocol:

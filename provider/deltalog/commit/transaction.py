@@ -3,7 +3,7 @@
 A transaction records what it read (files, partition predicates, the whole
 table) so that, when another writer wins the race for the next version, the
 winning commits can be checked against Delta's conflict rules
-(:mod:`deltalog.conflicts`) and the same actions retried at the next free
+(:mod:`deltalog.commit.conflicts`) and the same actions retried at the next free
 version. Only the winning commits are read on a lost race, never the whole
 snapshot again, so a retry costs one small read per winner.
 
@@ -21,14 +21,15 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from deltalog import row_tracking
 from deltalog._flags import require_bools
 from deltalog._version import __version__
-from deltalog.commit_result import CommitResult
-from deltalog.conflicts import check_conflicts, read_fresh
+from deltalog.commit import row_tracking
+from deltalog.commit.conflicts import ReadPredicate, check_conflicts, read_fresh
+from deltalog.commit.post_commit import PostCommitHook, run_post_commit_hooks
+from deltalog.commit.result import CommitResult
 from deltalog.errors import (
     CommitFailedError,
     CommitOutcomeUnknownError,
@@ -37,7 +38,6 @@ from deltalog.errors import (
     StorageError,
     TableAlreadyExistsError,
 )
-from deltalog.hooks import PostCommitHook, run_post_commit_hooks
 from deltalog.log.actions import Metadata, file_key, to_json_line
 from deltalog.log.listing import commit_name
 from deltalog.log.snapshot import Snapshot
@@ -63,10 +63,6 @@ _MAX_UNREADABLE = 5
 ICT_ENABLED = "delta.enableInCommitTimestamps"
 ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
 ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
-
-#: A read predicate: partition column -> value (or a collection of values), or a
-#: callable that gets a file's partitionValues and says whether the read covered it.
-ReadPredicate = dict[str, Any] | Callable[[dict[str, Any]], bool]
 
 
 def _backoff(attempt: int, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
@@ -129,7 +125,8 @@ class Transaction:
         self.max_attempts = max_attempts
         self.single_writer = single_writer
         self.run_hooks = run_hooks
-        #: What runs after a landed commit (``run_hooks``): None = ``deltalog.post_commit.standard_hooks()``.
+        #: What runs after a landed commit (``run_hooks``): None = the standard hooks
+        #: (``deltalog.commit.standard_post_commit.standard_hooks()``: checkpoint, log cleanup, manifests).
         self.post_commit_hooks = list(post_commit_hooks) if post_commit_hooks is not None else None
         self.allow_system_domains = allow_system_domains
         self.feature_operation = feature_operation
@@ -446,7 +443,7 @@ class Transaction:
     def commit(self, operation_metrics: dict[str, Any] | None = None) -> CommitResult:
         """Write the staged actions as the next version, retrying on lost races.
 
-        Raises a :class:`deltalog.conflicts.ConflictError` subclass when a winning
+        Raises a :class:`deltalog.commit.conflicts.ConflictError` subclass when a winning
         commit invalidates this one, CommitFailedError when every attempt lost, and
         returns a no-op result when the app transaction was already committed.
         """
@@ -580,9 +577,9 @@ class Transaction:
         if self.run_hooks:
             hooks = self.post_commit_hooks
             if hooks is None:
-                # The standard hooks live with the operations they run (checkpoint, log cleanup,
-                # manifests); they are looked up here, when a commit first needs them.
-                from deltalog.post_commit import standard_hooks
+                # Imported when a commit first needs them: they load the checkpoint writer, log
+                # cleanup and manifests (below this layer), which a transaction's import should not.
+                from deltalog.commit.standard_post_commit import standard_hooks
 
                 hooks = standard_hooks()
             result = dataclasses.replace(result, hooks=run_post_commit_hooks(self.storage, result, hooks))

@@ -17,8 +17,9 @@ feature get a V2 checkpoint: a UUID-named JSON top-level file (checkpointMetadat
 protocol, metaData, txn, domainMetadata, sidecar) whose add/remove actions live in
 Parquet sidecars under ``_delta_log/_sidecars`` (at most ``SIDECAR_MAX_ACTIONS`` each).
 
-The module also defines the automatic checkpoint post-commit hook (``CHECKPOINT_HOOK``:
-``delta.checkpointInterval``, default 10, a checkpoint at every version divisible by it).
+The checkpoint a commit asks for (``delta.checkpointInterval``, default 10: a checkpoint
+at every version divisible by it) is this function called by the post-commit hook of
+``deltalog.commit.standard_post_commit`` on the committer's storage.
 """
 
 from __future__ import annotations
@@ -40,26 +41,27 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
-from deltalog.checkpoint.last import describe_checkpoint, last_checkpoint_document, update_last_checkpoint
-from deltalog.commit_result import CommitResult
 from deltalog.errors import (
     CorruptCheckpointError,
     InvalidArgumentError,
     OperationRefusedError,
     StorageError,
 )
-from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
 from deltalog.log.checkpoint_reader import read_protocol_and_metadata
 from deltalog.log.listing import SIDECARS_DIR, LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import array_from_python, int64_array
 from deltalog.log.snapshot import Snapshot
+from deltalog.log_maintenance.last_checkpoint import (
+    describe_checkpoint,
+    last_checkpoint_document,
+    update_last_checkpoint,
+)
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import CODEC_PROPERTY, DEFAULT_CODEC, PARQUET_CODECS
 from deltalog.protocol.properties import (
     DEFAULT_DELETED_FILE_RETENTION,
-    checkpoint_due,
     checkpoint_protection_version,
     config_bool,
     config_interval_ms,
@@ -803,17 +805,4 @@ def _existing_checkpoint(storage: Storage, listing: LogListing, version: int, ki
     return None
 
 
-# --- the automatic checkpoint hook ---------------------------------------------------------
-
-
-def _checkpoint_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
-    """Post-commit: checkpoint the committed version when ``delta.checkpointInterval`` says so."""
-    if result.noop or not checkpoint_due(hook_configuration(result), result.version):
-        return None
-    return create_checkpoint(storage, version=result.version).to_dict()
-
-
-#: Post-commit hook (see ``deltalog.post_commit``).
-CHECKPOINT_HOOK = PostCommitHook("checkpoint", _checkpoint_hook)
-
-__all__ = ["CHECKPOINT_HOOK", "CheckpointResult", "create_checkpoint"]
+__all__ = ["CheckpointResult", "create_checkpoint"]

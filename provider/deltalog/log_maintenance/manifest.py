@@ -36,15 +36,12 @@ import pyarrow.compute as pc
 
 from deltalog._flags import require_bools
 from deltalog._version import __version__
-from deltalog.commit_result import CommitResult
 from deltalog.errors import DeltaLogError, OperationRefusedError
-from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log.commit_lines import check_commits, parse_action
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.protocol.features import Operation
-from deltalog.protocol.properties import config_bool
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
@@ -351,17 +348,4 @@ def _remove_empty_parents(storage: Storage, partition: str) -> None:
         parts.pop()
 
 
-# --- the automatic refresh hook ------------------------------------------------------------
-
-
-def _manifest_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
-    """Post-commit: refresh the manifests incrementally when the table property asks for it."""
-    if result.noop or not config_bool(hook_configuration(result), ENABLED_PROPERTY, False):
-        return None
-    return generate_manifest(storage).summary()
-
-
-#: Post-commit hook (see ``deltalog.post_commit``).
-MANIFEST_HOOK = PostCommitHook("symlink_manifest", _manifest_hook)
-
-__all__ = ["ENABLED_PROPERTY", "MANIFEST_HOOK", "ManifestResult", "generate_manifest", "partition_dir"]
+__all__ = ["ENABLED_PROPERTY", "ManifestResult", "generate_manifest", "partition_dir"]

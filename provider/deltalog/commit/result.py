@@ -11,7 +11,7 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class HookResult:
+class PostCommitHookResult:
     """Outcome of one post-commit hook; a failed hook never fails the commit."""
 
     name: str
@@ -39,7 +39,7 @@ class CommitResult:
     reason: str | None = None
     num_actions: int = 0
     operation_metrics: dict[str, Any] = field(default_factory=dict)
-    hooks: list[HookResult] = field(default_factory=list)
+    hooks: list[PostCommitHookResult] = field(default_factory=list)
     isolation_level: str | None = None
     in_commit_timestamp: int | None = None
     app_id: str | None = None

@@ -12,7 +12,7 @@ every writer must
   re-committed ``add`` actions.
 
 The version and the mark are only known when an attempt is serialised (a lost race
-moves both), so :class:`deltalog.transaction.Transaction` calls :func:`assign` per
+moves both), so :class:`deltalog.commit.transaction.Transaction` calls :func:`assign` per
 attempt with the mark raised past any winner's. Row counts come from each add's
 ``numRecords`` statistic; an add without one cannot get IDs and is refused.
 

@@ -6,7 +6,8 @@ an error would make callers retry (and, without an app transaction, commit twice
 
 Hooks are explicit: a transaction runs the list it is given
 (``Transaction(..., post_commit_hooks=[...])``), or by default
-``deltalog.post_commit.standard_hooks()``; nothing is registered by importing a module.
+``deltalog.commit.standard_post_commit.standard_hooks()``; nothing is registered by importing a module.
+(These are Delta's post-commit hooks; the Airflow hooks of ``deltalog_provider`` are another thing.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deltalog.commit_result import CommitResult, HookResult
+from deltalog.commit.result import CommitResult, PostCommitHookResult
 from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)
@@ -31,18 +32,20 @@ class PostCommitHook:
     run: Callable[[Storage, CommitResult], Any]
 
 
-def run_post_commit_hooks(storage: Storage, result: CommitResult, hooks: Sequence[PostCommitHook]) -> list[HookResult]:
+def run_post_commit_hooks(
+    storage: Storage, result: CommitResult, hooks: Sequence[PostCommitHook]
+) -> list[PostCommitHookResult]:
     """Run ``hooks`` in order after ``result``'s commit; failures are reported, never raised."""
-    out: list[HookResult] = []
+    out: list[PostCommitHookResult] = []
     for hook in hooks:
         try:
             detail = hook.run(storage, result)
         except Exception as exc:  # noqa: BLE001 - a hook never fails a landed commit
             log.warning("post-commit hook %s failed after version %d: %s", hook.name, result.version, exc)
-            out.append(HookResult(hook.name, False, f"{type(exc).__name__}: {exc}"))
+            out.append(PostCommitHookResult(hook.name, False, f"{type(exc).__name__}: {exc}"))
             continue
         if detail is not None:
-            out.append(HookResult(hook.name, True, detail))
+            out.append(PostCommitHookResult(hook.name, True, detail))
     return out
 
 

@@ -37,20 +37,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog._flags import require_bools
-from deltalog.checkpoint import describe_checkpoint
-from deltalog.commit_result import CommitResult
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
-from deltalog.hooks import PostCommitHook, hook_configuration
 from deltalog.log.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
 from deltalog.log.commit_lines import check_commits, parse_action
 from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
 from deltalog.log.snapshot import read_commit_files
+from deltalog.log_maintenance.last_checkpoint import describe_checkpoint
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import (
     DAY_MS,
     DEFAULT_LOG_RETENTION,
-    checkpoint_due,
     checkpoint_protection_version,
     config_bool,
     config_interval_ms,
@@ -439,22 +436,4 @@ def _repoint_hint(storage: Storage, listing: LogListing, checkpoint: int) -> Non
     storage.write_atomic(storage.join("_delta_log", LAST_CHECKPOINT), json.dumps(doc, separators=(",", ":")).encode())
 
 
-# --- the automatic cleanup hook -----------------------------------------------------------
-
-
-def _cleanup_hook(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
-    """Post-commit: after an automatic checkpoint, delete what has expired (when enabled)."""
-    conf = hook_configuration(result)
-    if result.noop or not checkpoint_due(conf, result.version):
-        return None
-    if not config_bool(conf, "delta.enableExpiredLogCleanup", True):
-        return None
-    if result.version not in list_log(storage, read_hint=False).checkpoints:
-        return None  # the checkpoint hook did not write one (it reports why)
-    return cleanup_log(storage).summary()
-
-
-#: Post-commit hook (see ``deltalog.post_commit``).
-LOG_CLEANUP_HOOK = PostCommitHook("log_cleanup", _cleanup_hook)
-
-__all__ = ["LOG_CLEANUP_HOOK", "LogCleanupResult", "cleanup_log"]
+__all__ = ["LogCleanupResult", "cleanup_log"]
