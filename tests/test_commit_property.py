@@ -400,7 +400,7 @@ COMPONENTS = ["a", "p=1", "_p=1", "_q=1", "_change_data", "_change_data_x", ".tm
 )
 def test_commit_accepts_a_path_iff_the_shared_rule_calls_it_data(tmp_path, dirs, name) -> None:
     """One rule: a committed file is never in a place vacuum ignores, and nothing else is committed."""
-    from deltalog.hidden import HiddenRule
+    from deltalog.write_checks.hidden_paths import HiddenRule
 
     root = Place(str(tmp_path)).fresh()
     schema = pa.schema([("id", pa.int64()), ("_p", pa.string())])

@@ -349,8 +349,8 @@ def test_convert_keeps_underscore_partition_folders(tmp_path) -> None:
 
 
 def test_one_hidden_rule_for_vacuum_and_commit_requests() -> None:
-    from deltalog.hidden import HiddenRule
     from deltalog.vacuum import paths
+    from deltalog.write_checks.hidden_paths import HiddenRule
 
     assert paths.HiddenRule is HiddenRule
     rule = HiddenRule(["_p"])

@@ -279,7 +279,7 @@ def test_spark_engine_writes_iceberg_compatible_files(spark, tmp_path):
     import pyarrow.parquet as pq
 
     from deltalog.errors import OperationRefusedError
-    from deltalog.iceberg_compat import check_iceberg_file
+    from deltalog.write_checks.iceberg_compat import check_iceberg_file
 
     for version in (1, 2):
         path = str(tmp_path / f"v{version}")

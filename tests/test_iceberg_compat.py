@@ -199,7 +199,7 @@ def test_allow_list_rules():
     import pytest
 
     from deltalog.errors import InvalidArgumentError, OperationRefusedError
-    from deltalog.iceberg_compat import check_iceberg_schema
+    from deltalog.write_checks.iceberg_compat import check_iceberg_schema
 
     allowed = json.dumps(SCHEMA)
     check_iceberg_schema(allowed, ["p"], 2)  # arrays, maps, structs, long, string, date

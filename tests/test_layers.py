@@ -25,10 +25,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("log", ["log"]),
     ("log_maintenance", ["log_maintenance"]),
     ("commit", ["commit"]),
-    (
-        "write_checks",
-        ["clustering", "identity", "hidden", "row_rules", "schema_enforcement", "stats_check", "iceberg_compat"],
-    ),
+    ("write_checks", ["write_checks"]),
     ("engines", ["engines.spark_packages"]),
     ("operations", ["vacuum", "compaction", "convert", "create", "commit_request", "engines"]),
     ("maintenance", ["health", "due"]),

@@ -36,7 +36,6 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog import clustering, identity
 from deltalog._flags import require_bools
 from deltalog.commit.transaction import (
     DEFAULT_MAX_ATTEMPTS,
@@ -46,19 +45,20 @@ from deltalog.commit.transaction import (
     partition_keys,
 )
 from deltalog.errors import InvalidCommitRequestError, StorageError
-from deltalog.hidden import HiddenRule
-from deltalog.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.row_rules import RowRuleChecker
-from deltalog.schema_enforcement import check_file_schema
-from deltalog.stats_check import check_claimed_stats, parse_stats
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.write_checks import clustering, identity
+from deltalog.write_checks.claimed_stats import check_claimed_stats, parse_stats
+from deltalog.write_checks.hidden_paths import HiddenRule
+from deltalog.write_checks.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
+from deltalog.write_checks.row_rules import RowRuleChecker
+from deltalog.write_checks.schema_enforcement import check_file_schema
 
 log = logging.getLogger(__name__)
 

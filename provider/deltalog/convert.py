@@ -11,7 +11,7 @@ refused too.
 
 Hidden paths (a component starting with ``_`` or ``.``, e.g. ``_SUCCESS``,
 ``_temporary/``, ``.crc`` files) are skipped, as Delta readers skip them, by the
-rule of :mod:`deltalog.hidden`: a partition directory ``_p=x`` of a declared
+rule of :mod:`deltalog.write_checks.hidden_paths`: a partition directory ``_p=x`` of a declared
 partition column ``_p`` is data, not hidden. Partition values are written in
 their canonical form (:mod:`deltalog.protocol.partition_values`: ``d=1.5`` of a
 ``decimal(5,2)`` becomes ``"1.50"``); a value the type cannot hold is refused.
@@ -44,7 +44,6 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from deltalog.hidden import HiddenRule
 from deltalog.log.actions import Metadata
 from deltalog.log.listing import list_log
 from deltalog.protocol.features import Operation
@@ -53,8 +52,9 @@ from deltalog.protocol.parquet_layout import to_log_path
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
 from deltalog.protocol.table_protocol import check_writable
-from deltalog.schema_enforcement import check_file_schema
 from deltalog.storage.filesystem import FileInfo, Storage
+from deltalog.write_checks.hidden_paths import HiddenRule
+from deltalog.write_checks.schema_enforcement import check_file_schema
 
 log = logging.getLogger(__name__)
 

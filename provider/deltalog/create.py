@@ -25,7 +25,6 @@ from deltalog._flags import require_bools
 from deltalog.commit.result import CommitResult
 from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
-from deltalog.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 from deltalog.log.actions import Metadata
 from deltalog.log.listing import list_log
 from deltalog.protocol.features import Operation
@@ -33,6 +32,7 @@ from deltalog.protocol.properties import validate_table_properties
 from deltalog.protocol.schema import arrow_schema_to_schema_string, has_timestamp_ntz
 from deltalog.protocol.table_protocol import FeatureRequirements, Protocol, check_writable
 from deltalog.storage.filesystem import Storage
+from deltalog.write_checks.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from deltalog import clustering
 from deltalog.commit.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.commit.transaction import Transaction
 from deltalog.compaction.outcome import BinOutput, BinSkipped
@@ -42,6 +41,7 @@ from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.parquet_layout import iceberg_compat_version
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.write_checks import clustering
 
 log = logging.getLogger(__name__)
 

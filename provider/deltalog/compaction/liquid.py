@@ -35,9 +35,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog import clustering
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.log.snapshot import Snapshot
+from deltalog.write_checks import clustering
 
 #: ``clusteringProvider`` of files written by liquid clustering (Delta Spark's ``ClusteredTableUtils``).
 PROVIDER = "liquid"

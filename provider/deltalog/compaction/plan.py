@@ -24,7 +24,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog import clustering
 from deltalog.commit import row_tracking
 from deltalog.compaction.liquid import ClusteringSpec, check_full, clustering_spec, pack_cubes, select_for_clustering
 from deltalog.compaction.predicate import PartitionFilter, parse_where
@@ -40,6 +39,7 @@ from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_v
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.write_checks import clustering
 
 log = logging.getLogger(__name__)
 

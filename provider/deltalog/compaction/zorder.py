@@ -32,9 +32,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog import clustering
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.log.snapshot import Snapshot
+from deltalog.write_checks import clustering
 
 #: Bits of one column's rank in the interleaved key (all columns together fit 63 bits).
 MAX_BITS = 21

@@ -8,7 +8,7 @@ table-relative physical path here; when a log path could be read two ways
 by mistake costs bytes while deleting one by mistake loses data.
 
 The hidden-path rule (``HiddenRule``, re-exported here) lives in
-:mod:`deltalog.hidden`, shared with commit requests and convert.
+:mod:`deltalog.write_checks.hidden_paths`, shared with commit requests and convert.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 
 from deltalog._arrow_utils import any_substring
 from deltalog.errors import CorruptLogError, OperationRefusedError
-from deltalog.hidden import CHANGE_DATA_DIR, HiddenRule
 from deltalog.protocol.deletion_vectors import z85_decode
 from deltalog.storage.filesystem import Storage
+from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
 
 __all__ = ["CHANGE_DATA_DIR", "HiddenRule", "PathResolver", "dv_descriptor_path", "dv_file_path", "dv_paths_of"]
 

@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 from deltalog._arrow_utils import column_sum, count_true
 from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.hidden import partition_dir_names as hidden_partition_dir_names
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
@@ -40,6 +39,7 @@ from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
 from deltalog.vacuum.retained import RetainedState, retained_state, scan_commits
 from deltalog.vacuum.retention import Retention, resolve_retention
 from deltalog.vacuum.times import FLOOR_MS, plausible_times
+from deltalog.write_checks.hidden_paths import partition_dir_names as hidden_partition_dir_names
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class VacuumPlan:
 
 
 def partition_dir_names(snapshot: Snapshot) -> list[str]:
-    """Partition column names as directories may carry them (the shared rule of :mod:`deltalog.hidden`)."""
+    """Partition column names as directories may carry them (the shared rule of :mod:`deltalog.write_checks.hidden_paths`)."""
     return hidden_partition_dir_names(snapshot.metadata)
 
 

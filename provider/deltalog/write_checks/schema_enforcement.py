@@ -28,7 +28,7 @@ is read (plus, rarely, the one column whose nulls the footer cannot decide):
 Violations raise :class:`~deltalog.errors.DataFileMismatchError` naming the file,
 the column and both types. What a table promises about the rows themselves (CHECK
 constraints, invariants, generated columns, defaults) is checked on the data by
-:mod:`deltalog.row_rules`.
+:mod:`deltalog.write_checks.row_rules`.
 """
 
 from __future__ import annotations
