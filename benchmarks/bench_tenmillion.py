@@ -58,9 +58,9 @@ OURS_PRELOAD = [
     "pandas",
     "deltalog.table",
     "deltalog.log_maintenance",
-    "deltalog.vacuum",
+    "deltalog.vacuuming",
     "deltalog.log_maintenance.log_cleanup",
-    "deltalog.health",
+    "deltalog.maintenance.health",
 ]
 THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
 OPERATIONS = ("snapshot", "checkpoint", "health", "vacuum", "cleanup")
@@ -108,7 +108,7 @@ def ours_health(path: str) -> dict[str, Any]:
 
 
 def ours_vacuum(path: str, inventory: str) -> dict[str, Any]:
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     return {"files": vacuum(path, dry_run=True, inventory=inventory).plan.files.num_rows}
 

@@ -265,7 +265,7 @@ def commit_request_step(spark: Any, path: str) -> Step:
     import shutil
     import uuid
 
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     src, add = _live_file_without_dv(path)
     folder, _, name = src.rpartition("/")
@@ -300,8 +300,8 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
     one JVM for the whole run); the plan and the commit are deltalog's as in ``compact(engine="spark")``."""
     from deltalog.compaction import commit_outputs
     from deltalog.compaction.plan import plan_from_snapshot
-    from deltalog.engines.spark.compaction_job import SPARK_CONF, SparkBinRewriter, check_spark_can_rewrite
-    from deltalog.engines.spark.result import outputs_from_request
+    from deltalog.compaction.spark.commit import outputs_from_request
+    from deltalog.compaction.spark.job import SPARK_CONF, SparkBinRewriter, check_spark_can_rewrite
 
     table = DeltaTable(path)
     plan = plan_from_snapshot(table.snapshot(), table.uri, engine="spark")
@@ -338,7 +338,7 @@ def run_step(name: str, path: str, spark: Any) -> Step:
     from deltalog.log_maintenance import create_checkpoint
     from deltalog.log_maintenance.log_cleanup import cleanup_log
     from deltalog.log_maintenance.manifest import generate_manifest
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     try:
         if name == "commit request":
@@ -736,7 +736,7 @@ def deltalog_vacuum_plan(path: str, mode: str, hours: float | None) -> tuple[set
     """(files, directories) deltalog's plan would delete, table-relative and unescaped."""
     from urllib.parse import unquote
 
-    from deltalog.vacuum.plan import plan_vacuum
+    from deltalog.vacuuming.plan import plan_vacuum
 
     plan = plan_vacuum(path, retention_hours=hours, mode=mode, allow_short_retention=True)
     files = {unquote(p) for p in plan.files.column("path").to_pylist()}

@@ -27,7 +27,7 @@ from deltalog.commit.conflicts import ConflictError
 from deltalog.compaction import compact
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 
 VACUUM_HOURS = 1.0
 

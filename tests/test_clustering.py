@@ -10,9 +10,9 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
 from deltalog.errors import OperationRefusedError
+from deltalog.ingest import commit_request
 from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, rows, write_data_file
 

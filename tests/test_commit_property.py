@@ -36,9 +36,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.create import create_table
 from deltalog.errors import DataFileMismatchError, InvalidCommitRequestError
+from deltalog.ingest import commit_request
 
 pytestmark = pytest.mark.timeout(600)
 

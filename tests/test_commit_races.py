@@ -66,7 +66,7 @@ def worker_append(uri: str, options: dict[str, Any], worker: int, count: int, go
 
 
 def worker_request(uri: str, request: str, app_id: str, version: int, go_file: str) -> None:
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     _wait_for(go_file)
     result = commit_request(uri, request, app_id=app_id, txn_version=version)

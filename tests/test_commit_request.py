@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import (
+from deltalog.errors import InvalidCommitRequestError, UnsupportedProtocolError
+from deltalog.ingest import (
     commit_request,
     from_log_path,
     load_commit_request,
     partition_values_from_path,
     to_log_path,
 )
-from deltalog.errors import InvalidCommitRequestError, UnsupportedProtocolError
 from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, rows
 

@@ -21,13 +21,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.convert import convert_to_delta
 from deltalog.errors import (
     DataFileMismatchError,
     InvalidCommitRequestError,
     OperationRefusedError,
 )
+from deltalog.ingest import commit_request
 from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table
 
@@ -349,7 +349,7 @@ def test_convert_keeps_underscore_partition_folders(tmp_path) -> None:
 
 
 def test_one_hidden_rule_for_vacuum_and_commit_requests() -> None:
-    from deltalog.vacuum import paths
+    from deltalog.vacuuming import paths
     from deltalog.write_checks.hidden_paths import HiddenRule
 
     assert paths.HiddenRule is HiddenRule

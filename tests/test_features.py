@@ -21,17 +21,17 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.cli import main
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
-from deltalog.due import maintenance_due
 from deltalog.errors import OperationRefusedError, UnsupportedProtocolError
+from deltalog.ingest import commit_request
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import generate_manifest
+from deltalog.maintenance.due import maintenance_due
 from deltalog.protocol.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol, check_readable, check_writable
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 from helpers import rows, write_data_file
 
 ROOT = Path(__file__).resolve().parent.parent

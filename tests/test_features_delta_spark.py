@@ -25,14 +25,14 @@ import uuid
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
+from deltalog.ingest import commit_request
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.protocol.features import FEATURES, REFUSED, SUPPORTED, Operation
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 from helpers import write_data_file
 
 pytest.importorskip("pyspark")

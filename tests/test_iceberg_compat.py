@@ -147,8 +147,8 @@ def _write(path: str, name: str, with_ids: bool = True, with_partition: bool = T
 def test_commit_requests_follow_the_iceberg_writer_rules(tmp_path):
     import pytest
 
-    from deltalog.commit_request import commit_request
     from deltalog.errors import DataFileMismatchError
+    from deltalog.ingest import commit_request
 
     path = str(tmp_path / "t")
     _iceberg_table(path)
@@ -173,8 +173,8 @@ def test_the_v2_type_allow_list_refuses_commit_requests_naming_the_column(tmp_pa
     """PROTOCOL.md 'Writer Requirements for IcebergCompatV2': only the allow-list's types; V1 blocks map/array."""
     import pytest
 
-    from deltalog.commit_request import commit_request
     from deltalog.errors import OperationRefusedError
+    from deltalog.ingest import commit_request
 
     path = str(tmp_path / "t")
     _iceberg_table(path)

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.errors import OperationRefusedError
+from deltalog.ingest import commit_request
 from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, write_data_file
 

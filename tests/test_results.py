@@ -90,18 +90,18 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.compaction import compact, plan_compaction
     from deltalog.compaction.purge import deletion_vector_health
     from deltalog.convert import convert_to_delta
-    from deltalog.due import maintenance_due
     from deltalog.engines.spark.ingest import IngestResult, WrittenFile
     from deltalog.fleet.discover import discover_tables
-    from deltalog.fleet.health import fleet_health
     from deltalog.fleet.maintain import settings_for
+    from deltalog.fleet.ranking import fleet_health
     from deltalog.fleet.run import run_fleet
     from deltalog.log.activity import find_new_commit
     from deltalog.log_maintenance import create_checkpoint
     from deltalog.log_maintenance.log_cleanup import cleanup_log
     from deltalog.log_maintenance.manifest import generate_manifest
+    from deltalog.maintenance.due import maintenance_due
     from deltalog.protocol.features import FEATURES
-    from deltalog.vacuum import plan_vacuum, vacuum
+    from deltalog.vacuuming import plan_vacuum, vacuum
     from test_compaction_clustering import clustered
 
     root = tmp_path_factory.mktemp("results")
@@ -171,14 +171,15 @@ def test_the_key_check_catches_camel_case():
 
 def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
     """The public functions and DeltaTable methods that return results."""
-    from deltalog import commit_request, due, health
+    from deltalog import ingest as commit_request
     from deltalog.compaction import commit_outputs, purge
+    from deltalog.compaction.spark.commit import commit_spark_result
     from deltalog.engines.spark.ingest import write_ingest
-    from deltalog.engines.spark.result import commit_spark_result
     from deltalog.fleet import discover, maintain, run
-    from deltalog.fleet import health as fleet_health
+    from deltalog.fleet import ranking as fleet_health
     from deltalog.log import activity
-    from deltalog.vacuum import vacuum
+    from deltalog.maintenance import due, health
+    from deltalog.vacuuming import vacuum
 
     out = [(f"deltalog.{name}", getattr(deltalog, name)) for name in deltalog.__all__]
     out += [(f"DeltaTable.{n}", f) for n, f in inspect.getmembers(DeltaTable, inspect.isfunction) if n[0] != "_"]

@@ -31,7 +31,7 @@ from deltalog.errors import (
 )
 from deltalog.log.history import read_commit_info
 from deltalog.protocol.table_protocol import Protocol
-from deltalog.vacuum import (
+from deltalog.vacuuming import (
     LiteVacuumUnavailableError,
     execute_vacuum,
     parse_interval_ms,
@@ -39,7 +39,7 @@ from deltalog.vacuum import (
     read_cursor,
     vacuum,
 )
-from deltalog.vacuum.paths import HiddenRule, PathResolver, dv_file_path, z85_decode
+from deltalog.vacuuming.paths import HiddenRule, PathResolver, dv_file_path, z85_decode
 from helpers import rows, write_data_file
 from shared_data import golden_copy
 from vacuum_helpers import (
@@ -302,7 +302,7 @@ def test_revalidation_keeps_a_file_re_added_after_planning(tmp_path):
 def test_a_crash_mid_way_is_finished_by_running_again(tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     h = build_history(path)
-    import deltalog.vacuum.delete as ex
+    import deltalog.vacuuming.delete as ex
 
     calls = {"n": 0}
     real = ex._unlink
@@ -600,7 +600,7 @@ def test_inventory_in_delta_sparks_file_colon_slash_spelling(tmp_path):
 
 def test_inventory_read_in_small_batches_gives_the_same_plan_and_counts_every_empty_value(tmp_path, monkeypatch):
     """The inventory is streamed batch by batch (memory bounded at ten million rows): same plan, same refusals."""
-    import deltalog.vacuum.inventory as inventory_module
+    import deltalog.vacuuming.inventory as inventory_module
 
     path = str(tmp_path / "t")
     build_history(path)
@@ -621,7 +621,7 @@ def test_inventory_read_in_small_batches_gives_the_same_plan_and_counts_every_em
 
 def test_inventory_paths_made_relative_in_bulk_match_the_per_row_rule(tmp_path):
     """The vectorised root stripping gives, row for row, what ``PathResolver.relative_literal`` gives."""
-    from deltalog.vacuum.inventory import _SPECIAL_ROW, _relativise
+    from deltalog.vacuuming.inventory import _SPECIAL_ROW, _relativise
 
     path = str(tmp_path / "t")
     build_history(path)

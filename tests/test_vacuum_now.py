@@ -7,7 +7,7 @@ import pytest
 
 from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
-from deltalog.vacuum.plan import plan_vacuum
+from deltalog.vacuuming.plan import plan_vacuum
 from helpers import append, make_table, rows
 
 HOUR_MS = 3_600_000

@@ -19,9 +19,9 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
-from deltalog.commit_request import commit_request
 from deltalog.errors import InvalidArgumentError, InvalidCommitRequestError, OperationRefusedError
-from deltalog.vacuum import plan_vacuum, vacuum
+from deltalog.ingest import commit_request
+from deltalog.vacuuming import plan_vacuum, vacuum
 from helpers import rows
 from vacuum_helpers import (
     DAY_MS,
@@ -271,7 +271,7 @@ def test_a_listed_file_dated_1970_is_kept_not_taken_for_ancient(tmp_path, mode):
 
 
 def test_a_folder_swapped_for_a_link_after_planning_is_not_deleted_through(tmp_path):
-    from deltalog.vacuum import execute_vacuum
+    from deltalog.vacuuming import execute_vacuum
 
     path = str(tmp_path / "t")
     h = _partitioned(path)

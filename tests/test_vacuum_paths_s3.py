@@ -25,7 +25,7 @@ from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

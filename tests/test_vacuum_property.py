@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 from helpers import write_data_file
 from vacuum_helpers import HOUR_MS, commit_at, deltalake_ids, files_on_disk, make_table_at, now_ms, remove_of, set_mtime
 

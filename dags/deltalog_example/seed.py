@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
-from deltalog.commit_request import commit_request, load_commit_request, prepare_actions
 from deltalog.create import create_table
+from deltalog.ingest import commit_request, load_commit_request, prepare_actions
 from deltalog.storage.filesystem import LOG_DIR
 
 from . import EVENTS_SCHEMA, PARTITION_BY

@@ -31,10 +31,11 @@ from deltalog.table import DeltaTable
 
 #: Public names imported from their modules on first use (``import deltalog`` stays cheap).
 _LAZY = {
-    "plan_vacuum": "deltalog.vacuum",
-    "execute_vacuum": "deltalog.vacuum",
+    "plan_vacuum": "deltalog.vacuuming",
+    "execute_vacuum": "deltalog.vacuuming",
     "compact": "deltalog.compaction",
     "plan_compaction": "deltalog.compaction",
+    "CompactionOptions": "deltalog.compaction",
     "create_checkpoint": "deltalog.log_maintenance",
     "cleanup_log": "deltalog.log_maintenance.log_cleanup",
     "generate_manifest": "deltalog.log_maintenance.manifest",

@@ -36,7 +36,7 @@ PROTOCOL_DATA_CLASSES: frozenset[str] = frozenset(
     {
         "deltalog.protocol.table_protocol.Protocol",
         "deltalog.log.history.HistoryEntry",
-        "deltalog.commit_request.CommitRequest",
-        "deltalog.commit_request.AddSpec",
+        "deltalog.ingest.CommitRequest",
+        "deltalog.ingest.AddSpec",
     }
 )

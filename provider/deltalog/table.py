@@ -6,7 +6,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, Any
 
 from deltalog.errors import InvalidArgumentError
-from deltalog.health import VACUUM_LOOKBACK, TableHealth, compute_health
+from deltalog.log.activity import VACUUM_LOOKBACK
 from deltalog.log.history import HistoryEntry, history, ict_enablement_version
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
@@ -21,12 +21,13 @@ if TYPE_CHECKING:
 
     from deltalog.commit.post_commit import PostCommitHook
     from deltalog.commit.transaction import Transaction
-    from deltalog.compaction import CompactionPlan, CompactionResult, LocalOptions
+    from deltalog.compaction import CompactionOptions, CompactionPlan, CompactionResult
     from deltalog.log_maintenance import CheckpointResult
     from deltalog.log_maintenance.log_cleanup import LogCleanupResult
     from deltalog.log_maintenance.manifest import ManifestResult
+    from deltalog.maintenance.health import TableHealth
     from deltalog.protocol.features import Operation
-    from deltalog.vacuum import VacuumResult
+    from deltalog.vacuuming import VacuumResult
 
 
 class DeltaTable:
@@ -76,13 +77,16 @@ class DeltaTable:
     ) -> TableHealth:
         """The health numbers of the latest version (small files, commits since checkpoint, ...).
 
-        See :func:`deltalog.health.compute_health` (``target_file_size`` is its ``target``).
+        See :func:`deltalog.maintenance.health.compute_health` (``target_file_size`` is its ``target``).
         """
+        from deltalog.maintenance.health import compute_health
+
         if isinstance(target_file_size, int) and target_file_size <= 0:
             raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
         return compute_health(self.snapshot(), target=target_file_size, vacuum_lookback=vacuum_lookback)
 
-    # --- operations: each delegates to its module (imported here, on use: they build on this class).
+    # --- operations: each delegates to its module, imported on use so ``import deltalog`` stays
+    # cheap. The operations take the table's storage, never this class: the facade sits on top.
     # The parameters mirror the functions' (tests/test_public_api.py compares them), except
     # ``storage_options``: the table carries its own.
 
@@ -98,8 +102,8 @@ class DeltaTable:
         full_fallback: bool = False,
         cancel: threading.Event | None = None,
     ) -> VacuumResult:
-        """Delete files no retained version needs; see :func:`deltalog.vacuum.vacuum`."""
-        from deltalog.vacuum import vacuum
+        """Delete files no retained version needs; see :func:`deltalog.vacuuming.vacuum`."""
+        from deltalog.vacuuming import vacuum
 
         return vacuum(
             self,
@@ -116,51 +120,19 @@ class DeltaTable:
     def compact(
         self,
         *,
-        target_size: int | str | None = None,
-        where: str | None = None,
-        engine: str = "local",
-        plan_only: bool = False,
-        min_files: int = 2,
-        max_bins: int | None = None,
-        small_file_threshold: int | str | None = None,
+        options: CompactionOptions | None = None,
         plan: CompactionPlan | None = None,
-        bins_per_commit: int | None = None,
-        max_workers: int | None = None,
-        local_options: LocalOptions | None = None,
-        spark_options: dict[str, Any] | None = None,
-        run_hooks: bool = True,
-        deadline: float | None = None,
         cancel: threading.Event | None = None,
-        purge_deletion_vectors: bool = False,
-        min_deleted_share: float | None = None,
-        zorder_by: list[str] | None = None,
-        full: bool = False,
+        **option_values: Any,
     ) -> CompactionResult:
-        """Bin-pack small files (OPTIMIZE), purge deletion vectors or Z-order; see :func:`deltalog.compaction.compact`."""
+        """Bin-pack small files (OPTIMIZE), purge deletion vectors or Z-order; see :func:`deltalog.compaction.compact`.
+
+        ``options`` (a :class:`~deltalog.compaction.CompactionOptions`) or its fields as
+        keyword arguments: ``table.compact(target_size="128m", zorder_by=["ts"])``.
+        """
         from deltalog.compaction import compact
 
-        return compact(
-            self,
-            target_size=target_size,
-            where=where,
-            engine=engine,
-            plan_only=plan_only,
-            min_files=min_files,
-            max_bins=max_bins,
-            small_file_threshold=small_file_threshold,
-            plan=plan,
-            bins_per_commit=bins_per_commit,
-            max_workers=max_workers,
-            local_options=local_options,
-            spark_options=spark_options,
-            run_hooks=run_hooks,
-            deadline=deadline,
-            cancel=cancel,
-            purge_deletion_vectors=purge_deletion_vectors,
-            min_deleted_share=min_deleted_share,
-            zorder_by=zorder_by,
-            full=full,
-        )
+        return compact(self, options=options, plan=plan, cancel=cancel, **option_values)
 
     def create_checkpoint(
         self, *, version: int | None = None, now_ms: int | None = None, sidecar_max_actions: int = 50_000

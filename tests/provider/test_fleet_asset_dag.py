@@ -18,7 +18,7 @@ import pytest
 from airflow_helpers import DAGS_FOLDER, run_dag, task_instance, task_states, write_dag_file, xcom_value
 
 from deltalog import DeltaTable
-from deltalog.due import maintenance_due
+from deltalog.maintenance.due import maintenance_due
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))

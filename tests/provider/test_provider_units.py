@@ -24,8 +24,8 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
-from deltalog.health import compute_health
 from deltalog.log import activity
+from deltalog.maintenance.health import compute_health
 from deltalog_provider._compat import (
     AirflowException,
     AirflowFailException,
@@ -500,7 +500,7 @@ def test_call_core_passes_cancel_only_when_accepted():
 
 
 def test_kill_during_vacuum_planning_deletes_nothing(tmp_path, monkeypatch):
-    import deltalog.vacuum as vacuum_module
+    import deltalog.vacuuming as vacuum_module
     from deltalog.commit.transaction import Transaction
 
     table = make_table(str(tmp_path / "t"))
@@ -795,7 +795,7 @@ def test_provider_info_serves_the_rest_providers_list():
 
 def test_kill_during_vacuum_deletes_stops_between_files(tmp_path, monkeypatch):
     """on_kill reaches the core: the delete loop stops at the next file, VACUUM END records it."""
-    import deltalog.vacuum.delete as delete_module
+    import deltalog.vacuuming.delete as delete_module
     from deltalog.commit.transaction import Transaction
 
     table = make_table(str(tmp_path / "t"))

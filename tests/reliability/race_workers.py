@@ -29,7 +29,7 @@ from deltalog.compaction import compact, plan_compaction
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.storage.filesystem import Storage
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 
 
 class Signals:

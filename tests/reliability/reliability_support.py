@@ -32,14 +32,14 @@ from deltalake.exceptions import DeltaProtocolError, TableNotFoundError
 
 import faults
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact, plan_compaction
 from deltalog.errors import DeltaLogError, NotADeltaTableError
+from deltalog.ingest import commit_request
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.protocol.table_protocol import Protocol
-from deltalog.vacuum import plan_vacuum, vacuum
+from deltalog.vacuuming import plan_vacuum, vacuum
 from helpers import append, make_table, rows, write_data_file
 
 HOUR_MS = 3_600_000
@@ -696,7 +696,7 @@ PRELOAD = (
     "pyarrow.compute",
     "deltalog",
     "deltalog.log_maintenance",
-    "deltalog.commit_request",
+    "deltalog.ingest",
     "deltalog.compaction",
     "deltalog.commit.conflicts",
     "deltalog.convert",
@@ -704,7 +704,7 @@ PRELOAD = (
     "deltalog.log_maintenance.log_cleanup",
     "deltalog.log_maintenance.manifest",
     "deltalog.commit.transaction",
-    "deltalog.vacuum",
+    "deltalog.vacuuming",
 )
 
 

@@ -40,7 +40,7 @@ from deltalog.log.actions import Metadata
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol
-from deltalog.vacuum import plan_vacuum
+from deltalog.vacuuming import plan_vacuum
 from helpers import DEFAULT_SCHEMA
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

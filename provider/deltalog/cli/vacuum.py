@@ -6,8 +6,8 @@ import argparse
 
 from deltalog.cli import emit
 from deltalog.log.history import format_ms
-from deltalog.vacuum import VacuumResult, vacuum
-from deltalog.vacuum.plan import DEFAULT_MAX_WORKERS, MODES
+from deltalog.vacuuming import VacuumResult, vacuum
+from deltalog.vacuuming.plan import DEFAULT_MAX_WORKERS, MODES
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

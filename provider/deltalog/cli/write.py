@@ -51,7 +51,7 @@ def _human(result: CommitResult) -> str:
 
 
 def cmd_commit(args: argparse.Namespace) -> None:
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     if (args.app_id is None) != (args.txn_version is None):
         raise InvalidArgumentError("give both --app-id and --txn-version, or neither")

@@ -19,7 +19,7 @@ attempt with the mark raised past any winner's. Row counts come from each add's
 Keeping *stable* row IDs through a rewrite (compaction) is the engines' job: they
 materialise each row's ID and commit version into the columns named by
 ``delta.rowTracking.materializedRowIdColumnName`` / ``...RowCommitVersionColumnName``
-(see :mod:`deltalog.compaction.local` and :mod:`deltalog.engines.spark.compaction_job`).
+(see :mod:`deltalog.compaction.local` and :mod:`deltalog.compaction.spark.job`).
 """
 
 from __future__ import annotations

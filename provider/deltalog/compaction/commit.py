@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from deltalog.commit.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.commit.transaction import Transaction
-from deltalog.compaction.outcome import BinOutput, BinSkipped
+from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
 from deltalog.compaction.purge import REORG_OPERATION, purge_operation
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError

@@ -1,7 +1,7 @@
 """Maintaining a fleet within a time budget: what to do first, and doing it table by table.
 
 Work is ordered by expected gain per second: the gain score of
-:mod:`deltalog.fleet.health` over an estimate of the seconds the table's due work
+:mod:`deltalog.fleet.ranking` over an estimate of the seconds the table's due work
 takes (a fixed cost per operation plus the bytes to rewrite at the compaction
 throughput measured on earlier runs, which the caller keeps in the previous run's
 results, never in ``_delta_log``). Each table runs the sequence of the
@@ -13,7 +13,7 @@ deferred, with the reason, and is what the next run picks up first.
 
 Compaction runs on the engine the single-table DAG would choose: the local pyarrow
 engine, or Spark (``spark-submit``, ``spark_options`` of
-:func:`deltalog.engines.spark.submit.run_spark`) when the table holds at least
+:func:`deltalog.compaction.spark.submit.run_spark`) when the table holds at least
 ``spark_min_bytes``. A Spark job is one unit: it starts only while budget is left and
 is not stopped between bins.
 
@@ -38,19 +38,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from deltalog._flags import require_bools
-from deltalog.compaction import compact
-from deltalog.due import MaintenanceDue, maintenance_due
+from deltalog.compaction.run import compact
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
-from deltalog.fleet.health import TableReport
 from deltalog.fleet.lease import acquire_lease
-from deltalog.health import compute_health
+from deltalog.fleet.ranking import TableReport
 from deltalog.log.load import snapshot_at
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
+from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.health import compute_health
 from deltalog.protocol.properties import config_bool
 from deltalog.storage.filesystem import Storage
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 
 log = logging.getLogger(__name__)
 

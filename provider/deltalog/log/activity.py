@@ -22,6 +22,8 @@ from deltalog.storage.filesystem import Storage
 
 #: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
 VACUUM_END = "VACUUM END"
+#: How many versions health reads back looking for the last vacuum (one small read each).
+VACUUM_LOOKBACK = 20
 
 
 def operation_of(storage: Storage, listing: LogListing, version: int) -> str | None:

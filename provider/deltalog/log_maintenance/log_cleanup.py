@@ -129,6 +129,14 @@ def _midnight_utc(ms: int) -> int:
     return int(dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC).timestamp() * 1000)
 
 
+def log_expiry_cutoff(configuration: dict[str, str], now_ms: int) -> int:
+    """Log files older than this (ms) have expired: ``delta.logRetentionDuration`` before now, at midnight UTC
+    (Delta Spark truncates the cutoff to the day, so a day's commits expire together)."""
+    return _midnight_utc(
+        now_ms - config_interval_ms(configuration, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
+    )
+
+
 #: How often cleanup plans again when log files vanish while it plans (another cleanup running).
 _REPLANS = 3
 
@@ -193,8 +201,7 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogClea
 
     if not found["enabled"]:
         return done("delta.enableExpiredLogCleanup is false")
-    retention_ms = config_interval_ms(conf, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION)
-    cutoff = _midnight_utc(now - retention_ms)
+    cutoff = log_expiry_cutoff(conf, now)
     found.update(cutoff_timestamp=cutoff, cutoff_time=format_ms(cutoff))
 
     stamps = CommitTimestamps(storage, listing, ict_enablement_version(conf))
@@ -436,4 +443,4 @@ def _repoint_hint(storage: Storage, listing: LogListing, checkpoint: int) -> Non
     storage.write_atomic(storage.join("_delta_log", LAST_CHECKPOINT), json.dumps(doc, separators=(",", ":")).encode())
 
 
-__all__ = ["LogCleanupResult", "cleanup_log"]
+__all__ = ["LogCleanupResult", "cleanup_log", "log_expiry_cutoff"]

@@ -7,7 +7,7 @@ the same answer for the same table:
 * ``find_new_commit``: is there a commit newer than a version (optionally of
   given operations)?
 * ``evaluate_health``: is maintenance due? Without thresholds, the core's verdict
-  (``deltalog.due``: an operation is due when it would have work); with thresholds,
+  (``deltalog.maintenance.due``: an operation is due when it would have work); with thresholds,
   the thresholds crossed whose operation would have work (a small-file share with no
   compaction bin, or tombstones vacuum may not delete yet, are not due).
 """
@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog import DeltaTable
-from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError
-from deltalog.health import compute_health
 from deltalog.log import activity
+from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.health import compute_health
 from deltalog_provider.utils.coerce import optional_float, optional_int
 
 

@@ -122,7 +122,7 @@ def build_commit_request(
     operation_parameters: dict[str, Any] | None = None,
     user_metadata: str | None = None,
 ) -> dict[str, Any]:
-    """The commit request document ``deltalog.commit_request`` reads (a blind append of ``files``)."""
+    """The commit request document ``deltalog.ingest`` reads (a blind append of ``files``)."""
     request: dict[str, Any] = {
         "operation": operation,
         "operationParameters": dict(operation_parameters or {"mode": "Append"}),

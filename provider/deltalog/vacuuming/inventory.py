@@ -5,7 +5,7 @@ a daily inventory of a bucket for a few cents. An inventory is a Parquet or CSV
 file (or a directory of Parquet files) with one row per object: ``path``,
 ``size`` (or Delta Spark's ``length``), ``modificationTime`` (milliseconds since
 the epoch, or a timestamp; a time no file of the table can have, such as seconds
-read as milliseconds, is refused: :mod:`deltalog.vacuum.times`) and optionally ``isDir``. Paths may be absolute
+read as milliseconds, is refused: :mod:`deltalog.vacuuming.times`) and optionally ``isDir``. Paths may be absolute
 (``s3://bucket/table/part-0.parquet``) or relative to the table root; rows
 outside the table are ignored.
 
@@ -26,9 +26,9 @@ import pyarrow.csv as pacsv
 from deltalog._arrow_utils import count_true
 from deltalog.errors import InvalidArgumentError
 from deltalog.storage.filesystem import Storage
-from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing
-from deltalog.vacuum.paths import HiddenRule, PathResolver
-from deltalog.vacuum.times import PlausibleTimes, describe_ms, first_implausible
+from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing
+from deltalog.vacuuming.paths import HiddenRule, PathResolver
+from deltalog.vacuuming.times import PlausibleTimes, describe_ms, first_implausible
 
 REQUIRED = ("path", "size", "modificationTime")
 #: Rows that are not plain relative paths: absolute (``/``, ``scheme://``, Hadoop's ``file:/``)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum, count_true
-from deltalog.log.activity import versions_since_vacuum
+from deltalog.log.activity import VACUUM_LOOKBACK, versions_since_vacuum
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.sizes import target_file_size
 
@@ -52,10 +52,6 @@ class TableHealth:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-#: How many versions ``compute_health`` reads back looking for the last vacuum (one small read each).
-VACUUM_LOOKBACK = 20
 
 
 def files_per_partition(partition_values: pa.ChunkedArray | pa.Array) -> list[int]:

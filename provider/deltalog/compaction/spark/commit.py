@@ -16,10 +16,11 @@ import json
 import threading
 from typing import Any
 
-from deltalog.compaction import CompactionResult, commit_outputs
+from deltalog.compaction.batches import commit_outputs
+from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.file_names import bin_id_from_name
-from deltalog.compaction.outcome import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
+from deltalog.compaction.result import CompactionResult
 from deltalog.errors import EngineError
 from deltalog.protocol.parquet_layout import from_log_path, to_log_path
 from deltalog.storage.filesystem import Storage
@@ -110,7 +111,7 @@ def commit_spark_result(
     )
 
 
-def read_request(storage: Storage, location: str) -> dict[str, Any]:
+def read_spark_request(storage: Storage, location: str) -> dict[str, Any]:
     """The commit request the job wrote at ``location`` (a path under the table's storage)."""
     try:
         request = json.loads(storage.read_bytes(location))

@@ -1,7 +1,7 @@
 """Running the Spark compaction engine from deltalog: spark-submit the job, read back its commit request.
 
 ``compact(engine="spark")`` writes the plan to a temporary folder, runs
-``spark-submit <master> engines/spark/compaction_main.py --plan ... --table ...
+``spark-submit <master> compaction/spark/main.py --plan ... --table ...
 --output-request ...`` (the ``spark-submit`` of the pyspark package next to
 this Python by default), and turns the request into per-bin outputs so the
 usual committer can drop only the bins that lost a race. The job's Python is
@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deltalog.compaction.outcome import BinOutput, BinSkipped
+from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
-from deltalog.engines.spark.compaction_job import REPORT_PREFIX
-from deltalog.engines.spark.result import outputs_from_request
+from deltalog.compaction.spark.commit import outputs_from_request
+from deltalog.compaction.spark.job import REPORT_PREFIX
 from deltalog.errors import EngineError, OperationCancelledError
 from deltalog.storage.filesystem import Storage
 
@@ -36,9 +36,9 @@ DEFAULT_MASTER = "local[2]"
 DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 
 
-def job_script() -> str:
+def spark_job_script() -> str:
     """Path of the spark-submit entry script shipped with deltalog."""
-    return str(Path(__file__).with_name("compaction_main.py"))
+    return str(Path(__file__).with_name("main.py"))
 
 
 def find_spark_submit(explicit: str | None = None) -> str:
@@ -130,7 +130,7 @@ def run_spark(
         cmd = [submit, "--master", master]
         for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
             cmd += ["--conf", f"{k}={v}"]
-        cmd += [job_script(), "--plan", plan_path, "--table", storage.uri, "--output-request", request_path]
+        cmd += [spark_job_script(), "--plan", plan_path, "--table", storage.uri, "--output-request", request_path]
         if max_parallel_bins:
             cmd += ["--max-parallel-bins", str(max_parallel_bins)]
         env = dict(os.environ)

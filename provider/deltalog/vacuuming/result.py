@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.log.history import format_ms
-from deltalog.vacuum.plan import VacuumPlan
+from deltalog.vacuuming.plan import VacuumPlan
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"

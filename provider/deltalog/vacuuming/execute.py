@@ -42,18 +42,18 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.vacuum.delete import Progress, ancestors, delete_files, remove_empty_dirs
-from deltalog.vacuum.paths import HiddenRule, PathResolver
-from deltalog.vacuum.plan import (
+from deltalog.vacuuming.delete import Progress, ancestors, delete_files, remove_empty_dirs
+from deltalog.vacuuming.paths import HiddenRule, PathResolver
+from deltalog.vacuuming.plan import (
     CURSOR_KEY,
     DEFAULT_MAX_WORKERS,
     VacuumPlan,
     cursor_path,
     plan_vacuum,
 )
-from deltalog.vacuum.result import COMPLETED, FAILED, VacuumResult, result_of_plan
-from deltalog.vacuum.retained import scan_commits
-from deltalog.vacuum.retention import DELETED_FILE_RETENTION_KEY, resolve_retention
+from deltalog.vacuuming.result import COMPLETED, FAILED, VacuumResult, result_of_plan
+from deltalog.vacuuming.retained import scan_commits
+from deltalog.vacuuming.retention import DELETED_FILE_RETENTION_KEY, resolve_retention
 
 log = logging.getLogger(__name__)
 

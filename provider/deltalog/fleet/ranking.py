@@ -1,7 +1,7 @@
 """Health of many tables at once, ranked by what maintenance would gain.
 
 Each table is measured on a thread pool (snapshot, health numbers, the due
-verdict of :mod:`deltalog.due`); a table that cannot be read is listed with its
+verdict of :mod:`deltalog.maintenance.due`); a table that cannot be read is listed with its
 error and does not stop the others. The ranking score is a plain sum, so the
 reasons stay explainable:
 
@@ -25,12 +25,12 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog._flags import require_workers
-from deltalog.due import MaintenanceDue, maintenance_due
 from deltalog.errors import DeltaLogError
 from deltalog.fleet.discover import FoundTable
-from deltalog.health import TableHealth, compute_health
 from deltalog.log.listing import LogListing
 from deltalog.log.load import snapshot_at
+from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.health import TableHealth, compute_health
 from deltalog.storage.filesystem import Storage
 
 log = logging.getLogger(__name__)

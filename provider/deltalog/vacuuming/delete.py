@@ -15,8 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from deltalog.storage.filesystem import Storage
-from deltalog.vacuum.links import LinkGuard
-from deltalog.vacuum.paths import HiddenRule
+from deltalog.vacuuming.links import LinkGuard
+from deltalog.vacuuming.paths import HiddenRule
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Progress:
         self.cancel = cancel
         self.deleted = 0
         self.gone = 0
-        #: Files not deleted because they turned out to be links or to lie behind one (see deltalog.vacuum.links).
+        #: Files not deleted because they turned out to be links or to lie behind one (see deltalog.vacuuming.links).
         self.refused = 0
         self.lock = threading.Lock()
         self.last = time.monotonic()

@@ -9,10 +9,10 @@ versions reference), ``plan``, ``execute`` (re-validation, START/END commits),
 ``delete`` (the bounded worker pool) and ``result``.
 """
 
-from deltalog.vacuum.execute import execute_vacuum, vacuum
-from deltalog.vacuum.plan import LiteVacuumUnavailableError, VacuumPlan, plan_vacuum, read_cursor
-from deltalog.vacuum.result import VacuumResult
-from deltalog.vacuum.retention import parse_interval_ms
+from deltalog.vacuuming.execute import execute_vacuum, vacuum
+from deltalog.vacuuming.plan import LiteVacuumUnavailableError, VacuumPlan, plan_vacuum, read_cursor
+from deltalog.vacuuming.result import VacuumResult
+from deltalog.vacuuming.retention import parse_interval_ms
 
 __all__ = [
     "LiteVacuumUnavailableError",

@@ -25,8 +25,8 @@ import pyarrow as pa
 
 from deltalog.errors import StorageError
 from deltalog.storage.filesystem import Storage, _mtime_ms, check_utf8_names
-from deltalog.vacuum.links import LinkGuard
-from deltalog.vacuum.paths import HiddenRule
+from deltalog.vacuuming.links import LinkGuard
+from deltalog.vacuuming.paths import HiddenRule
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class FileListing:
     has_stats: bool = True
     #: Entries (hidden ones included) directly inside each listed directory (local listings).
     entries: dict[str, int] = field(default_factory=dict)
-    #: Symbolic links found (table-relative), never listed as files nor walked: see :mod:`deltalog.vacuum.links`.
+    #: Symbolic links found (table-relative), never listed as files nor walked: see :mod:`deltalog.vacuuming.links`.
     links: list[str] = field(default_factory=list)
 
     @property

@@ -1,6 +1,6 @@
 """spark-submit entry point: execute a compaction plan with Spark and write a commit request.
 
-    spark-submit --master local[2] provider/deltalog/engines/spark/compaction_main.py \\
+    spark-submit --master local[2] provider/deltalog/compaction/spark/main.py \\
         --plan PLAN.json --table TABLE --output-request REQUEST.json
 
 The plan comes from ``deltalog compact TABLE --plan-only --json`` (or
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    from deltalog.engines.spark.compaction_job import REPORT_PREFIX, configure, run_job
+    from deltalog.compaction.spark.job import REPORT_PREFIX, configure, run_job
     from deltalog.errors import DeltaLogError
 
     spark = configure(SparkSession.builder.appName("deltalog-compaction")).getOrCreate()

@@ -36,14 +36,14 @@ from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
-from deltalog.log_maintenance.log_cleanup import _midnight_utc, cleanup_log
+from deltalog.log_maintenance.log_cleanup import cleanup_log, log_expiry_cutoff
 from deltalog.protocol.features import Operation
-from deltalog.protocol.properties import DEFAULT_LOG_RETENTION, checkpoint_interval, config_bool, config_interval_ms
+from deltalog.protocol.properties import checkpoint_interval, config_bool
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.vacuum.plan import LAST_VACUUM_INFO
-from deltalog.vacuum.retained import retained_state
-from deltalog.vacuum.retention import resolve_retention
+from deltalog.vacuuming.plan import LAST_VACUUM_INFO
+from deltalog.vacuuming.retained import retained_state
+from deltalog.vacuuming.retention import resolve_retention
 
 #: The operations a due verdict covers, in the order maintenance runs them.
 OPERATIONS = ("compaction", "checkpoint", "vacuum", "log_cleanup")
@@ -186,7 +186,7 @@ def maintenance_due(
     reasons.extend(f"{name}: refused: {why}" for name, why in refusals.items())
 
     if "compaction" not in refusals:
-        plan = plan_from_snapshot(snapshot, storage.uri, target_size, engine="local")
+        plan = plan_from_snapshot(snapshot, storage.uri, target_size=target_size, engine="local")
         values["compaction_bins"] = len(plan.bins)
         values["compaction_input_files"] = plan.num_input_files
         values["compaction_input_bytes"] = plan.input_bytes
@@ -245,10 +245,10 @@ def maintenance_due(
             )
 
     if "log_cleanup" not in refusals and config_bool(conf, "delta.enableExpiredLogCleanup", True):
-        log_cutoff = _midnight_utc(now - config_interval_ms(conf, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION))
+        log_cutoff = log_expiry_cutoff(conf, now)
         oldest = _oldest_log_file_ms(snapshot)
         if oldest is not None and oldest < log_cutoff:
-            dry = cleanup_log(table, dry_run=True, now_ms=now)
+            dry = cleanup_log(storage, dry_run=True, now_ms=now)
             values["expired_log_files"] = dry.num_files
             values["log_cleanup"] = dry.num_files > 0
             if dry.num_files:

@@ -33,7 +33,7 @@ from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_ver
 from deltalog.log.listing import LogListing
 from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.storage.filesystem import FileInfo, Storage
-from deltalog.vacuum.paths import PathResolver, dv_descriptor_path, dv_paths_of
+from deltalog.vacuuming.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Planning a vacuum: what would be deleted, and why, without deleting anything.
 
 Full mode compares a listing (or an inventory) of the table directory with the
-protected set of :mod:`deltalog.vacuum.retained`; lite mode reads the remove
+protected set of :mod:`deltalog.vacuuming.retained`; lite mode reads the remove
 actions of the commits since the previous vacuum (the cursor in
 ``_delta_log/_last_vacuum_info``, as Delta Spark keeps it) and lists nothing.
 Either way, every safety check runs here, before a single file is touched:
@@ -32,13 +32,13 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.vacuum.inventory import read_inventory
-from deltalog.vacuum.links import LinkGuard, describe, scan_links, through_links
-from deltalog.vacuum.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
-from deltalog.vacuum.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
-from deltalog.vacuum.retained import RetainedState, retained_state, scan_commits
-from deltalog.vacuum.retention import Retention, resolve_retention
-from deltalog.vacuum.times import FLOOR_MS, plausible_times
+from deltalog.vacuuming.inventory import read_inventory
+from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
+from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
+from deltalog.vacuuming.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
+from deltalog.vacuuming.retained import RetainedState, retained_state, scan_commits
+from deltalog.vacuuming.retention import Retention, resolve_retention
+from deltalog.vacuuming.times import FLOOR_MS, plausible_times
 from deltalog.write_checks.hidden_paths import partition_dir_names as hidden_partition_dir_names
 
 log = logging.getLogger(__name__)

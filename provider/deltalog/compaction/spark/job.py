@@ -1,6 +1,6 @@
 """The Spark side of compaction: rewrite a plan's bins with plain Parquet, write a commit request.
 
-Runs inside ``spark-submit`` (``engines/spark/compaction_main.py`` is the entry
+Runs inside ``spark-submit`` (``compaction/spark/main.py`` is the entry
 script). Spark does the data work, deltalog keeps the commit: no Delta jars.
 
 - Every bin is one Spark job, ``read.parquet(inputs).coalesce(1).write``
@@ -26,13 +26,13 @@ script). Spark does the data work, deltalog keeps the commit: no Delta jars.
 - Stats come from each new file's footer, read through Spark's own Hadoop
   FileSystem (so the job needs no storage credentials beyond Spark's).
 
-Layout modes (:mod:`deltalog.engines.spark.curve`): a Z-order or liquid clustering plan
+Layout modes (:mod:`deltalog.compaction.spark.curve`): a Z-order or liquid clustering plan
 range-partitions each bin's rows by a curve key (sampled range ids of the columns, bits
 interleaved) into ``ceil(bin bytes / target size)`` files, sorted within each; clustered
 outputs carry ``clusteringProvider`` and the ZCube tags. A deletion-vector purge plan is a
 plain rewrite of single-file bins (DVs applied as always).
 
-The result is a commit request (``deltalog.commit_request`` format, operation
+The result is a commit request (``deltalog.ingest`` format, operation
 ``OPTIMIZE`` or ``REORG`` for a purge, ``dataChange=false``); bins that failed are reported apart.
 pyspark is imported lazily so the core library never needs it.
 """
@@ -55,7 +55,7 @@ from deltalog.compaction.file_names import output_dir, output_file_name
 from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
 from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
 from deltalog.compaction.purge import REORG_OPERATION
-from deltalog.engines.spark.curve import SAMPLE_ROWS, bits_for, interleave_expr, range_id, sample_boundaries
+from deltalog.compaction.spark.curve import SAMPLE_ROWS, bits_for, interleave_expr, range_id, sample_boundaries
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.protocol.deletion_vectors import deleted_rows
@@ -359,7 +359,7 @@ class SparkBinRewriter:
 def run_job(
     spark: Any, plan_uri: str, table_uri: str, request_uri: str, max_parallel_bins: int | None = None
 ) -> SparkRewrite:
-    """What ``engines/spark/compaction_main.py`` runs: plan in, commit request out."""
+    """What ``compaction/spark/main.py`` runs: plan in, commit request out."""
     # The plan and the request usually live on the driver's local disk while the table
     # is on S3: each gets the Hadoop FileSystem of its own URI ("Wrong FS" otherwise).
     plan_fs = HadoopFs(spark, hadoop_uri(plan_uri))
