@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
-from deltalog.commit.transaction import CommitResult, Transaction
+from deltalog.commit.result import CommitResult
+from deltalog.commit.transaction import Transaction
 from deltalog.log.actions import Metadata
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol

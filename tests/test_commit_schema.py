@@ -349,7 +349,7 @@ def test_convert_keeps_underscore_partition_folders(tmp_path) -> None:
 
 
 def test_one_hidden_rule_for_vacuum_and_commit_requests() -> None:
-    from deltalog.vacuuming import paths
+    from deltalog.vacuuming import plan as paths  # the vacuum planner's rule
     from deltalog.write_checks.hidden_paths import HiddenRule
 
     assert paths.HiddenRule is HiddenRule

@@ -250,7 +250,7 @@ def test_module_map_covers_the_tree():
     assert missing == []
 
 
-@pytest.mark.parametrize("package", ["fleet", "engines/spark", "log_maintenance", "cli"])
+@pytest.mark.parametrize("package", ["fleet", "engines/spark", "log_maintenance", "vacuuming", "cli"])
 def test_package_rows_name_their_modules(package):
     """Where a package's row lists its modules, it lists them all and no others."""
     (text,) = [t for n, t in _map_rows() if n.rstrip("/") == package]

@@ -13,8 +13,12 @@ against the fields here); the CLI maps its flags onto the same fields.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import inspect
+import os
+import pkgutil
 from collections.abc import Callable
 from typing import Any
 
@@ -24,10 +28,12 @@ import deltalog
 from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
 from deltalog.compaction import CompactionOptions, commit_outputs, compact, plan_compaction
+from deltalog.compaction.spark import commit_spark_result
 from deltalog.convert import convert_to_delta
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.discover import discover_tables
+from deltalog.fleet.lease import acquire_lease
 from deltalog.fleet.maintain import maintain_table
 from deltalog.fleet.ranking import fleet_health
 from deltalog.fleet.run import run_fleet
@@ -116,6 +122,8 @@ OPENERS = [
     fleet_health,
     run_fleet,
     maintain_table,
+    acquire_lease,
+    commit_spark_result,
 ]
 
 
@@ -126,10 +134,12 @@ def test_storage_options_are_taken_the_same_way(fn):
     assert (p.kind, p.default, str(p.annotation)) == (inspect.Parameter.KEYWORD_ONLY, None, "dict[str, Any] | None")
 
 
-def test_every_exported_function_is_an_opener_or_takes_no_table():
+def test_every_exported_function_that_takes_a_table_opens_it_the_same_way():
     exported = [getattr(deltalog, n) for n in deltalog.__all__]
     functions = [f for f in exported if inspect.isfunction(f)]
-    assert functions and all(f in OPENERS for f in functions)
+    takes_table = [f for f in functions if "table" in inspect.signature(f).parameters]
+    assert takes_table and [f.__name__ for f in takes_table if f not in OPENERS] == []
+    assert [f.__name__ for f in OPENERS if f not in functions] == []  # and every opener is at the top
     # find_new_commit reads from a Storage its caller opened (the sensors' trigger): nothing to open.
     assert "storage_options" not in inspect.signature(find_new_commit).parameters
 
@@ -197,3 +207,181 @@ def test_the_cli_flags_are_options_fields():
     assert set(OPTION_FLAGS) <= fields
     # The rest are given another way on the command line, or are for Python callers only.
     assert fields - set(OPTION_FLAGS) == {"deadline", "spark_options", "local_options", "run_hooks"}
+
+
+# --- what is public: __all__, the root, and what the provider may import -----------------
+
+PACKAGE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "provider")
+ROOT = os.path.join(PACKAGE_DIR, "deltalog")
+
+
+def _module_files() -> dict[str, str]:
+    """``deltalog.x.y`` -> its file, for every module of the core."""
+    out = {}
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(folder, f), PACKAGE_DIR)[:-3].replace(os.sep, ".")
+                out[rel.removesuffix(".__init__")] = os.path.join(folder, f)
+    return out
+
+
+MODULE_FILES = _module_files()
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") for part in module.split(".")[1:])
+
+
+def _declared_all(path: str) -> list[str] | None:
+    for node in ast.parse(open(path, encoding="utf-8").read()).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def _public_face(module: str) -> bool:
+    """A package's ``__init__`` or a module at the top: what users and the provider import from."""
+    path = MODULE_FILES[module]
+    return not _private(module) and (path.endswith("__init__.py") or module.count(".") == 1)
+
+
+def test_every_module_has_all_or_a_leading_underscore():
+    assert len(MODULE_FILES) > 80
+    missing = [m for m, path in MODULE_FILES.items() if not _private(m) and _declared_all(path) is None]
+    assert missing == []
+
+
+def test_every_name_in_all_exists():
+    wrong = []
+    for m in MODULE_FILES:
+        if _private(m) or m.endswith("__main__"):
+            continue
+        module = importlib.import_module(m)
+        wrong += [f"{m}.{n}" for n in module.__all__ if not hasattr(module, n)]
+    assert wrong == []
+
+
+def _imported_names(path: str) -> list[tuple[str, str | None, int]]:
+    """(module, name or None for ``import module``, line) of every ``deltalog`` import in ``path``."""
+    out: list[tuple[str, str | None, int]] = []
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "deltalog":
+            out += [(node.module or "", a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names if a.name.split(".")[0] == "deltalog"]
+    return out
+
+
+def test_a_name_one_package_takes_from_another_is_in_its_all():
+    """``__all__`` is a module's interface: what another package of the core imports from it is listed there."""
+    wrong = []
+    for importer, path in MODULE_FILES.items():
+        for module, name, line in _imported_names(path):
+            if name is None or module not in MODULE_FILES or f"{module}.{name}" in MODULE_FILES:
+                continue  # a whole module, or a submodule imported by name
+            if importer != "deltalog" and module.split(".")[:2] == importer.split(".")[:2]:
+                continue  # the same package: its modules may share more
+            declared = _declared_all(MODULE_FILES[module])
+            if declared is not None and name not in declared:
+                wrong.append(f"{importer}:{line} imports {name} from {module}, not in its __all__")
+    assert wrong == []
+
+
+def _result_classes() -> dict[str, type]:
+    out = {}
+    for info in pkgutil.walk_packages(deltalog.__path__, "deltalog."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == info.name and "to_dict" in cls.__dict__ and not name.startswith("_"):
+                out[name] = cls
+    return out
+
+
+def test_the_root_exports_every_public_function_and_result_class():
+    """Each package's ``__init__`` says what of it is public; the root gathers all of it, and every result class."""
+    wanted: dict[str, Any] = dict(_result_classes())
+    for m in MODULE_FILES:
+        if (
+            not _public_face(m)
+            or m in ("deltalog", "deltalog.errors", "deltalog.result_contract")
+            or m.startswith("deltalog.cli")
+        ):
+            continue
+        module = importlib.import_module(m)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                wanted[name] = obj
+    assert sorted(set(wanted) - set(deltalog.__all__)) == []
+    assert [n for n, obj in wanted.items() if getattr(deltalog, n) is not obj] == []
+
+
+def test_the_root_names_are_all_importable_and_none_is_a_module():
+    """``deltalog.vacuum`` is the function, ``deltalog.commit_request`` too: no module of that name hides them."""
+    for info in pkgutil.walk_packages(deltalog.__path__, "deltalog."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)  # importing every module sets no root attribute over a name
+    for name in deltalog.__all__:
+        assert not inspect.ismodule(getattr(deltalog, name)), name
+    assert inspect.isfunction(deltalog.vacuum) and inspect.isfunction(deltalog.commit_request)
+
+
+def test_the_root_type_imports_match_the_lazy_names():
+    """The ``TYPE_CHECKING`` imports (what mypy and IDEs see) name exactly what ``_LAZY`` loads, from the same module."""
+    tree = ast.parse(open(MODULE_FILES["deltalog"], encoding="utf-8").read())
+    typed = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                typed.update({a.name: imp.module for a in imp.names})
+    assert typed == deltalog._LAZY
+    assert set(deltalog.__all__) == set(deltalog._LAZY) | {"DeltaLogError", "DeltaTable", "__version__"}
+
+
+def test_import_deltalog_stays_light():
+    """The root loads the facade and the log readers; the operations load on first use."""
+    import subprocess
+    import sys
+
+    code = "import sys, deltalog; print(sorted(m for m in sys.modules if m.startswith('deltalog.')))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in ("deltalog.compaction", "deltalog.vacuuming", "deltalog.log_maintenance", "deltalog.commit"):
+        assert f"'{heavy}" not in loaded, heavy
+
+
+def _provider_files() -> list[str]:
+    top = os.path.join(PACKAGE_DIR, "deltalog_provider")
+    return [os.path.join(f, n) for f, _, names in os.walk(top) for n in names if n.endswith(".py")]
+
+
+def test_the_provider_imports_only_public_names():
+    """The provider takes from the root, a package's ``__init__`` or a module at the top, and only what its
+    ``__all__`` lists: no private module, no module inside a package, no name left out of ``__all__``."""
+    files = _provider_files()
+    assert len(files) > 20
+    wrong = []
+    for path in files:
+        for module, name, line in _imported_names(path):
+            where = f"{os.path.relpath(path, PACKAGE_DIR)}:{line}"
+            if name is None or module not in MODULE_FILES or not _public_face(module):
+                wrong.append(f"{where} imports {module}{'.' + name if name else ''}")
+            elif name not in importlib.import_module(module).__all__:
+                wrong.append(f"{where} imports {name} from {module}, not in its __all__")
+    assert wrong == []
+
+
+def test_the_provider_check_sees_an_internal_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from deltalog.compaction.plan import plan_from_snapshot\nfrom deltalog._version import __version__\n"
+    )
+    found = [(m, n) for m, n, _ in _imported_names(str(bad)) if not _public_face(m)]
+    assert found == [("deltalog.compaction.plan", "plan_from_snapshot"), ("deltalog._version", "__version__")]

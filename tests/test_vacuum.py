@@ -30,16 +30,12 @@ from deltalog.errors import (
     UnsupportedProtocolError,
 )
 from deltalog.log.history import read_commit_info
+from deltalog.protocol.properties import parse_interval_ms
 from deltalog.protocol.table_protocol import Protocol
-from deltalog.vacuuming import (
-    LiteVacuumUnavailableError,
-    execute_vacuum,
-    parse_interval_ms,
-    plan_vacuum,
-    read_cursor,
-    vacuum,
-)
-from deltalog.vacuuming.paths import HiddenRule, PathResolver, dv_file_path, z85_decode
+from deltalog.vacuuming import LiteVacuumUnavailableError, execute_vacuum, plan_vacuum, vacuum
+from deltalog.vacuuming.paths import PathResolver, dv_file_path, z85_decode
+from deltalog.vacuuming.plan import read_cursor
+from deltalog.write_checks.hidden_paths import HiddenRule
 from helpers import rows, write_data_file
 from shared_data import golden_copy
 from vacuum_helpers import (

@@ -56,6 +56,8 @@ from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.write_checks.hidden_paths import HiddenRule
 from deltalog.write_checks.schema_enforcement import check_file_schema
 
+__all__ = ["ConvertResult", "convert_to_delta"]
+
 log = logging.getLogger(__name__)
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"

@@ -34,6 +34,8 @@ from deltalog.protocol.table_protocol import FeatureRequirements, Protocol, chec
 from deltalog.storage.filesystem import Storage
 from deltalog.write_checks.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 
+__all__ = ["choose_protocol", "create_table", "required_features"]
+
 log = logging.getLogger(__name__)
 
 #: Features that are reader+writer features (listed in both lists of the protocol).

@@ -37,18 +37,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog._flags import require_bools
-from deltalog.commit.transaction import (
-    DEFAULT_MAX_ATTEMPTS,
-    ISOLATION_LEVELS,
-    CommitResult,
-    Transaction,
-    partition_keys,
-)
+from deltalog.commit.result import CommitResult
+from deltalog.commit.transaction import DEFAULT_MAX_ATTEMPTS, Transaction, partition_keys
 from deltalog.errors import InvalidCommitRequestError, StorageError
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.isolation import ISOLATION_LEVELS
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
@@ -59,6 +55,8 @@ from deltalog.write_checks.hidden_paths import HiddenRule
 from deltalog.write_checks.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
 from deltalog.write_checks.row_rules import RowRuleChecker
 from deltalog.write_checks.schema_enforcement import check_file_schema
+
+__all__ = ["AddSpec", "CommitRequest", "commit_request", "load_commit_request", "prepare_actions"]
 
 log = logging.getLogger(__name__)
 

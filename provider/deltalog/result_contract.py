@@ -17,6 +17,8 @@ protocol action), ``HistoryEntry`` (a commitInfo) and the commit request
 
 from __future__ import annotations
 
+__all__ = ["PROTOCOL_DATA_CLASSES", "VERBATIM_KEYS"]
+
 #: Keys whose values are protocol data or user data, passed through verbatim (their inner
 #: keys keep the protocol's or the user's spelling), and why.
 VERBATIM_KEYS: dict[str, str] = {

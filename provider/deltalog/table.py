@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from deltalog.protocol.features import Operation
     from deltalog.vacuuming import VacuumResult
 
+__all__ = ["DeltaTable"]
+
 
 class DeltaTable:
     """A Delta table at a path or URI (``storage_options`` go to fsspec)."""

@@ -21,6 +21,8 @@ from typing import Any, NoReturn
 from deltalog._version import __version__
 from deltalog.errors import DeltaLogError, InvalidArgumentError
 
+__all__ = ["emit", "key_values", "main", "run"]
+
 #: Modules whose ``register(subparsers)`` adds commands, in help order.
 COMMAND_MODULES = [
     "deltalog.cli.read",

@@ -15,6 +15,8 @@ from deltalog.convert import ConvertResult, convert_to_delta
 from deltalog.errors import CommitFailedError, EngineError, InvalidArgumentError
 from deltalog.protocol.sizes import parse_size
 
+__all__ = ["register"]
+
 
 def _size(text: str) -> int:
     try:

@@ -7,6 +7,8 @@ import argparse
 from deltalog.cli import emit
 from deltalog.protocol.features import Operation, support_table, text_table
 
+__all__ = ["register"]
+
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(

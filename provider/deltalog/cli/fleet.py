@@ -18,6 +18,8 @@ from deltalog.maintenance.due import maintenance_due
 from deltalog.maintenance.health import compute_health
 from deltalog.table import DeltaTable
 
+__all__ = ["register"]
+
 
 def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", metavar="ROOT", help="every Delta table under this folder or bucket prefix")

@@ -10,6 +10,8 @@ from deltalog.log_maintenance.log_cleanup import LogCleanupResult, cleanup_log
 from deltalog.log_maintenance.manifest import ManifestResult, generate_manifest
 from deltalog.table import DeltaTable
 
+__all__ = ["register"]
+
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(

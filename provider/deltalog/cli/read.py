@@ -8,6 +8,8 @@ from deltalog.cli import emit
 from deltalog.log.history import format_ms
 from deltalog.table import DeltaTable
 
+__all__ = ["register"]
+
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("snapshot", parents=[parent], help="the table state at a version (files, protocol, metadata)")

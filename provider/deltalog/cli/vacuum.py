@@ -9,6 +9,8 @@ from deltalog.log.history import format_ms
 from deltalog.vacuuming import VacuumResult, vacuum
 from deltalog.vacuuming.plan import DEFAULT_MAX_WORKERS, MODES
 
+__all__ = ["register"]
+
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(

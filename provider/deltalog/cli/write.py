@@ -11,6 +11,8 @@ from deltalog.cli import emit, key_values
 from deltalog.commit.result import CommitResult
 from deltalog.errors import InvalidArgumentError
 
+__all__ = ["register"]
+
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(

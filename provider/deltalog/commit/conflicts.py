@@ -35,6 +35,8 @@ from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["ConcurrentDeleteDeleteError", "ConcurrentDeleteReadError", "ReadPredicate", "check_conflicts", "read_fresh"]
+
 #: A read predicate: partition column -> value (or a collection of values), or a
 #: callable that gets a file's partitionValues and says whether the read covered it.
 ReadPredicate = dict[str, Any] | Callable[[dict[str, Any]], bool]

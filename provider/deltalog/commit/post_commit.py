@@ -20,6 +20,8 @@ from typing import Any
 from deltalog.commit.result import CommitResult, PostCommitHookResult
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["PostCommitHook", "hook_configuration", "run_post_commit_hooks"]
+
 log = logging.getLogger(__name__)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+__all__ = ["CommitResult", "PostCommitHookResult"]
+
 
 @dataclass(frozen=True)
 class PostCommitHookResult:

@@ -34,6 +34,18 @@ import pyarrow.compute as pc
 from deltalog.errors import OperationRefusedError
 from deltalog.protocol.table_protocol import Protocol
 
+__all__ = [
+    "DOMAIN",
+    "assign",
+    "assigns_row_ids",
+    "domain_action",
+    "enabled",
+    "high_water_mark",
+    "live_row_fields",
+    "materialized_columns",
+    "parse_high_water_mark",
+]
+
 DOMAIN = "delta.rowTracking"
 HIGH_WATER_MARK = "rowIdHighWaterMark"
 ENABLED = "delta.enableRowTracking"

@@ -46,6 +46,8 @@ from deltalog.protocol.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT
 from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "Transaction", "partition_keys"]
+
 log = logging.getLogger(__name__)
 
 

@@ -21,6 +21,7 @@ from deltalog.compaction.commit import CompactionCommit
 from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.options import CompactionOptions, LocalOptions
 from deltalog.compaction.plan import Bin, CompactionPlan, plan_compaction
+from deltalog.compaction.purge import DeletionVectorHealth, deletion_vector_health
 from deltalog.compaction.result import CompactionResult
 from deltalog.compaction.run import compact
 
@@ -32,8 +33,10 @@ __all__ = [
     "CompactionOptions",
     "CompactionPlan",
     "CompactionResult",
+    "DeletionVectorHealth",
     "LocalOptions",
     "commit_outputs",
     "compact",
+    "deletion_vector_health",
     "plan_compaction",
 ]

@@ -51,6 +51,8 @@ from deltalog.protocol.parquet_layout import (
 from deltalog.protocol.schema import parse_schema_string
 from deltalog.storage.filesystem import Storage, is_remote
 
+__all__ = ["BinWriter", "DictionaryChoice", "dictionary_columns", "open_parquet_writer"]
+
 log = logging.getLogger(__name__)
 
 #: A dictionary page larger than this share of a column chunk means the column barely repeats.

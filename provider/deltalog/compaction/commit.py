@@ -43,6 +43,8 @@ from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering
 
+__all__ = ["CompactionCommit", "OPERATION", "commit_bins", "discard", "operation_parameters"]
+
 log = logging.getLogger(__name__)
 
 OPERATION = "OPTIMIZE"

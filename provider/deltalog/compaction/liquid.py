@@ -39,6 +39,16 @@ from deltalog.errors import OperationRefusedError
 from deltalog.log.snapshot import Snapshot
 from deltalog.write_checks import clustering
 
+__all__ = [
+    "ClusteringSpec",
+    "PROVIDER",
+    "ZCUBE_ID",
+    "ZCUBE_ZORDER_BY",
+    "clustering_spec",
+    "pack_cubes",
+    "select_for_clustering",
+]
+
 #: ``clusteringProvider`` of files written by liquid clustering (Delta Spark's ``ClusteredTableUtils``).
 PROVIDER = "liquid"
 #: AddFile tags of a ZCube (Delta Spark's ``ZCubeInfo``): the group id and its columns as a JSON list.

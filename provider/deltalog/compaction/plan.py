@@ -42,6 +42,17 @@ from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering
 
+__all__ = [
+    "Bin",
+    "CompactionPlan",
+    "PlanFile",
+    "check_compactable",
+    "compaction_operation",
+    "plan_compaction",
+    "plan_from_snapshot",
+    "plan_row_tracking",
+]
+
 log = logging.getLogger(__name__)
 
 #: 2: every key snake_case (1 had camelCase keys).

@@ -23,6 +23,8 @@ import pyarrow.compute as pc
 from deltalog.errors import InvalidArgumentError
 from deltalog.protocol.parquet_layout import PHYSICAL_NAME
 
+__all__ = ["PartitionFilter", "parse_where"]
+
 _TOKEN = re.compile(
     r"""\s*(?:
         (?P<str>'(?:[^']|'')*')

@@ -25,6 +25,8 @@ import pyarrow.compute as pc
 
 from deltalog.log.snapshot import Snapshot
 
+__all__ = ["REORG_OPERATION", "DeletionVectorHealth", "deletion_vector_health", "purge_mask", "purge_operation"]
+
 #: Delta Spark's commitInfo operation for a purge.
 REORG_OPERATION = "REORG"
 

@@ -9,6 +9,8 @@ from deltalog.compaction.commit import CompactionCommit
 from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
 
+__all__ = ["CompactionProgress", "CompactionResult"]
+
 
 @dataclass(frozen=True)
 class CompactionResult:

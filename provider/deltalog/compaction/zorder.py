@@ -37,6 +37,8 @@ from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.log.snapshot import Snapshot
 from deltalog.write_checks import clustering
 
+__all__ = ["MAX_BITS", "check_zorder_columns", "hilbert", "interleave", "rank_scaled"]
+
 #: Bits of one column's rank in the interleaved key (all columns together fit 63 bits).
 MAX_BITS = 21
 

@@ -24,6 +24,8 @@ from deltalog.compaction.plan import Bin
 from deltalog.compaction.zorder import MAX_BITS, hilbert, interleave, rank_scaled
 from deltalog.errors import OperationRefusedError
 
+__all__ = ["ZOrderWriter"]
+
 log = logging.getLogger(__name__)
 
 _ZCOL = "__deltalog_zvalue"

@@ -22,6 +22,15 @@ from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableE
 from deltalog.log.listing import LogListing, list_log
 from deltalog.storage.filesystem import LOG_DIR, Storage, is_remote
 
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DiscoveryResult",
+    "FoundTable",
+    "discover_tables",
+    "read_table_list",
+    "tables_from_list",
+]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DEPTH = 6

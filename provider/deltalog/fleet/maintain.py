@@ -52,6 +52,18 @@ from deltalog.protocol.properties import config_bool
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming import vacuum
 
+__all__ = [
+    "DEFAULT_THROUGHPUT",
+    "PlannedTable",
+    "TableOutcome",
+    "TableSettings",
+    "maintain_table",
+    "measured_throughput",
+    "order_work",
+    "settings_for",
+    "table_name",
+]
+
 log = logging.getLogger(__name__)
 
 #: Compaction throughput assumed before any run has measured one (bytes rewritten per second).

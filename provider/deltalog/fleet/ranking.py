@@ -33,6 +33,8 @@ from deltalog.maintenance.due import MaintenanceDue, maintenance_due
 from deltalog.maintenance.health import TableHealth, compute_health
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["TableReport", "fleet_health"]
+
 log = logging.getLogger(__name__)
 
 MIB = 1 << 20

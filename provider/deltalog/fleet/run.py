@@ -27,6 +27,8 @@ from deltalog.fleet.maintain import (
 )
 from deltalog.fleet.ranking import TableReport, fleet_health
 
+__all__ = ["FleetRunResult", "previous_throughput", "run_fleet"]
+
 log = logging.getLogger(__name__)
 
 

@@ -26,6 +26,8 @@ from typing import Any, TypeGuard
 
 from deltalog.errors import CorruptLogError, UnsupportedProtocolError
 
+__all__ = ["check_action", "check_protocol", "check_sidecar", "check_table_metadata", "check_txn"]
+
 _Error = type[CorruptLogError]
 
 _PRIMITIVE_TYPES = frozenset(

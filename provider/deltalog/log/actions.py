@@ -16,6 +16,21 @@ import pyarrow as pa
 
 from deltalog.protocol.schema import parse_schema_string
 
+__all__ = [
+    "ADD_FIELDS",
+    "ADD_SCHEMA",
+    "ADD_TYPE",
+    "Metadata",
+    "REMOVE_FIELDS",
+    "REMOVE_SCHEMA",
+    "REMOVE_TYPE",
+    "STRING_MAP",
+    "as_dict",
+    "dv_unique_id",
+    "file_key",
+    "to_json_line",
+]
+
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
 DELETION_VECTOR = pa.struct(

@@ -20,6 +20,8 @@ from deltalog.log.history import read_commit_info
 from deltalog.log.listing import LogListing, list_log
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["NewCommit", "VACUUM_LOOKBACK", "find_new_commit", "versions_since_vacuum"]
+
 #: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
 VACUUM_END = "VACUUM END"
 #: How many versions health reads back looking for the last vacuum (one small read each).

@@ -23,6 +23,8 @@ from deltalog.log.snapshot import read_commit_files
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["log_name", "read_checkpoint_small_actions", "read_protocol_and_metadata"]
+
 log = logging.getLogger(__name__)
 
 

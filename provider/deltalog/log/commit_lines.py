@@ -30,6 +30,8 @@ import pyarrow.json as pj
 
 from deltalog.errors import CorruptLogError
 
+__all__ = ["JSON_SPACE", "check_commits", "is_blank", "is_utf8", "lines_pass", "parse_action", "parse_commit"]
+
 #: JSON whitespace around a line's object (``\n`` separates the lines).
 JSON_SPACE = b" \t\r"
 #: Action kinds the vectorised check recognises by their ``{"kind":`` prefix; a line of

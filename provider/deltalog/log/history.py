@@ -19,6 +19,16 @@ from deltalog.log.listing import LogListing
 from deltalog.log.snapshot import read_commit_files
 from deltalog.storage.filesystem import Storage
 
+__all__ = [
+    "CommitTimestamps",
+    "HistoryEntry",
+    "format_ms",
+    "history",
+    "ict_enablement_version",
+    "parse_timestamp",
+    "read_commit_info",
+]
+
 
 @dataclass(frozen=True)
 class HistoryEntry:

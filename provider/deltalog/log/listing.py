@@ -18,6 +18,17 @@ from typing import Any
 from deltalog.errors import MissingCommitError, NotADeltaTableError, StorageError, VersionNotFoundError
 from deltalog.storage.filesystem import FileInfo, Storage, ensure_table_root
 
+__all__ = [
+    "Checkpoint",
+    "LAST_CHECKPOINT",
+    "LogListing",
+    "LogSegment",
+    "SIDECARS_DIR",
+    "build_segment",
+    "commit_name",
+    "list_log",
+]
+
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CLASSIC_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 MULTIPART_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")

@@ -28,6 +28,18 @@ from deltalog._arrow_utils import conform
 from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE
 from deltalog.log.commit_lines import is_utf8
 
+__all__ = [
+    "FILE_LINE_PREFIXES",
+    "array_from_python",
+    "empty_table",
+    "file_keys",
+    "int64_array",
+    "newest_per_key",
+    "parse_file_lines",
+    "string_array",
+    "take_newest_first",
+]
+
 #: Lines starting with these are file actions handled here; any other spelling
 #: (spaces, a different key order) goes to the per-line path.
 FILE_LINE_PREFIXES = (b'{"add":', b'{"remove":')

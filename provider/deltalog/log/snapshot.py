@@ -54,6 +54,8 @@ from deltalog.log.replay import (
 from deltalog.protocol.table_protocol import Protocol, check_readable
 from deltalog.storage.filesystem import FileInfo, Storage
 
+__all__ = ["Snapshot", "load_snapshot", "read_commit_files"]
+
 
 @dataclass(frozen=True)
 class Snapshot:

@@ -23,6 +23,14 @@ from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, Checkpoint, list
 from deltalog.protocol.schema import arrow_field_to_delta
 from deltalog.storage.filesystem import Storage
 
+__all__ = [
+    "CheckpointDescription",
+    "describe_checkpoint",
+    "last_checkpoint_checksum",
+    "last_checkpoint_document",
+    "update_last_checkpoint",
+]
+
 #: Like Delta Spark, ``checkpointSchema`` is left out of ``_last_checkpoint`` when its JSON is longer.
 CHECKPOINT_SCHEMA_MAX_CHARS = 20_000
 

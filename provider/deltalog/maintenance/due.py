@@ -45,6 +45,8 @@ from deltalog.vacuuming.plan import LAST_VACUUM_INFO
 from deltalog.vacuuming.retained import retained_state
 from deltalog.vacuuming.retention import resolve_retention
 
+__all__ = ["MaintenanceDue", "maintenance_due"]
+
 #: The operations a due verdict covers, in the order maintenance runs them.
 OPERATIONS = ("compaction", "checkpoint", "vacuum", "log_cleanup")
 #: Their columns in the feature table (maintenance compacts with the local engine).

@@ -19,6 +19,8 @@ from deltalog.log.activity import VACUUM_LOOKBACK, versions_since_vacuum
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.sizes import target_file_size
 
+__all__ = ["TableHealth", "compute_health"]
+
 
 @dataclass(frozen=True)
 class TableHealth:

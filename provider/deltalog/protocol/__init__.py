@@ -15,6 +15,7 @@
 """
 
 from deltalog.protocol.features import FEATURES, Feature, Operation
+from deltalog.protocol.schema import parse_schema_string
 from deltalog.protocol.table_protocol import Protocol
 
-__all__ = ["FEATURES", "Feature", "Operation", "Protocol"]
+__all__ = ["FEATURES", "Feature", "Operation", "Protocol", "parse_schema_string"]

@@ -26,6 +26,8 @@ from deltalog.errors import CorruptLogError
 from deltalog.protocol.parquet_layout import from_log_path
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["deleted_rows", "read_deletion_vector", "z85_decode"]
+
 MAGIC = 1681511377
 NATIVE_MAGIC = 1681511376
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"

@@ -29,6 +29,20 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+__all__ = [
+    "CATALOG_FEATURES",
+    "FEATURES",
+    "READ_ONLY",
+    "Cell",
+    "Feature",
+    "Operation",
+    "feature_cell",
+    "markdown",
+    "reader_features",
+    "support_table",
+    "text_table",
+]
+
 
 class Operation(StrEnum):
     """What deltalog does to a table; the columns of the support table."""
@@ -425,10 +439,10 @@ def markdown() -> str:
     out = [
         "# Table features x operations",
         "",
-        "<!-- Generated from provider/deltalog/features.py by scripts/features_doc.py; do not edit. -->",
+        "<!-- Generated from provider/deltalog/protocol/features.py by scripts/features_doc.py; do not edit. -->",
         "",
         "What each deltalog operation does with a table that uses each table feature. The table in",
-        "`provider/deltalog/features.py` is the one source of truth: the protocol checks consult it",
+        "`provider/deltalog/protocol/features.py` is the one source of truth: the protocol checks consult it",
         "before an operation touches a table, `deltalog features [--json]` prints it, and this page",
         "is rendered from it. A feature not listed here is refused by every operation, reads included",
         "when it is a reader feature. **yes**: supported; **cond.**: supported, except in the state",

@@ -35,6 +35,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+__all__ = ["physical_name", "stats_from_parquet_metadata", "stats_json"]
+
 PHYSICAL_NAME_KEY = b"delta.columnMapping.physicalName"
 DEFAULT_NUM_INDEXED_COLS = 32
 DEFAULT_STRING_PREFIX = 32

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["ISOLATION_LEVELS", "SERIALIZABLE", "SNAPSHOT_ISOLATION", "WRITE_SERIALIZABLE"]
+
 SERIALIZABLE = "Serializable"
 WRITE_SERIALIZABLE = "WriteSerializable"
 SNAPSHOT_ISOLATION = "SnapshotIsolation"

@@ -28,6 +28,24 @@ import pyarrow as pa
 
 from deltalog.protocol.schema import parse_schema_string
 
+__all__ = [
+    "CODEC_PROPERTY",
+    "DEFAULT_CODEC",
+    "PARQUET_CODECS",
+    "PARQUET_FIELD_ID",
+    "PHYSICAL_NAME",
+    "compression_codec",
+    "from_log_path",
+    "iceberg_compat_version",
+    "iceberg_data_schema",
+    "iceberg_data_schema_json_for_spark",
+    "is_absolute",
+    "nested_id_column",
+    "physical_data_schema",
+    "physical_data_schema_json",
+    "to_log_path",
+]
+
 log = logging.getLogger(__name__)
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"

@@ -23,6 +23,19 @@ from deltalog.protocol.parquet_layout import PARQUET_CODECS
 from deltalog.protocol.sizes import parse_size
 from deltalog.protocol.table_protocol import Protocol
 
+__all__ = [
+    "DAY_MS",
+    "DEFAULT_DELETED_FILE_RETENTION",
+    "DEFAULT_LOG_RETENTION",
+    "checkpoint_due",
+    "checkpoint_interval",
+    "checkpoint_protection_version",
+    "config_bool",
+    "config_interval_ms",
+    "parse_interval_ms",
+    "validate_table_properties",
+]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_INTERVAL = 10

@@ -10,6 +10,15 @@ import pyarrow as pa
 
 from deltalog.errors import CorruptLogError, InvalidArgumentError
 
+__all__ = [
+    "arrow_field_to_delta",
+    "arrow_schema_to_schema_string",
+    "arrow_type_to_delta",
+    "delta_type_to_arrow",
+    "has_timestamp_ntz",
+    "parse_schema_string",
+]
+
 _PRIMITIVES: dict[str, pa.DataType] = {
     "string": pa.string(),
     "long": pa.int64(),

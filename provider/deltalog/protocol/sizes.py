@@ -10,6 +10,8 @@ import re
 
 from deltalog.errors import InvalidArgumentError
 
+__all__ = ["DEFAULT_TARGET_FILE_SIZE", "parse_size", "target_file_size"]
+
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 #: Sizes are Delta ``long`` values (and Arrow int64): anything larger is a typo, not a size.
 MAX_SIZE = 2**63 - 1

@@ -13,6 +13,8 @@ from typing import Any
 from deltalog.errors import UnsupportedProtocolError
 from deltalog.protocol.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
 
+__all__ = ["FeatureRequirements", "Protocol", "check_readable", "check_writable"]
+
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 

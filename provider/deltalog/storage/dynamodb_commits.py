@@ -45,6 +45,8 @@ from typing import Any, Protocol
 
 from deltalog.errors import InvalidArgumentError, StorageError
 
+__all__ = ["DynamoDBCommits", "OPTIONS", "wanted"]
+
 log = logging.getLogger(__name__)
 
 

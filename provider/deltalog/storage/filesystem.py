@@ -33,6 +33,17 @@ from deltalog.errors import (
 )
 from deltalog.storage import dynamodb_commits, s3_reads
 
+__all__ = [
+    "FileInfo",
+    "LOG_DIR",
+    "Storage",
+    "check_utf8_names",
+    "ensure_table_root",
+    "is_remote",
+    "is_remote_error",
+    "mtime_ms",
+]
+
 LOG_DIR = "_delta_log"
 
 #: errno values meaning "this filesystem does not do hard links".
@@ -85,7 +96,7 @@ def check_utf8_names(names: Iterable[str], where: str) -> None:
             ) from None
 
 
-def _mtime_ms(info: dict[str, Any]) -> int:
+def mtime_ms(info: dict[str, Any]) -> int:
     """fsspec implementations report modification times under different keys and types."""
     for key in ("mtime", "LastModified", "last_modified", "created", "modified", "updated"):
         value = info.get(key)
@@ -360,7 +371,7 @@ class Storage:
                 raise
             raise StorageError(f"cannot list {path}: {exc}") from None
         files = [
-            FileInfo(self.fs._strip_protocol(e["name"]), int(e.get("size") or 0), _mtime_ms(e))
+            FileInfo(self.fs._strip_protocol(e["name"]), int(e.get("size") or 0), mtime_ms(e))
             for e in entries
             if e.get("type") != "directory"
         ]
@@ -389,7 +400,7 @@ class Storage:
                     yield FileInfo(full, st.st_size, int(st.st_mtime * 1000))
             return
         for name, info in self.fs.find(top, detail=True, withdirs=False).items():
-            yield FileInfo(self.fs._strip_protocol(name), int(info.get("size") or 0), _mtime_ms(info))
+            yield FileInfo(self.fs._strip_protocol(name), int(info.get("size") or 0), mtime_ms(info))
 
     def read_bytes(self, path: str) -> bytes:
         if self.is_local:
@@ -459,7 +470,7 @@ class Storage:
             return FileInfo(path, st.st_size, int(st.st_mtime * 1000))
         with _remote_errors("stat", path):
             info = self.fs.info(path)
-        return FileInfo(path, int(info.get("size") or 0), _mtime_ms(info))
+        return FileInfo(path, int(info.get("size") or 0), mtime_ms(info))
 
     def open_input(self, path: str):
         """A seekable binary file object (for pyarrow.parquet)."""

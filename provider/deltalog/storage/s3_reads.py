@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["CHOICES", "OPTION", "ReadFailed", "S3Reads", "s3_reads_for"]
+
 log = logging.getLogger(__name__)
 
 #: The storage option that picks the read client (deltalog's own, not passed to s3fs).

@@ -10,17 +10,14 @@ versions reference), ``plan``, ``execute`` (re-validation, START/END commits),
 """
 
 from deltalog.vacuuming.execute import execute_vacuum, vacuum
-from deltalog.vacuuming.plan import LiteVacuumUnavailableError, VacuumPlan, plan_vacuum, read_cursor
+from deltalog.vacuuming.plan import LiteVacuumUnavailableError, VacuumPlan, plan_vacuum
 from deltalog.vacuuming.result import VacuumResult
-from deltalog.vacuuming.retention import parse_interval_ms
 
 __all__ = [
     "LiteVacuumUnavailableError",
     "VacuumPlan",
     "VacuumResult",
     "execute_vacuum",
-    "parse_interval_ms",
     "plan_vacuum",
-    "read_cursor",
     "vacuum",
 ]

@@ -16,7 +16,9 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming.links import LinkGuard
-from deltalog.vacuuming.paths import HiddenRule
+from deltalog.write_checks.hidden_paths import HiddenRule
+
+__all__ = ["Progress", "ancestors", "delete_files", "remove_empty_dirs"]
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.delete import Progress, ancestors, delete_files, remove_empty_dirs
-from deltalog.vacuuming.paths import HiddenRule, PathResolver
+from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.plan import (
     CURSOR_KEY,
     DEFAULT_MAX_WORKERS,
@@ -54,6 +54,9 @@ from deltalog.vacuuming.plan import (
 from deltalog.vacuuming.result import COMPLETED, FAILED, VacuumResult, result_of_plan
 from deltalog.vacuuming.retained import scan_commits
 from deltalog.vacuuming.retention import DELETED_FILE_RETENTION_KEY, resolve_retention
+from deltalog.write_checks.hidden_paths import HiddenRule
+
+__all__ = ["execute_vacuum", "vacuum"]
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,11 @@ from deltalog._arrow_utils import count_true
 from deltalog.errors import InvalidArgumentError
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing
-from deltalog.vacuuming.paths import HiddenRule, PathResolver
+from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.times import PlausibleTimes, describe_ms, first_implausible
+from deltalog.write_checks.hidden_paths import HiddenRule
+
+__all__ = ["read_inventory"]
 
 REQUIRED = ("path", "size", "modificationTime")
 #: Rows that are not plain relative paths: absolute (``/``, ``scheme://``, Hadoop's ``file:/``)

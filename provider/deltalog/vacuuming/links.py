@@ -28,6 +28,8 @@ import pyarrow.compute as pc
 
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["LinkGuard", "describe", "scan_links", "through_links"]
+
 #: Links named in a warning before "and N more".
 MAX_NAMED = 5
 

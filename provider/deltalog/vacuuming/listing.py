@@ -24,9 +24,11 @@ from functools import cached_property
 import pyarrow as pa
 
 from deltalog.errors import StorageError
-from deltalog.storage.filesystem import Storage, _mtime_ms, check_utf8_names
+from deltalog.storage.filesystem import Storage, check_utf8_names, mtime_ms
 from deltalog.vacuuming.links import LinkGuard
-from deltalog.vacuuming.paths import HiddenRule
+from deltalog.write_checks.hidden_paths import HiddenRule
+
+__all__ = ["FileListing", "LISTING_SCHEMA", "fill_stats", "list_table_files"]
 
 log = logging.getLogger(__name__)
 
@@ -152,11 +154,11 @@ def _scan_fsspec(storage: Storage, top: str, rule: HiddenRule) -> _Part:
             part.hidden += 1
             continue
         if info.get("type") == "directory":
-            part.dirs[rel] = _mtime_ms(info)
+            part.dirs[rel] = mtime_ms(info)
             continue
         part.paths.append(rel)
         part.sizes.append(int(info.get("size") or 0))
-        part.mtimes.append(_mtime_ms(info))
+        part.mtimes.append(mtime_ms(info))
     return part
 
 
@@ -204,12 +206,12 @@ def _top_level(storage: Storage, rule: HiddenRule) -> tuple[_Part, list[tuple[st
             top.hidden += 1
             continue
         if info.get("type") == "directory":
-            top.dirs[name] = _mtime_ms(info)
+            top.dirs[name] = mtime_ms(info)
             subdirs.append((full, name))
             continue
         top.paths.append(name)
         top.sizes.append(int(info.get("size") or 0))
-        top.mtimes.append(_mtime_ms(info))
+        top.mtimes.append(mtime_ms(info))
     return top, subdirs
 
 

@@ -28,9 +28,8 @@ from deltalog._arrow_utils import any_substring
 from deltalog.errors import CorruptLogError, OperationRefusedError
 from deltalog.protocol.deletion_vectors import z85_decode
 from deltalog.storage.filesystem import Storage
-from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
 
-__all__ = ["CHANGE_DATA_DIR", "HiddenRule", "PathResolver", "dv_descriptor_path", "dv_file_path", "dv_paths_of"]
+__all__ = ["PathResolver", "dv_descriptor_path", "dv_file_path", "dv_paths_of"]
 
 _Z85_UUID_LENGTH = 20
 

@@ -35,11 +35,23 @@ from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.inventory import read_inventory
 from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
-from deltalog.vacuuming.paths import CHANGE_DATA_DIR, HiddenRule, PathResolver
+from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.retained import RetainedState, retained_state, scan_commits
 from deltalog.vacuuming.retention import Retention, resolve_retention
 from deltalog.vacuuming.times import FLOOR_MS, plausible_times
+from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
 from deltalog.write_checks.hidden_paths import partition_dir_names as hidden_partition_dir_names
+
+__all__ = [
+    "CURSOR_KEY",
+    "DEFAULT_MAX_WORKERS",
+    "LAST_VACUUM_INFO",
+    "LiteVacuumUnavailableError",
+    "MODES",
+    "VacuumPlan",
+    "cursor_path",
+    "plan_vacuum",
+]
 
 log = logging.getLogger(__name__)
 

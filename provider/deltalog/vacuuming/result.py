@@ -8,6 +8,8 @@ from typing import Any
 from deltalog.log.history import format_ms
 from deltalog.vacuuming.plan import VacuumPlan
 
+__all__ = ["COMPLETED", "FAILED", "VacuumResult", "result_of_plan"]
+
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 DRY_RUN = "DRY_RUN"

@@ -35,6 +35,8 @@ from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.vacuuming.paths import PathResolver, dv_descriptor_path, dv_paths_of
 
+__all__ = ["RetainedState", "retained_state", "scan_commits"]
+
 log = logging.getLogger(__name__)
 
 FILE_ACTIONS = ("add", "remove", "cdc")

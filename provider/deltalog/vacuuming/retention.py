@@ -27,6 +27,8 @@ from deltalog.protocol.properties import (
     parse_interval_ms,
 )
 
+__all__ = ["DELETED_FILE_RETENTION_KEY", "Retention", "resolve_retention"]
+
 DELETED_FILE_RETENTION_KEY = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_KEY = "delta.logRetentionDuration"
 

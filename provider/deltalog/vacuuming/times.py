@@ -28,6 +28,8 @@ from deltalog.log.listing import LogListing
 from deltalog.log.snapshot import Snapshot
 from deltalog.storage.filesystem import FileInfo, Storage
 
+__all__ = ["FLOOR_MS", "PlausibleTimes", "describe_ms", "first_implausible", "plausible_times"]
+
 #: No data file of a Delta table was written before 2000-01-01 (seconds read as milliseconds land in 1970).
 FLOOR_MS = 946_684_800_000
 #: Files may be written a little before the first commit that adds them.

@@ -13,3 +13,5 @@
 Commit requests, convert and compaction call these; they read the protocol and the log,
 never commit.
 """
+
+__all__: list[str] = []

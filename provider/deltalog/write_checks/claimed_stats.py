@@ -34,6 +34,8 @@ from deltalog.errors import DataFileMismatchError
 from deltalog.log.actions import Metadata
 from deltalog.protocol.file_stats import physical_name, stats_from_parquet_metadata
 
+__all__ = ["check_claimed_stats", "parse_stats"]
+
 #: Footer stats for the comparison: every leaf column, strings untruncated.
 _FULL_STATS = {"delta.dataSkippingNumIndexedCols": "-1", "delta.dataSkippingStringPrefixLength": str(2**31)}
 _EPOCH = dt.datetime(1970, 1, 1)

@@ -22,6 +22,8 @@ from typing import Any
 from deltalog.errors import OperationRefusedError
 from deltalog.protocol.table_protocol import Protocol
 
+__all__ = ["check_clustering_stats", "clustering_columns", "is_clustered"]
+
 DOMAIN = "delta.clustering"
 
 

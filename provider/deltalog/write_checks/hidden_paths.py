@@ -27,6 +27,8 @@ from deltalog._arrow_utils import any_substring
 from deltalog.log.actions import Metadata
 from deltalog.storage.filesystem import LOG_DIR
 
+__all__ = ["CHANGE_DATA_DIR", "HiddenRule", "partition_dir_names"]
+
 CHANGE_DATA_DIR = "_change_data"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 

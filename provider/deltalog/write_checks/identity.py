@@ -32,6 +32,8 @@ import pyarrow.parquet as pq
 from deltalog.errors import OperationRefusedError
 from deltalog.log.actions import Metadata
 
+__all__ = ["check_and_advance"]
+
 START = "delta.identity.start"
 STEP = "delta.identity.step"
 HIGH_WATER_MARK = "delta.identity.highWaterMark"

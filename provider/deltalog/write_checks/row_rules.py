@@ -38,6 +38,8 @@ from deltalog.errors import OperationRefusedError
 from deltalog.log.actions import Metadata
 from deltalog.protocol.schema import delta_type_to_arrow
 
+__all__ = ["RowRuleChecker"]
+
 log = logging.getLogger(__name__)
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"

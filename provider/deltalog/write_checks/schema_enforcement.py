@@ -47,6 +47,8 @@ from deltalog.protocol.partition_values import PartitionValueError, canonical_pa
 from deltalog.protocol.schema import delta_type_to_arrow
 from deltalog.protocol.table_protocol import Protocol
 
+__all__ = ["check_file_schema"]
+
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 COLUMN_ID = "delta.columnMapping.id"
 _FIELD_ID = b"PARQUET:field_id"

@@ -18,11 +18,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog import DeltaTable
+from deltalog import DeltaTable, MaintenanceDue, compute_health, maintenance_due
+from deltalog import find_new_commit as core_find_new_commit
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError
-from deltalog.log import activity
-from deltalog.maintenance.due import MaintenanceDue, maintenance_due
-from deltalog.maintenance.health import compute_health
 from deltalog_provider.utils.coerce import optional_float, optional_int
 
 
@@ -43,8 +41,8 @@ def find_new_commit(
     *,
     missing_ok: bool = False,
 ) -> dict[str, Any] | None:
-    """``deltalog.log.activity.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
-    found = activity.find_new_commit(table.storage, after_version, operations, missing_ok=missing_ok)
+    """``deltalog.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
+    found = core_find_new_commit(table.storage, after_version, operations, missing_ok=missing_ok)
     return found.to_dict() if found is not None else None
 
 

@@ -26,6 +26,8 @@ from deltalog.protocol.parquet_layout import from_log_path, to_log_path
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
+__all__ = ["commit_spark_result", "outputs_from_request", "read_spark_request"]
+
 
 def outputs_from_request(
     storage: Storage, plan: CompactionPlan, request: dict[str, Any], failures: list[dict[str, Any]]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+__all__ = ["SAMPLE_ROWS", "bits_for", "interleave_expr", "range_id", "sample_boundaries"]
+
 #: Bits of one column's range id (Delta Spark: 1000 range ids, about 10 bits).
 MAX_BITS = 8
 #: Sampled values per column on the driver.

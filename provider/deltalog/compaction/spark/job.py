@@ -70,6 +70,8 @@ from deltalog.protocol.parquet_layout import (
 )
 from deltalog.protocol.schema import parse_schema_string
 
+__all__ = ["REPORT_PREFIX", "check_spark_can_rewrite", "configure", "run_job"]
+
 log = logging.getLogger(__name__)
 
 ROW_INDEX = "__deltalog_row_index"

@@ -19,6 +19,8 @@ import json
 import logging
 import sys
 
+__all__ = ["main"]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Rewrite the bins of a deltalog compaction plan with Spark.")

@@ -29,6 +29,8 @@ from deltalog.compaction.spark.job import REPORT_PREFIX
 from deltalog.errors import EngineError, OperationCancelledError
 from deltalog.storage.filesystem import Storage
 
+__all__ = ["DEFAULT_CONF", "run_spark", "spark_job_script"]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[2]"

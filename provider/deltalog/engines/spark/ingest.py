@@ -32,6 +32,8 @@ from urllib.parse import unquote
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import InvalidArgumentError, StorageError
 
+__all__ = ["IngestResult", "WrittenFile", "safe_run_id", "write_ingest"]
+
 log = logging.getLogger(__name__)
 
 #: Spark's (Hive's) marker for a null partition value in a directory name.
