@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("operations", ["vacuuming", "compaction", "convert", "create", "ingest"]),
     ("maintenance", ["maintenance"]),
     ("fleet", ["fleet"]),
-    ("interface", ["table", "cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py)
+    ("facade", ["table"]),  # DeltaTable: only the CLI, the package root, the provider and users import it
+    ("interface", ["cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py)
 ]
 
 #: Deliberate imports up a layer, inside functions, and why: none. The operations take a table's
