@@ -43,7 +43,7 @@ def _append(table: Any, snapshot: Any, n: int, hooks: bool) -> Any:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deltalog.transaction import Transaction
+    from deltalog.commit import Transaction
 
     buf = io.BytesIO()
     pq.write_table(pa.table({"id": pa.array([n], pa.int64())}), buf)

@@ -86,7 +86,7 @@ def _put_parquet(storage: Storage, rel: str, ids: list[int]) -> dict[str, Any]:
 
 
 def _append(table: DeltaTable, rel: str, ids: list[int]):
-    from deltalog.transaction import Transaction
+    from deltalog.commit import Transaction
 
     txn = Transaction(table.storage, table.snapshot(), operation="WRITE", operation_parameters={"mode": "Append"})
     txn.add([_put_parquet(table.storage, rel, ids)])
@@ -218,7 +218,7 @@ def test_a_store_that_keeps_failing_raises_a_storage_error_and_writes_nothing(cl
     def always_fails(create, p: str) -> None:
         raise ConnectionResetError("reset")
 
-    monkeypatch.setattr("deltalog.azure_gcs.time.sleep", lambda s: None)
+    monkeypatch.setattr("deltalog.storage.azure_gcs.time.sleep", lambda s: None)
     calls = _creator(monkeypatch, storage, always_fails)
     with pytest.raises(StorageError, match="reset"):
         storage.put_if_absent(path, b'{"ours": 1}\n')
@@ -334,7 +334,7 @@ def test_fleet_run_takes_the_lease_compacts_and_releases(cloud: Cloud, tmp_path)
 
 def test_requests_per_snapshot_load_and_per_commit(cloud: Cloud, tmp_path) -> None:
     """A load is one LIST of _delta_log and one GET per commit; a commit on a loaded snapshot is one PUT."""
-    from deltalog.transaction import Transaction
+    from deltalog.commit import Transaction
     from fleet_helpers import small_files_table
 
     small_files_table(str(tmp_path / "t"), n=7)  # versions 0..7, no checkpoint
@@ -386,7 +386,7 @@ def test_gcs_uri_forms_reach_the_same_table(gcs_bucket, gcs_storage_options) -> 
 
 
 def test_onelake_uris_get_onelakes_account_and_blob_endpoint() -> None:
-    from deltalog.azure_gcs_reads import _azure_kwargs
+    from deltalog.storage.azure_gcs_reads import _azure_kwargs
 
     uri = "abfss://my-workspace@onelake.dfs.fabric.microsoft.com/sales.Lakehouse/Tables/orders"
     principal = {"tenant_id": "t", "client_id": "c", "client_secret": "s"}  # OneLake takes Entra ID tokens only
@@ -433,7 +433,7 @@ def test_azure_option_translation_reaches_the_same_account(azure_server, azure_c
     from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
     from azure_server import ACCOUNT, ACCOUNT_KEY, storage_options_for
-    from deltalog.azure_gcs_reads import _azure_kwargs
+    from deltalog.storage.azure_gcs_reads import _azure_kwargs
 
     uri = f"abfs://{azure_container}/t"
     writer = Storage(uri, storage_options_for(azure_server))
@@ -467,7 +467,7 @@ def test_azure_token_credentials_are_asked_for_storage_tokens() -> None:
     """adlfs's service-principal / DefaultAzureCredential pair: obstore asks the same credential for tokens."""
     from azure.core.credentials import AccessToken
 
-    from deltalog.azure_gcs_reads import AZURE_STORAGE_SCOPE, _azure_kwargs
+    from deltalog.storage.azure_gcs_reads import AZURE_STORAGE_SCOPE, _azure_kwargs
 
     fs = fsspec.filesystem(
         "abfs", account_name="acct", tenant_id="t", client_id="c", client_secret="s", skip_instance_cache=True
@@ -493,7 +493,7 @@ def test_gcs_credentials_give_obstore_the_same_token(gcs_server, gcs_bucket) -> 
     """A Google credentials object given to gcsfs: obstore's reads carry its token (fake-gcs-server accepts any)."""
     from google.oauth2.credentials import Credentials
 
-    from deltalog.azure_gcs_reads import _gcs_kwargs
+    from deltalog.storage.azure_gcs_reads import _gcs_kwargs
 
     options = {"token": Credentials(token="static-token"), "endpoint_url": gcs_server, "project": "p"}
     storage = Storage(f"gs://{gcs_bucket}/t", options)

@@ -36,7 +36,7 @@ def test_8_writers_x_20_appends_lose_nothing(request: pytest.FixtureRequest, tmp
 
     from deltalog import DeltaTable
     from deltalog.create import create_table
-    from deltalog.snapshot import parse_commit
+    from deltalog.log.commit_lines import parse_commit
 
     base = "gcs" if store == "gcs" else "azure"
     uri: str = request.getfixturevalue(f"{base}_table_uri")
