@@ -151,3 +151,37 @@ def test_cleanup_log_exits_zero_every_time(tmp_path):
     bad = [(p.returncode, p.stderr[-200:]) for p in results if p.returncode != 0]
     assert not bad, f"{len(bad)} of 60 runs failed: {bad[:3]}"
     assert all("nothing deleted" in p.stdout for p in results)
+
+
+def maintain_table_codes() -> dict[int, str]:
+    """{exit code: its 'when' text} from the `deltalog maintain` table of docs/cli.md."""
+    text = open(os.path.join(ROOT, "docs", "cli.md")).read().split("## `deltalog maintain`", 1)[1]
+    return {int(m.group(1)): m.group(2) for m in re.finditer(r"^\| `(\d+)` \| ([^|]+)\|", text, re.M)}
+
+
+def test_maintain_exits_with_its_worst_table(tmp_path, capsys):
+    """Issue 28: a fleet run with a failed table exits non-zero; a refused one is refused, not failed."""
+    from fleet_helpers import healthy_table, refused_protocol_table, small_files_table
+
+    codes = maintain_table_codes()
+    assert set(codes) == {0, 1, 2} and "refused" in codes[1] and "failed" in codes[2]
+    lake = tmp_path / "lake"
+    small_files_table(str(lake / "a"))
+    healthy_table(str(lake / "b"))
+    assert main(["maintain", "--root", str(lake), "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+    refused_protocol_table(str(lake / "c"))
+    small_files_table(str(lake / "a2"))
+    assert main(["maintain", "--root", str(lake), "--json"]) == 1
+    out = capsys.readouterr()
+    statuses = {t["uri"].rsplit("/", 1)[-1]: t["status"] for t in json.loads(out.out)["tables"]}
+    assert statuses == {"a2": "done", "c": "refused"} and "1 refused" in out.err and "failed" not in out.err
+
+    broken = small_files_table(str(lake / "d"))
+    os.unlink(os.path.join(broken.storage.root, broken.snapshot().file_paths()[0]))  # compaction cannot read it
+    assert main(["maintain", "--root", str(lake), "--json"]) == 2
+    out = capsys.readouterr()
+    statuses = {t["uri"].rsplit("/", 1)[-1]: t["status"] for t in json.loads(out.out)["tables"]}
+    assert statuses == {"c": "refused", "d": "failed"}, statuses
+    assert out.err == "error: not every table was maintained: 1 failed, 1 refused (see the summary)\n"

@@ -153,9 +153,11 @@ def test_cli_maintain_dry_run_then_budgeted_run_with_results_and_html(tmp_path, 
     assert maintenance_due(DeltaTable(str(tmp_path / "lake" / "a"))).compaction
 
     results, page = str(tmp_path / "results.json"), str(tmp_path / "fleet.html")
-    assert main(["maintain", "--root", lake, "--results", results, "--html", page, "--time-budget", "60"]) == 0
-    text = capsys.readouterr().out
-    assert "fleet run:" in text and "budget 60 s" in text
+    # The catalog-managed table is refused (its catalog owns its maintenance): exit 1, named on stderr.
+    assert main(["maintain", "--root", lake, "--results", results, "--html", page, "--time-budget", "60"]) == 1
+    captured = capsys.readouterr()
+    assert "fleet run:" in captured.out and "budget 60 s" in captured.out
+    assert captured.err == "error: not every table was maintained: 1 refused (see the summary)\n"
     doc = json.loads(open(results).read())
     assert doc["counts"] == {"done": 2, "healthy": 1, "refused": 1, "unreadable": 0}
     assert doc["throughput_bytes_per_second"] > 0

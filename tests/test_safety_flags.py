@@ -68,14 +68,14 @@ def _entry_points(path: str):
         ("generate_manifest full", lambda v: generate_manifest(path, full=v)),
         ("generate_manifest dry_run", lambda v: generate_manifest(path, dry_run=v)),
         ("compact plan_only", lambda v: compact(path, plan_only=v)),
-        ("commit_request single_writer", lambda v: commit_request(path, request, single_writer=v)),
         ("commit_request run_hooks", lambda v: commit_request(path, request, run_hooks=v)),
-        ("create_table single_writer", lambda v: create_table(path + "_new", table.snapshot().schema, single_writer=v)),
+        ("create_table run_hooks", lambda v: create_table(path + "_new", table.snapshot().schema, run_hooks=v)),
         ("maintain_table allow_short_retention", lambda v: maintain_table(path, allow_short_retention=v)),
         (
             "Transaction allow_system_domains",
             lambda v: Transaction(table.storage, None, operation="W", allow_system_domains=v),
         ),
+        ("Transaction run_hooks", lambda v: Transaction(table.storage, None, operation="W", run_hooks=v)),
     ]
 
 

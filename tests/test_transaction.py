@@ -120,8 +120,8 @@ def test_lost_response_is_recognised_by_txn_id(table_path: str, monkeypatch: pyt
     txn.add([write_data_file(table_path, rows(1))])
     real = Storage.put_if_absent
 
-    def landed_then_exists(self, path, data, *, single_writer=False):
-        real(self, path, data, single_writer=single_writer)
+    def landed_then_exists(self, path, data):
+        real(self, path, data)
         raise FileExistsError(path)
 
     monkeypatch.setattr(Storage, "put_if_absent", landed_then_exists)
@@ -359,16 +359,16 @@ class NonAtomicFS(MemoryFileSystem):
     pseudo_dirs = [""]
 
 
-def test_non_atomic_filesystem_is_refused_unless_single_writer() -> None:
+def test_non_atomic_filesystem_is_always_refused() -> None:
+    """No promise opens a store without an atomic create: the old single_writer switch is gone."""
     fsspec.register_implementation("nonatomic", NonAtomicFS, clobber=True)
     storage = Storage("nonatomic://bucket/t")
-    with pytest.raises(NonAtomicStorageError, match="'nonatomic' filesystem .*NonAtomicFS"):
+    with pytest.raises(NonAtomicStorageError, match="'nonatomic' filesystem .*NonAtomicFS") as caught:
         storage.put_if_absent(storage.join("_delta_log", "0.json"), b"x")
     assert not storage.exists(storage.join("_delta_log", "0.json"))
-    storage.put_if_absent(storage.join("_delta_log", "0.json"), b"x", single_writer=True)
-    with pytest.raises(FileExistsError):
-        storage.put_if_absent(storage.join("_delta_log", "0.json"), b"y", single_writer=True)
-    assert storage.read_bytes(storage.join("_delta_log", "0.json")) == b"x"
+    assert "single" not in str(caught.value) and "--" not in str(caught.value), "no option is suggested"
+    with pytest.raises(TypeError):
+        storage.put_if_absent(storage.join("_delta_log", "0.json"), b"x", single_writer=True)  # type: ignore[call-arg]
 
 
 def test_local_put_if_absent_never_overwrites_and_leaves_no_temp(tmp_path) -> None:
@@ -479,7 +479,7 @@ def test_a_taken_version_that_cannot_be_read_stops_the_retries(
     txn = new_txn(table)
     txn.add([write_data_file(table_path, rows(1))])
 
-    def always_taken(self, path, data, *, single_writer=False):
+    def always_taken(self, path, data):
         raise FileExistsError(path)
 
     monkeypatch.setattr(Storage, "put_if_absent", always_taken)

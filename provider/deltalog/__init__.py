@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         last_checkpoint_checksum,
     )
     from deltalog.maintenance import MaintenanceDue, TableHealth, compute_health, maintenance_due
-    from deltalog.protocol import Feature, Operation, Protocol, parse_schema_string
+    from deltalog.protocol import Feature, Operation, Protocol, check_can_write, parse_schema_string
     from deltalog.protocol.features import Cell
     from deltalog.storage import FileInfo, Storage, is_remote
     from deltalog.vacuuming import (
@@ -183,6 +183,7 @@ _LAZY = {
     "Feature": "deltalog.protocol",
     "Operation": "deltalog.protocol",
     "Protocol": "deltalog.protocol",
+    "check_can_write": "deltalog.protocol",
     "parse_schema_string": "deltalog.protocol",
     # deltalog.protocol.features
     "Cell": "deltalog.protocol.features",
@@ -265,6 +266,7 @@ __all__ = [
     "VacuumResult",
     "WrittenFile",
     "acquire_lease",
+    "check_can_write",
     "choose_protocol",
     "cleanup_log",
     "commit_outputs",

@@ -1,7 +1,7 @@
 """Boolean switches given by callers: a real ``bool`` or a clear error.
 
 Several switches override a safety refusal (``allow_short_retention``,
-``single_writer``, ``full_fallback``) or decide whether anything is deleted at all
+``full_fallback``) or decide whether anything is deleted at all
 (``dry_run``). Python's truthiness would read ``"False"``, ``"no"`` or ``"0"`` as
 consent, which is how a templated Airflow value once turned into a vacuum with
 zero retention. The core therefore accepts ``True``/``False`` only; the Airflow

@@ -52,6 +52,7 @@ from deltalog.protocol.parquet_layout import to_log_path
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
 from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.write_checks.hidden_paths import HiddenRule
 from deltalog.write_checks.schema_enforcement import check_file_schema
@@ -314,6 +315,9 @@ def convert_to_delta(
         raise TableAlreadyExistsError(
             f"{storage.uri} is already a Delta table (version {listing.latest_version}); nothing converted"
         )
+    # Before any file is read: a store that cannot commit commit 0 atomically is refused now (the
+    # protocol follows from the files' schema and is checked once the footers are read).
+    check_can_write(storage, None, "convert to Delta", Operation.CONVERT, commits=True)
     candidates: list[tuple[FileInfo, str, dict[str, str | None]]] = []
     hidden = 0
     try:

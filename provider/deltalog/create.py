@@ -30,7 +30,8 @@ from deltalog.log.listing import list_log
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import validate_table_properties
 from deltalog.protocol.schema import arrow_schema_to_schema_string, has_timestamp_ntz
-from deltalog.protocol.table_protocol import FeatureRequirements, Protocol, check_writable
+from deltalog.protocol.table_protocol import FeatureRequirements, Protocol
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.write_checks.iceberg_compat import check_iceberg_schema, iceberg_compat_version
 
@@ -192,11 +193,10 @@ def create_table(
     storage_options: dict[str, Any] | None = None,
     name: str | None = None,
     description: str | None = None,
-    single_writer: bool = False,
     run_hooks: bool = True,
 ) -> CommitResult:
     """Create an empty Delta table at ``uri`` (version 0); refuses a location that already holds one."""
-    require_bools(single_writer=single_writer, run_hooks=run_hooks)
+    require_bools(run_hooks=run_hooks)
     partition_by = list(partition_by or [])
     _check_schema(schema, partition_by)
     config, requested = _normalise_configuration(configuration)
@@ -205,11 +205,11 @@ def create_table(
     check_iceberg_schema(
         arrow_schema_to_schema_string(schema), partition_by, iceberg_compat_version(config), InvalidArgumentError
     )
-    check_writable(protocol, "create the table", Operation.CREATE)
     if "columnMapping" in features:
         schema, max_id = _with_column_mapping(schema)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     storage = Storage(uri, storage_options)
+    check_can_write(storage, protocol, "create the table", Operation.CREATE, commits=True)
     existing = existing_table_version(storage)
     if existing is not None:
         raise TableAlreadyExistsError(
@@ -238,7 +238,6 @@ def create_table(
         operation="CREATE TABLE",
         feature_operation=Operation.CREATE,
         operation_parameters=params,
-        single_writer=single_writer,
         run_hooks=run_hooks,
         max_attempts=1,
     )

@@ -46,7 +46,7 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.isolation import ISOLATION_LEVELS
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value, describe_type
-from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering, identity
@@ -586,7 +586,6 @@ def commit_request(
     *,
     app_id: str | None = None,
     txn_version: int | None = None,
-    single_writer: bool = False,
     storage_options: dict[str, Any] | None = None,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     run_hooks: bool = True,
@@ -596,7 +595,7 @@ def commit_request(
     ``app_id``/``txn_version`` override the request's ``appId``/``txnVersion``
     (giving different ones in both places is an error).
     """
-    require_bools(single_writer=single_writer, run_hooks=run_hooks)
+    require_bools(run_hooks=run_hooks)
     req = load_commit_request(request, storage_options)
     _check_app_txn(app_id, txn_version, "app_id/txn_version")
     if app_id is not None:
@@ -608,8 +607,13 @@ def commit_request(
         req.appId, req.txnVersion = app_id, txn_version
     storage = table_storage(table, storage_options)
     snapshot = snapshot_at(storage)
-    check_writable(
-        snapshot.protocol, f"commit {req.operation}", Operation.COMMIT_REQUEST, snapshot.metadata.configuration
+    check_can_write(
+        storage,
+        snapshot.protocol,
+        f"commit {req.operation}",
+        Operation.COMMIT_REQUEST,
+        snapshot.metadata.configuration,
+        commits=True,
     )
     txn = Transaction(
         storage,
@@ -619,7 +623,6 @@ def commit_request(
         isolation_level=req.isolationLevel,
         user_metadata=req.userMetadata,
         max_attempts=max_attempts,
-        single_writer=single_writer,
         run_hooks=run_hooks,
         feature_operation=Operation.COMMIT_REQUEST,
     )

@@ -261,7 +261,7 @@ def _switches(path: str):
         lambda v: cleanup_log(path, dry_run=v),
         lambda v: generate_manifest(path, full=True, dry_run=v),
         lambda v: compact(path, plan_only=v),
-        lambda v: commit_request(path, {"operation": "WRITE", "add": []}, single_writer=v),
+        lambda v: commit_request(path, {"operation": "WRITE", "add": []}, run_hooks=v),
     ]
 
 

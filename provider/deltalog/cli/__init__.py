@@ -155,8 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         args.storage_options = storage_options(getattr(args, "storage_option", None))
-        args.handler(args)
-        return 0
+        # A handler returns None (success) or, for a run over many tables, its own status (maintain).
+        return args.handler(args) or 0
     except DeltaLogError as exc:
         return fail(exc, exc.exit_code)
     except FileNotFoundError as exc:

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from deltalog._flags import require_workers
-from deltalog.cli import emit
+from deltalog.cli import emit, fail
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
 from deltalog.fleet.ranking import TableReport, fleet_health
@@ -107,7 +107,7 @@ def _tables_from(args: argparse.Namespace) -> tuple[list[str | FoundTable], list
     return list(found.tables), list(found.errors)
 
 
-def cmd_maintain(args: argparse.Namespace) -> None:
+def cmd_maintain(args: argparse.Namespace) -> int:
     _check_source(args, args.table)
     settings = _read_json(args.settings, "settings file") if args.settings else None
     previous = _read_json(args.results, "results file", missing_ok=True) if args.results else None
@@ -138,6 +138,12 @@ def cmd_maintain(args: argparse.Namespace) -> None:
         return format_summary(d)
 
     emit(args, doc, human)
+    code = result.exit_code  # 2: a table failed or was unreadable, 1: one was refused (docs/cli.md)
+    if code:
+        counts = result.counts()
+        named = [f"{counts[s]} {s}" for s in ("failed", "unreadable", "refused") if counts.get(s)]
+        return fail(f"not every table was maintained: {', '.join(named)} (see the summary)", code)
+    return 0
 
 
 def _check_source(args: argparse.Namespace, positional: list[str]) -> None:

@@ -24,11 +24,6 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("--request", required=True, metavar="FILE.json", help="the commit request (path or URI)")
     p.add_argument("--app-id", help="application id of an idempotent commit (with --txn-version)")
     p.add_argument("--txn-version", type=int, help="application transaction version (with --app-id)")
-    p.add_argument(
-        "--single-writer",
-        action="store_true",
-        help="allow committing on a filesystem without atomic put-if-absent (only if nothing else writes)",
-    )
     p.set_defaults(handler=cmd_commit)
 
     p = sub.add_parser("create", parents=[parent], help="create an empty table with the schema of a Parquet file")
@@ -40,7 +35,6 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("--property", action="append", metavar="K=V", help="table property (repeatable)")
     p.add_argument("--name", help="table name stored in the metadata")
     p.add_argument("--description", help="table description stored in the metadata")
-    p.add_argument("--single-writer", action="store_true", help="see 'commit --help'")
     p.set_defaults(handler=cmd_create)
 
 
@@ -62,7 +56,6 @@ def cmd_commit(args: argparse.Namespace) -> None:
         args.request,
         app_id=args.app_id,
         txn_version=args.txn_version,
-        single_writer=args.single_writer,
         storage_options=args.storage_options,
     )
     emit(args, result, _human)
@@ -88,6 +81,5 @@ def cmd_create(args: argparse.Namespace) -> None:
         storage_options=args.storage_options,
         name=args.name,
         description=args.description,
-        single_writer=args.single_writer,
     )
     emit(args, result, _human)

@@ -44,6 +44,7 @@ from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 from deltalog.protocol.table_protocol import Protocol, check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Transaction", "partition_keys"]
@@ -101,7 +102,6 @@ class Transaction:
         isolation_level: str | None = None,
         user_metadata: str | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        single_writer: bool = False,
         run_hooks: bool = True,
         allow_system_domains: bool = False,
         feature_operation: Operation | None = None,
@@ -109,7 +109,7 @@ class Transaction:
     ) -> None:
         """``feature_operation`` is the column of the feature table (:mod:`deltalog.protocol.features`) the
         commit is checked against; ``None`` (a commit of arbitrary actions) uses the commit request's."""
-        require_bools(single_writer=single_writer, run_hooks=run_hooks, allow_system_domains=allow_system_domains)
+        require_bools(run_hooks=run_hooks, allow_system_domains=allow_system_domains)
         if max_attempts < 1:
             raise InvalidArgumentError(f"max_attempts must be at least 1, got {max_attempts}")
         if isolation_level is not None and isolation_level not in ISOLATION_LEVELS:
@@ -125,7 +125,6 @@ class Transaction:
         self.isolation_level = isolation_level
         self.user_metadata = user_metadata
         self.max_attempts = max_attempts
-        self.single_writer = single_writer
         self.run_hooks = run_hooks
         #: What runs after a landed commit (``run_hooks``): None = the standard hooks
         #: (``deltalog.commit.standard_post_commit.standard_hooks()``: checkpoint, log cleanup, manifests).
@@ -273,14 +272,14 @@ class Transaction:
     def _validate(self) -> None:
         if self.snapshot is None and (self.protocol_update is None or self.metadata_update is None):
             raise InvalidArgumentError("creating a table needs both a protocol and a metaData action")
-        if self.snapshot is not None:
-            check_writable(
-                self.snapshot.protocol,
-                f"commit {self.operation}",
-                self.feature_operation,
-                self.snapshot.metadata.configuration,
-            )
-        if self.protocol_update is not None:
+        # The gate every operation passes: the protocol allows this commit, the storage creates atomically.
+        current = self.snapshot.protocol if self.snapshot is not None else self.protocol_update
+        assert current is not None
+        configuration = self.snapshot.metadata.configuration if self.snapshot is not None else None
+        check_can_write(
+            self.storage, current, f"commit {self.operation}", self.feature_operation, configuration, commits=True
+        )
+        if self.protocol_update is not None and self.snapshot is not None:
             check_writable(self.protocol_update, f"commit {self.operation}", self.feature_operation)
         protocol = self.protocol
         assert protocol is not None
@@ -531,7 +530,7 @@ class Transaction:
         recognises our own ``txnId``; unreadable too means the outcome is unknown.
         """
         try:
-            self.storage.put_if_absent(path, body, single_writer=self.single_writer)
+            self.storage.put_if_absent(path, body)
             return
         except (OSError, StorageError) as exc:
             if isinstance(exc, FileExistsError):

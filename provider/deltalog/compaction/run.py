@@ -21,9 +21,10 @@ from typing import Any
 
 from deltalog.compaction.batches import batches, commit_work, ready_batches
 from deltalog.compaction.options import CompactionOptions, LocalOptions
-from deltalog.compaction.plan import CompactionPlan, check_compactable, plan_from_snapshot
+from deltalog.compaction.plan import CompactionPlan, compaction_operation, plan_from_snapshot
 from deltalog.compaction.result import CompactionProgress, CompactionResult
 from deltalog.log.load import snapshot_at
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.table_ref import TableRef, table_storage
 
 __all__ = ["compact"]
@@ -72,13 +73,21 @@ def compact(
     opts = CompactionOptions.of(options, option_values, "compact")
     engine = opts.engine or "local"
     storage = table_storage(table, storage_options)
+    # The gate, before any data file is read or written: this engine may compact the table's
+    # protocol and, unless this is a dry run, the storage can commit the result.
+    latest = snapshot_at(storage)
+    check_can_write(
+        storage,
+        latest.protocol,
+        "compact",
+        compaction_operation(engine),
+        latest.metadata.configuration,
+        commits=not opts.plan_only,
+    )
     snapshot = None
     if plan is None:
-        snapshot = snapshot_at(storage)
+        snapshot = latest
         plan = plan_from_snapshot(snapshot, storage.uri, opts, engine=engine)
-    else:
-        # A plan made elsewhere: check this engine may compact the table before any file is written.
-        check_compactable(snapshot_at(storage), engine)
     progress = CompactionProgress(engine)
     if opts.plan_only or not plan.bins:
         return progress.result(storage.uri, plan, time.perf_counter() - started, plan_only=opts.plan_only)

@@ -8,8 +8,9 @@ readers and from vacuum, and it stays out of ``_delta_log`` (which only Delta
 writers may touch).
 
 * Acquire: create the file with the storage's atomic put-if-absent (the commit
-  primitive: a hard link locally, a conditional PUT on S3); whoever creates it holds
-  the lease until ``expires_ms``.
+  primitive: a hard link locally, a conditional PUT on S3, Azure and GCS); whoever
+  creates it holds the lease until ``expires_ms``. A store without one is refused
+  (NonAtomicStorageError) before anything is written.
 * A lease past its expiry (a killed worker) is taken over by claiming
   ``<lease>.takeover.<token>`` with put-if-absent, so exactly one contender replaces
   the stale lease; the others see the new holder.
@@ -108,6 +109,9 @@ def acquire_lease(
     if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or ttl_seconds <= 0:
         raise InvalidArgumentError(f"lease ttl must be a positive number of seconds, got {ttl_seconds!r}")
     storage = table_storage(table, storage_options)
+    # The lease is a create-if-absent: on a store without an atomic one it would be no lease at all,
+    # and nothing the lease guards could commit there either. Refused before a file is written.
+    storage.check_atomic_create("take the maintenance lease")
     path = storage.join(LEASE_NAME)
     give_up = time.monotonic() + max(0.0, wait_seconds)
     while True:

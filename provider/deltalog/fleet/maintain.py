@@ -39,7 +39,13 @@ from typing import Any
 
 from deltalog._flags import require_bools
 from deltalog.compaction.run import compact
-from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
+from deltalog.errors import (
+    DeltaLogError,
+    InvalidArgumentError,
+    MaintenanceLeaseHeldError,
+    OperationRefusedError,
+    UnsupportedProtocolError,
+)
 from deltalog.fleet.lease import acquire_lease
 from deltalog.fleet.ranking import TableReport
 from deltalog.log.load import snapshot_at
@@ -261,14 +267,14 @@ def maintain_table(
     except MaintenanceLeaseHeldError as exc:
         out.status, out.error = "busy", str(exc)
         return TableOutcome(**vars(out))
-    except DeltaLogError as exc:
-        out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
+    except DeltaLogError as exc:  # a store that cannot take the lease (no atomic create) is refused
+        out.status, out.error = _failure_status(exc), f"{type(exc).__name__}: {exc}"
         return TableOutcome(**vars(out))
     try:
         engine = _Engine(spark_min_bytes, dict(spark_options or {}))
         _run_steps(storage, settings, deadline, out, allow_short_retention, engine)
     except DeltaLogError as exc:
-        out.status = "refused" if getattr(exc, "exit_code", 2) == 1 and not exc.retryable else "failed"
+        out.status = _failure_status(exc)
         out.error = f"{type(exc).__name__}: {exc}"
     except OSError as exc:
         out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
@@ -277,6 +283,14 @@ def maintain_table(
         out.seconds = round(time.perf_counter() - t0, 3)
     log.info("fleet maintenance of %s: %s (ran %s, deferred %s)", uri, out.status, out.ran, out.deferred)
     return TableOutcome(**vars(out))
+
+
+def _failure_status(exc: DeltaLogError) -> str:
+    """``refused``: a safety check said no before anything changed (a refusal, not worth retrying:
+    an unsupported feature, a store without an atomic create); anything else ``failed`` (bad
+    settings, an unreadable table, a storage failure, a lost commit, an engine failure)."""
+    refusal = isinstance(exc, OperationRefusedError | UnsupportedProtocolError)
+    return "refused" if refusal and not exc.retryable else "failed"
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,23 @@ class FleetRunResult:
         out["unreadable"] = len(self.unreadable)
         return out
 
+    @property
+    def exit_code(self) -> int:
+        """The status ``deltalog maintain`` exits with (docs/cli.md): the worst table decides.
+
+        2 when a table failed (an operation raised: storage, corrupt log, conflict, engine) or
+        could not be read; else 1 when a table was refused (a safety check said no before
+        anything changed: a feature deltalog does not implement, a store without an atomic
+        create); else 0 (done, partial, deferred by the budget, healthy, busy). A dry run
+        exits 0, as every dry run does: it only plans.
+        """
+        if self.dry_run:
+            return 0
+        counts = self.counts()
+        if counts.get("failed") or counts.get("unreadable"):
+            return 2
+        return 1 if counts.get("refused") else 0
+
     def summary_line(self) -> str:
         """One line for logs and the CLI: how many tables ended how."""
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()) if n)

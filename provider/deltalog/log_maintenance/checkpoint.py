@@ -67,6 +67,7 @@ from deltalog.protocol.properties import (
     config_interval_ms,
 )
 from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
@@ -545,7 +546,7 @@ def create_checkpoint(
         latest_protocol, latest_metadata = read_protocol_and_metadata(storage, listing)
         latest_config = latest_metadata.configuration
         snapshot = snapshot_at(storage, version, listing=listing)
-    check_writable(latest_protocol, "write a checkpoint", Operation.CHECKPOINT, latest_config)
+    check_can_write(storage, latest_protocol, "write a checkpoint", Operation.CHECKPOINT, latest_config, commits=False)
     check_writable(
         snapshot.protocol,
         f"write a checkpoint of version {snapshot.version}",

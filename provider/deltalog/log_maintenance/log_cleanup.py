@@ -53,6 +53,7 @@ from deltalog.protocol.properties import (
     config_interval_ms,
 )
 from deltalog.protocol.table_protocol import Protocol, check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
@@ -180,7 +181,7 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogClea
     latest = listing.latest_version
     assert latest is not None
     protocol, metadata = read_protocol_and_metadata(storage, listing)
-    check_writable(protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration)
+    check_can_write(storage, protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration, commits=False)
     conf = metadata.configuration
     # The result's fields as the cleanup learns them; frozen into a LogCleanupResult by done().
     found: dict[str, Any] = {

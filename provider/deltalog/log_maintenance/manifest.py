@@ -42,7 +42,7 @@ from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot, read_commit_files
 from deltalog.protocol.features import Operation
-from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
@@ -237,7 +237,14 @@ def generate_manifest(
     storage = table_storage(table, storage_options)
     listing = list_log(storage)
     snapshot = snapshot_at(storage, listing=listing)
-    check_writable(snapshot.protocol, "generate symlink manifests", Operation.MANIFEST, snapshot.metadata.configuration)
+    check_can_write(
+        storage,
+        snapshot.protocol,
+        "generate symlink manifests",
+        Operation.MANIFEST,
+        snapshot.metadata.configuration,
+        commits=False,
+    )
     _refuse_unsupported(snapshot)
 
     mode, since_version, full_reason = "full", None, None

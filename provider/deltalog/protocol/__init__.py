@@ -12,10 +12,12 @@
 | ``deletion_vectors`` | the deletion-vector codec (descriptors, RoaringBitmap files) |
 | ``parquet_layout`` | what a data file must look like: physical schema, codec, log paths |
 | ``sizes`` | byte-size strings and the table's target file size |
+| ``write_gate`` | ``check_can_write``: the protocol and the storage checked before an operation reads or writes data |
 """
 
 from deltalog.protocol.features import FEATURES, Feature, Operation
 from deltalog.protocol.schema import parse_schema_string
 from deltalog.protocol.table_protocol import Protocol
+from deltalog.protocol.write_gate import check_can_write
 
-__all__ = ["FEATURES", "Feature", "Operation", "Protocol", "parse_schema_string"]
+__all__ = ["FEATURES", "Feature", "Operation", "Protocol", "check_can_write", "parse_schema_string"]

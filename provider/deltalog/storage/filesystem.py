@@ -526,17 +526,18 @@ class Storage:
                 os.fsync(fh.fileno())
         return tmp
 
-    def put_if_absent(self, path: str, data: bytes, *, single_writer: bool = False) -> None:
+    def put_if_absent(self, path: str, data: bytes) -> None:
         """Create ``path`` with ``data`` only if it does not exist: the commit primitive.
 
         Raises FileExistsError when another writer created it first. Local: write a
         temp file and hard-link it into place (``link`` fails if the target exists and
         never exposes a partial file; a killed writer leaves at most a hidden temp
-        file). S3: a conditional PUT (``If-None-Match: *``; Azure and GCS likewise, deltalog.storage.azure_gcs), or, with the storage option
+        file). S3: a conditional PUT (``If-None-Match: *``), or, with the storage option
         ``AWS_S3_LOCKING_PROVIDER=dynamodb``, Delta Spark's DynamoDB protocol for commit files
-        (deltalog.storage.dynamodb_commits: the one every writer of the table must use). Any other filesystem has
-        no atomic primitive, so the commit is refused unless the caller promises to
-        be the only writer.
+        (deltalog.storage.dynamodb_commits: the one every writer of the table must use). Azure
+        and GCS: their conditional creates (deltalog.storage.azure_gcs). Any other
+        filesystem has no atomic primitive: NonAtomicStorageError, always (see
+        :meth:`check_atomic_create`, which the operations call before any work).
         """
         if self.is_local:
             self._put_if_absent_local(path, data)
@@ -564,15 +565,64 @@ class Storage:
             with _remote_errors("write", path):
                 self.fs.pipe_file(path, data, mode="create")
             return
-        if not single_writer:
+        raise NonAtomicStorageError(self._no_atomic_create("commit"))
+
+    def check_atomic_create(self, verb: str) -> None:
+        """Refuse (NonAtomicStorageError) unless :meth:`put_if_absent` is atomic here; nothing is written.
+
+        The operations call this (through ``deltalog.protocol.write_gate``) before they read
+        or write any data, so a store where a commit would be refused never sees work that
+        is thrown away. A local directory is probed once per ``Storage``: a hidden file is
+        hard-linked and both are removed (FUSE mounts of buckets, SMB and FAT refuse links).
+        """
+        if not self.is_local:
+            if not self.supports_atomic_create:
+                raise NonAtomicStorageError(self._no_atomic_create(verb))
+            return
+        refused = self._local_link_refusal
+        if refused is not None:
             raise NonAtomicStorageError(
-                f"the {self.protocol!r} filesystem ({type(self.fs).__name__}) has no atomic put-if-absent, so "
-                "concurrent commits could overwrite each other; pass single_writer=True (CLI: --single-writer) "
-                "only if no other process ever commits to this table"
+                f"cannot {verb} at {self.root}: the local filesystem refused a hard link ({refused}), which "
+                "deltalog needs for an atomic create-if-absent; nothing was read or written"
             )
-        if self.fs.exists(path):
-            raise FileExistsError(path)
-        self.fs.pipe_file(path, data)
+
+    def _no_atomic_create(self, verb: str) -> str:
+        return (
+            f"cannot {verb} on {self.uri}: the {self.protocol!r} filesystem ({type(self.fs).__name__}) has no atomic "
+            "create-if-absent, so two writers could both write the same version and one commit would be lost. "
+            "deltalog commits on local disks, S3, Azure and Google Cloud Storage only (docs/commits.md); reads, "
+            "health and dry runs work here. Nothing was read or written"
+        )
+
+    @functools.cached_property
+    def _local_link_refusal(self) -> str | None:
+        """Why this local directory cannot hard-link (None: it can, or the probe could not tell)."""
+        where = self.root
+        for candidate in (os.path.join(self.root, "_delta_log"), self.root):
+            if os.path.isdir(candidate):
+                where = candidate
+                break
+        else:  # a table still to be created: the nearest existing parent decides
+            while where and not os.path.isdir(where):
+                parent = os.path.dirname(where)
+                if parent == where:
+                    return None
+                where = parent
+        probe = os.path.join(where, f".deltalog-link-probe.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(probe, "wb"):
+                pass
+        except OSError:
+            return None  # not writable: the commit itself reports that
+        try:
+            os.link(probe, probe + ".link")
+        except OSError as exc:
+            return (exc.strerror or str(exc)) if exc.errno in _NO_LINK_ERRNOS else None
+        finally:
+            for name in (probe, probe + ".link"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name)
+        return None
 
     def _put_if_absent_local(self, path: str, data: bytes) -> None:
         tmp = self._write_temp(path, data)

@@ -40,6 +40,7 @@ from deltalog.log.listing import list_log
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol, check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.delete import Progress, ancestors, delete_files, remove_empty_dirs
@@ -151,6 +152,10 @@ def execute_vacuum(
         raise OperationRefusedError("this vacuum plan carries no snapshot (was it rebuilt from JSON?); plan again")
     if storage.uri != plan.table_uri:
         raise OperationRefusedError(f"the plan was made for {plan.table_uri}, not {storage.uri}")
+    snapshot = plan.snapshot
+    check_can_write(
+        storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=True
+    )
     rule = HiddenRule.for_metadata(plan.snapshot.metadata)
     files = plan.files
     paths = files.column("path").combine_chunks() if files.num_rows else pa.array([], pa.string())
@@ -275,6 +280,10 @@ def vacuum(
     t0 = time.perf_counter()
     require_bools(dry_run=dry_run, allow_short_retention=allow_short_retention, full_fallback=full_fallback)
     storage = table_storage(table, storage_options)
+    if not dry_run:
+        # Before the listing: a store that cannot commit VACUUM START is refused now (plan_vacuum
+        # checks the protocol right after reading the log, before it lists anything).
+        check_can_write(storage, None, "vacuum", Operation.VACUUM, commits=True)
     plan = plan_vacuum(
         storage,
         retention_hours=retention_hours,

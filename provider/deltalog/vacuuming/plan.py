@@ -29,7 +29,7 @@ from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
-from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.inventory import read_inventory
@@ -427,7 +427,9 @@ def plan_vacuum(
     storage = table_storage(table, storage_options)
     listing = list_log(storage)
     snapshot = snapshot_at(storage, listing=listing)
-    check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
+    check_can_write(
+        storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=False
+    )
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
     rule = HiddenRule.for_metadata(snapshot.metadata)
     log.info(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from deltalog import CompactionOptions, DeltaTable
+from deltalog import CompactionOptions, DeltaTable, Operation, check_can_write
 from deltalog.errors import DeltaLogError, InvalidArgumentError
 from deltalog_provider._compat import AirflowException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
@@ -155,6 +155,12 @@ class DeltaCompactOperator(DeltaTableOperator):
         self.log.info("compaction plan: %d bins over %d candidate files", len(plan.bins), plan.num_candidate_files)
         plan_path = optional_str(self.plan_path)
         if engine == "spark" and not self.plan_only and plan.bins:
+            # The job rewrites files before anything commits: the table and its storage are checked first.
+            snapshot = table.snapshot()
+            config = snapshot.metadata.configuration
+            check_can_write(
+                table.storage, snapshot.protocol, "compact", Operation.COMPACTION_SPARK, config, commits=True
+            )
             return self._compact_with_spark(hook, table, plan, plan_path)
         if plan_path:
             self._write_plan(hook, table, plan_path, plan.to_json())

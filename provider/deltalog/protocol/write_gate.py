@@ -1,0 +1,52 @@
+"""The one check every writing operation passes before it reads or writes any data.
+
+Why one gate: an operation that finds out it may not commit only at its commit has
+already done its work (a compaction rewrote and uploaded its files, a convert read every
+footer) and must throw it away. So each operation calls :func:`check_can_write` as soon
+as it knows the table's protocol (the log read, nothing else), and it checks:
+
+- the protocol: deltalog supports every feature the table uses for this operation
+  (``check_writable``, from the feature table of :mod:`deltalog.protocol.features`);
+- the storage, when the operation commits: its create-if-absent is atomic
+  (``Storage.check_atomic_create``: local disks, S3, Azure, GCS). There is no way around
+  this one: a store without it can lose commits whenever two writers meet, and a promise
+  that there is only one writer cannot be checked.
+
+The fleet's maintenance lease is a create-if-absent too: ``acquire_lease`` asks the
+storage first, so a table on such a store is refused before a lease is written.
+Operations that do not commit (dry runs, checkpoints, log cleanup, manifests) pass
+``commits=False`` and get the protocol check alone.
+"""
+
+from __future__ import annotations
+
+from deltalog.protocol.features import Operation
+from deltalog.protocol.table_protocol import Protocol, check_writable
+from deltalog.storage.filesystem import Storage
+
+__all__ = ["check_can_write"]
+
+
+def check_can_write(
+    storage: Storage,
+    protocol: Protocol | None,
+    verb: str,
+    operation: Operation | None,
+    configuration: dict[str, str] | None = None,
+    *,
+    commits: bool,
+) -> None:
+    """Refuse, before any data is read or written, an operation this table or its storage cannot take.
+
+    ``verb`` names the operation in the error ("compact", "vacuum"); ``operation`` is its
+    column of the feature table (None: a commit of arbitrary actions, checked as a commit
+    request). ``protocol=None`` checks the storage alone, for a caller that checks the
+    protocol itself as soon as it is known (convert picks it from the files' schema;
+    ``vacuum`` leaves it to its planner, which checks it before listing anything). Raises
+    UnsupportedProtocolError or NonAtomicStorageError (both refusals, exit code 1); nothing
+    is written by the check.
+    """
+    if protocol is not None:
+        check_writable(protocol, verb, operation, configuration)
+    if commits:
+        storage.check_atomic_create(verb)
