@@ -12,6 +12,7 @@ such a store and deleted the files again when its commit was refused.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -260,3 +261,26 @@ def test_storage_check_names_every_store_that_commits(tmp_path) -> None:
     assert Storage(faults.uri(str(tmp_path))).supports_atomic_create
     assert not Storage(uri(str(tmp_path))).supports_atomic_create
     Storage(str(tmp_path)).check_atomic_create("commit")  # a local disk with hard links passes
+
+
+@pytest.mark.airflow
+def test_the_compact_operator_refuses_before_it_submits_the_spark_job(tmp_path, monkeypatch) -> None:
+    """The operator's Spark path plans, then submits through SparkSubmitHook: the gate comes before the job."""
+    from deltalog_provider._compat import AirflowFailException
+    from deltalog_provider.operators import DeltaCompactOperator
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "spark-submit-ran"
+    script = bin_dir / "spark-submit"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_GATE", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    path = str(tmp_path / "t")
+    small_files(path)
+    before = sorted(os.listdir(path))
+    op = DeltaCompactOperator(task_id="c", table=uri(path), engine="spark", spark_conn_id="spark_gate")
+    with pytest.raises(AirflowFailException, match="no atomic create-if-absent"):
+        op.execute({})
+    assert not marker.exists() and sorted(os.listdir(path)) == before
