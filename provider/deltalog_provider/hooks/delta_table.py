@@ -10,6 +10,7 @@ receive the connection id, not the options).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from deltalog.storage import is_remote
 from deltalog_provider._compat import AirflowNotFoundException, BaseHook
 
 #: Extra keys that configure the hook itself rather than the filesystem.
-RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options", "aws_conn_id"})
+RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options", "aws_conn_id", "azure_conn_id", "gcp_conn_id"})
 
 _AZURE_SCHEMES = frozenset({"abfs", "abfss", "az", "adl"})
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
@@ -53,6 +54,10 @@ class ConnectionSettings:
     #: An Amazon provider connection whose credentials (keys, role, profile, web identity)
     #: fill in the S3 options the deltalog connection does not set itself.
     aws_conn_id: str | None = None
+    #: An Azure (``wasb`` / ``adls``) or Google connection whose identity fills in the options
+    #: the deltalog connection does not set (``deltalog_provider.hooks.cloud_connections``).
+    azure_conn_id: str | None = None
+    gcp_conn_id: str | None = None
 
     def resolve(self, table: str) -> str:
         """The URI of ``table``: itself when it is a URI or absolute path, else joined to the root."""
@@ -131,8 +136,8 @@ def settings_from_connection(conn: Any, extra: dict[str, Any] | None = None) -> 
         client_kwargs = dict(options.get("client_kwargs") or {})
         client_kwargs.setdefault("region_name", options.pop("region_name"))
         options["client_kwargs"] = client_kwargs
-    aws_conn_id = extra.get("aws_conn_id") or None
-    return ConnectionSettings(root=root, storage_options=options, aws_conn_id=str(aws_conn_id) if aws_conn_id else None)
+    named = {k: str(extra[k]) if extra.get(k) else None for k in ("aws_conn_id", "azure_conn_id", "gcp_conn_id")}
+    return ConnectionSettings(root=root, storage_options=options, **named)
 
 
 def aws_storage_options(aws_conn_id: str) -> dict[str, Any]:
@@ -172,7 +177,26 @@ def with_aws_credentials(settings: ConnectionSettings, aws_options: dict[str, An
     merged = {**aws_options, **settings.storage_options}
     if "client_kwargs" in aws_options and "client_kwargs" in settings.storage_options:
         merged["client_kwargs"] = {**aws_options["client_kwargs"], **settings.storage_options["client_kwargs"]}
-    return ConnectionSettings(root=settings.root, storage_options=merged, aws_conn_id=settings.aws_conn_id)
+    return dataclasses.replace(settings, storage_options=merged)
+
+
+def with_borrowed_credentials(settings: ConnectionSettings) -> ConnectionSettings:
+    """The settings with the identity of every connection they name (AWS, Azure, Google) underneath their own."""
+    if settings.aws_conn_id:
+        settings = with_aws_credentials(settings, aws_storage_options(settings.aws_conn_id))
+    if settings.azure_conn_id:
+        from deltalog_provider.hooks.cloud_connections import azure_storage_options
+
+        settings = dataclasses.replace(
+            settings, storage_options={**azure_storage_options(settings.azure_conn_id), **settings.storage_options}
+        )
+    if settings.gcp_conn_id:
+        from deltalog_provider.hooks.cloud_connections import gcs_storage_options
+
+        settings = dataclasses.replace(
+            settings, storage_options={**gcs_storage_options(settings.gcp_conn_id), **settings.storage_options}
+        )
+    return settings
 
 
 class DeltaTableHook(BaseHook):
@@ -213,16 +237,15 @@ class DeltaTableHook(BaseHook):
                 "connection %r is not defined; using no table root and no storage options", self.deltalog_conn_id
             )
             return ConnectionSettings()
-        settings = settings_from_connection(conn)
-        if settings.aws_conn_id:
-            settings = with_aws_credentials(settings, aws_storage_options(settings.aws_conn_id))
+        settings = with_borrowed_credentials(settings_from_connection(conn))
+        borrowed = [c for c in (settings.aws_conn_id, settings.azure_conn_id, settings.gcp_conn_id) if c]
         # Only option *names* are logged; values may be credentials.
         self.log.info(
             "connection %r: table root %s, storage options: %s%s",
             self.deltalog_conn_id,
             settings.root or "(none)",
             sorted(settings.storage_options) or "none",
-            f" (credentials from AWS connection {settings.aws_conn_id!r})" if settings.aws_conn_id else "",
+            f" (credentials from connection {', '.join(map(repr, borrowed))})" if borrowed else "",
         )
         return settings
 
@@ -238,11 +261,10 @@ class DeltaTableHook(BaseHook):
         aextra = getattr(conn, "aextra_dejson", None)
         extra = await aextra() if aextra is not None else conn.extra_dejson
         settings = settings_from_connection(conn, extra)
-        if settings.aws_conn_id:
+        if settings.aws_conn_id or settings.azure_conn_id or settings.gcp_conn_id:
             from asgiref.sync import sync_to_async
 
-            aws = await sync_to_async(aws_storage_options)(settings.aws_conn_id)
-            settings = with_aws_credentials(settings, aws)
+            settings = await sync_to_async(with_borrowed_credentials)(settings)
         return settings
 
     def get_conn(self) -> ConnectionSettings:
