@@ -55,6 +55,7 @@ from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifes
 from deltalog.maintenance.due import MaintenanceDue, maintenance_due
 from deltalog.maintenance.health import compute_health
 from deltalog.protocol.properties import config_bool
+from deltalog.protocol.write_gate import spark_reaches
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming import vacuum
 
@@ -338,8 +339,10 @@ def _run_steps(
             continue
         if step == "compaction":
             started = time.perf_counter()
-            # A Z-order runs on the local engine only; otherwise the engine follows the table's size.
-            where = "local" if settings.zorder_by else engine.for_size(before.size_in_bytes)
+            # A Z-order runs on the local engine only, as do tables the Spark engine does not reach
+            # (Azure, GCS); otherwise the engine follows the table's size.
+            local_only = settings.zorder_by or not spark_reaches(storage)
+            where = "local" if local_only else engine.for_size(before.size_in_bytes)
             if where == "spark":  # one job: it cannot stop between bins, so no deadline is passed down
                 result = compact(
                     storage,

@@ -20,11 +20,12 @@ Operations that do not commit (dry runs, checkpoints, log cleanup, manifests) pa
 
 from __future__ import annotations
 
+from deltalog.errors import OperationRefusedError
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol, check_writable
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["check_can_write"]
+__all__ = ["check_can_write", "spark_reaches"]
 
 
 def check_can_write(
@@ -50,3 +51,19 @@ def check_can_write(
         check_writable(protocol, verb, operation, configuration)
     if commits:
         storage.check_atomic_create(verb)
+        if operation is Operation.COMPACTION_SPARK and not spark_reaches(storage):
+            raise OperationRefusedError(
+                f"cannot {verb} {storage.uri} with the Spark engine: it runs on local and S3 tables only "
+                "(docs/azure-gcs.md says why Azure and GCS are not among them yet); the local engine compacts "
+                "this table (engine='local', the default). Nothing was read or written"
+            )
+
+
+def spark_reaches(storage: Storage) -> bool:
+    """Whether the Spark engine can run on this table: a local path, or S3 through s3a.
+
+    Azure and GCS are refused: hadoop-azure's ABFS driver speaks the DFS endpoint of ADLS Gen2,
+    which Azure's emulator (Azurite) does not serve, and the GCS connector was not tested
+    against fake-gcs-server; deltalog ships no engine path it cannot test (docs/azure-gcs.md).
+    """
+    return storage.is_local or storage.protocol in ("s3", "s3a")
