@@ -128,7 +128,9 @@ class FaultProxy:
             return
         conn = http.client.HTTPConnection(*self.upstream, timeout=60)
         headers = {k: v for k, v in h.headers.items() if k.lower() not in _HOP_HEADERS and k.lower() != "host"}
-        headers["Host"] = "%s:%d" % self.upstream  # fake-gcs-server reads a foreign host as a bucket name
+        headers["Host"] = (
+            f"{self.upstream[0]}:{self.upstream[1]}"  # fake-gcs-server reads a foreign host as a bucket name
+        )
         conn.request(h.command, h.path, body=body if body or length else None, headers=headers)
         response = conn.getresponse()
         data = response.read()
