@@ -21,9 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from emulator_process import EmulatorProcess, installed, session_server
+from emulator_process import EmulatorProcess, installed, session_server, store_fixtures
 
 #: Azurite's well-known development account (public, documented by Microsoft; not a secret).
 ACCOUNT = "devstoreaccount1"
@@ -95,29 +93,6 @@ def create_container(endpoint: str, name: str | None = None) -> str:
 
 
 azure_emulator = session_server(start_azurite, "Azurite's Blob service for the session.")
-
-
-@pytest.fixture(scope="session")
-def azure_server(azure_emulator: EmulatorProcess) -> str:
-    """The emulator's endpoint (``http://127.0.0.1:PORT``; the account is the first path segment)."""
-    return azure_emulator.endpoint
-
-
-@pytest.fixture
-def azure_container(azure_server: str) -> str:
-    return create_container(azure_server)
-
-
-@pytest.fixture
-def azure_storage_options(azure_server: str) -> dict[str, Any]:
-    return storage_options_for(azure_server)
-
-
-@pytest.fixture
-def azure_deltalake_options(azure_server: str) -> dict[str, str]:
-    return deltalake_options_for(azure_server)
-
-
-@pytest.fixture
-def azure_table_uri(azure_container: str) -> str:
-    return f"abfs://{azure_container}/table"
+azure_server, azure_container, azure_storage_options, azure_deltalake_options, azure_table_uri = store_fixtures(
+    "azure", "abfs", create_container, storage_options_for, deltalake_options_for
+)

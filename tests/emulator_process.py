@@ -175,3 +175,42 @@ def session_server(start: Callable[[], EmulatorProcess], doc: str) -> Any:
 
     fixture.__doc__ = doc
     return pytest.fixture(scope="session")(fixture)
+
+
+def store_fixtures(
+    prefix: str,
+    scheme: str,
+    create: Callable[[str], str],
+    options_for: Callable[[str], dict[str, Any]],
+    deltalake_options_for: Callable[[str], dict[str, str]],
+) -> tuple[Any, ...]:
+    """The per-test fixtures of an emulated store, named ``<prefix>_server`` (session: the endpoint),
+    ``<prefix>_<bucket>`` (a fresh one), ``_storage_options``, ``_deltalake_options`` and ``_table_uri``
+    (``<scheme>://<fresh bucket>/table``); ``<prefix>_emulator`` must be the session's EmulatorProcess.
+
+    Bind them to module attributes of the fixture plugin (pytest finds them by their ``name``).
+    """
+    bucket_name = {"azure": "container", "gcs": "bucket"}.get(prefix, "bucket")
+
+    def server(request: pytest.FixtureRequest) -> str:
+        return request.getfixturevalue(f"{prefix}_emulator").endpoint
+
+    def bucket(request: pytest.FixtureRequest) -> str:
+        return create(request.getfixturevalue(f"{prefix}_server"))
+
+    def storage_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+        return options_for(request.getfixturevalue(f"{prefix}_server"))
+
+    def deltalake_options(request: pytest.FixtureRequest) -> dict[str, str]:
+        return deltalake_options_for(request.getfixturevalue(f"{prefix}_server"))
+
+    def table_uri(request: pytest.FixtureRequest) -> str:
+        return f"{scheme}://{request.getfixturevalue(f'{prefix}_{bucket_name}')}/table"
+
+    return (
+        pytest.fixture(scope="session", name=f"{prefix}_server")(server),
+        pytest.fixture(name=f"{prefix}_{bucket_name}")(bucket),
+        pytest.fixture(name=f"{prefix}_storage_options")(storage_options),
+        pytest.fixture(name=f"{prefix}_deltalake_options")(deltalake_options),
+        pytest.fixture(name=f"{prefix}_table_uri")(table_uri),
+    )

@@ -23,9 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from emulator_process import EmulatorProcess, installed, session_server
+from emulator_process import EmulatorProcess, installed, session_server, store_fixtures
 
 PROJECT = "deltalog-test"
 
@@ -52,24 +50,17 @@ def start_fake_gcs_server() -> EmulatorProcess:
     binary = installed("fake-gcs-server")
 
     def argv(port: int, workdir: Path) -> list[str]:
-        return [
-            binary,
-            "-scheme",
-            "http",
-            "-host",
-            "127.0.0.1",
-            "-port",
-            str(port),
-            "-backend",
-            "memory",
+        flags = {
+            "-scheme": "http",
+            "-host": "127.0.0.1",
+            "-port": str(port),
+            "-backend": "memory",
             # XML-API style requests (object_store's GETs: /bucket/object) are routed by this host.
-            "-public-host",
-            f"127.0.0.1:{port}",
-            "-external-url",
-            f"http://127.0.0.1:{port}",
-            "-log-level",
-            "info",
-        ]
+            "-public-host": f"127.0.0.1:{port}",
+            "-external-url": f"http://127.0.0.1:{port}",
+            "-log-level": "info",
+        }
+        return [binary, *(part for pair in flags.items() for part in pair)]
 
     return EmulatorProcess("fake-gcs-server", argv, "/_internal/healthcheck", classify)
 
@@ -98,29 +89,6 @@ def create_bucket(endpoint: str, name: str | None = None) -> str:
 
 
 gcs_emulator = session_server(start_fake_gcs_server, "fake-gcs-server for the session.")
-
-
-@pytest.fixture(scope="session")
-def gcs_server(gcs_emulator: EmulatorProcess) -> str:
-    """The emulator's endpoint (``http://127.0.0.1:PORT``)."""
-    return gcs_emulator.endpoint
-
-
-@pytest.fixture
-def gcs_bucket(gcs_server: str) -> str:
-    return create_bucket(gcs_server)
-
-
-@pytest.fixture
-def gcs_storage_options(gcs_server: str) -> dict[str, Any]:
-    return storage_options_for(gcs_server)
-
-
-@pytest.fixture
-def gcs_deltalake_options(gcs_server: str) -> dict[str, str]:
-    return deltalake_options_for(gcs_server)
-
-
-@pytest.fixture
-def gcs_table_uri(gcs_bucket: str) -> str:
-    return f"gs://{gcs_bucket}/table"
+gcs_server, gcs_bucket, gcs_storage_options, gcs_deltalake_options, gcs_table_uri = store_fixtures(
+    "gcs", "gs", create_bucket, storage_options_for, deltalake_options_for
+)

@@ -194,35 +194,29 @@ def test_another_writers_object_is_a_lost_race_even_after_an_unclear_answer(clou
     assert storage.read_bytes(path) == b'{"theirs": 1}\n'
 
 
-def test_a_failed_create_that_left_nothing_is_sent_again(cloud: Cloud, monkeypatch) -> None:
-    storage = cloud.storage()
-    path = storage.join("_delta_log", "00000000000000000000.json")
-    failures = [ConnectionResetError("reset"), TimeoutError("timed out")]
-
-    def fails_twice(create, p: str) -> None:
-        if failures:
-            raise failures.pop(0)
-        create()
-
-    calls = _creator(monkeypatch, storage, fails_twice)
-    storage.put_if_absent(path, b'{"ours": 1}\n')
-    assert len(calls) == 3 and storage.read_bytes(path) == b'{"ours": 1}\n'
-
-
-def test_a_store_that_keeps_failing_raises_a_storage_error_and_writes_nothing(cloud: Cloud, monkeypatch) -> None:
+@pytest.mark.parametrize("failures", [2, "all"])
+def test_a_failed_create_that_left_nothing_is_sent_again_up_to_four_times(cloud: Cloud, monkeypatch, failures) -> None:
+    """Nothing landed: send it again; a store that keeps failing is a StorageError and nothing is written."""
     from deltalog.errors import StorageError
 
     storage = cloud.storage()
     path = storage.join("_delta_log", "00000000000000000000.json")
+    left = [ConnectionResetError("reset"), TimeoutError("timed out")]
 
-    def always_fails(create, p: str) -> None:
-        raise ConnectionResetError("reset")
+    def fails(create, p: str) -> None:
+        if failures == "all" or left:
+            raise left.pop(0) if left else ConnectionResetError("reset")
+        create()
 
     monkeypatch.setattr("deltalog.storage.azure_gcs.time.sleep", lambda s: None)
-    calls = _creator(monkeypatch, storage, always_fails)
-    with pytest.raises(StorageError, match="reset"):
+    calls = _creator(monkeypatch, storage, fails)
+    if failures == "all":
+        with pytest.raises(StorageError, match="reset"):
+            storage.put_if_absent(path, b'{"ours": 1}\n')
+        assert len(calls) == 4 and not storage.exists(path)
+    else:
         storage.put_if_absent(path, b'{"ours": 1}\n')
-    assert len(calls) == 4 and not storage.exists(path)
+        assert len(calls) == 3 and storage.read_bytes(path) == b'{"ours": 1}\n'
 
 
 def test_a_commit_whose_response_was_lost_lands_once(cloud: Cloud, monkeypatch) -> None:

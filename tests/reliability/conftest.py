@@ -20,6 +20,7 @@ SUITES = {
     "test_races.py": "races",
     "test_bad_logs.py": "bad_logs",
     "test_adversarial.py": "adversarial",
+    "test_cloud_reliability.py": "cloud",
 }
 
 
