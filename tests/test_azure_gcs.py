@@ -8,8 +8,9 @@ options do not translate) and ``gcs`` (commits through gcsfs, reads through obst
   was lost (it landed, then the client reported a timeout or its own retry's "exists") is
   ours, not a lost race; another writer's object is a lost race; a failure with nothing
   landed is sent again;
-- every maintenance operation on a table on each store (snapshot, health, compaction,
-  checkpoint, a real vacuum, log cleanup, the fleet run with its lease), checked by deltalake;
+- every operation on a table on each store (snapshot, health, compaction, Z-order, purge,
+  convert, create, commit requests, manifests, checkpoint, a real vacuum, log cleanup, the
+  fleet run with its lease; the Spark engine refused), checked by deltalake;
 - requests per snapshot load and per commit, counted by the emulator;
 - URI forms, OneLake defaults, option translation and refusal of unknown options.
 
@@ -543,3 +544,73 @@ def test_the_cli_maintains_a_table_on_the_store(cloud: Cloud, tmp_path, capsys) 
     assert vacuumed["num_deleted_files"] == 4
     assert run("snapshot")["version"] == 7  # VACUUM START and END
     assert cloud.rows() == list(range(12))
+
+
+def test_convert_commit_requests_manifests_zorder_purge_and_create_on_the_store(cloud: Cloud, tmp_path) -> None:
+    """The operations test_every_operation leaves out, each read back by deltalake."""
+    import deltalake
+
+    from deltalog import commit_request, compact, convert_to_delta, create_table, generate_manifest
+    from helpers import DEFAULT_SCHEMA, rows, write_data_file
+    from test_compaction_purge import _dv_table
+
+    def put_dir(local: str, uri: str) -> Storage:
+        storage = Storage(uri, cloud.options)
+        storage.fs.put(local.rstrip("/") + "/", storage.root + "/", recursive=True)
+        return storage
+
+    def read_ids(uri: str) -> list[int]:
+        table = deltalake.DeltaTable(uri, storage_options=cloud.deltalake_options)
+        return sorted(table.to_pyarrow_table().column("id").to_pylist())
+
+    base = cloud.uri.rsplit("/", 1)[0]
+    local = tmp_path / "parquet"
+    local.mkdir()
+    for i in range(3):
+        write_data_file(str(local), rows(4, i * 4))
+    converted = f"{base}/converted"
+    storage = put_dir(str(local), converted)
+    assert convert_to_delta(converted, storage_options=cloud.options).num_files == 3
+    assert read_ids(converted) == list(range(12))
+
+    buf = io.BytesIO()
+    pq.write_table(rows(4, 100), buf)
+    storage.fs.pipe_file(storage.join("new-1.parquet"), buf.getvalue())
+    landed = commit_request(converted, {"operation": "WRITE", "add": ["new-1.parquet"]}, storage_options=cloud.options)
+    assert landed.version == 1 and read_ids(converted) == list(range(12)) + [100, 101, 102, 103]
+
+    manifest = generate_manifest(converted, storage_options=cloud.options)
+    text = storage.read_bytes(storage.join("_symlink_format_manifest", "manifest")).decode()
+    assert (
+        manifest.num_files == 4
+        and len(text.splitlines()) == 4
+        and all(line.startswith(converted) for line in text.splitlines())
+    )
+
+    zorder = compact(converted, zorder_by=["id"], storage_options=cloud.options)
+    assert zorder.ok and zorder.commits and DeltaTable(converted, cloud.options).snapshot().num_files == 1
+    assert read_ids(converted) == list(range(12)) + [100, 101, 102, 103]
+
+    dv_path, _ = _dv_table(tmp_path / "dv")
+    purged = f"{base}/purged"
+    put_dir(dv_path, purged)
+
+    def count(uri: str) -> int:  # deltalake's SQL reader applies deletion vectors (its pyarrow reader refuses them)
+        table = deltalake.DeltaTable(uri, storage_options=cloud.deltalake_options)
+        return (
+            deltalake.QueryBuilder()
+            .register("t", table)
+            .execute("SELECT count(*) AS n FROM t")
+            .read_all()["n"][0]
+            .as_py()
+        )
+
+    before = count(purged)
+    result = compact(purged, purge_deletion_vectors=True, storage_options=cloud.options)
+    assert result.ok and len(result.committed_bins) == 2
+    assert count(purged) == before == 36000 - 5005  # six files of 6000 rows; DVs hide 5001 + 4
+    dvs = DeltaTable(purged, cloud.options).snapshot().files.column("deletionVector")
+    assert dvs.null_count == len(dvs), "no file keeps a deletion vector"
+
+    created = create_table(f"{base}/created", DEFAULT_SCHEMA, storage_options=cloud.options)
+    assert created.version == 0 and read_ids(f"{base}/created") == []
