@@ -1,4 +1,4 @@
-"""Fetch and cache the Spark jars the tests and jobs use (Delta Spark, s3a), by Maven coordinates.
+"""Fetch and cache the Spark jars the tests and jobs use (Delta Spark, s3a, GCS), by Maven coordinates.
 
 Run by ``scripts/bootstrap.sh``; safe to re-run (a marker file per Ivy directory
 skips work already done). Spark's own Ivy resolves ``spark.jars.packages`` from
@@ -15,13 +15,40 @@ import logging
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from deltalog.engines.spark_packages import DELTA_SQL_CONF, ivy_dir, jar_list_file, packages
+from deltalog.engines.spark_packages import (
+    DELTA_SQL_CONF,
+    GCS_CONNECTOR_PACKAGE,
+    gcs_jar_list_file,
+    ivy_dir,
+    jar_list_file,
+    packages,
+)
 
-#: The package sets resolved (each its own classpath: a Delta session does not need the AWS SDK).
-SETS = ({"delta": True, "s3a": False}, {"delta": False, "s3a": True})
-#: A class from each package, loaded to prove the resolution is complete.
-PROBES = {"delta": "io.delta.sql.DeltaSparkSessionExtension", "s3a": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+#: The package sets resolved, by the flag of the child process that resolves each (its own classpath: a
+#: Delta session does not need the AWS SDK): Maven coordinates, a class that proves the resolution is
+#: complete, where the jar list goes, and whether the Delta SQL extension is loaded.
+SETS: dict[str, tuple[str, str, Path, bool]] = {
+    "--delta": (
+        packages(delta=True, s3a=False),
+        "io.delta.sql.DeltaSparkSessionExtension",
+        jar_list_file(delta=True, s3a=False),
+        True,
+    ),
+    "--s3a": (
+        packages(delta=False, s3a=True),
+        "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        jar_list_file(delta=False, s3a=True),
+        False,
+    ),
+    "--gcs": (
+        GCS_CONNECTOR_PACKAGE,
+        "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
+        gcs_jar_list_file(),
+        False,
+    ),
+}
 
 log = logging.getLogger("spark_jars")
 
@@ -29,21 +56,24 @@ MARKER = ".deltalog-resolved"
 
 
 def resolved_marker_text() -> str:
+    """The marker's text: Delta and s3a's coordinates, as every clone sharing the cache writes it (the GCS
+    connector's list file, named by its version, says on its own that it is resolved)."""
     return packages() + "\n"
 
 
 def is_cached() -> bool:
     marker = ivy_dir() / MARKER
-    lists = [jar_list_file(**s) for s in SETS]
+    lists = [listed for _, _, listed, _ in SETS.values()]
     return marker.exists() and marker.read_text() == resolved_marker_text() and all(p.exists() for p in lists)
 
 
-def fetch(delta: bool, s3a: bool) -> float:
+def fetch(flag: str) -> float:
     """Resolve one package set in a throw-away local session and record its jars; returns the seconds."""
     from pyspark.sql import SparkSession
 
+    coordinates, probe, listed, delta = SETS[flag]
     started = time.perf_counter()
-    conf = {"spark.jars.packages": packages(delta=delta, s3a=s3a), "spark.jars.ivy": str(ivy_dir())}
+    conf = {"spark.jars.packages": coordinates, "spark.jars.ivy": str(ivy_dir())}
     if delta:
         conf.update(DELTA_SQL_CONF)
     builder = SparkSession.builder.master("local[1]").appName("deltalog-fetch-jars")
@@ -52,21 +82,18 @@ def fetch(delta: bool, s3a: bool) -> float:
     spark = builder.getOrCreate()
     try:
         loader = spark.sparkContext._jvm.java.lang.Thread.currentThread().getContextClassLoader()
-        for kind, wanted in (("delta", delta), ("s3a", s3a)):
-            if wanted:
-                loader.loadClass(PROBES[kind])
+        loader.loadClass(probe)
         jars = [j.removeprefix("file://").removeprefix("file:") for j in spark.conf.get("spark.jars").split(",") if j]
     finally:
         spark.stop()
-    jar_list_file(delta=delta, s3a=s3a).write_text("\n".join(jars) + "\n")
+    listed.write_text("\n".join(jars) + "\n")
     return time.perf_counter() - started
 
 
 def fetch_one(flag: str) -> int:
-    """Child process: resolve one package set (``--delta`` or ``--s3a``)."""
-    which = {"delta": flag == "--delta", "s3a": flag == "--s3a"}
+    """Child process: resolve one package set (``--delta``, ``--s3a`` or ``--gcs``)."""
     try:
-        fetch(**which)
+        fetch(flag)
     except Exception as exc:  # noqa: BLE001 - report any JVM/Ivy failure as one line
         log.error("could not fetch the Spark jars (%s): %s", flag, (str(exc).splitlines() or [repr(exc)])[0])
         return 1
@@ -84,11 +111,12 @@ def main() -> int:
         if is_cached():
             log.info("jars already cached in %s", target)
             return 0
-        log.info("resolving %s into %s (first time: a few minutes)", packages(), target)
+        log.info(
+            "resolving %s into %s (first time: a few minutes)", ", ".join(c for c, _, _, _ in SETS.values()), target
+        )
         started = time.perf_counter()
-        for which in SETS:
+        for flag in SETS:
             # One process per set: a Python process keeps its first JVM, whose classpath is fixed.
-            flag = "--delta" if which["delta"] else "--s3a"
             if subprocess.run([sys.executable, __file__, flag], check=False).returncode != 0:
                 return 1
         seconds = time.perf_counter() - started

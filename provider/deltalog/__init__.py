@@ -49,7 +49,12 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.compaction.liquid import ClusteringSpec
     from deltalog.compaction.plan import PlanFile
-    from deltalog.compaction.spark import commit_spark_result, read_spark_request, spark_job_script
+    from deltalog.compaction.spark import (
+        commit_spark_result,
+        read_spark_request,
+        spark_job_script,
+        storage_spark_conf,
+    )
     from deltalog.convert import ConvertResult, convert_to_delta
     from deltalog.create import choose_protocol, create_table, required_features
     from deltalog.engines.spark import IngestResult, WrittenFile, write_ingest
@@ -125,6 +130,7 @@ _LAZY = {
     "commit_spark_result": "deltalog.compaction.spark",
     "read_spark_request": "deltalog.compaction.spark",
     "spark_job_script": "deltalog.compaction.spark",
+    "storage_spark_conf": "deltalog.compaction.spark",
     # deltalog.convert
     "ConvertResult": "deltalog.convert",
     "convert_to_delta": "deltalog.convert",
@@ -299,6 +305,7 @@ __all__ = [
     "run_fleet",
     "snapshot_at",
     "spark_job_script",
+    "storage_spark_conf",
     "vacuum",
     "write_ingest",
     "__version__",

@@ -228,7 +228,13 @@ class DeltaCompactOperator(DeltaTableOperator):
         """Plan file -> deltalog's Spark job through ``SparkSubmitHook`` -> commit its request bin by bin."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from deltalog.compaction.spark import DEFAULT_CONF, commit_spark_result, read_spark_request, spark_job_script
+        from deltalog.compaction.spark import (
+            DEFAULT_CONF,
+            commit_spark_result,
+            read_spark_request,
+            spark_job_script,
+            storage_spark_conf,
+        )
 
         options = self._spark_options()
         run = uuid.uuid4().hex[:12]
@@ -239,7 +245,8 @@ class DeltaCompactOperator(DeltaTableOperator):
         env_vars = {"PYSPARK_DRIVER_PYTHON": sys.executable, **(options.pop("env_vars", None) or {})}
         self._spark_hook = SparkSubmitHook(
             conn_id=self.spark_conn_id,
-            conf={**DEFAULT_CONF, **(options.pop("conf", None) or {})},
+            # GCS tables: the connector and the Hadoop settings of the table's own storage options.
+            conf={**DEFAULT_CONF, **storage_spark_conf(table.storage), **(options.pop("conf", None) or {})},
             env_vars=env_vars,
             name=options.pop("name", f"deltalog-compact-{run}"),
             application_args=[

@@ -16,6 +16,6 @@ importing this package never needs it.
 """
 
 from deltalog.compaction.spark.commit import commit_spark_result, read_spark_request
-from deltalog.compaction.spark.submit import DEFAULT_CONF, spark_job_script
+from deltalog.compaction.spark.submit import DEFAULT_CONF, spark_job_script, storage_spark_conf
 
-__all__ = ["DEFAULT_CONF", "commit_spark_result", "read_spark_request", "spark_job_script"]
+__all__ = ["DEFAULT_CONF", "commit_spark_result", "read_spark_request", "spark_job_script", "storage_spark_conf"]

@@ -29,13 +29,23 @@ from deltalog.compaction.spark.job import REPORT_PREFIX
 from deltalog.errors import EngineError, OperationCancelledError
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["DEFAULT_CONF", "run_spark", "spark_job_script"]
+__all__ = ["DEFAULT_CONF", "run_spark", "spark_job_script", "storage_spark_conf"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[2]"
 #: Quiet, UI-less defaults for a batch job; callers' ``conf`` wins.
 DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
+
+def storage_spark_conf(storage: Storage) -> dict[str, str]:
+    """What the job needs to reach the table: on GCS the connector and the Hadoop settings of the table's
+    own storage options (same endpoint, same identity); local and S3 tables need none (S3: ``conf``)."""
+    if storage.protocol in ("gs", "gcs"):
+        from deltalog.engines.spark_packages import gcs_spark_conf
+
+        return gcs_spark_conf(storage.storage_options)
+    return {}
 
 
 def spark_job_script() -> str:
@@ -130,7 +140,7 @@ def run_spark(
         stdout_path = os.path.join(workdir, "spark-submit.stdout")
         Path(plan_path).write_text(plan.to_json())
         cmd = [submit, "--master", master]
-        for k, v in {**DEFAULT_CONF, **(conf or {})}.items():
+        for k, v in {**DEFAULT_CONF, **storage_spark_conf(storage), **(conf or {})}.items():
             cmd += ["--conf", f"{k}={v}"]
         cmd += [spark_job_script(), "--plan", plan_path, "--table", storage.uri, "--output-request", request_path]
         if max_parallel_bins:

@@ -36,7 +36,8 @@ def hadoop_uri(location: str) -> str:
     """The URI Spark's Hadoop layer understands for a deltalog location.
 
     Local paths become ``file:`` URIs (absolute, so the executors agree with the
-    driver) and ``s3://`` becomes ``s3a://``, the connector Spark ships for S3.
+    driver), ``s3://`` becomes ``s3a://``, the connector Spark ships for S3, and ``gcs://``
+    becomes ``gs://``, the GCS connector's scheme.
     """
     if not isinstance(location, str) or not location.strip():
         raise InvalidArgumentError("table location must be a non-empty path or URI")
@@ -47,6 +48,8 @@ def hadoop_uri(location: str) -> str:
         return "file://" + os.path.abspath(os.path.expanduser(path))
     if scheme in ("s3", "s3n"):
         return "s3a://" + location.split("://", 1)[1]
+    if scheme == "gcs":
+        return "gs://" + location.split("://", 1)[1]
     return location
 
 
