@@ -169,7 +169,7 @@ def test_maintain_exits_with_its_worst_table(tmp_path, capsys):
     small_files_table(str(lake / "a"))
     healthy_table(str(lake / "b"))
     assert main(["maintain", "--root", str(lake), "--json"]) == 0
-    assert capsys.readouterr().err == ""
+    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
 
     refused_protocol_table(str(lake / "c"))
     small_files_table(str(lake / "a2"))
@@ -184,4 +184,4 @@ def test_maintain_exits_with_its_worst_table(tmp_path, capsys):
     out = capsys.readouterr()
     statuses = {t["uri"].rsplit("/", 1)[-1]: t["status"] for t in json.loads(out.out)["tables"]}
     assert statuses == {"c": "refused", "d": "failed"}, statuses
-    assert out.err == "error: not every table was maintained: 1 failed, 1 refused (see the summary)\n"
+    assert "error: not every table was maintained: 1 failed, 1 refused (see the summary)" in out.err.splitlines()

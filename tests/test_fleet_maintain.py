@@ -157,7 +157,8 @@ def test_cli_maintain_dry_run_then_budgeted_run_with_results_and_html(tmp_path, 
     assert main(["maintain", "--root", lake, "--results", results, "--html", page, "--time-budget", "60"]) == 1
     captured = capsys.readouterr()
     assert "fleet run:" in captured.out and "budget 60 s" in captured.out
-    assert captured.err == "error: not every table was maintained: 1 refused (see the summary)\n"
+    # (Other suites' logging handlers may also write to stderr here: the error line is looked for.)
+    assert "error: not every table was maintained: 1 refused (see the summary)" in captured.err.splitlines()
     doc = json.loads(open(results).read())
     assert doc["counts"] == {"done": 2, "healthy": 1, "refused": 1, "unreadable": 0}
     assert doc["throughput_bytes_per_second"] > 0
