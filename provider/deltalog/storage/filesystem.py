@@ -565,7 +565,7 @@ class Storage:
             with _remote_errors("write", path):
                 self.fs.pipe_file(path, data, mode="create")
             return
-        raise NonAtomicStorageError(self._no_atomic_create("commit"))
+        raise NonAtomicStorageError(self._no_atomic_create("commit") + ". The version was not written")
 
     def check_atomic_create(self, verb: str) -> None:
         """Refuse (NonAtomicStorageError) unless :meth:`put_if_absent` is atomic here; nothing is written.
@@ -577,7 +577,7 @@ class Storage:
         """
         if not self.is_local:
             if not self.supports_atomic_create:
-                raise NonAtomicStorageError(self._no_atomic_create(verb))
+                raise NonAtomicStorageError(self._no_atomic_create(verb) + ". Nothing was read or written")
             return
         refused = self._local_link_refusal
         if refused is not None:
@@ -591,7 +591,7 @@ class Storage:
             f"cannot {verb} on {self.uri}: the {self.protocol!r} filesystem ({type(self.fs).__name__}) has no atomic "
             "create-if-absent, so two writers could both write the same version and one commit would be lost. "
             "deltalog commits on local disks, S3, Azure and Google Cloud Storage only (docs/commits.md); reads, "
-            "health and dry runs work here. Nothing was read or written"
+            "health and dry runs work here"
         )
 
     @functools.cached_property
