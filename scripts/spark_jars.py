@@ -1,4 +1,4 @@
-"""Fetch and cache the Spark jars the tests and jobs use (Delta Spark, s3a, GCS), by Maven coordinates.
+"""Fetch and cache the Spark jars the tests and jobs use (Delta Spark, s3a, Azure, GCS), by Maven coordinates.
 
 Run by ``scripts/bootstrap.sh``; safe to re-run (a marker file per Ivy directory
 skips work already done). Spark's own Ivy resolves ``spark.jars.packages`` from
@@ -20,6 +20,8 @@ from pathlib import Path
 from deltalog.engines.spark_packages import (
     DELTA_SQL_CONF,
     GCS_CONNECTOR_PACKAGE,
+    HADOOP_AZURE_PACKAGE,
+    azure_jar_list_file,
     gcs_jar_list_file,
     ivy_dir,
     jar_list_file,
@@ -40,6 +42,12 @@ SETS: dict[str, tuple[str, str, Path, bool]] = {
         packages(delta=False, s3a=True),
         "org.apache.hadoop.fs.s3a.S3AFileSystem",
         jar_list_file(delta=False, s3a=True),
+        False,
+    ),
+    "--azure": (
+        HADOOP_AZURE_PACKAGE,
+        "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem",
+        azure_jar_list_file(),
         False,
     ),
     "--gcs": (
@@ -91,7 +99,7 @@ def fetch(flag: str) -> float:
 
 
 def fetch_one(flag: str) -> int:
-    """Child process: resolve one package set (``--delta``, ``--s3a`` or ``--gcs``)."""
+    """Child process: resolve one package set (``--delta``, ``--s3a``, ``--azure`` or ``--gcs``)."""
     try:
         fetch(flag)
     except Exception as exc:  # noqa: BLE001 - report any JVM/Ivy failure as one line

@@ -10,7 +10,7 @@ options do not translate) and ``gcs`` (commits through gcsfs, reads through obst
   landed is sent again;
 - every operation on a table on each store (snapshot, health, compaction, Z-order, purge,
   convert, create, commit requests, manifests, checkpoint, a real vacuum, log cleanup, the
-  fleet run with its lease; the Spark engine refused), checked by deltalake;
+  fleet run with its lease), checked by deltalake (the Spark engine: test_compaction_cloud_spark.py);
 - requests per snapshot load and per commit, counted by the emulator;
 - URI forms, OneLake defaults, option translation and refusal of unknown options.
 
@@ -316,36 +316,13 @@ def test_fleet_run_takes_the_lease_compacts_and_releases(cloud: Cloud, tmp_path)
         storage.fs.put(str(tmp_path / name) + "/", storage.root + "/", recursive=True)
     found = discover_tables(lake, storage_options=cloud.options)
     assert [t.uri.rsplit("/", 1)[-1] for t in found.tables] == ["daily", "events"]
-    # On Azure every table is past spark_min_bytes, but the Spark engine does not run there: local compaction.
-    spark_min_bytes = 0 if cloud.store != "gcs" else None
-    result = run_fleet(
-        list(found.tables), storage_options=cloud.options, time_budget_seconds=120, spark_min_bytes=spark_min_bytes
-    )
+    result = run_fleet(list(found.tables), storage_options=cloud.options, time_budget_seconds=120)
     (outcome,) = result.outcomes
     assert outcome.uri.endswith("/events") and outcome.status == "done" and outcome.ran == ["compaction: 1 bins"]
     assert result.exit_code == 0
     events = Storage(f"{lake}/events", cloud.options)
     assert not events.exists(events.join(LEASE_NAME))
     assert DeltaTable(f"{lake}/events", cloud.options).snapshot().num_files == 1
-
-
-@pytest.mark.azure
-@pytest.mark.parametrize("store", ["azure", "azure-adlfs"])
-def test_the_spark_engine_is_refused_on_azure_before_any_work(request, store: str, tmp_path) -> None:
-    """One clear refusal (docs/azure-gcs.md says why), before a plan is written or a job submitted."""
-    cloud = Cloud(request, store)
-    from deltalog.compaction import compact
-    from deltalog.errors import OperationRefusedError
-    from fleet_helpers import small_files_table
-
-    small_files_table(str(tmp_path / "t"), n=3)
-    cloud.upload(str(tmp_path / "t"))
-    storage = cloud.storage()
-    before = sorted(f.path for f in storage.walk_files())
-    with pytest.raises(OperationRefusedError, match="Spark engine: it runs on local, S3 and GCS tables only"):
-        compact(cloud.uri, engine="spark", storage_options=cloud.options, spark_options={"spark_submit": "/bin/false"})
-    assert sorted(f.path for f in cloud.storage().walk_files()) == before
-    assert len(compact(cloud.uri, engine="spark", plan_only=True, storage_options=cloud.options).plan.bins) == 1
 
 
 # --- requests -------------------------------------------------------------------------------------

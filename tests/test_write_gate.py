@@ -25,7 +25,7 @@ import pytest
 
 import faults
 from deltalog import DeltaTable
-from deltalog.errors import NonAtomicStorageError, UnsupportedProtocolError
+from deltalog.errors import NonAtomicStorageError, OperationRefusedError, UnsupportedProtocolError
 from deltalog.storage import Storage
 from fleet_helpers import refused_protocol_table
 from helpers import append, make_table, rows, write_data_file
@@ -284,3 +284,15 @@ def test_the_compact_operator_refuses_before_it_submits_the_spark_job(tmp_path, 
     with pytest.raises(AirflowFailException, match="no atomic create-if-absent"):
         op.execute({})
     assert not marker.exists() and sorted(os.listdir(path)) == before
+
+
+def test_the_spark_engine_is_refused_where_no_hadoop_connector_reaches(tmp_path) -> None:
+    """An in-memory table commits atomically, but no Spark job can reach it: refused before any work."""
+    from deltalog import compact
+
+    small_files(str(tmp_path / "t"))
+    storage = Storage("memory://gate-spark/t")
+    storage.fs.put(str(tmp_path / "t") + "/", storage.root + "/", recursive=True)
+    with pytest.raises(OperationRefusedError, match="Spark engine: it runs on local, S3, GCS and Azure tables only"):
+        compact("memory://gate-spark/t", engine="spark", spark_options={"spark_submit": "/bin/false"})
+    assert len(compact("memory://gate-spark/t", engine="spark", plan_only=True).plan.bins) == 1

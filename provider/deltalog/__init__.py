@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         commit_spark_result,
         read_spark_request,
         spark_job_script,
+        spark_table_uri,
         storage_spark_conf,
     )
     from deltalog.convert import ConvertResult, convert_to_delta
@@ -130,6 +131,7 @@ _LAZY = {
     "commit_spark_result": "deltalog.compaction.spark",
     "read_spark_request": "deltalog.compaction.spark",
     "spark_job_script": "deltalog.compaction.spark",
+    "spark_table_uri": "deltalog.compaction.spark",
     "storage_spark_conf": "deltalog.compaction.spark",
     # deltalog.convert
     "ConvertResult": "deltalog.convert",
@@ -305,6 +307,7 @@ __all__ = [
     "run_fleet",
     "snapshot_at",
     "spark_job_script",
+    "spark_table_uri",
     "storage_spark_conf",
     "vacuum",
     "write_ingest",

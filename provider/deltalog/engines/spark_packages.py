@@ -23,12 +23,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from deltalog.errors import InvalidArgumentError
 
 __all__ = [
     "DELTA_SQL_CONF",
     "GCS_CONNECTOR_PACKAGE",
+    "HADOOP_AZURE_PACKAGE",
+    "azure_jar_list_file",
+    "azure_spark_conf",
     "gcs_jar_list_file",
     "gcs_spark_conf",
     "ivy_dir",
@@ -50,6 +54,9 @@ HADOOP_AWS_PACKAGE = f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}"
 #: fake-gcs-server). Hadoop's own ``hadoop-gcp`` 3.5.0 reaches storage.googleapis.com only and fails
 #: without credentials, so it cannot be tested here.
 GCS_CONNECTOR_VERSION = "hadoop3-2.2.26"
+#: hadoop-azure at the Hadoop client's version: its ABFS driver speaks the DFS endpoint, or, for
+#: accounts without a hierarchical namespace (and Azurite), the Blob endpoint.
+HADOOP_AZURE_PACKAGE = f"org.apache.hadoop:hadoop-azure:{HADOOP_VERSION}"
 GCS_CONNECTOR_PACKAGE = f"com.google.cloud.bigdataoss:gcs-connector:{GCS_CONNECTOR_VERSION}"
 
 #: Spark settings that turn a session into a Delta Spark session.
@@ -100,6 +107,96 @@ def spark_conf(*, delta: bool = True, s3a: bool = True) -> dict[str, str]:
     return conf
 
 
+def azure_jar_list_file() -> Path:
+    """Where ``scripts/spark_jars.py`` records hadoop-azure's jars."""
+    return ivy_dir() / "jars-azure.txt"
+
+
+def _jars_conf(listed: Path, coordinates: str) -> dict[str, str]:
+    jars = listed.read_text().split() if listed.exists() else []
+    if jars and all(os.path.exists(j) for j in jars):
+        return {"spark.jars": ",".join(jars)}
+    return {"spark.jars.packages": coordinates, "spark.jars.ivy": str(ivy_dir())}
+
+
+def azure_spark_conf(host: str, options: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """Spark settings for an Azure table on the DFS ``host`` (``<account>.dfs.core.windows.net``), and the
+    ABFS scheme to name it with.
+
+    The identity and endpoint of the adlfs storage ``options``: a ``connection_string``
+    (its ``AccountKey`` or ``SharedAccessSignature``, its ``BlobEndpoint``), ``account_key``,
+    ``sas_token``, a service principal (``tenant_id``, ``client_id``, ``client_secret``), or,
+    with none of them, the managed identity (``managed_identity_client_id`` optional). A Blob
+    endpoint at an address and port (an emulator) is reached over its Blob API without TLS, as
+    an account without a hierarchical namespace. Anonymous access has no ABFS form.
+    """
+    from deltalog.storage.azure_gcs_reads import parse_connection_string
+
+    parts = parse_connection_string(str(options.get("connection_string") or ""))
+    key = parts.get("AccountKey") or options.get("account_key")
+    sas = parts.get("SharedAccessSignature") or options.get("sas_token")
+    hadoop: dict[str, str] = {}
+    scheme = "abfss"
+    endpoint = parts.get("BlobEndpoint")
+    if endpoint and not urlparse(endpoint).hostname.endswith(".core.windows.net"):  # type: ignore[union-attr]
+        parsed = urlparse(endpoint)
+        if parsed.scheme != "http" or not parsed.port:
+            raise InvalidArgumentError(
+                f"the Spark engine reaches an Azure endpoint other than the public cloud's only as an emulator "
+                f"(http://address:port/account), not {endpoint}"
+            )
+        scheme = "abfs"
+        hadoop.update(
+            {
+                "fs.azure.abfs.endpoint": f"{parsed.hostname}:{parsed.port}",
+                "fs.azure.always.use.https": "false",
+                "fs.azure.account.hns.enabled": "false",
+                "fs.azure.fns.account.service.type": "BLOB",
+                # The default Apache HTTP client wants a TLS socket factory even for plain HTTP.
+                "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION",
+                "fs.azure.ssl.channel.mode": "Default_JSSE",
+            }
+        )
+    if key:
+        hadoop[f"fs.azure.account.key.{host}"] = str(key)
+    elif sas:
+        hadoop.update(
+            {
+                f"fs.azure.account.auth.type.{host}": "SAS",
+                f"fs.azure.sas.token.provider.type.{host}": "org.apache.hadoop.fs.azurebfs.sas.FixedSASTokenProvider",
+                f"fs.azure.sas.fixed.token.{host}": str(sas).lstrip("?"),
+            }
+        )
+    elif options.get("anon") is True:
+        raise InvalidArgumentError("the Spark engine has no anonymous access to Azure (ABFS signs every request)")
+    elif options.get("client_id") and options.get("client_secret") and options.get("tenant_id"):
+        hadoop.update(
+            {
+                f"fs.azure.account.auth.type.{host}": "OAuth",
+                f"fs.azure.account.oauth.provider.type.{host}": "org.apache.hadoop.fs.azurebfs.oauth2.ClientCredsTokenProvider",
+                f"fs.azure.account.oauth2.client.id.{host}": str(options["client_id"]),
+                f"fs.azure.account.oauth2.client.secret.{host}": str(options["client_secret"]),
+                f"fs.azure.account.oauth2.client.endpoint.{host}": (
+                    f"https://login.microsoftonline.com/{options['tenant_id']}/oauth2/token"
+                ),
+            }
+        )
+    else:  # DefaultAzureCredential's place in ABFS: the managed identity
+        hadoop.update(
+            {
+                f"fs.azure.account.auth.type.{host}": "OAuth",
+                f"fs.azure.account.oauth.provider.type.{host}": "org.apache.hadoop.fs.azurebfs.oauth2.MsiTokenProvider",
+            }
+        )
+        if options.get("managed_identity_client_id"):
+            hadoop[f"fs.azure.account.oauth2.client.id.{host}"] = str(options["managed_identity_client_id"])
+    conf = _jars_conf(azure_jar_list_file(), HADOOP_AZURE_PACKAGE)
+    # hadoop-azure 3.5.0 leaves two non-daemon scheduler threads behind: without an explicit exit
+    # the driver's JVM outlives the finished job (spark-submit never returns).
+    conf["spark.submit.callSystemExitOnMainExit"] = "true"
+    return {**conf, **{f"spark.hadoop.{k}": v for k, v in hadoop.items()}}, scheme
+
+
 def gcs_jar_list_file() -> Path:
     """Where ``scripts/spark_jars.py`` records the GCS connector's jars."""
     return ivy_dir() / f"jars-gcs-{GCS_CONNECTOR_VERSION}.txt"
@@ -126,12 +223,7 @@ def gcs_spark_conf(options: dict[str, Any]) -> dict[str, str]:
     server); ``project`` is the project. A token given as a dict or a credentials object has no
     Hadoop form: InvalidArgumentError (write the key to a file the cluster can read).
     """
-    listed = gcs_jar_list_file()
-    jars = listed.read_text().split() if listed.exists() else []
-    if jars and all(os.path.exists(j) for j in jars):
-        conf = {"spark.jars": ",".join(jars)}
-    else:
-        conf = {"spark.jars.packages": GCS_CONNECTOR_PACKAGE, "spark.jars.ivy": str(ivy_dir())}
+    conf = _jars_conf(gcs_jar_list_file(), GCS_CONNECTOR_PACKAGE)
     hadoop: dict[str, Any] = {
         "fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
         "fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS",

@@ -340,7 +340,7 @@ def _run_steps(
         if step == "compaction":
             started = time.perf_counter()
             # A Z-order runs on the local engine only, as do tables the Spark engine does not reach
-            # (Azure); otherwise the engine follows the table's size.
+            # (no Hadoop connector); otherwise the engine follows the table's size.
             local_only = settings.zorder_by or not spark_reaches(storage)
             where = "local" if local_only else engine.for_size(before.size_in_bytes)
             if where == "spark":  # one job: it cannot stop between bins, so no deadline is passed down

@@ -53,17 +53,13 @@ def check_can_write(
         storage.check_atomic_create(verb)
         if operation is Operation.COMPACTION_SPARK and not spark_reaches(storage):
             raise OperationRefusedError(
-                f"cannot {verb} {storage.uri} with the Spark engine: it runs on local, S3 and GCS tables only "
-                "(docs/azure-gcs.md says why Azure is not among them); the local engine compacts this table "
-                "(engine='local', the default). Nothing was read or written"
+                f"cannot {verb} {storage.uri} with the Spark engine: it runs on local, S3, GCS and Azure tables "
+                "only, through their Hadoop connectors; the local engine compacts this table (engine='local', "
+                "the default). Nothing was read or written"
             )
 
 
 def spark_reaches(storage: Storage) -> bool:
-    """Whether the Spark engine can run on this table: a local path, S3 through s3a, GCS through the GCS connector.
-
-    Azure is refused: hadoop-azure's ABFS driver speaks the DFS endpoint of ADLS Gen2, which
-    Azure's emulator (Azurite) does not serve, so that path cannot be tested, and deltalog
-    ships no engine path it cannot test (docs/azure-gcs.md).
-    """
-    return storage.is_local or storage.protocol in ("s3", "s3a", "gs", "gcs")
+    """Whether the Spark engine can run on this table: local paths, S3 (s3a), GCS (the GCS connector)
+    and Azure (hadoop-azure's ABFS); every store deltalog commits on but the in-process memory one."""
+    return storage.is_local or storage.protocol in ("s3", "s3a", "gs", "gcs", "abfs", "abfss", "az")

@@ -233,6 +233,7 @@ class DeltaCompactOperator(DeltaTableOperator):
             commit_spark_result,
             read_spark_request,
             spark_job_script,
+            spark_table_uri,
             storage_spark_conf,
         )
 
@@ -251,7 +252,7 @@ class DeltaCompactOperator(DeltaTableOperator):
             name=options.pop("name", f"deltalog-compact-{run}"),
             application_args=[
                 "--table",
-                table.uri,
+                spark_table_uri(table.storage),
                 "--plan",
                 plan_location if is_absolute_location(plan_location) else table.storage.full_uri(plan_rel),
                 "--output-request",

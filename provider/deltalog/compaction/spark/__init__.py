@@ -16,6 +16,13 @@ importing this package never needs it.
 """
 
 from deltalog.compaction.spark.commit import commit_spark_result, read_spark_request
-from deltalog.compaction.spark.submit import DEFAULT_CONF, spark_job_script, storage_spark_conf
+from deltalog.compaction.spark.submit import DEFAULT_CONF, spark_job_script, spark_table_uri, storage_spark_conf
 
-__all__ = ["DEFAULT_CONF", "commit_spark_result", "read_spark_request", "spark_job_script", "storage_spark_conf"]
+__all__ = [
+    "DEFAULT_CONF",
+    "commit_spark_result",
+    "read_spark_request",
+    "spark_job_script",
+    "spark_table_uri",
+    "storage_spark_conf",
+]

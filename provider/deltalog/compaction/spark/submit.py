@@ -21,15 +21,16 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
 from deltalog.compaction.spark.commit import outputs_from_request
 from deltalog.compaction.spark.job import REPORT_PREFIX
-from deltalog.errors import EngineError, OperationCancelledError
+from deltalog.errors import EngineError, InvalidArgumentError, OperationCancelledError
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["DEFAULT_CONF", "run_spark", "spark_job_script", "storage_spark_conf"]
+__all__ = ["DEFAULT_CONF", "run_spark", "spark_job_script", "spark_table_uri", "storage_spark_conf"]
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,68 @@ DEFAULT_MASTER = "local[2]"
 DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 
 
+def _azure_host(storage: Storage) -> str:
+    """The DFS host ABFS names the table's account by (``<account>.dfs.core.windows.net``)."""
+    netloc = urlparse(storage.uri).netloc
+    if "@" in netloc:
+        host = netloc.split("@", 1)[1]
+        if host.endswith(".core.windows.net"):
+            return host.replace(".blob.core.windows.net", ".dfs.core.windows.net")
+        if host.endswith(".fabric.microsoft.com"):  # OneLake: its own ABFS endpoint, Entra ID only
+            return host
+    elif not getattr(storage.fs, "account_host", None):
+        from deltalog.storage.azure_gcs_reads import parse_connection_string
+
+        account = storage.fs.account_name or parse_connection_string(storage.fs.connection_string or "").get(
+            "AccountName"
+        )
+        if account:
+            return f"{account}.dfs.core.windows.net"
+    raise InvalidArgumentError(
+        f"the Spark engine reaches Azure accounts of the public cloud (or an emulator) only, not {storage.uri}"
+    )
+
+
 def storage_spark_conf(storage: Storage) -> dict[str, str]:
-    """What the job needs to reach the table: on GCS the connector and the Hadoop settings of the table's
-    own storage options (same endpoint, same identity); local and S3 tables need none (S3: ``conf``)."""
+    """What the job needs to reach the table: on GCS and Azure the connector (the GCS connector,
+    hadoop-azure's ABFS) and the Hadoop settings of the table's own storage options (same endpoint,
+    same identity); local and S3 tables need none (S3: ``conf``)."""
     if storage.protocol in ("gs", "gcs"):
         from deltalog.engines.spark_packages import gcs_spark_conf
 
         return gcs_spark_conf(storage.storage_options)
+    if storage.protocol in ("abfs", "abfss", "az"):
+        from deltalog.engines.spark_packages import azure_spark_conf
+
+        return azure_spark_conf(_azure_host(storage), storage.storage_options)[0]
     return {}
+
+
+def spark_table_uri(storage: Storage) -> str:
+    """The table's URI as the job's Hadoop filesystem names it (Azure: ``abfs[s]://container@host/path``)."""
+    if storage.protocol in ("abfs", "abfss", "az"):
+        from deltalog.engines.spark_packages import azure_spark_conf
+
+        host = _azure_host(storage)
+        _, scheme = azure_spark_conf(host, storage.storage_options)
+        container, _, path = storage.root.partition("/")
+        return f"{scheme}://{container}@{host}/{path}".rstrip("/")
+    return storage.uri
+
+
+#: Parts of a Hadoop setting's name that mark its value as a credential (never logged).
+_SECRET_NAMES = ("key", "secret", "sas", "token", "password")
+
+
+def _redacted(cmd: list[str]) -> list[str]:
+    """The command line as logged: the values of credential settings (account keys, SAS, secrets) hidden."""
+    shown = []
+    for arg in cmd:
+        name, sep, _ = arg.partition("=")
+        if sep and any(part in name.lower() for part in _SECRET_NAMES) and "provider.type" not in name:
+            arg = f"{name}=***"
+        shown.append(arg)
+    return shown
 
 
 def spark_job_script() -> str:
@@ -142,13 +197,14 @@ def run_spark(
         cmd = [submit, "--master", master]
         for k, v in {**DEFAULT_CONF, **storage_spark_conf(storage), **(conf or {})}.items():
             cmd += ["--conf", f"{k}={v}"]
-        cmd += [spark_job_script(), "--plan", plan_path, "--table", storage.uri, "--output-request", request_path]
+        cmd += [spark_job_script(), "--plan", plan_path, "--table", spark_table_uri(storage)]
+        cmd += ["--output-request", request_path]
         if max_parallel_bins:
             cmd += ["--max-parallel-bins", str(max_parallel_bins)]
         env = dict(os.environ)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", env["PYSPARK_PYTHON"])
-        log.info("running %s", " ".join(cmd))
+        log.info("running %s", " ".join(_redacted(cmd)))
         started = time.perf_counter()
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
