@@ -84,6 +84,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "post_commit",
             "engines",
             "iceberg_compat",
+            "journal",
         ],
     ),  # fmt: skip
     ("fleet", ["fleet"]),

@@ -98,6 +98,7 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.fleet.maintain import settings_for
     from deltalog.fleet.run import run_fleet
     from deltalog.hooks import PostCommitHook
+    from deltalog.journal import HistoryRecorder, RunContext, fleet_overview, read_history, table_state
     from deltalog.log_cleanup import cleanup_log
     from deltalog.manifest import generate_manifest
     from deltalog.transaction import Transaction
@@ -138,6 +139,11 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     produced.append(convert_to_delta(str(plain)))
     produced.append(plan_compaction(clustered(str(root / "clustered"), ["x", "y"], files=3, rows=20)))
     produced.append(IngestResult("t", "t/_requests/r.json", "r", [WrittenFile("a.parquet", 1, {"part": "a"}, 0)]))
+    recorder = HistoryRecorder(str(root / "history"), context=RunContext(dag_id="d", airflow_run_id="r", task_id="t"))
+    with recorder.operation(table, "checkpoint") as op:
+        op.result = create_checkpoint(table)
+    produced += [*recorder.appends, *recorder.recorded, recorder.context, table_state(table.snapshot())]
+    produced += fleet_overview(read_history(str(root / "history")))
     seen: dict[type, Any] = {}
     for value in produced:
         _instances_in(value, seen)
@@ -171,7 +177,7 @@ def test_the_key_check_catches_camel_case():
 
 def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
     """The public functions and DeltaTable methods that return results."""
-    from deltalog import activity, commit_request, due, health
+    from deltalog import activity, commit_request, due, health, journal
     from deltalog.compaction import commit_outputs, purge
     from deltalog.engines.spark.ingest import write_ingest
     from deltalog.engines.spark.result import commit_spark_result
@@ -195,6 +201,9 @@ def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
         ("fleet_health", fleet_health.fleet_health),
         ("maintain_table", maintain.maintain_table),
         ("run_fleet", run.run_fleet),
+        ("append_rows", journal.append_rows),
+        ("table_state", journal.table_state),
+        ("fleet_overview", journal.fleet_overview),
     ]
     return [(n, f) for n, f in out if inspect.isfunction(f)]
 

@@ -1,0 +1,436 @@
+"""Turning what an operation did into history rows, and recording them as they happen.
+
+:func:`row_from_result` maps an operation's result (compaction, purge, checkpoint,
+vacuum, log cleanup, manifest) to a row; :func:`row_for_error` a refusal or failure;
+:func:`row_for_measurement` a health measurement (what is due and why). The results are
+read through their ``to_dict()`` (the one result contract of :mod:`deltalog.results`),
+so this module depends on no operation's module.
+
+:class:`HistoryRecorder` wraps an operation::
+
+    recorder = HistoryRecorder("s3://lake/_deltalog/history", storage_options=opts)
+    with recorder.operation(table, "compaction", engine="local") as op:
+        op.result = compact(table)
+
+It measures the table before and after (the health figures of the row), times the
+operation (wall clock and CPU), records a failure or refusal when the block raises
+(and lets the exception go on), and appends the row with the app transaction of
+:class:`deltalog.journal.row.RunContext`, so a retried append lands once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from deltalog.compaction.purge import deletion_vector_health
+from deltalog.due import MaintenanceDue
+from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError
+from deltalog.health import compute_health
+from deltalog.journal.row import JournalRow, RunContext, TableState, row_fields
+from deltalog.journal.write import AppendResult, append_rows
+from deltalog.snapshot import Snapshot
+from deltalog.table import DeltaTable, as_table
+
+log = logging.getLogger(__name__)
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process (all threads) and of the child processes it has waited for (spark-submit)."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def table_state(snapshot: Snapshot, target_size: int | str | None = None) -> TableState:
+    """The health figures of a row, from one snapshot (no extra reads)."""
+    health = compute_health(snapshot, target_size, vacuum_lookback=0)
+    dvs = deletion_vector_health(snapshot)
+    return TableState(
+        version=snapshot.version,
+        live_files=health.num_files,
+        small_files=health.num_small_files,
+        table_bytes=health.size_in_bytes,
+        versions_since_checkpoint=health.commits_since_checkpoint,
+        dv_share=dvs.hidden_share,
+        log_files=health.num_commit_files,
+        table_id=snapshot.metadata.id,
+    )
+
+
+def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("plan_only"):
+        raise InvalidArgumentError("a compaction plan changes nothing: it is not recorded in the history")
+    deferred = sum(1 for s in d.get("skipped", []) if s.get("kind") == "deferred")
+    committed = int(d.get("num_bins_committed", 0))
+    if not d.get("ok", True):
+        status = "failed"
+    elif d.get("noop"):
+        status = "nothing_due"
+    elif committed == 0 and deferred:
+        status = "deferred"
+    else:
+        status = "done"
+    reasons = []
+    if d.get("error"):
+        reasons.append(str(d["error"]))
+    if deferred:
+        reasons.append(f"{deferred} of {d.get('num_bins', 0)} bins deferred: the time budget was spent")
+    lost = [s["reason"] for s in d.get("skipped", []) if s.get("kind") != "deferred"]
+    reasons.extend(lost[:3])
+    versions = d.get("versions") or []
+    return {
+        "status": status,
+        "engine": d.get("engine"),
+        "reason": "; ".join(reasons) or None,
+        "files_read": int(d.get("num_files_removed", 0)),
+        "bytes_read": int(d.get("bytes_removed", 0)),
+        "files_written": int(d.get("num_files_added", 0)),
+        "bytes_written": int(d.get("bytes_added", 0)),
+        "files_removed": int(d.get("num_files_removed", 0)),
+        "bytes_removed": int(d.get("bytes_removed", 0)),
+        **({"version_after": max(versions)} if versions else {}),
+    }
+
+
+def _vacuum_values(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("dry_run"):
+        raise InvalidArgumentError("a vacuum dry run deletes nothing: it is not recorded in the history")
+    deleted = int(d.get("num_deleted_files", 0))
+    size = int(d.get("size_of_data_to_delete", 0)) if deleted else 0
+    return {
+        "status": "done" if deleted else "nothing_due",
+        "reason": None if deleted else "no file past the retention that no retained version needs",
+        "files_removed": deleted,
+        "bytes_removed": size,
+        "bytes_reclaimed": size,
+        **({"version_after": d["end_commit_version"]} if d.get("end_commit_version") is not None else {}),
+    }
+
+
+def _checkpoint_values(d: dict[str, Any]) -> dict[str, Any]:
+    existed = bool(d.get("already_existed"))
+    return {
+        "status": "nothing_due" if existed else "done",
+        "reason": f"a checkpoint of version {d.get('version')} already existed" if existed else None,
+        "files_written": 0 if existed else len(d.get("files") or []) + len(d.get("sidecars") or []),
+        "bytes_written": 0 if existed else int(d.get("size_in_bytes", 0)),
+    }
+
+
+def _log_cleanup_values(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("dry_run"):
+        raise InvalidArgumentError("a log cleanup dry run deletes nothing: it is not recorded in the history")
+    deleted = int(d.get("num_deleted", 0))
+    return {
+        "status": "done" if deleted else "nothing_due",
+        "reason": d.get("skipped_reason") or (None if deleted else "no log file past the log retention"),
+        "log_files_removed": deleted,
+        "bytes_reclaimed": int(d.get("bytes", 0)) if deleted else 0,
+    }
+
+
+def _manifest_values(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("dry_run"):
+        raise InvalidArgumentError("a manifest dry run writes nothing: it is not recorded in the history")
+    written, deleted = len(d.get("manifests_written") or []), len(d.get("manifests_deleted") or [])
+    return {
+        "status": "done" if written or deleted else "nothing_due",
+        "reason": d.get("full_reason"),
+        "files_written": written,
+        "files_removed": deleted,
+    }
+
+
+#: Result class name -> (the operations it may record, its mapping to row values).
+_MAPPINGS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "CompactionResult": (("compaction", "purge"), _compaction_values),
+    "VacuumResult": (("vacuum",), _vacuum_values),
+    "CheckpointResult": (("checkpoint",), _checkpoint_values),
+    "LogCleanupResult": (("log_cleanup",), _log_cleanup_values),
+    "ManifestResult": (("manifest",), _manifest_values),
+}
+
+
+def row_from_result(
+    result: Any,
+    *,
+    context: RunContext,
+    table_uri: str,
+    operation: str | None = None,
+    started_at: dt.datetime,
+    ended_at: dt.datetime,
+    before: TableState | None = None,
+    after: TableState | None = None,
+    cpu_s: float | None = None,
+) -> JournalRow:
+    """The history row of one operation's result (``operation`` defaults to the result's kind)."""
+    kind = type(result).__name__
+    if kind not in _MAPPINGS or not callable(getattr(result, "to_dict", None)):
+        raise InvalidArgumentError(
+            f"cannot record a {kind} in the maintenance history: record one of {', '.join(sorted(_MAPPINGS))}"
+        )
+    allowed, mapping = _MAPPINGS[kind]
+    operation = operation or allowed[0]
+    if operation not in allowed:
+        raise InvalidArgumentError(f"a {kind} records as {' or '.join(allowed)}, not {operation!r}")
+    values = mapping(result.to_dict())
+    summary = result.summary_line() if callable(getattr(result, "summary_line", None)) else None
+    return row_fields(
+        context=context,
+        table_uri=table_uri,
+        operation=operation,
+        started_at=started_at,
+        ended_at=ended_at,
+        before=before,
+        after=after,
+        cpu_s=cpu_s,
+        summary=summary,
+        **values,
+    )
+
+
+def error_status(exc: BaseException) -> str:
+    """``refused`` for a safety refusal or an unsupported feature, else ``failed``."""
+    if isinstance(exc, OperationRefusedError):
+        return "refused"
+    if isinstance(exc, DeltaLogError) and exc.exit_code == 1 and not exc.retryable:
+        return "refused"
+    return "failed"
+
+
+def row_for_error(
+    exc: BaseException,
+    *,
+    context: RunContext,
+    table_uri: str,
+    operation: str,
+    started_at: dt.datetime,
+    ended_at: dt.datetime,
+    before: TableState | None = None,
+    after: TableState | None = None,
+    cpu_s: float | None = None,
+    engine: str | None = None,
+) -> JournalRow:
+    """The row of an operation that raised: refused or failed, the error as the reason."""
+    return row_fields(
+        context=context,
+        table_uri=table_uri,
+        operation=operation,
+        status=error_status(exc),
+        reason=f"{type(exc).__name__}: {exc}",
+        started_at=started_at,
+        ended_at=ended_at,
+        before=before,
+        after=after,
+        cpu_s=cpu_s,
+        engine=engine,
+    )
+
+
+def row_for_measurement(
+    *,
+    context: RunContext,
+    table_uri: str,
+    started_at: dt.datetime,
+    ended_at: dt.datetime,
+    state: TableState | None,
+    due: MaintenanceDue | None = None,
+    error: str | None = None,
+    cpu_s: float | None = None,
+) -> JournalRow:
+    """A measure row: the table's state, what is due and why (``done``), or why it could not be judged."""
+    ops: list[str] | None
+    reason: str | None
+    if error is not None:
+        status, reason, ops = "failed", error, None
+    elif due is not None and due.refused:
+        status, reason, ops = "refused", due.refused, []
+    else:
+        ops = [op for op, flag in due.flags().items() if flag] if due is not None else None
+        status, reason = "done", ("; ".join(due.reasons) if due is not None and due.reasons else None)
+    return row_fields(
+        context=context,
+        table_uri=table_uri,
+        operation="measure",
+        status=status,
+        reason=reason,
+        due_operations=ops,
+        summary=due.summary_line() if due is not None else None,
+        started_at=started_at,
+        ended_at=ended_at,
+        before=state,
+        after=state,
+        cpu_s=cpu_s,
+    )
+
+
+def row_for_deferred(
+    *,
+    context: RunContext,
+    table_uri: str,
+    operation: str,
+    reason: str,
+    state: TableState | None = None,
+    at: dt.datetime | None = None,
+) -> JournalRow:
+    """An operation that was due but not started (the budget was spent): still due next time."""
+    when = at or utc_now()
+    return row_fields(
+        context=context,
+        table_uri=table_uri,
+        operation=operation,
+        status="deferred",
+        reason=reason,
+        started_at=when,
+        ended_at=when,
+        before=state,
+        after=state,
+        cpu_s=0.0,
+    )
+
+
+class OperationDraft:
+    """What the body of :meth:`HistoryRecorder.operation` fills in: the result (and optionally the engine)."""
+
+    def __init__(self, engine: str | None) -> None:
+        self.result: Any = None
+        self.engine = engine
+
+
+@dataclass
+class HistoryRecorder:
+    """Records operations into the maintenance history at ``uri`` (see the module docstring).
+
+    ``auto_flush=False`` keeps the rows until :meth:`flush`, which appends them in one
+    commit (a fleet run records a table's rows together). ``measure=False`` skips the
+    before/after measurement (the health columns stay null).
+    """
+
+    uri: str
+    storage_options: dict[str, Any] | None = None
+    context: RunContext | None = None
+    auto_flush: bool = True
+    measure: bool = True
+    target_size: int | str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.uri, str) or not self.uri:
+            raise InvalidArgumentError("the maintenance history needs a URI or path")
+        self.context = self.context or RunContext()
+        self.pending: list[JournalRow] = []
+        #: Every row recorded so far (appended or pending) and every append made.
+        self.recorded: list[JournalRow] = []
+        self.appends: list[AppendResult] = []
+        self._sequence = 0
+
+    def _state(self, table: DeltaTable) -> TableState | None:
+        if not self.measure:
+            return None
+        try:
+            return table_state(table.snapshot(), self.target_size)
+        except (DeltaLogError, OSError) as exc:
+            log.warning("history: cannot measure %s: %s", table.uri, exc)
+            return None
+
+    def record(self, rows: Sequence[JournalRow]) -> AppendResult | None:
+        """Queue ``rows``; with ``auto_flush`` append them now (the append's result), else None."""
+        self.pending.extend(rows)
+        self.recorded.extend(rows)
+        return self.flush() if self.auto_flush else None
+
+    def flush(self) -> AppendResult | None:
+        """Append the queued rows in one idempotent commit (None when nothing is queued)."""
+        if not self.pending:
+            return None
+        assert self.context is not None
+        self._sequence += 1
+        result = append_rows(
+            self.uri,
+            self.pending,
+            storage_options=self.storage_options,
+            app_id=self.context.app_id(self._sequence),
+            app_version=self.context.app_version,
+        )
+        self.pending = []
+        self.appends.append(result)
+        return result
+
+    @contextmanager
+    def operation(
+        self,
+        table: DeltaTable | str,
+        operation: str,
+        *,
+        engine: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> Iterator[OperationDraft]:
+        """Time, measure and record the operation run in the ``with`` block (set ``.result``)."""
+        assert self.context is not None
+        tbl = as_table(table, storage_options)
+        before = self._state(tbl)
+        draft = OperationDraft(engine)
+        started, cpu0 = utc_now(), cpu_seconds()
+        try:
+            yield draft
+        except Exception as exc:
+            row = row_for_error(
+                exc,
+                context=self.context,
+                table_uri=tbl.uri,
+                operation=operation,
+                started_at=started,
+                ended_at=utc_now(),
+                before=before,
+                after=self._state(tbl),
+                cpu_s=cpu_seconds() - cpu0,
+                engine=draft.engine,
+            )
+            try:
+                self.record([row])
+            except Exception as history_exc:  # noqa: BLE001 - the operation's own error is the one to raise
+                log.error("history: cannot record the %s of %s: %s", operation, tbl.uri, history_exc)
+            raise
+        ended, cpu = utc_now(), cpu_seconds() - cpu0
+        if draft.result is None:
+            raise InvalidArgumentError(f"the {operation} of {tbl.uri} set no result to record")
+        row = row_from_result(
+            draft.result,
+            context=self.context,
+            table_uri=tbl.uri,
+            operation=operation,
+            started_at=started,
+            ended_at=ended,
+            before=before,
+            after=self._state(tbl),
+            cpu_s=cpu,
+        )
+        if draft.engine is not None and row.engine is None:
+            row = _with_engine(row, draft.engine)
+        self.record([row])
+
+
+def _with_engine(row: JournalRow, engine: str) -> JournalRow:
+    return replace(row, engine=engine)
+
+
+__all__ = [
+    "HistoryRecorder",
+    "OperationDraft",
+    "cpu_seconds",
+    "error_status",
+    "row_for_deferred",
+    "row_for_error",
+    "row_for_measurement",
+    "row_from_result",
+    "table_state",
+]
