@@ -251,6 +251,7 @@ def test_measure_rows_feed_the_fleet_overview(tmp_path):
     mine = overview[table.uri]
     assert mine.due == ["compaction", "checkpoint"] == rows[0].due_operations
     assert "compaction: 11 small files" in mine.measured["reason"]
+    assert [line.split(":")[0] for line in mine.why] == ["compaction", "checkpoint"]
     assert mine.measured["live_files_after"] == 11 and mine.measured["versions_since_checkpoint_after"] == 12
     assert [r["operation"] for r in mine.deferred] == ["compaction"] and mine.refused == []
     assert [r["reason"] for r in overview["file:///lake/gone"].failed] == ["gone"]

@@ -120,13 +120,20 @@ def last_runs(rows: pa.Table) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+#: Statuses after which an operation is no longer due (it ran, or found nothing to do).
+SETTLED = ("done", "nothing_due")
+
+
 @dataclass(frozen=True)
 class TableOverview:
-    """One table on the fleet page: its latest measurement and the last run of each operation."""
+    """One table on the fleet page: its latest measurement and state, and the last run of each operation."""
 
     table_uri: str
     table_id: str | None
+    #: The newest ``measure`` row (what was due then, and why).
     measured: dict[str, Any] | None
+    #: The newest row carrying the table's state (``*_after`` columns): a measurement or a later operation.
+    latest: dict[str, Any] | None = None
     last: dict[str, dict[str, Any]] = field(default_factory=dict)
     deferred: list[dict[str, Any]] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
@@ -134,7 +141,24 @@ class TableOverview:
 
     @property
     def due(self) -> list[str]:
-        return list((self.measured or {}).get("due_operations") or [])
+        """The operations the latest measurement found due that no later run has settled."""
+        if not self.measured:
+            return []
+        since = self.measured["started_at"]
+        out = []
+        for op in self.measured.get("due_operations") or []:
+            last = self.last.get(op)
+            if last is not None and last["started_at"] >= since and last["status"] in SETTLED:
+                continue
+            out.append(op)
+        return out
+
+    @property
+    def why(self) -> list[str]:
+        """The measurement's reasons for what is still due (one line each)."""
+        due = self.due
+        lines = str((self.measured or {}).get("reason") or "").splitlines()
+        return [line for line in lines if line.split(":", 1)[0] in due]
 
     def summary_line(self) -> str:
         """One line: the table and what is due."""
@@ -145,16 +169,18 @@ class TableOverview:
             "table_uri": self.table_uri,
             "table_id": self.table_id,
             "measured": self.measured,
+            "latest": self.latest,
             "last": self.last,
             "deferred": self.deferred,
             "refused": self.refused,
             "failed": self.failed,
             "due": self.due,
+            "why": self.why,
         }
 
 
 def fleet_overview(rows: pa.Table) -> list[TableOverview]:
-    """Per table (by URI, sorted): the latest measure row, the last row per operation, and the
+    """Per table (by URI, sorted): the latest measure row and state, the last row per operation, and the
     operations whose last row was deferred, refused or failed (still open: no later row settled them)."""
     by_table: dict[str, list[dict[str, Any]]] = {}
     for row in rows.sort_by([("started_at", "ascending")]).to_pylist():
@@ -166,11 +192,13 @@ def fleet_overview(rows: pa.Table) -> list[TableOverview]:
             last[row["operation"]] = row
         measured = last.pop("measure", None)
         open_rows = list(last.values())
+        with_state = [r for r in by_table[uri] if r["live_files_after"] is not None]
         out.append(
             TableOverview(
                 table_uri=uri,
                 table_id=next((r["table_id"] for r in reversed(by_table[uri]) if r["table_id"]), None),
                 measured=measured,
+                latest=max(with_state, key=lambda r: r["ended_at"]) if with_state else None,
                 last=last,
                 deferred=[r for r in open_rows if r["status"] == "deferred"],
                 refused=[r for r in open_rows if r["status"] == "refused"]

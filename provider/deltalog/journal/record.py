@@ -257,7 +257,8 @@ def row_for_measurement(
         status, reason, ops = "refused", due.refused, []
     else:
         ops = [op for op, flag in due.flags().items() if flag] if due is not None else None
-        status, reason = "done", ("; ".join(due.reasons) if due is not None and due.reasons else None)
+        # One reason a line ("compaction: ...", "checkpoint: ..."): readers pick the lines of what is still due.
+        status, reason = "done", ("\n".join(due.reasons) if due is not None and due.reasons else None)
     return row_fields(
         context=context,
         table_uri=table_uri,

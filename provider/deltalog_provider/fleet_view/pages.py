@@ -64,7 +64,7 @@ def share(value: float | None) -> str:
 
 
 def human_seconds(s: float) -> str:
-    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+    return f"{s:.3g} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def ago(when: dt.datetime | None, now: dt.datetime) -> str:
@@ -168,8 +168,9 @@ def fleet_page(rows: pa.Table, *, source: str, days: int, now: dt.datetime) -> s
     )
     body_rows = []
     for o in overview:
-        m = o.measured or {}
-        due_cell = ", ".join(o.due) if o.due else ("refused" if any(r is o.measured for r in o.refused) else "nothing")
+        m = o.latest or o.measured or {}
+        is_refused = o.measured is not None and o.measured["status"] == "refused"
+        due_cell = ", ".join(o.due) if o.due else ("refused" if is_refused else "nothing")
         cells = [
             f"<td>{table_link(o.table_uri)}</td>",
             f'<td class="num">{esc(str(m.get("version_after", "-")))}</td>',
@@ -179,7 +180,7 @@ def fleet_page(rows: pa.Table, *, source: str, days: int, now: dt.datetime) -> s
             f'<td class="num">{esc(str(m.get("versions_since_checkpoint_after", "-")))}</td>',
             f'<td class="num">{esc(share(m.get("dv_share_after")))}</td>',
             f'<td class="{"due" if o.due else ""}">{esc(due_cell)}</td>',
-            f'<td class="why">{esc(m.get("reason") or "")}</td>',
+            f'<td class="why">{"<br>".join(esc(line) for line in o.why)}</td>',
             *[f"<td>{status_badge(o.last.get(op), now)}</td>" for op in shown_ops],
             f'<td class="muted">{esc(ago(m.get("started_at"), now))}</td>',
         ]
@@ -253,7 +254,7 @@ def table_page(rows: pa.Table, *, table_uri: str, source: str, days: int, now: d
             f'<p class="empty" id="table-empty">No history for <code>{esc(table_uri)}</code> in the last {days} days.</p>',
         )
     overview: TableOverview = fleet_overview(rows)[0]
-    m = overview.measured or mine[-1]
+    m = overview.latest or overview.measured or mine[-1]
     charts = [
         line_chart(
             "live files and small files",
@@ -336,7 +337,7 @@ def table_page(rows: pa.Table, *, table_uri: str, source: str, days: int, now: d
                 ("due", ", ".join(overview.due) or "nothing", "due"),
             ]
         )
-        + (f'<p class="why" id="why">{esc(m.get("reason") or "")}</p>' if overview.due else "")
+        + (f'<p class="why" id="why">{"<br>".join(esc(line) for line in overview.why)}</p>' if overview.due else "")
         + '<h2>Over time</h2><div class="charts" id="charts">'
         + "".join(charts)
         + "</div><h2>Recent operations</h2>"
