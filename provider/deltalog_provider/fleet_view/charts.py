@@ -81,7 +81,10 @@ def line_chart(
             f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{esc(unit(top * frac))}</text>'
         )
     first, last = min(t for t, _ in points), max(t for t, _ in points)
-    stamp = "%Y-%m-%d %H:%M" if span >= 3600 else "%Y-%m-%d %H:%M:%S"
+    if all(t.time() == dt.time() for t, _ in points):
+        stamp = "%Y-%m-%d"  # daily points
+    else:
+        stamp = "%Y-%m-%d %H:%M" if span >= 3600 else "%Y-%m-%d %H:%M:%S"
     for t, anchor in ((first, "start"), (last, "end")) if last > first else ((first, "middle"),):
         parts.append(
             f'<text x="{x(t):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}" class="tick">'
