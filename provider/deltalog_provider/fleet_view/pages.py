@@ -319,7 +319,7 @@ def table_page(rows: pa.Table, *, table_uri: str, source: str, days: int, now: d
             f'<td class="num">{r["files_read"]} / {r["files_written"]} / {r["files_removed"]}</td>'
             f'<td class="num">{esc(human_bytes(r["bytes_reclaimed"]))}</td>'
             f'<td class="num">{r["duration_s"]:.2f}</td>'
-            f'<td class="why">{esc(r["reason"] or "")}</td>'
+            f'<td class="why">{"<br>".join(esc(line) for line in (r["reason"] or "").splitlines())}</td>'
             f"<td>{esc(by)}</td></tr>"
         )
     body = (
