@@ -16,7 +16,7 @@ from deltalog import DeltaTable
 from deltalog.checkpoint import create_checkpoint
 from deltalog.compaction import compact
 from deltalog.due import maintenance_due
-from deltalog.journal import HistoryRecorder, RunContext, row_for_measurement, table_state
+from deltalog.journal import HistoryRecorder, OperationSpan, RunContext, row_for_measurement, table_state
 from deltalog.journal.record import utc_now
 from deltalog.log_cleanup import cleanup_log
 from deltalog.vacuum import vacuum
@@ -37,18 +37,9 @@ def _measure(recorder: HistoryRecorder, table: DeltaTable) -> None:
     started = utc_now()
     snapshot = table.snapshot()
     due = maintenance_due(table, snapshot)
-    recorder.record(
-        [
-            row_for_measurement(
-                context=recorder.context,
-                table_uri=table.uri,
-                started_at=started,
-                ended_at=utc_now(),
-                state=table_state(snapshot),
-                due=due,
-            )
-        ]
-    )
+    state = table_state(snapshot)
+    span = OperationSpan(recorder.context, table.uri, "measure", started, utc_now(), state, state)
+    recorder.record([row_for_measurement(span, due)])
 
 
 def maintained_fleet(root: str, rounds: int = 3) -> DemoFleet:

@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.journal import RunContext, append_rows, read_history
-from deltalog.journal.row import row_fields
+from deltalog.journal import OperationSpan, RunContext, append_rows, make_row, read_history
 from deltalog_provider.fleet_view.charts import Series, _nice_max, line_chart
 from deltalog_provider.fleet_view.pages import fleet_page, table_page
 from history_helpers import maintained_fleet
@@ -101,14 +100,8 @@ def test_table_page_charts_have_a_point_per_recorded_state(fleet):
 def test_values_from_the_history_are_escaped(tmp_path):
     now = dt.datetime.now(dt.UTC)
     evil = "s3://lake/<script>alert(1)</script>"
-    row = row_fields(
-        context=RunContext(),
-        table_uri=evil,
-        operation="vacuum",
-        status="failed",
-        reason='"><img src=x onerror=alert(2)>',
-        started_at=now,
-        ended_at=now,
+    row = make_row(
+        OperationSpan(RunContext(), evil, "vacuum", now, now), "failed", reason='"><img src=x onerror=alert(2)>'
     )
     append_rows(str(tmp_path / "h"), [row])
     rows = read_history(str(tmp_path / "h"))

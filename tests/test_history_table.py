@@ -9,88 +9,58 @@
   doubled, and deltalake and DuckDB read exactly our rows.
 - The schema is documented column by column (docs/history.md) and recorded as a property.
 
-The race workers are this file run as a script (``python test_history_table.py ...``).
+The race workers are separate processes (multiprocessing, "spawn").
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+import multiprocessing
 import os
 import re
-import subprocess
-import sys
 import time
 from dataclasses import fields
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# --- workers (run in subprocesses) --------------------------------------------------------
+# --- workers (separate processes, started with multiprocessing's "spawn") ------------------------
 
 
-def _wait_for(go_file: str) -> None:
-    deadline = time.time() + 120
-    while not os.path.exists(go_file) and time.time() < deadline:
-        time.sleep(0.005)
-
-
-def worker_append(uri: str, worker: int, count: int, go_file: str, same_app: str) -> None:
+def worker_append(uri: str, worker: int, count: int, go: Any, same_app: bool, out: Any) -> None:
     """``count`` appends of two rows each, as task ``t<worker>`` (or all as one task try when ``same_app``)."""
-    from deltalog.journal import RunContext, append_rows
-    from deltalog.journal.row import row_fields
+    from deltalog.journal import OperationSpan, RunContext, append_rows, make_row
 
-    if same_app == "1":
-        context = RunContext(run_id="race", dag_id="d", airflow_run_id="r", task_id="t", try_number=1)
-    else:
-        context = RunContext(run_id=f"w{worker}", dag_id="d", airflow_run_id="r", task_id=f"t{worker}", try_number=1)
-    _wait_for(go_file)
-    out = []
+    task = "t" if same_app else f"t{worker}"
+    context = RunContext(run_id=f"w{worker}", dag_id="d", airflow_run_id="r", task_id=task, try_number=1)
+    go.wait(120)  # start together: every worker hits the log at the same moment
+    results = []
     for i in range(count):
         now = dt.datetime.now(dt.UTC)
-        rows = [
-            row_fields(
-                context=context,
-                table_uri=f"file:///lake/t{worker}",
-                operation=op,
-                status="done",
-                started_at=now,
-                ended_at=now,
-                reason=f"w{worker} a{i}",
-            )
-            for op in ("compaction", "checkpoint")
-        ]
+        spans = [OperationSpan(context, f"file:///lake/t{worker}", op, now, now) for op in ("compaction", "checkpoint")]
+        rows = [make_row(span, "done", reason=f"w{worker} a{i}") for span in spans]
         result = append_rows(uri, rows, app_id=context.app_id(i + 1), app_version=context.app_version)
-        out.append({"version": result.version, "noop": result.noop, "rows": [r.row_id for r in rows]})
-    print(json.dumps(out), flush=True)
+        results.append({"version": result.version, "noop": result.noop, "rows": [r.row_id for r in rows]})
+    out.put(results)
 
 
-def spawn(*args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def run_workers(tmp_path, uri: str, workers: int, count: int, same_app: bool) -> list[dict]:
-    go = str(tmp_path / "go")
-    procs = [spawn("append", uri, str(w), str(count), go, "1" if same_app else "0") for w in range(workers)]
-    time.sleep(1.5)
-    open(go, "w").close()
-    out = []
+def run_workers(uri: str, workers: int, count: int, same_app: bool) -> list[dict]:
+    ctx = multiprocessing.get_context("spawn")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=worker_append, args=(uri, w, count, go, same_app, out)) for w in range(workers)]
     for p in procs:
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, stderr[-3000:]
-        out += json.loads(stdout.strip().splitlines()[-1])
-    return out
+        p.start()
+    time.sleep(1.5)  # imports done
+    go.set()
+    results = [r for _ in procs for r in out.get(timeout=300)]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    return results
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -229,7 +199,7 @@ def test_a_refusal_is_recorded_and_still_raised_and_results_that_change_nothing_
 
 def test_measure_rows_feed_the_fleet_overview(tmp_path):
     from deltalog.due import maintenance_due
-    from deltalog.journal import RunContext, append_rows, fleet_overview, read_history, table_state
+    from deltalog.journal import OperationSpan, RunContext, append_rows, fleet_overview, read_history, table_state
     from deltalog.journal.record import row_for_deferred, row_for_measurement, utc_now
 
     table = small_files_table(str(tmp_path / "t"), files=11)
@@ -239,11 +209,9 @@ def test_measure_rows_feed_the_fleet_overview(tmp_path):
     state = table_state(snapshot)
     now = utc_now()
     rows = [
-        row_for_measurement(context=context, table_uri=table.uri, started_at=now, ended_at=now, state=state, due=due),
-        row_for_deferred(context=context, table_uri=table.uri, operation="compaction", reason="budget spent"),
-        row_for_measurement(
-            context=context, table_uri="file:///lake/gone", started_at=now, ended_at=now, state=None, error="gone"
-        ),
+        row_for_measurement(OperationSpan(context, table.uri, "measure", now, now, state, state), due),
+        row_for_deferred(OperationSpan(context, table.uri, "compaction", now, now, state, state), "budget spent"),
+        row_for_measurement(OperationSpan(context, "file:///lake/gone", "measure", now, now), error="gone"),
     ]
     history = str(tmp_path / "history")
     append_rows(history, rows)
@@ -261,17 +229,11 @@ def test_measure_rows_feed_the_fleet_overview(tmp_path):
 
 def test_read_history_prunes_by_day(tmp_path, monkeypatch):
     import deltalog.journal.read as read_mod
-    from deltalog.journal import RunContext, append_rows, read_history
-    from deltalog.journal.row import row_fields
+    from deltalog.journal import OperationSpan, RunContext, append_rows, make_row, read_history
 
     context = RunContext()
     days = [dt.datetime(2026, 3, d, 12, tzinfo=dt.UTC) for d in (1, 2, 3)]
-    rows = [
-        row_fields(
-            context=context, table_uri="s3://lake/a", operation="measure", status="done", started_at=d, ended_at=d
-        )
-        for d in days
-    ]
+    rows = [make_row(OperationSpan(context, "s3://lake/a", "measure", d, d), "done") for d in days]
     history = str(tmp_path / "history")
     append_rows(history, rows)
     opened: list[str] = []
@@ -287,19 +249,13 @@ def test_read_history_prunes_by_day(tmp_path, monkeypatch):
 
 
 def test_an_append_lands_once_per_task_try(tmp_path):
-    from deltalog.journal import RunContext, append_rows, read_history
-    from deltalog.journal.row import row_fields
+    from deltalog.journal import OperationSpan, RunContext, append_rows, make_row, read_history
 
     history = str(tmp_path / "history")
 
     def rows(context, n):
         now = dt.datetime.now(dt.UTC)
-        return [
-            row_fields(
-                context=context, table_uri="s3://l/t", operation="vacuum", status="done", started_at=now, ended_at=now
-            )
-            for _ in range(n)
-        ]
+        return [make_row(OperationSpan(context, "s3://l/t", "vacuum", now, now), "done") for _ in range(n)]
 
     try1 = RunContext(run_id="a", dag_id="d", airflow_run_id="r", task_id="t", try_number=1)
     first = append_rows(history, rows(try1, 2), app_id=try1.app_id(1), app_version=try1.app_version)
@@ -316,14 +272,11 @@ def test_an_append_lands_once_per_task_try(tmp_path):
 
 def test_a_location_holding_another_table_is_refused_and_left_alone(tmp_path):
     from deltalog.errors import OperationRefusedError
-    from deltalog.journal import RunContext, append_rows
-    from deltalog.journal.row import row_fields
+    from deltalog.journal import OperationSpan, RunContext, append_rows, make_row
 
     table = small_files_table(str(tmp_path / "data"), files=1)
     now = dt.datetime.now(dt.UTC)
-    row = row_fields(
-        context=RunContext(), table_uri="x", operation="measure", status="done", started_at=now, ended_at=now
-    )
+    row = make_row(OperationSpan(RunContext(), "x", "measure", now, now), "done")
     with pytest.raises(OperationRefusedError, match="not a|without deltalog.history.kind"):
         append_rows(table.uri, [row])
     assert table.snapshot().version == 1 and len(parquet_files(str(tmp_path / "data"))) == 1
@@ -339,7 +292,7 @@ def test_concurrent_appends_from_processes_lose_nothing_and_readers_agree(tmp_pa
 
     history = str(tmp_path / "history")  # does not exist yet: the workers race to create it too
     workers, count = 4, 8
-    results = run_workers(tmp_path, history, workers, count, same_app=False)
+    results = run_workers(history, workers, count, same_app=False)
     assert not any(r["noop"] for r in results)
     written = sorted(i for r in results for i in r["rows"])
     ours = read_history(history)
@@ -365,14 +318,9 @@ def test_the_same_append_from_two_processes_lands_once_and_leaves_no_stray_file(
     from deltalog.journal import read_history
 
     history = str(tmp_path / "history")
-    results = run_workers(tmp_path, history, 3, 4, same_app=True)
+    results = run_workers(history, 3, 4, same_app=True)
     landed = [r for r in results if not r["noop"]]
     assert len(landed) == 4  # each of the 4 appends of the one task try, once
     assert read_history(history).num_rows == 8
     assert sorted(read_history(history).column("row_id").to_pylist()) == sorted(i for r in landed for i in r["rows"])
     assert len(parquet_files(history)) == 4
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "append":
-        worker_append(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6])

@@ -23,7 +23,7 @@ from deltalog.journal.record import (
     row_from_result,
     table_state,
 )
-from deltalog.journal.row import JournalRow, RunContext, TableState
+from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
 from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
 from deltalog.journal.write import AppendResult, append_rows
 
@@ -35,12 +35,14 @@ __all__ = [
     "AppendResult",
     "HistoryRecorder",
     "JournalRow",
+    "OperationSpan",
     "RunContext",
     "TableOverview",
     "TableState",
     "append_rows",
     "fleet_overview",
     "last_runs",
+    "make_row",
     "read_history",
     "row_for_deferred",
     "row_for_error",

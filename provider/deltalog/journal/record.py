@@ -33,7 +33,7 @@ from deltalog.compaction.purge import deletion_vector_health
 from deltalog.due import MaintenanceDue
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError
 from deltalog.health import compute_health
-from deltalog.journal.row import JournalRow, RunContext, TableState, row_fields
+from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
 from deltalog.journal.write import AppendResult, append_rows
 from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable, as_table
@@ -161,42 +161,19 @@ _MAPPINGS: dict[str, tuple[tuple[str, ...], Any]] = {
 }
 
 
-def row_from_result(
-    result: Any,
-    *,
-    context: RunContext,
-    table_uri: str,
-    operation: str | None = None,
-    started_at: dt.datetime,
-    ended_at: dt.datetime,
-    before: TableState | None = None,
-    after: TableState | None = None,
-    cpu_s: float | None = None,
-) -> JournalRow:
-    """The history row of one operation's result (``operation`` defaults to the result's kind)."""
+def row_from_result(result: Any, span: OperationSpan) -> JournalRow:
+    """The history row of one operation's result (``span.operation`` must be one the result records as)."""
     kind = type(result).__name__
     if kind not in _MAPPINGS or not callable(getattr(result, "to_dict", None)):
         raise InvalidArgumentError(
             f"cannot record a {kind} in the maintenance history: record one of {', '.join(sorted(_MAPPINGS))}"
         )
     allowed, mapping = _MAPPINGS[kind]
-    operation = operation or allowed[0]
-    if operation not in allowed:
-        raise InvalidArgumentError(f"a {kind} records as {' or '.join(allowed)}, not {operation!r}")
+    if span.operation not in allowed:
+        raise InvalidArgumentError(f"a {kind} records as {' or '.join(allowed)}, not {span.operation!r}")
     values = mapping(result.to_dict())
     summary = result.summary_line() if callable(getattr(result, "summary_line", None)) else None
-    return row_fields(
-        context=context,
-        table_uri=table_uri,
-        operation=operation,
-        started_at=started_at,
-        ended_at=ended_at,
-        before=before,
-        after=after,
-        cpu_s=cpu_s,
-        summary=summary,
-        **values,
-    )
+    return make_row(span, summary=summary, **values)
 
 
 def error_status(exc: BaseException) -> str:
@@ -208,96 +185,35 @@ def error_status(exc: BaseException) -> str:
     return "failed"
 
 
-def row_for_error(
-    exc: BaseException,
-    *,
-    context: RunContext,
-    table_uri: str,
-    operation: str,
-    started_at: dt.datetime,
-    ended_at: dt.datetime,
-    before: TableState | None = None,
-    after: TableState | None = None,
-    cpu_s: float | None = None,
-    engine: str | None = None,
-) -> JournalRow:
+def row_for_error(exc: BaseException, span: OperationSpan, engine: str | None = None) -> JournalRow:
     """The row of an operation that raised: refused or failed, the error as the reason."""
-    return row_fields(
-        context=context,
-        table_uri=table_uri,
-        operation=operation,
-        status=error_status(exc),
-        reason=f"{type(exc).__name__}: {exc}",
-        started_at=started_at,
-        ended_at=ended_at,
-        before=before,
-        after=after,
-        cpu_s=cpu_s,
-        engine=engine,
-    )
+    return make_row(span, error_status(exc), reason=f"{type(exc).__name__}: {exc}", engine=engine)
 
 
-def row_for_measurement(
-    *,
-    context: RunContext,
-    table_uri: str,
-    started_at: dt.datetime,
-    ended_at: dt.datetime,
-    state: TableState | None,
-    due: MaintenanceDue | None = None,
-    error: str | None = None,
-    cpu_s: float | None = None,
-) -> JournalRow:
-    """A measure row: the table's state, what is due and why (``done``), or why it could not be judged."""
-    ops: list[str] | None
-    reason: str | None
+def row_for_measurement(span: OperationSpan, due: MaintenanceDue | None = None, error: str | None = None) -> JournalRow:
+    """A ``measure`` row: the table's state (``span.after``), what is due and why (``done``), or why it
+    could not be judged (``failed``, ``refused``)."""
+    if span.operation != "measure":
+        raise InvalidArgumentError(f"a measurement records as 'measure', not {span.operation!r}")
     if error is not None:
-        status, reason, ops = "failed", error, None
-    elif due is not None and due.refused:
-        status, reason, ops = "refused", due.refused, []
-    else:
-        ops = [op for op, flag in due.flags().items() if flag] if due is not None else None
-        # One reason a line ("compaction: ...", "checkpoint: ..."): readers pick the lines of what is still due.
-        status, reason = "done", ("\n".join(due.reasons) if due is not None and due.reasons else None)
-    return row_fields(
-        context=context,
-        table_uri=table_uri,
-        operation="measure",
-        status=status,
-        reason=reason,
-        due_operations=ops,
-        summary=due.summary_line() if due is not None else None,
-        started_at=started_at,
-        ended_at=ended_at,
-        before=state,
-        after=state,
-        cpu_s=cpu_s,
+        return make_row(span, "failed", reason=error)
+    if due is None:
+        return make_row(span, "done")
+    if due.refused:
+        return make_row(span, "refused", reason=due.refused, due_operations=[], summary=due.summary_line())
+    # One reason a line ("compaction: ...", "checkpoint: ..."): readers pick the lines of what is still due.
+    return make_row(
+        span,
+        "done",
+        reason="\n".join(due.reasons) or None,
+        due_operations=[op for op, flag in due.flags().items() if flag],
+        summary=due.summary_line(),
     )
 
 
-def row_for_deferred(
-    *,
-    context: RunContext,
-    table_uri: str,
-    operation: str,
-    reason: str,
-    state: TableState | None = None,
-    at: dt.datetime | None = None,
-) -> JournalRow:
+def row_for_deferred(span: OperationSpan, reason: str) -> JournalRow:
     """An operation that was due but not started (the budget was spent): still due next time."""
-    when = at or utc_now()
-    return row_fields(
-        context=context,
-        table_uri=table_uri,
-        operation=operation,
-        status="deferred",
-        reason=reason,
-        started_at=when,
-        ended_at=when,
-        before=state,
-        after=state,
-        cpu_s=0.0,
-    )
+    return make_row(span, "deferred", reason=reason)
 
 
 class OperationDraft:
@@ -381,40 +297,25 @@ class HistoryRecorder:
         before = self._state(tbl)
         draft = OperationDraft(engine)
         started, cpu0 = utc_now(), cpu_seconds()
+        context = self.context
+
+        def finished() -> OperationSpan:
+            """The span up to now; the table measured after the clock stopped (measuring is not the operation)."""
+            ended, cpu = utc_now(), cpu_seconds() - cpu0
+            return OperationSpan(context, tbl.uri, operation, started, ended, before, self._state(tbl), cpu)
+
         try:
             yield draft
         except Exception as exc:
-            row = row_for_error(
-                exc,
-                context=self.context,
-                table_uri=tbl.uri,
-                operation=operation,
-                started_at=started,
-                ended_at=utc_now(),
-                before=before,
-                after=self._state(tbl),
-                cpu_s=cpu_seconds() - cpu0,
-                engine=draft.engine,
-            )
+            row = row_for_error(exc, finished(), engine=draft.engine)
             try:
                 self.record([row])
             except Exception as history_exc:  # noqa: BLE001 - the operation's own error is the one to raise
                 log.error("history: cannot record the %s of %s: %s", operation, tbl.uri, history_exc)
             raise
-        ended, cpu = utc_now(), cpu_seconds() - cpu0
         if draft.result is None:
             raise InvalidArgumentError(f"the {operation} of {tbl.uri} set no result to record")
-        row = row_from_result(
-            draft.result,
-            context=self.context,
-            table_uri=tbl.uri,
-            operation=operation,
-            started_at=started,
-            ended_at=ended,
-            before=before,
-            after=self._state(tbl),
-            cpu_s=cpu,
-        )
+        row = row_from_result(draft.result, finished())
         if draft.engine is not None and row.engine is None:
             row = _with_engine(row, draft.engine)
         self.record([row])

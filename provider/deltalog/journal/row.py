@@ -171,22 +171,25 @@ class JournalRow:
         return out
 
 
-def row_fields(
-    *,
-    context: RunContext,
-    table_uri: str,
-    operation: str,
-    status: str,
-    started_at: dt.datetime,
-    ended_at: dt.datetime,
-    before: TableState | None = None,
-    after: TableState | None = None,
-    cpu_s: float | None = None,
-    **values: Any,
-) -> JournalRow:
-    """A row from the context, the times, the states before/after and the operation's own ``values``."""
+@dataclass(frozen=True)
+class OperationSpan:
+    """What a row shares with its operation: who ran which operation on which table, when, and
+    the table's state around it (``cpu_s``: CPU seconds spent, see :func:`deltalog.journal.record.cpu_seconds`)."""
+
+    context: RunContext
+    table_uri: str
+    operation: str
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    before: TableState | None = None
+    after: TableState | None = None
+    cpu_s: float | None = None
+
+
+def make_row(span: OperationSpan, status: str, **values: Any) -> JournalRow:
+    """The row of ``span`` with ``status`` and the operation's own column ``values``."""
     state: dict[str, Any] = {}
-    for when, st in (("before", before), ("after", after)):
+    for when, st in (("before", span.before), ("after", span.after)):
         if st is None:
             continue
         state.update(
@@ -199,22 +202,23 @@ def row_fields(
                 f"log_files_{when}": st.log_files,
             }
         )
-    values.setdefault("version_before", before.version if before else None)
-    values.setdefault("version_after", after.version if after else values["version_before"])
-    known = after or before
+    values.setdefault("version_before", span.before.version if span.before else None)
+    values.setdefault("version_after", span.after.version if span.after else values["version_before"])
+    known = span.after or span.before
     values.setdefault("table_id", known.table_id if known is not None else None)
-    started = started_at.astimezone(dt.UTC)
+    context = span.context
+    started = span.started_at.astimezone(dt.UTC)
     return JournalRow(
         run_id=context.run_id,
         row_id=uuid.uuid4().hex,
         run_date=started.date(),
-        table_uri=table_uri,
-        operation=operation,
+        table_uri=span.table_uri,
+        operation=span.operation,
         status=status,
         started_at=started,
-        ended_at=ended_at.astimezone(dt.UTC),
-        duration_s=round(max(0.0, (ended_at - started_at).total_seconds()), 6),
-        cpu_s=None if cpu_s is None else round(cpu_s, 6),
+        ended_at=span.ended_at.astimezone(dt.UTC),
+        duration_s=round(max(0.0, (span.ended_at - span.started_at).total_seconds()), 6),
+        cpu_s=None if span.cpu_s is None else round(span.cpu_s, 6),
         engine=values.pop("engine", None),
         reason=values.pop("reason", None),
         summary=values.pop("summary", None),
@@ -236,4 +240,4 @@ def rows_to_arrow(rows: list[JournalRow]) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
 
 
-__all__ = ["JournalRow", "RunContext", "TableState", "row_fields", "rows_to_arrow"]
+__all__ = ["JournalRow", "OperationSpan", "RunContext", "TableState", "make_row", "rows_to_arrow"]

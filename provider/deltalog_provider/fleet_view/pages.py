@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -227,6 +227,33 @@ def fleet_page(rows: pa.Table, *, source: str, days: int, now: dt.datetime) -> s
     return page("Delta tables: maintenance", body)
 
 
+def _count(v: float) -> str:
+    return f"{v:g}"
+
+
+#: The table page's charts: id, title, (series name, history column) pairs, value format, and
+#: whether the column is summed per run (else each row's state after its operation is a point).
+TABLE_CHARTS: tuple[tuple[str, str, tuple[tuple[str, str], ...], Callable[[float], str], bool], ...] = (
+    (
+        "files",
+        "live files and small files",
+        (("live files", "live_files_after"), ("small files", "small_files_after")),
+        _count,
+        False,
+    ),
+    ("bytes", "table size", (("bytes", "table_bytes_after"),), human_bytes, False),
+    (
+        "log",
+        "log length",
+        (("commit files", "log_files_after"), ("versions since checkpoint", "versions_since_checkpoint_after")),
+        _count,
+        False,
+    ),
+    ("reclaimed", "bytes reclaimed per run", (("bytes reclaimed", "bytes_reclaimed"),), human_bytes, True),
+    ("seconds", "maintenance time per run", (("seconds", "duration_s"),), human_seconds, True),
+)
+
+
 def _state_points(rows: list[dict[str, Any]], column: str) -> list[tuple[dt.datetime, float]]:
     return [(r["ended_at"], float(r[column])) for r in rows if r[column] is not None]
 
@@ -257,39 +284,12 @@ def table_page(rows: pa.Table, *, table_uri: str, source: str, days: int, now: d
     m = overview.latest or overview.measured or mine[-1]
     charts = [
         line_chart(
-            "live files and small files",
-            [
-                Series("live files", _state_points(mine, "live_files_after")),
-                Series("small files", _state_points(mine, "small_files_after")),
-            ],
-            chart_id="files",
-        ),
-        line_chart(
-            "table size",
-            [Series("bytes", _state_points(mine, "table_bytes_after"))],
-            unit=human_bytes,
-            chart_id="bytes",
-        ),
-        line_chart(
-            "log length",
-            [
-                Series("commit files", _state_points(mine, "log_files_after")),
-                Series("versions since checkpoint", _state_points(mine, "versions_since_checkpoint_after")),
-            ],
-            chart_id="log",
-        ),
-        line_chart(
-            "bytes reclaimed per run",
-            [Series("bytes reclaimed", _per_run(mine, "bytes_reclaimed"))],
-            unit=human_bytes,
-            chart_id="reclaimed",
-        ),
-        line_chart(
-            "maintenance time per run",
-            [Series("seconds", _per_run(mine, "duration_s"))],
-            unit=human_seconds,
-            chart_id="seconds",
-        ),
+            title,
+            [Series(name, (_per_run if per_run else _state_points)(mine, column)) for name, column in lines],
+            unit=unit,
+            chart_id=chart_id,
+        )
+        for chart_id, title, lines, unit, per_run in TABLE_CHARTS
     ]
     recent = list(reversed(mine))[:50]
     cols = (
