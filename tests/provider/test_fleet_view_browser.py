@@ -312,3 +312,25 @@ def test_a_user_without_permission_sees_no_data(server, browser):
     assert server.get("/deltalog/api/fleet", user="nobody")[0] == 403
     status, body = server.get("/deltalog/api/fleet", user="viewer")
     assert status == 200 and len(body["tables"]) == 5
+
+
+def test_an_anonymous_browser_is_sent_to_sign_in_and_never_loops(server):
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+
+    def page(headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+        req = urllib.request.Request(server.base + "/deltalog/", headers={"Accept": "text/html", **headers})
+        try:
+            with opener.open(req, timeout=30) as resp:
+                return resp.status, dict(resp.headers), resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read().decode()
+
+    code, headers, _ = page({})
+    assert code == 303 and headers["location"].startswith("/auth/login?next=")
+    # Straight back from the login page without a credential: a page that says so, not another redirect.
+    code, _, body = page({"Referer": server.base + "/auth/login?next=x"})
+    assert code == 401 and "id=unauthenticated" in body and "/auth/login" in body and "orders" not in body

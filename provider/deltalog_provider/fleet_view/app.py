@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
@@ -77,7 +78,22 @@ def create_app() -> FastAPI:
             str(request.scope.get("root_path", "")) + "/api/"
         )
         if exc.status_code == status.HTTP_401_UNAUTHORIZED and wants_html:
-            return RedirectResponse(get_auth_manager().get_url_login(next_url=str(request.url)), status_code=303)
+            login = get_auth_manager().get_url_login(next_url=str(request.url))
+            if urlsplit(request.headers.get("referer", "")).path != urlsplit(login).path:
+                return RedirectResponse(login, status_code=303)
+            # Straight back from the login page and still no credential: the UI keeps its token where a
+            # page cannot see it (releases before the httpOnly ``_token`` cookie). Say so instead of looping.
+            return _html(
+                pages.page(
+                    "Not signed in",
+                    "<h1>Not signed in</h1><p id=unauthenticated>This request reached the page without Airflow's "
+                    "sign-in cookie. Airflow releases whose UI keeps the sign-in in the browser's storage (before "
+                    "apache/airflow#56633 made it an httpOnly cookie) do not send it with page requests; there, "
+                    "use the JSON routes (<code>api/fleet</code>, <code>api/table</code>) with a token.</p>"
+                    f'<p><a href="{pages.esc(login)}">Sign in again</a></p>',
+                ),
+                status.HTTP_401_UNAUTHORIZED,
+            )
         if wants_html:
             return _html(
                 pages.page("Forbidden", f"<h1>{exc.status_code}</h1><p id=denied>{pages.esc(str(exc.detail))}</p>"),
