@@ -7,7 +7,9 @@
   race with the same app transaction, and then no stray file is left); a new try writes.
 - Races: several processes create the table and append at once: no row is lost or
   doubled, and deltalake and DuckDB read exactly our rows.
-- The schema is documented column by column (docs/history.md) and recorded as a property.
+- The schema is documented column by column (docs/history.md) and recorded as a property;
+  Delta Spark reads the table with that schema and those properties.
+- The history is maintained like any table (compaction, checkpoint, vacuum), rows unchanged.
 
 The race workers are separate processes (multiprocessing, "spawn").
 """
@@ -324,3 +326,68 @@ def test_the_same_append_from_two_processes_lands_once_and_leaves_no_stray_file(
     assert read_history(history).num_rows == 8
     assert sorted(read_history(history).column("row_id").to_pylist()) == sorted(i for r in landed for i in r["rows"])
     assert len(parquet_files(history)) == 4
+
+
+# --- the history is maintained like any table, and Delta Spark reads it ----------------------------
+
+
+def _history_with_appends(path: str, appends: int) -> None:
+    from deltalog.journal import OperationSpan, RunContext, append_rows, make_row
+
+    context = RunContext()
+    for i in range(appends):
+        now = dt.datetime.now(dt.UTC)
+        span = OperationSpan(context, f"s3://lake/t{i % 3}", "measure", now, now)
+        append_rows(path, [make_row(span, "done", due_operations=["compaction"], reason=f"append {i}")])
+
+
+def test_the_history_is_compacted_checkpointed_and_vacuumed_like_any_table_rows_unchanged(tmp_path):
+    import deltalake
+
+    from deltalog.checkpoint import create_checkpoint
+    from deltalog.compaction import compact
+    from deltalog.journal import read_history
+    from deltalog.vacuum import vacuum
+
+    history = str(tmp_path / "history")
+    _history_with_appends(history, 12)
+    before = as_rows(read_history(history))
+    result = compact(history)  # append-only, yet compaction may: its commits change no data
+    assert result.ok and result.to_dict()["num_files_removed"] == 12
+    create_checkpoint(history)
+    removed = vacuum(history, retention_hours=0, allow_short_retention=True)
+    assert removed.num_deleted_files == 12
+    assert as_rows(read_history(history)) == before
+    assert as_rows(deltalake.DeltaTable(history).to_pyarrow_table()) == before
+    assert len(parquet_files(history)) == 1
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_delta_spark_reads_the_history_with_its_schema_and_properties(delta_spark, tmp_path):
+    from deltalog.journal import COLUMNS, read_history
+    from deltalog.journal.schema import SCHEMA_VERSION_PROPERTY
+
+    history = str(tmp_path / "history")
+    _history_with_appends(history, 4)
+    ours = read_history(history).to_pylist()
+    df = delta_spark.read.format("delta").load(history)
+    assert df.columns == [c[0] for c in COLUMNS]
+    spark_rows = {
+        (r.row_id, r.operation, r.status, str(r.run_date), r.table_uri, tuple(r.due_operations), r.reason)
+        for r in df.collect()
+    }
+    assert spark_rows == {
+        (
+            r["row_id"],
+            r["operation"],
+            r["status"],
+            str(r["run_date"]),
+            r["table_uri"],
+            tuple(r["due_operations"]),
+            r["reason"],
+        )
+        for r in ours
+    }
+    props = dict(delta_spark.sql(f"SHOW TBLPROPERTIES delta.`{history}`").collect())
+    assert props[SCHEMA_VERSION_PROPERTY] == "1" and props["delta.appendOnly"] == "true"
