@@ -2,8 +2,8 @@
 
 Not to be confused with :mod:`deltalog.history` (a table's own commitInfo history): this
 is a table of its own, at a URI the user chooses, that deltalog appends to after each
-maintenance operation, committed with our own transaction so Delta Spark, deltalake,
-DuckDB and Trino read it. Its columns are a stable, versioned contract
+maintenance operation, committed with our own transaction so any Delta reader reads it
+(protocol (1, 2); tested with Delta Spark, deltalake, DuckDB). Its columns are a stable, versioned contract
 (:mod:`deltalog.journal.schema`, docs/history.md).
 
 * :func:`append_rows` (``write.py``): create on first use, append idempotently.
