@@ -12,14 +12,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
-from deltalog.compaction import compact
-from deltalog.due import maintenance_due
-from deltalog.journal import HistoryRecorder, OperationSpan, RunContext, row_for_measurement, table_state
-from deltalog.journal.record import utc_now
-from deltalog.log_cleanup import cleanup_log
-from deltalog.vacuum import vacuum
+from deltalog import DeltaTable, cleanup_log, compact, create_checkpoint, maintenance_due, vacuum
+from deltalog.journal import HistoryRecorder, OperationSpan, RunContext, table_state
+from deltalog.journal.record import row_for_measurement, utc_now
 from fleet_helpers import refused_protocol_table
 from helpers import append, make_table, rows
 

@@ -101,7 +101,7 @@ def as_rows(table: pa.Table) -> list[dict]:
 def test_row_fields_are_the_schema_and_the_docs_list_every_column():
     from deltalog.journal import COLUMNS, JournalRow
     from deltalog.journal.schema import SCHEMA_VERSION
-    from deltalog.schema import arrow_field_to_delta
+    from deltalog.protocol.schema import arrow_field_to_delta
 
     assert [f.name for f in fields(JournalRow)] == [c[0] for c in COLUMNS]
     with open(os.path.join(REPO, "docs", "history.md"), encoding="utf-8") as fh:
@@ -123,12 +123,9 @@ def test_row_fields_are_the_schema_and_the_docs_list_every_column():
 def test_recorder_rows_match_what_each_operation_did(tmp_path):
     import deltalake
 
-    from deltalog.checkpoint import create_checkpoint
-    from deltalog.compaction import compact
+    from deltalog import cleanup_log, compact, create_checkpoint, vacuum
     from deltalog.journal import HistoryRecorder, RunContext, read_history
     from deltalog.journal.schema import SCHEMA_VERSION_PROPERTY
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.vacuum import vacuum
 
     table = small_files_table(str(tmp_path / "t"))
     before = table.snapshot()
@@ -182,9 +179,9 @@ def test_recorder_rows_match_what_each_operation_did(tmp_path):
 
 
 def test_a_refusal_is_recorded_and_still_raised_and_results_that_change_nothing_are_not_rows(tmp_path):
+    from deltalog import vacuum
     from deltalog.errors import InvalidArgumentError, OperationRefusedError
     from deltalog.journal import HistoryRecorder, read_history
-    from deltalog.vacuum import vacuum
 
     table = small_files_table(str(tmp_path / "t"), files=2)
     history = str(tmp_path / "history")
@@ -200,7 +197,7 @@ def test_a_refusal_is_recorded_and_still_raised_and_results_that_change_nothing_
 
 
 def test_measure_rows_feed_the_fleet_overview(tmp_path):
-    from deltalog.due import maintenance_due
+    from deltalog import maintenance_due
     from deltalog.journal import OperationSpan, RunContext, append_rows, fleet_overview, read_history, table_state
     from deltalog.journal.record import row_for_deferred, row_for_measurement, utc_now
 
@@ -344,10 +341,8 @@ def _history_with_appends(path: str, appends: int) -> None:
 def test_the_history_is_compacted_checkpointed_and_vacuumed_like_any_table_rows_unchanged(tmp_path):
     import deltalake
 
-    from deltalog.checkpoint import create_checkpoint
-    from deltalog.compaction import compact
+    from deltalog import compact, create_checkpoint, vacuum
     from deltalog.journal import read_history
-    from deltalog.vacuum import vacuum
 
     history = str(tmp_path / "history")
     _history_with_appends(history, 12)

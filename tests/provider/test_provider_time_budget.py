@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-import deltalog.compaction as compaction_module
+import deltalog.compaction.batches as compaction_module
 from deltalog.errors import InvalidArgumentError
 from deltalog_provider.operators import DeltaCompactOperator
 from helpers import append, make_table, rows

@@ -17,13 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.compaction.dv import read_deletion_vector
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.journal.schema import COLUMN_NAMES, HISTORY_SCHEMA, PARTITION_COLUMN
 from deltalog.journal.write import check_history_table
-from deltalog.snapshot import Snapshot
+from deltalog.log import Snapshot, snapshot_at
+from deltalog.protocol.deletion_vectors import read_deletion_vector
 from deltalog.storage import Storage, is_remote
-from deltalog.table import DeltaTable
 
 
 def _as_date(value: dt.date | dt.datetime | str | None) -> dt.date | None:
@@ -42,6 +41,11 @@ def _as_date(value: dt.date | dt.datetime | str | None) -> dt.date | None:
 def canonical_uri(uri: str) -> str:
     """A table URI as the history records it (``Storage.uri``: local paths as absolute ``file://``)."""
     return uri.rstrip("/") if is_remote(uri) else Storage(uri).uri
+
+
+def rows_for_table(rows: pa.Table, table_uri: str) -> pa.Table:
+    """The rows of one table (its URI as given by a user: a local path matches its ``file://`` URI)."""
+    return rows.filter(pc.equal(rows.column("table_uri"), canonical_uri(table_uri)))
 
 
 def _files_in_range(snapshot: Snapshot, since: dt.date | None, until: dt.date | None) -> pa.Table:
@@ -96,7 +100,7 @@ def read_history(
     ``since``/``until`` bound ``run_date`` (inclusive; they prune files before reading),
     ``table_uri`` keeps one table's rows.
     """
-    snapshot = snapshot or DeltaTable(uri, storage_options).snapshot()
+    snapshot = snapshot or snapshot_at(Storage(uri, storage_options))
     check_history_table(snapshot, uri)
     if snapshot.metadata.column_mapping_mode != "none":
         raise OperationRefusedError(f"the maintenance history {uri} uses column mapping, which its reader refuses")
@@ -104,7 +108,7 @@ def read_history(
     parts = [_read_file(snapshot, add) for add in files.to_pylist()]
     data = pa.concat_tables(parts) if parts else HISTORY_SCHEMA.empty_table()
     if table_uri is not None:
-        data = data.filter(pc.equal(data.column("table_uri"), canonical_uri(table_uri)))
+        data = rows_for_table(data, table_uri)
     if since is not None and isinstance(since, dt.datetime):
         data = data.filter(
             pc.greater_equal(data.column("started_at"), pa.scalar(since, data.column("started_at").type))
@@ -210,4 +214,4 @@ def fleet_overview(rows: pa.Table) -> list[TableOverview]:
     return out
 
 
-__all__ = ["TableOverview", "canonical_uri", "fleet_overview", "last_runs", "read_history"]
+__all__ = ["TableOverview", "canonical_uri", "fleet_overview", "last_runs", "read_history", "rows_for_table"]

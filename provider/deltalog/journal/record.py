@@ -3,7 +3,7 @@
 :func:`row_from_result` maps an operation's result (compaction, purge, checkpoint,
 vacuum, log cleanup, manifest) to a row; :func:`row_for_error` a refusal or failure;
 :func:`row_for_measurement` a health measurement (what is due and why). The results are
-read through their ``to_dict()`` (the one result contract of :mod:`deltalog.results`),
+read through their ``to_dict()`` (the one result contract of :mod:`deltalog.result_contract`),
 so this module depends on no operation's module.
 
 :class:`HistoryRecorder` wraps an operation::
@@ -30,13 +30,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deltalog.compaction.purge import deletion_vector_health
-from deltalog.due import MaintenanceDue
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError
-from deltalog.health import compute_health
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
 from deltalog.journal.write import AppendResult, append_rows
-from deltalog.snapshot import Snapshot
-from deltalog.table import DeltaTable, as_table
+from deltalog.log import Snapshot, snapshot_at
+from deltalog.maintenance import MaintenanceDue, compute_health
+from deltalog.storage import Storage
+from deltalog.storage.table_ref import TableRef, table_storage
 
 log = logging.getLogger(__name__)
 
@@ -250,13 +250,13 @@ class HistoryRecorder:
         self.appends: list[AppendResult] = []
         self._sequence = 0
 
-    def _state(self, table: DeltaTable) -> TableState | None:
+    def _state(self, storage: Storage) -> TableState | None:
         if not self.measure:
             return None
         try:
-            return table_state(table.snapshot(), self.target_size)
+            return table_state(snapshot_at(storage), self.target_size)
         except (DeltaLogError, OSError) as exc:
-            log.warning("history: cannot measure %s: %s", table.uri, exc)
+            log.warning("history: cannot measure %s: %s", storage.uri, exc)
             return None
 
     def record(self, rows: Sequence[JournalRow]) -> AppendResult | None:
@@ -285,7 +285,7 @@ class HistoryRecorder:
     @contextmanager
     def operation(
         self,
-        table: DeltaTable | str,
+        table: TableRef,
         operation: str,
         *,
         engine: str | None = None,
@@ -293,8 +293,8 @@ class HistoryRecorder:
     ) -> Iterator[OperationDraft]:
         """Time, measure and record the operation run in the ``with`` block (set ``.result``)."""
         assert self.context is not None
-        tbl = as_table(table, storage_options)
-        before = self._state(tbl)
+        storage = table_storage(table, storage_options)
+        before = self._state(storage)
         draft = OperationDraft(engine)
         started, cpu0 = utc_now(), cpu_seconds()
         context = self.context
@@ -302,7 +302,7 @@ class HistoryRecorder:
         def finished() -> OperationSpan:
             """The span up to now; the table measured after the clock stopped (measuring is not the operation)."""
             ended, cpu = utc_now(), cpu_seconds() - cpu0
-            return OperationSpan(context, tbl.uri, operation, started, ended, before, self._state(tbl), cpu)
+            return OperationSpan(context, storage.uri, operation, started, ended, before, self._state(storage), cpu)
 
         try:
             yield draft
@@ -311,10 +311,10 @@ class HistoryRecorder:
             try:
                 self.record([row])
             except Exception as history_exc:  # noqa: BLE001 - the operation's own error is the one to raise
-                log.error("history: cannot record the %s of %s: %s", operation, tbl.uri, history_exc)
+                log.error("history: cannot record the %s of %s: %s", operation, storage.uri, history_exc)
             raise
         if draft.result is None:
-            raise InvalidArgumentError(f"the {operation} of {tbl.uri} set no result to record")
+            raise InvalidArgumentError(f"the {operation} of {storage.uri} set no result to record")
         row = row_from_result(draft.result, finished())
         if draft.engine is not None and row.engine is None:
             row = _with_engine(row, draft.engine)

@@ -3,7 +3,7 @@
 The table is created on first use (schema of :mod:`deltalog.journal.schema`, partitioned by
 ``run_date``). Each append writes one Parquet file per day its rows fall on and commits
 them as a blind append: concurrent appends from many tasks never conflict, they only
-race for the next version, and :class:`deltalog.transaction.Transaction` retries the
+race for the next version, and :class:`deltalog.commit.Transaction` retries the
 loser at the next free one, so no row is lost. An app transaction (``txn`` action) makes
 an append idempotent: the same (app id, version) lands at most once, and the files of an
 append that turned out to be a repeat are deleted again (nothing references them).
@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.commit_result import CommitResult
+from deltalog.commit import CommitResult, Transaction
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, OperationRefusedError, TableAlreadyExistsError
 from deltalog.journal.row import JournalRow, rows_to_arrow
@@ -40,10 +40,9 @@ from deltalog.journal.schema import (
     SCHEMA_VERSION_PROPERTY,
     TABLE_PROPERTIES,
 )
-from deltalog.snapshot import Snapshot
-from deltalog.stats import stats_from_parquet_metadata, stats_json
-from deltalog.table import DeltaTable
-from deltalog.transaction import Transaction
+from deltalog.log import Snapshot, snapshot_at
+from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
+from deltalog.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +91,11 @@ def check_history_table(snapshot: Snapshot, uri: str) -> int:
     return version
 
 
-def _open_or_create(uri: str, storage_options: dict[str, Any] | None) -> tuple[DeltaTable, Snapshot, bool]:
-    table = DeltaTable(uri, storage_options)
+def _open_or_create(uri: str, storage_options: dict[str, Any] | None) -> tuple[Storage, Snapshot, bool]:
+    storage = Storage(uri, storage_options)
     created = False
     try:
-        snapshot = table.snapshot()
+        snapshot = snapshot_at(storage)
     except NotADeltaTableError:
         try:
             create_table(
@@ -109,17 +108,17 @@ def _open_or_create(uri: str, storage_options: dict[str, Any] | None) -> tuple[D
                 description=f"deltalog maintenance history, schema version {SCHEMA_VERSION}",
             )
             created = True
-            log.info("created the maintenance history table at %s (schema version %d)", table.uri, SCHEMA_VERSION)
+            log.info("created the maintenance history table at %s (schema version %d)", storage.uri, SCHEMA_VERSION)
         except TableAlreadyExistsError:
             pass  # another writer created it first: append to theirs
-        snapshot = table.snapshot()
-    version = check_history_table(snapshot, table.uri)
+        snapshot = snapshot_at(storage)
+    version = check_history_table(snapshot, storage.uri)
     if version > SCHEMA_VERSION:
         raise OperationRefusedError(
-            f"the maintenance history {table.uri} has schema version {version}, newer than this deltalog's "
+            f"the maintenance history {storage.uri} has schema version {version}, newer than this deltalog's "
             f"{SCHEMA_VERSION}: upgrade deltalog to append to it"
         )
-    return table, snapshot, created
+    return storage, snapshot, created
 
 
 def _data_file(rows: pa.Table) -> bytes:
@@ -128,9 +127,8 @@ def _data_file(rows: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _write_files(table: DeltaTable, snapshot: Snapshot, data: pa.Table) -> list[dict[str, Any]]:
+def _write_files(storage: Storage, snapshot: Snapshot, data: pa.Table) -> list[dict[str, Any]]:
     """One Parquet file per day of ``data``; their add actions (stats from the footers)."""
-    storage = table.storage
     adds = []
     days = sorted(set(data.column(PARTITION_COLUMN).to_pylist()))
     for day in days:
@@ -179,18 +177,18 @@ def append_rows(
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("give app_id and app_version together")
     data = rows_to_arrow(rows)
-    table, snapshot, created = _open_or_create(uri, storage_options)
+    storage, snapshot, created = _open_or_create(uri, storage_options)
     if app_id is not None:
         assert app_version is not None
         done = snapshot.app_transaction_version(app_id)
         if done is not None and done >= app_version:
-            log.info("history %s: app transaction %s is at version %d: nothing appended", table.uri, app_id, done)
+            log.info("history %s: app transaction %s is at version %d: nothing appended", storage.uri, app_id, done)
             return AppendResult(
-                table.uri, snapshot.version, 0, created=created, noop=True, app_id=app_id, app_version=app_version
+                storage.uri, snapshot.version, 0, created=created, noop=True, app_id=app_id, app_version=app_version
             )
-    adds = _write_files(table, snapshot, data)
+    adds = _write_files(storage, snapshot, data)
     txn = Transaction(
-        table.storage,
+        storage,
         snapshot,
         operation="WRITE",
         operation_parameters={"mode": "Append", "partitionBy": json.dumps([PARTITION_COLUMN])},
@@ -210,9 +208,9 @@ def append_rows(
         # A concurrent writer recorded the same app transaction first: our files are referenced
         # by no commit, so they go again.
         for a in adds:
-            table.storage.delete(table.storage.join(a["path"]))
+            storage.delete(storage.join(a["path"]))
         return AppendResult(
-            table.uri,
+            storage.uri,
             result.version,
             0,
             created=created,
@@ -222,7 +220,7 @@ def append_rows(
             attempts=result.attempts,
         )
     out = AppendResult(
-        table.uri,
+        storage.uri,
         result.version,
         data.num_rows,
         files=[a["path"] for a in adds],

@@ -27,8 +27,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from deltalog.journal import fleet_overview
-from deltalog.journal.read import canonical_uri
+from deltalog.journal import fleet_overview, rows_for_table
 from deltalog_provider.fleet_view import pages
 from deltalog_provider.fleet_view.source import (
     HistoryCache,
@@ -119,7 +118,7 @@ def create_app() -> FastAPI:
             data, source = rows(_days(days))
         except HistoryUnavailable as exc:
             return _html(pages.not_configured_page(str(exc)))
-        mine = data.filter(_equals(data, canonical_uri(uri)))
+        mine = rows_for_table(data, uri)
         return _html(
             pages.table_page(mine, table_uri=uri, source=source, days=_days(days), now=dt.datetime.now(dt.UTC))
         )
@@ -139,16 +138,10 @@ def create_app() -> FastAPI:
             data, source = rows(_days(days))
         except HistoryUnavailable as exc:
             raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
-        mine = data.filter(_equals(data, canonical_uri(uri)))
+        mine = rows_for_table(data, uri)
         return JSONResponse(jsonable_encoder({"history": source, "table_uri": uri, "rows": mine.to_pylist()}))
 
     return app
-
-
-def _equals(data: Any, uri: str) -> Any:
-    import pyarrow.compute as pc
-
-    return pc.equal(data.column("table_uri"), uri)
 
 
 __all__ = ["create_app", "reader"]
