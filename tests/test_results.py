@@ -92,7 +92,6 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.convert import convert_to_delta
     from deltalog.engines.spark.ingest import IngestResult, WrittenFile
     from deltalog.fleet.discover import discover_tables
-    from deltalog.fleet.maintain import settings_for
     from deltalog.fleet.ranking import fleet_health
     from deltalog.fleet.run import run_fleet
     from deltalog.journal import HistoryRecorder, RunContext, fleet_overview, read_history, table_state
@@ -101,6 +100,7 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.log_maintenance.log_cleanup import cleanup_log
     from deltalog.log_maintenance.manifest import generate_manifest
     from deltalog.maintenance.due import maintenance_due
+    from deltalog.maintenance.policy import due_rules, settings_for
     from deltalog.protocol.features import FEATURES
     from deltalog.vacuuming import plan_vacuum, vacuum
     from test_compaction_clustering import clustered
@@ -128,7 +128,11 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         append(due, rows(3, i * 3))
     hooked = Transaction(due.storage, due.snapshot(), operation="WRITE", post_commit_hooks=[PostCommitHook("n", _hook)])
     produced.append(hooked.commit())
-    produced.append(settings_for(due.uri, None))
+    resolved = settings_for(due.uri, {"defaults": {"target_file_size": "1m"}}, due.snapshot().metadata.configuration)
+    produced += [resolved, *resolved.explained]
+    reports = fleet_health([due.uri])
+    assert reports[0].health is not None and reports[0].due is not None
+    produced += list(due_rules(reports[0].due, reports[0].health, resolved))
     found = discover_tables(str(root / "fleet"))
     produced += [found, *fleet_health(found.tables)]
     produced.append(run_fleet(found.tables, dry_run=True))

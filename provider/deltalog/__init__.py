@@ -61,11 +61,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         PlannedTable,
         TableOutcome,
         TableReport,
-        TableSettings,
         acquire_lease,
         discover_tables,
         fleet_health,
         maintain_table,
+        measurement_rows,
         run_fleet,
     )
     from deltalog.ingest import AddSpec, CommitRequest, commit_request, load_commit_request, prepare_actions
@@ -96,7 +96,18 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         generate_manifest,
         last_checkpoint_checksum,
     )
-    from deltalog.maintenance import MaintenanceDue, TableHealth, compute_health, maintenance_due
+    from deltalog.maintenance import (
+        DueRule,
+        ExplainedSetting,
+        FleetPolicy,
+        MaintenanceDue,
+        TableHealth,
+        TableSettings,
+        compute_health,
+        due_rules,
+        maintenance_due,
+        settings_for,
+    )
     from deltalog.protocol import Feature, Operation, Protocol, parse_schema_string
     from deltalog.protocol.features import Cell
     from deltalog.storage import FileInfo, Storage, is_remote
@@ -159,11 +170,11 @@ _LAZY = {
     "PlannedTable": "deltalog.fleet",
     "TableOutcome": "deltalog.fleet",
     "TableReport": "deltalog.fleet",
-    "TableSettings": "deltalog.fleet",
     "acquire_lease": "deltalog.fleet",
     "discover_tables": "deltalog.fleet",
     "fleet_health": "deltalog.fleet",
     "maintain_table": "deltalog.fleet",
+    "measurement_rows": "deltalog.fleet",
     "run_fleet": "deltalog.fleet",
     # deltalog.ingest
     "AddSpec": "deltalog.ingest",
@@ -204,6 +215,12 @@ _LAZY = {
     "generate_manifest": "deltalog.log_maintenance",
     "last_checkpoint_checksum": "deltalog.log_maintenance",
     # deltalog.maintenance
+    "DueRule": "deltalog.maintenance",
+    "ExplainedSetting": "deltalog.maintenance",
+    "FleetPolicy": "deltalog.maintenance",
+    "TableSettings": "deltalog.maintenance",
+    "due_rules": "deltalog.maintenance",
+    "settings_for": "deltalog.maintenance",
     "MaintenanceDue": "deltalog.maintenance",
     "TableHealth": "deltalog.maintenance",
     "compute_health": "deltalog.maintenance",
@@ -263,8 +280,11 @@ __all__ = [
     "DeltaLogError",
     "DeltaTable",
     "DiscoveryResult",
+    "DueRule",
+    "ExplainedSetting",
     "Feature",
     "FileInfo",
+    "FleetPolicy",
     "FleetRunResult",
     "FoundTable",
     "HistoryEntry",
@@ -315,6 +335,7 @@ __all__ = [
     "deletion_vector_health",
     "describe_checkpoint",
     "discover_tables",
+    "due_rules",
     "execute_vacuum",
     "find_new_commit",
     "fleet_health",
@@ -327,6 +348,7 @@ __all__ = [
     "maintain_table",
     "maintenance_due",
     "make_row",
+    "measurement_rows",
     "parse_schema_string",
     "plan_compaction",
     "plan_vacuum",
@@ -336,6 +358,7 @@ __all__ = [
     "required_features",
     "rows_for_table",
     "run_fleet",
+    "settings_for",
     "snapshot_at",
     "spark_job_script",
     "table_state",

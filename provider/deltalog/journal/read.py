@@ -22,7 +22,8 @@ from deltalog.journal.schema import COLUMN_NAMES, HISTORY_SCHEMA, PARTITION_COLU
 from deltalog.journal.write import check_history_table
 from deltalog.log import Snapshot, snapshot_at
 from deltalog.protocol.deletion_vectors import read_deletion_vector
-from deltalog.storage import Storage, is_remote
+from deltalog.storage import Storage
+from deltalog.storage.filesystem import canonical_uri
 
 
 def _as_date(value: dt.date | dt.datetime | str | None) -> dt.date | None:
@@ -36,11 +37,6 @@ def _as_date(value: dt.date | dt.datetime | str | None) -> dt.date | None:
         return dt.date.fromisoformat(str(value)[:10])
     except ValueError:
         raise InvalidArgumentError(f"not a date: {value!r} (use YYYY-MM-DD)") from None
-
-
-def canonical_uri(uri: str) -> str:
-    """A table URI as the history records it (``Storage.uri``: local paths as absolute ``file://``)."""
-    return uri.rstrip("/") if is_remote(uri) else Storage(uri).uri
 
 
 def rows_for_table(rows: pa.Table, table_uri: str) -> pa.Table:
@@ -214,4 +210,4 @@ def fleet_overview(rows: pa.Table) -> list[TableOverview]:
     return out
 
 
-__all__ = ["TableOverview", "canonical_uri", "fleet_overview", "last_runs", "read_history", "rows_for_table"]
+__all__ = ["TableOverview", "fleet_overview", "last_runs", "read_history", "rows_for_table"]

@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deltalog.compaction.purge import deletion_vector_health
-from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError
+from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentError, OperationRefusedError
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
-from deltalog.journal.write import AppendResult, append_rows
+from deltalog.journal.write import AppendResult, append_rows, prepare_history
 from deltalog.log import Snapshot, snapshot_at
 from deltalog.maintenance import MaintenanceDue, compute_health
 from deltalog.storage import Storage
@@ -151,6 +151,25 @@ def _manifest_values(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _commit_values(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("noop"):
+        return {"status": "nothing_due", "reason": d.get("reason") or "already committed"}
+    m = d.get("operation_metrics") or {}
+    return {
+        "status": "done",
+        "files_written": int(m.get("numAddedFiles", m.get("numFiles", 0)) or 0),
+        "bytes_written": int(m.get("numOutputBytes", 0) or 0),
+        "files_removed": int(m.get("numRemovedFiles", 0) or 0),
+        "bytes_removed": int(m.get("numRemovedBytes", 0) or 0),
+        "version_after": d.get("version"),
+    }
+
+
+def _convert_values(d: dict[str, Any]) -> dict[str, Any]:
+    # Converting writes no data file: it lists the existing ones in commit 0 (the after-state counts them).
+    return {"status": "done", "version_after": d.get("version")}
+
+
 #: Result class name -> (the operations it may record, its mapping to row values).
 _MAPPINGS: dict[str, tuple[tuple[str, ...], Any]] = {
     "CompactionResult": (("compaction", "purge"), _compaction_values),
@@ -158,11 +177,17 @@ _MAPPINGS: dict[str, tuple[tuple[str, ...], Any]] = {
     "CheckpointResult": (("checkpoint",), _checkpoint_values),
     "LogCleanupResult": (("log_cleanup",), _log_cleanup_values),
     "ManifestResult": (("manifest",), _manifest_values),
+    "CommitResult": (("commit",), _commit_values),
+    "ConvertResult": (("convert",), _convert_values),
 }
 
 
-def row_from_result(result: Any, span: OperationSpan) -> JournalRow:
-    """The history row of one operation's result (``span.operation`` must be one the result records as)."""
+def row_from_result(result: Any, span: OperationSpan, reason: str | None = None, **extra: Any) -> JournalRow:
+    """The history row of one operation's result (``span.operation`` must be one the result records as).
+
+    ``reason`` (why the operation ran: what made it due) follows the result's own reason;
+    ``extra`` are further columns (``policy``).
+    """
     kind = type(result).__name__
     if kind not in _MAPPINGS or not callable(getattr(result, "to_dict", None)):
         raise InvalidArgumentError(
@@ -172,8 +197,9 @@ def row_from_result(result: Any, span: OperationSpan) -> JournalRow:
     if span.operation not in allowed:
         raise InvalidArgumentError(f"a {kind} records as {' or '.join(allowed)}, not {span.operation!r}")
     values = mapping(result.to_dict())
+    values["reason"] = "; ".join(r for r in (values.get("reason"), reason) if r) or None
     summary = result.summary_line() if callable(getattr(result, "summary_line", None)) else None
-    return make_row(span, summary=summary, **values)
+    return make_row(span, summary=summary, **values, **extra)
 
 
 def error_status(exc: BaseException) -> str:
@@ -185,43 +211,60 @@ def error_status(exc: BaseException) -> str:
     return "failed"
 
 
-def row_for_error(exc: BaseException, span: OperationSpan, engine: str | None = None) -> JournalRow:
+def row_for_error(exc: BaseException, span: OperationSpan, engine: str | None = None, **extra: Any) -> JournalRow:
     """The row of an operation that raised: refused or failed, the error as the reason."""
-    return make_row(span, error_status(exc), reason=f"{type(exc).__name__}: {exc}", engine=engine)
+    return make_row(span, error_status(exc), reason=f"{type(exc).__name__}: {exc}", engine=engine, **extra)
 
 
-def row_for_measurement(span: OperationSpan, due: MaintenanceDue | None = None, error: str | None = None) -> JournalRow:
+def row_for_measurement(
+    span: OperationSpan,
+    due: MaintenanceDue | None = None,
+    error: str | None = None,
+    *,
+    extra_due: dict[str, str] | None = None,
+    policy: str | None = None,
+) -> JournalRow:
     """A ``measure`` row: the table's state (``span.after``), what is due and why (``done``), or why it
-    could not be judged (``failed``, ``refused``)."""
+    could not be judged (``failed``, ``refused``).
+
+    ``extra_due``: operations a policy made due beyond the verdict's, with their reason (a
+    deletion-vector ``purge``); ``policy``: the settings the table was measured with (JSON).
+    """
     if span.operation != "measure":
         raise InvalidArgumentError(f"a measurement records as 'measure', not {span.operation!r}")
     if error is not None:
-        return make_row(span, "failed", reason=error)
+        return make_row(span, "failed", reason=error, policy=policy)
     if due is None:
-        return make_row(span, "done")
+        return make_row(span, "done", policy=policy)
     if due.refused:
-        return make_row(span, "refused", reason=due.refused, due_operations=[], summary=due.summary_line())
+        return make_row(
+            span, "refused", reason=due.refused, due_operations=[], summary=due.summary_line(), policy=policy
+        )
+    extra = extra_due or {}
     # One reason a line ("compaction: ...", "checkpoint: ..."): readers pick the lines of what is still due.
-    return make_row(
-        span,
-        "done",
-        reason="\n".join(due.reasons) or None,
-        due_operations=[op for op, flag in due.flags().items() if flag],
-        summary=due.summary_line(),
-    )
+    lines = [*due.reasons, *(f"{op}: {why}" for op, why in extra.items())]
+    ops = [op for op, flag in due.flags().items() if flag] + list(extra)
+    summary = "due: " + (", ".join(ops) if ops else "nothing")
+    return make_row(span, "done", reason="\n".join(lines) or None, due_operations=ops, summary=summary, policy=policy)
 
 
-def row_for_deferred(span: OperationSpan, reason: str) -> JournalRow:
-    """An operation that was due but not started (the budget was spent): still due next time."""
-    return make_row(span, "deferred", reason=reason)
+def row_for_deferred(span: OperationSpan, reason: str, **extra: Any) -> JournalRow:
+    """An operation that was due but not started (the budget was spent, the table busy): still due next time."""
+    return make_row(span, "deferred", reason=reason, **extra)
 
 
 class OperationDraft:
-    """What the body of :meth:`HistoryRecorder.operation` fills in: the result (and optionally the engine)."""
+    """What the body of :meth:`HistoryRecorder.operation` fills in: the result (and optionally the engine).
+
+    After the block, ``row`` is the recorded row and ``after`` the table's state after the
+    operation (what the next operation on the table starts from).
+    """
 
     def __init__(self, engine: str | None) -> None:
         self.result: Any = None
         self.engine = engine
+        self.row: JournalRow | None = None
+        self.after: TableState | None = None
 
 
 @dataclass
@@ -229,8 +272,10 @@ class HistoryRecorder:
     """Records operations into the maintenance history at ``uri`` (see the module docstring).
 
     ``auto_flush=False`` keeps the rows until :meth:`flush`, which appends them in one
-    commit (a fleet run records a table's rows together). ``measure=False`` skips the
-    before/after measurement (the health columns stay null).
+    commit (a fleet run records a table's rows together; :meth:`batch` does that for a
+    block). ``measure=False`` skips the before/after measurement (the health columns stay
+    null). ``storage_options`` are the history's own (each operation's table takes its own,
+    in :meth:`operation`).
     """
 
     uri: str
@@ -245,16 +290,22 @@ class HistoryRecorder:
             raise InvalidArgumentError("the maintenance history needs a URI or path")
         self.context = self.context or RunContext()
         self.pending: list[JournalRow] = []
+        #: Appends not made yet, in order: (sequence number, rows). A failed append keeps its number.
+        self._unsent: list[tuple[int, list[JournalRow]]] = []
         #: Every row recorded so far (appended or pending) and every append made.
         self.recorded: list[JournalRow] = []
         self.appends: list[AppendResult] = []
         self._sequence = 0
 
-    def _state(self, storage: Storage) -> TableState | None:
+    def prepare(self) -> None:
+        """Create the history if it does not exist and check it is one (before any work is done)."""
+        prepare_history(self.uri, self.storage_options)
+
+    def _state(self, storage: Storage, target_size: int | str | None) -> TableState | None:
         if not self.measure:
             return None
         try:
-            return table_state(snapshot_at(storage), self.target_size)
+            return table_state(snapshot_at(storage), target_size)
         except (DeltaLogError, OSError) as exc:
             log.warning("history: cannot measure %s: %s", storage.uri, exc)
             return None
@@ -266,21 +317,56 @@ class HistoryRecorder:
         return self.flush() if self.auto_flush else None
 
     def flush(self) -> AppendResult | None:
-        """Append the queued rows in one idempotent commit (None when nothing is queued)."""
-        if not self.pending:
-            return None
+        """Append the queued rows in one idempotent commit (None when nothing is queued).
+
+        A failure raises :class:`HistoryWriteError` and keeps the rows: the next flush sends
+        them again under the same app transaction (a commit that landed unseen is not repeated).
+        """
+        if self.pending:
+            self._sequence += 1
+            self._unsent.append((self._sequence, self.pending))
+            self.pending = []
         assert self.context is not None
-        self._sequence += 1
-        result = append_rows(
-            self.uri,
-            self.pending,
-            storage_options=self.storage_options,
-            app_id=self.context.app_id(self._sequence),
-            app_version=self.context.app_version,
-        )
-        self.pending = []
-        self.appends.append(result)
+        result = None
+        while self._unsent:
+            sequence, rows = self._unsent[0]
+            try:
+                result = append_rows(
+                    self.uri,
+                    rows,
+                    storage_options=self.storage_options,
+                    app_id=self.context.app_id(sequence),
+                    app_version=self.context.app_version,
+                )
+            except (DeltaLogError, OSError) as exc:
+                raise HistoryWriteError(
+                    f"{len(rows)} row(s) could not be appended to the maintenance history at {self.uri} "
+                    f"({type(exc).__name__}: {exc}); they are kept for the next attempt"
+                ) from exc
+            self._unsent.pop(0)
+            self.appends.append(result)
         return result
+
+    @property
+    def unsent(self) -> int:
+        """Rows recorded but not appended yet."""
+        return len(self.pending) + sum(len(rows) for _, rows in self._unsent)
+
+    @contextmanager
+    def batch(self) -> Iterator[HistoryRecorder]:
+        """Rows recorded in the block are appended together at its end (one commit), even when it raises."""
+        auto, self.auto_flush = self.auto_flush, False
+        try:
+            yield self
+        except BaseException:
+            self.auto_flush = auto
+            try:
+                self.flush()
+            except HistoryWriteError as exc:  # the block's own error is the one to raise
+                log.error("history: %s", exc)
+            raise
+        self.auto_flush = auto
+        self.flush()
 
     @contextmanager
     def operation(
@@ -290,11 +376,23 @@ class HistoryRecorder:
         *,
         engine: str | None = None,
         storage_options: dict[str, Any] | None = None,
+        before: TableState | None = None,
+        measure_before: bool = True,
+        target_size: int | str | None = None,
+        reason: str | None = None,
+        policy: str | None = None,
     ) -> Iterator[OperationDraft]:
-        """Time, measure and record the operation run in the ``with`` block (set ``.result``)."""
+        """Time, measure and record the operation run in the ``with`` block (set ``.result``).
+
+        ``before``: the table's state when the caller knows it (a fleet's previous step), else it
+        is measured (``measure_before=False``: not, e.g. before a convert: no table yet).
+        ``reason``: why the operation ran; ``policy``: the settings it ran with (JSON).
+        """
         assert self.context is not None
         storage = table_storage(table, storage_options)
-        before = self._state(storage)
+        target = self.target_size if target_size is None else target_size
+        if before is None and measure_before:
+            before = self._state(storage, target)
         draft = OperationDraft(engine)
         started, cpu0 = utc_now(), cpu_seconds()
         context = self.context
@@ -302,22 +400,24 @@ class HistoryRecorder:
         def finished() -> OperationSpan:
             """The span up to now; the table measured after the clock stopped (measuring is not the operation)."""
             ended, cpu = utc_now(), cpu_seconds() - cpu0
-            return OperationSpan(context, storage.uri, operation, started, ended, before, self._state(storage), cpu)
+            draft.after = self._state(storage, target)
+            return OperationSpan(context, storage.uri, operation, started, ended, before, draft.after, cpu)
 
         try:
             yield draft
         except Exception as exc:
-            row = row_for_error(exc, finished(), engine=draft.engine)
+            draft.row = row_for_error(exc, finished(), engine=draft.engine, policy=policy)
             try:
-                self.record([row])
+                self.record([draft.row])
             except Exception as history_exc:  # noqa: BLE001 - the operation's own error is the one to raise
                 log.error("history: cannot record the %s of %s: %s", operation, storage.uri, history_exc)
             raise
         if draft.result is None:
             raise InvalidArgumentError(f"the {operation} of {storage.uri} set no result to record")
-        row = row_from_result(draft.result, finished())
+        row = row_from_result(draft.result, finished(), reason, policy=policy)
         if draft.engine is not None and row.engine is None:
             row = _with_engine(row, draft.engine)
+        draft.row = row
         self.record([row])
 
 
@@ -335,4 +435,5 @@ __all__ = [
     "row_for_measurement",
     "row_from_result",
     "table_state",
+    "utc_now",
 ]

@@ -8,6 +8,7 @@ Arrow in one go by :func:`rows_to_arrow`.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -60,6 +61,32 @@ class RunContext:
     task_id: str | None = None
     map_index: int | None = None
     try_number: int | None = None
+    #: Names this writer in the app transaction id where the Airflow ids cannot: a ``deltalog`` command
+    #: run by a task (its environment has no map index, so the mapped instances of one task would share
+    #: an id and all but one append would be taken for a repeat). None: the map index does.
+    writer: str | None = None
+
+    @classmethod
+    def airflow(
+        cls, dag_id: str, run_id: str, task_id: str, map_index: int | None, try_number: int | None
+    ) -> RunContext:
+        """A task instance's context: every row of one DAG run shares its ``run_id`` (``airflow/<dag>/<run>``)."""
+        return cls(f"airflow/{dag_id}/{run_id}", dag_id, run_id, task_id, map_index, try_number)
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> RunContext:
+        """The context of a process Airflow started (``AIRFLOW_CTX_*``, as a BashOperator passes them), else a
+        fresh run: a CLI command run by a task records the task's DAG, run, task and try."""
+        env = dict(os.environ if environ is None else environ)
+        dag, run, task = (env.get(f"AIRFLOW_CTX_{k}") or None for k in ("DAG_ID", "DAG_RUN_ID", "TASK_ID"))
+        if not (dag and run and task):
+            return cls()
+        try:
+            attempt: int | None = int(env.get("AIRFLOW_CTX_TRY_NUMBER", ""))
+        except ValueError:
+            attempt = None
+        writer = f"process-{uuid.uuid4().hex[:12]}"
+        return cls(f"airflow/{dag}/{run}", dag, run, task, None, attempt, writer=writer)
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
@@ -81,7 +108,7 @@ class RunContext:
     def app_id(self, sequence: int) -> str:
         """The app transaction id of this writer's ``sequence``-th append."""
         if self.is_airflow:
-            map_index = -1 if self.map_index is None else self.map_index
+            map_index = self.writer or (-1 if self.map_index is None else self.map_index)
             who = f"airflow/{self.dag_id}/{self.task_id}/{map_index}/{self.airflow_run_id}"
         else:
             who = f"run/{self.run_id}"
@@ -111,6 +138,7 @@ class JournalRow:
     reason: str | None
     summary: str | None
     due_operations: list[str] | None
+    policy: str | None
     started_at: dt.datetime
     ended_at: dt.datetime
     duration_s: float
@@ -223,14 +251,22 @@ def make_row(span: OperationSpan, status: str, **values: Any) -> JournalRow:
         reason=values.pop("reason", None),
         summary=values.pop("summary", None),
         due_operations=values.pop("due_operations", None),
+        policy=values.pop("policy", None),
         airflow_dag_id=context.dag_id,
         airflow_run_id=context.airflow_run_id,
         airflow_task_id=context.task_id,
-        airflow_map_index=(-1 if context.map_index is None else context.map_index) if context.is_airflow else None,
+        airflow_map_index=_map_index(context),
         airflow_try_number=context.try_number if context.is_airflow else None,
         **state,
         **values,
     )
+
+
+def _map_index(context: RunContext) -> int | None:
+    """The row's map index: -1 for an unmapped task, null outside Airflow or when the process cannot know it."""
+    if not context.is_airflow or (context.map_index is None and context.writer is not None):
+        return None
+    return -1 if context.map_index is None else context.map_index
 
 
 def rows_to_arrow(rows: list[JournalRow]) -> pa.Table:

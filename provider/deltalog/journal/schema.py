@@ -25,8 +25,20 @@ PARTITION_COLUMN = "run_date"
 
 #: What an operation row's ``status`` may be.
 STATUSES = ("done", "nothing_due", "deferred", "refused", "failed")
-#: The operations a row may name; ``measure`` is a health measurement (what is due and why).
-OPERATIONS = ("measure", "compaction", "purge", "checkpoint", "vacuum", "log_cleanup", "manifest")
+#: The operations a row may name; ``measure`` is a health measurement (what is due and why), ``commit``
+#: a commit request's commit (files written by a Spark job or any writer), ``convert`` a Parquet
+#: directory made a Delta table. Later releases may add operations (a value, not a column).
+OPERATIONS = (
+    "measure",
+    "compaction",
+    "purge",
+    "checkpoint",
+    "vacuum",
+    "log_cleanup",
+    "manifest",
+    "commit",
+    "convert",
+)
 
 #: The table's properties at creation. Append-only: the history is an audit trail (compaction
 #: still may rewrite it, since its commits change no data); an app transaction older than
@@ -42,17 +54,28 @@ _TS = pa.timestamp("us", tz="UTC")
 
 #: (name, Arrow type, nullable, meaning), in table order.
 COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
-    ("run_id", pa.string(), False, "the run that wrote the row: a fleet run, a CLI command or an Airflow task try"),
+    ("run_id", pa.string(), False, "the run that wrote the row: a fleet run, a CLI command or an Airflow DAG run"),
     ("row_id", pa.string(), False, "unique id of the row (a UUID)"),
     (PARTITION_COLUMN, pa.date32(), False, "UTC day the operation started (the partition column)"),
     ("table_uri", pa.string(), False, "the maintained table's URI"),
     ("table_id", pa.string(), True, "the table's metaData id (stays the same when the table moves)"),
-    ("operation", pa.string(), False, "measure, compaction, purge, checkpoint, vacuum, log_cleanup or manifest"),
+    (
+        "operation",
+        pa.string(),
+        False,
+        "measure, compaction, purge, checkpoint, vacuum, log_cleanup, manifest, commit or convert",
+    ),
     ("engine", pa.string(), True, "where the work ran: local or spark (compaction), else null"),
     ("status", pa.string(), False, "done, nothing_due, deferred, refused or failed"),
     ("reason", pa.string(), True, "why: what was due, why nothing was, why it was deferred, refused or failed"),
     ("summary", pa.string(), True, "the operation's one-line summary, as the CLI prints it"),
     ("due_operations", pa.list_(pa.string()), True, "measure rows: the operations due at that time"),
+    (
+        "policy",
+        pa.string(),
+        True,
+        "fleet rows: the table's maintenance settings as JSON, each value with the layer it came from",
+    ),
     ("started_at", _TS, False, "when the operation started (UTC)"),
     ("ended_at", _TS, False, "when it ended (UTC)"),
     ("duration_s", pa.float64(), False, "wall-clock seconds"),

@@ -121,6 +121,16 @@ def _open_or_create(uri: str, storage_options: dict[str, Any] | None) -> tuple[S
     return storage, snapshot, created
 
 
+def prepare_history(uri: str, storage_options: dict[str, Any] | None = None) -> int:
+    """Create the history at ``uri`` if it does not exist, check it is one a writer may append to; its version.
+
+    What a command checks before it starts work: a typo in the location, a table that is
+    not a history or a history too new for this deltalog is refused before anything runs.
+    """
+    _, snapshot, _ = _open_or_create(uri, storage_options)
+    return snapshot.version
+
+
 def _data_file(rows: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(rows.select(DATA_SCHEMA.names).cast(DATA_SCHEMA), sink, compression="snappy")
@@ -233,4 +243,4 @@ def append_rows(
     return out
 
 
-__all__ = ["AppendResult", "append_rows", "check_history_table"]
+__all__ = ["AppendResult", "append_rows", "check_history_table", "prepare_history"]
