@@ -154,7 +154,7 @@ def run_fleet(
     *,
     storage_options: dict[str, Any] | None = None,
     time_budget_seconds: float | None = None,
-    settings: dict[str, Any] | None = None,
+    settings: FleetPolicy | dict[str, Any] | None = None,
     previous_results: dict[str, Any] | None = None,
     owner: str = "deltalog fleet",
     dry_run: bool = False,
