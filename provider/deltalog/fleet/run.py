@@ -28,7 +28,7 @@ from deltalog.fleet.maintain import (
 )
 from deltalog.fleet.ranking import TableReport, fleet_health
 from deltalog.journal import HistoryRecorder, JournalRow, OperationSpan, TableState
-from deltalog.journal.record import row_for_measurement, utc_now
+from deltalog.journal.record import row_for_measurement, state_of, utc_now
 from deltalog.maintenance.policy import FleetPolicy, purge_due
 from deltalog.storage.filesystem import canonical_uri, is_remote
 
@@ -95,19 +95,9 @@ def previous_throughput(previous_results: dict[str, Any] | None) -> float | None
 
 def _report_state(r: TableReport) -> TableState | None:
     """The history's health figures of a measured table (the numbers of its report)."""
-    if r.health is None or r.due is None or r.version is None:
+    if r.health is None or r.due is None:
         return None
-    h = r.health
-    return TableState(
-        version=r.version,
-        live_files=h.num_files,
-        small_files=h.num_small_files,
-        table_bytes=h.size_in_bytes,
-        versions_since_checkpoint=h.commits_since_checkpoint,
-        dv_share=r.due.dv_hidden_share,
-        log_files=h.num_commit_files,
-        table_id=r.table_id,
-    )
+    return state_of(r.health, r.due.dv_hidden_share, r.table_id)
 
 
 def measurement_rows(reports: Sequence[TableReport], history: HistoryRecorder, started: Any = None) -> list[JournalRow]:

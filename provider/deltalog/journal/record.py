@@ -34,7 +34,7 @@ from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentErr
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
 from deltalog.journal.write import AppendResult, append_rows, prepare_history
 from deltalog.log import Snapshot, snapshot_at
-from deltalog.maintenance import MaintenanceDue, compute_health
+from deltalog.maintenance import MaintenanceDue, TableHealth, compute_health
 from deltalog.storage import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
@@ -54,16 +54,20 @@ def utc_now() -> dt.datetime:
 def table_state(snapshot: Snapshot, target_size: int | str | None = None) -> TableState:
     """The health figures of a row, from one snapshot (no extra reads)."""
     health = compute_health(snapshot, target_size, vacuum_lookback=0)
-    dvs = deletion_vector_health(snapshot)
+    return state_of(health, deletion_vector_health(snapshot).hidden_share, snapshot.metadata.id)
+
+
+def state_of(health: TableHealth, dv_share: float, table_id: str | None) -> TableState:
+    """A row's health figures from a table's health numbers (what a fleet measurement already has)."""
     return TableState(
-        version=snapshot.version,
+        version=health.version,
         live_files=health.num_files,
         small_files=health.num_small_files,
         table_bytes=health.size_in_bytes,
         versions_since_checkpoint=health.commits_since_checkpoint,
-        dv_share=dvs.hidden_share,
+        dv_share=dv_share,
         log_files=health.num_commit_files,
-        table_id=snapshot.metadata.id,
+        table_id=table_id,
     )
 
 
@@ -434,6 +438,7 @@ __all__ = [
     "row_for_error",
     "row_for_measurement",
     "row_from_result",
+    "state_of",
     "table_state",
     "utc_now",
 ]

@@ -45,7 +45,6 @@ from deltalog.protocol.properties import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_DELETED_FILE_RETENTION,
     DEFAULT_LOG_RETENTION,
-    config_bool,
     parse_checkpoint_interval,
     parse_interval_ms,
 )
@@ -119,6 +118,11 @@ class _Setting:
     settable: bool = True
 
 
+def _table_flag(name: str, prop: str, default: bool) -> _Setting:
+    """A yes/no only the table's property decides (shown, never set by a settings file)."""
+    return _Setting(name, lambda v, w: v, default, prop, lambda text: text.strip().lower() == "true", settable=False)
+
+
 _SETTINGS: tuple[_Setting, ...] = (
     _Setting(
         "target_file_size",
@@ -151,22 +155,8 @@ _SETTINGS: tuple[_Setting, ...] = (
         lambda text: parse_interval_ms(text, "table property delta.logRetentionDuration") / HOUR_MS,
         settable=False,
     ),
-    _Setting(
-        "expired_log_cleanup",
-        lambda v, w: v,
-        True,
-        "delta.enableExpiredLogCleanup",
-        lambda text: config_bool({"p": text}, "p", True),
-        settable=False,
-    ),
-    _Setting(
-        "symlink_manifest",
-        lambda v, w: v,
-        False,
-        "delta.compatibility.symlinkFormatManifest.enabled",
-        lambda text: config_bool({"p": text}, "p", False),
-        settable=False,
-    ),
+    _table_flag("expired_log_cleanup", "delta.enableExpiredLogCleanup", True),
+    _table_flag("symlink_manifest", "delta.compatibility.symlinkFormatManifest.enabled", False),
 )
 #: The keys a settings file may give (per layer).
 SETTING_KEYS = tuple(s.name for s in _SETTINGS if s.settable)
