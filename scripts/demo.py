@@ -13,7 +13,8 @@
 6. Fleet mode: seeds ``.demo/fleet`` with four tables of different needs (healthy, small
    files, an expired log, a protocol feature deltalog refuses), runs
    ``airflow dags test deltalog_fleet_maintenance`` and prints the fleet summary
-   (also written as ``.demo/fleet-report.html``).
+   (also written as ``.demo/fleet-report.html``) and what the run appended to the
+   maintenance history (``.demo/_deltalog/history``, read back with deltalake).
 
 Exit status 0 only if every run succeeded, every task did (in the fleet run, all but the
 refused table's), and the rows read back are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
@@ -243,6 +244,29 @@ def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, l
     )
     print(format_summary(doc))
     print(f"\nHTML report: {doc.get('report')}")
+    print_history(doc)
+
+
+def print_history(doc: dict[str, Any]) -> None:
+    """What the fleet run appended to the maintenance history, read back with deltalake."""
+    history = doc.get("history")
+    if not history:
+        print("maintenance history: off (the deltalog_history_uri Variable is empty)")
+        return
+    from deltalake import DeltaTable as RsTable
+
+    rows = RsTable(history).to_pyarrow_table().to_pylist()
+    run = max(rows, key=lambda r: r["started_at"])["run_id"]
+    mine = [r for r in rows if r["run_id"] == run]
+    counts: dict[str, int] = {}
+    for r in mine:
+        key = f"{r['operation']} {r['status']}"
+        counts[key] = counts.get(key, 0) + 1
+    if not any(r["operation"] == "measure" for r in mine):
+        raise DemoError(f"the fleet run recorded no measurement in the maintenance history {history}")
+    print(f"\nmaintenance history {history} (read with deltalake): {len(rows)} rows, {len(mine)} from this run:")
+    print("  " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    print("  the Airflow page (plugin 'deltalog', [deltalog] history_uri) and docs/history.md show how to read it")
 
 
 def print_report(table: str, before: TableReport, after: TableReport, rows: int, log_removed: int) -> None:
