@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from deltalog import DeltaTable, cleanup_log, compact, create_checkpoint, maintenance_due, vacuum
+from deltalog import DeltaTable, cleanup_log, compact, create_checkpoint, maintenance_due, settings_for, vacuum
 from deltalog.journal import HistoryRecorder, OperationSpan, RunContext, table_state
 from deltalog.journal.record import row_for_measurement, utc_now
 from fleet_helpers import refused_protocol_table
@@ -27,14 +27,31 @@ class DemoFleet:
     deferred: str
 
 
+def fleet_settings(root: str) -> dict:
+    """The demo fleet's settings file: fleet defaults, a path rule for ``sales/``, an override for ``orders``."""
+    return {
+        "defaults": {"vacuum_retention_hours": 240},
+        "prefixes": {os.path.join(root, "sales"): {"checkpoint_interval": 20}},
+        "tables": {"orders": {"target_file_size": "64m"}},
+    }
+
+
 def _measure(recorder: HistoryRecorder, table: DeltaTable) -> None:
     assert recorder.context is not None
     started = utc_now()
     snapshot = table.snapshot()
-    due = maintenance_due(table, snapshot)
-    state = table_state(snapshot)
+    root = os.path.dirname(os.path.dirname(table.storage.root))
+    settings = settings_for(table.uri, fleet_settings(root), snapshot.metadata.configuration)
+    due = maintenance_due(
+        table,
+        snapshot,
+        target_size=settings.target_file_size,
+        checkpoint_interval=settings.checkpoint_interval,
+        retention_hours=settings.vacuum_retention_hours,
+    )
+    state = table_state(snapshot, settings.target_file_size)
     span = OperationSpan(recorder.context, table.uri, "measure", started, utc_now(), state, state)
-    recorder.record([row_for_measurement(span, due)])
+    recorder.record([row_for_measurement(span, due, policy=settings.policy_json())])
 
 
 def maintained_fleet(root: str, rounds: int = 3) -> DemoFleet:

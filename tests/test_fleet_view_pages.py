@@ -120,3 +120,24 @@ def test_line_chart_scales_labels_and_says_when_empty():
     assert ">10<" in svg and "2030-01-01 00:00<" in svg and "2030-01-01 02:00<" in svg
     assert "no data yet" in line_chart("files", [Series("a", [])])
     assert [_nice_max(v) for v in (0, 0.3, 7, 12, 101, 2400)] == [1.0, 0.5, 10, 20, 200, 2500]
+
+
+def test_table_page_shows_each_setting_and_where_it_came_from(fleet):
+    rows = read_history(fleet.history)
+    uri = fleet.tables["orders"]
+    mine = rows.filter(pc.equal(rows.column("table_uri"), uri))
+    html = table_page(mine, table_uri=uri, source=fleet.history, days=30, now=NOW)
+    settings = dict(
+        (name, (value, where))
+        for name, value, where in re.findall(
+            r'<tr data-setting="(\w+)"><td>\w+</td><td>([^<]*)</td><td>([^<]*)</td></tr>', html
+        )
+    )
+    assert settings["target_file_size"] == (str(64 << 20), "per-table override tables[&#x27;orders&#x27;]")
+    assert settings["checkpoint_interval"][0] == "20" and settings["checkpoint_interval"][1].startswith("path rule")
+    assert settings["vacuum_retention_hours"] == ("240.0", "fleet defaults")
+    assert settings["log_retention_hours"] == ("720.0", "default")
+    empty = table_page(
+        mine.filter(pc.equal(mine.column("operation"), "compaction")), table_uri=uri, source="h", days=30, now=NOW
+    )
+    assert 'id="settings-empty"' in empty

@@ -274,6 +274,15 @@ def test_a_viewer_signs_in_and_sees_the_table_list_and_a_tables_charts(server, b
         assert len(svg.find_elements(By.TAG_NAME, "circle")) >= 3, name  # a point per round at least
     assert len(drawn["files"].find_elements(By.TAG_NAME, "polyline")) == 2  # live files, small files
     assert browser.find_element(By.ID, "tile-version").text.startswith(str(orders.version))
+    settings = browser.find_element(By.ID, "settings")
+    target = settings.find_element(By.CSS_SELECTOR, 'tr[data-setting="target_file_size"]')
+    assert settings.is_displayed() and target.text.split() == [
+        "target_file_size",
+        str(64 << 20),
+        "per-table",
+        "override",
+        "tables['orders']",
+    ]
     _shot(browser, server, "table")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -269,6 +270,42 @@ def _per_run(rows: list[dict[str, Any]], column: str) -> list[tuple[dt.datetime,
     return sorted(runs.values())
 
 
+def _value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def settings_section(mine: list[dict[str, Any]], now: dt.datetime) -> str:
+    """The table's maintenance settings as the newest fleet row recorded them: each value and its source."""
+    recorded = [r for r in mine if r.get("policy")]
+    if not recorded:
+        return (
+            '<p class="muted" id="settings-empty">No fleet run has recorded this table\'s settings yet '
+            "(<code>deltalog policy TABLE</code> shows them).</p>"
+        )
+    newest = max(recorded, key=lambda r: r["started_at"])
+    try:
+        settings = json.loads(newest["policy"])
+    except ValueError:
+        return '<p class="muted" id="settings-empty">The recorded settings are not readable.</p>'
+    rows = "".join(
+        f'<tr data-setting="{esc(name)}"><td>{esc(name)}</td><td>{esc(_value(v.get("value")))}</td>'
+        f"<td>{esc(((v.get('source') or '') + ' ' + (v.get('detail') or '')).strip())}</td></tr>"
+        for name, v in settings.items()
+        if isinstance(v, dict)
+    )
+    return (
+        f'<p class="sub">As the {esc(newest["operation"].replace("_", " "))} of '
+        f"{esc(ago(newest['started_at'], now))} recorded them: each setting's value and the layer it came "
+        "from (per-table override, the table's property, a path rule, the fleet defaults, the default).</p>"
+        f'<table id="settings"><thead><tr><th>setting</th><th>value</th><th>from</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
 def table_page(rows: pa.Table, *, table_uri: str, source: str, days: int, now: dt.datetime) -> str:
     """One table: its latest state, charts over time, and its recent history rows."""
     mine = rows.to_pylist()
@@ -340,7 +377,9 @@ def table_page(rows: pa.Table, *, table_uri: str, source: str, days: int, now: d
         + (f'<p class="why" id="why">{"<br>".join(esc(line) for line in overview.why)}</p>' if overview.due else "")
         + '<h2>Over time</h2><div class="charts" id="charts">'
         + "".join(charts)
-        + "</div><h2>Recent operations</h2>"
+        + "</div><h2>Settings</h2>"
+        + settings_section(mine, now)
+        + "<h2>Recent operations</h2>"
         + f'<table id="rows"><thead><tr>{"".join(f"<th>{c}</th>" for c in cols)}</tr></thead><tbody>{"".join(trs)}</tbody></table>'
     )
     return page(title, body)
