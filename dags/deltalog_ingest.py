@@ -40,6 +40,7 @@ from deltalog_example import (
     setting,
     spark_submit_args,
 )
+from deltalog_example.history import history_uri
 from deltalog_provider.operators.commit import DeltaCommitOperator
 from deltalog_provider.operators.create import DeltaCreateTableOperator
 
@@ -93,6 +94,7 @@ with DAG(
         app_id=APP_ID,
         txn_version=1,
         execution_timeout=timedelta(minutes=10),
+        history_uri=history_uri(),  # the commit's row in the maintenance history (empty: none)
     )
 
     ensure_table >> ingest >> commit

@@ -56,6 +56,7 @@ from deltalog_example import (
     zorder_columns,
 )
 from deltalog_example.callbacks import log_missed_deadline
+from deltalog_example.history import history_uri
 from deltalog_example.lease import table_lease
 from deltalog_provider.operators import (
     DeltaCheckpointOperator,
@@ -98,7 +99,8 @@ with DAG(
     tags=["deltalog", "example", "maintenance"],
     doc_md=__doc__,
 ) as dag:
-    common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID}
+    # Every operation appends its row to the maintenance history (deltalog_history_uri; empty: none).
+    common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID, "history_uri": history_uri()}
 
     health = DeltaHealthBranchOperator(
         task_id="health_check",

@@ -34,6 +34,7 @@ from deltalog_example import (
     optional_setting,
     setting,
 )
+from deltalog_example.history import history_uri
 from deltalog_example.lease import table_lease
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
 from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
@@ -76,10 +77,15 @@ with DAG(
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=1),
         **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
+        history_uri=history_uri(),
         **common,
     )
     checkpoint = DeltaCheckpointOperator(
-        task_id="checkpoint", emit_asset=False, execution_timeout=timedelta(minutes=15), **common
+        task_id="checkpoint",
+        emit_asset=False,
+        execution_timeout=timedelta(minutes=15),
+        history_uri=history_uri(),
+        **common,
     )
 
     @task(execution_timeout=timedelta(minutes=5))

@@ -2,7 +2,8 @@
 
 Every row a task appends names the task instance (DAG, run, task, map index, try), and the
 rows of one DAG run share its ``run_id``, so the fleet view groups a run's rows and a retried
-task records its own rows without repeating those of an earlier try (docs/history.md).
+task records its own rows without repeating those of an earlier try (docs/history.md). The
+same rows reach the deployment's metrics (``[metrics]``; docs/provider.md).
 """
 
 from __future__ import annotations
@@ -20,14 +21,8 @@ def history_uri() -> str | None:
 
 
 def history_recorder(context: dict[str, Any], storage_options: dict[str, Any] | None = None) -> Any:
-    """A recorder for the running task instance (None without a history); its history created or checked."""
-    from deltalog.journal import HistoryRecorder, RunContext
+    """A recorder for the running task instance, its history created or checked; None when there is neither a
+    history nor a metrics backend."""
+    from deltalog_provider.utils.history import task_recorder
 
-    uri = history_uri()
-    if uri is None:
-        return None
-    ti = context["ti"]
-    run = RunContext.airflow(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
-    recorder = HistoryRecorder(uri, storage_options=storage_options, context=run)
-    recorder.prepare()
-    return recorder
+    return task_recorder(context, history_uri(), storage_options)

@@ -32,6 +32,19 @@ except ImportError:  # pragma: no cover - older Airflow 3.x
     from airflow.providers.standard.operators.branch import BranchMixIn  # type: ignore[no-redef,assignment]
 
 
+try:  # the Task SDK's metrics facade (newer releases; airflow.stats before, deprecated since)
+    from airflow.sdk.observability.stats import Stats
+except ImportError:  # pragma: no cover - Airflow 3.0/3.1
+    from airflow.stats import Stats  # type: ignore[no-redef,attr-defined]
+
+
+def metrics_enabled() -> bool:
+    """Whether the deployment sends metrics anywhere (StatsD, DogStatsD or OpenTelemetry, ``[metrics]``)."""
+    return any(
+        conf.getboolean("metrics", name, fallback=False) for name in ("statsd_on", "statsd_datadog_enabled", "otel_on")
+    )
+
+
 def default_deferrable() -> bool:
     """``[operators] default_deferrable``: what sensors use when ``deferrable`` is not given."""
     return conf.getboolean("operators", "default_deferrable", fallback=False)
@@ -50,7 +63,9 @@ __all__ = [
     "BaseTrigger",
     "BranchMixIn",
     "PokeReturnValue",
+    "Stats",
     "TriggerEvent",
     "conf",
     "default_deferrable",
+    "metrics_enabled",
 ]

@@ -132,6 +132,8 @@ def _with_history(
     tables: list[str | FoundTable], history: HistoryRecorder, storage_options: Any
 ) -> list[str | FoundTable]:
     """The fleet's tables and the history itself (maintained like the rest) when the fleet's storage reaches it."""
+    if history.uri is None:  # rows for a listener only: no table to maintain
+        return tables
     uris = {canonical_uri(t.uri if isinstance(t, FoundTable) else t) for t in tables}
     same_store = not is_remote(history.uri) or (history.storage_options or {}) == (storage_options or {})
     if canonical_uri(history.uri) in uris or not same_store:

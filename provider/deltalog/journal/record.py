@@ -24,7 +24,7 @@ import datetime as dt
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -282,16 +282,18 @@ class HistoryRecorder:
     in :meth:`operation`).
     """
 
-    uri: str
+    uri: str | None
     storage_options: dict[str, Any] | None = None
     context: RunContext | None = None
     auto_flush: bool = True
     measure: bool = True
     target_size: int | str | None = None
+    #: Called with every row as it is recorded (metrics; an error there is logged, never raised).
+    on_row: Callable[[JournalRow], None] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.uri, str) or not self.uri:
-            raise InvalidArgumentError("the maintenance history needs a URI or path")
+        if self.uri is not None and (not isinstance(self.uri, str) or not self.uri):
+            raise InvalidArgumentError("the maintenance history needs a URI or path (None: rows for on_row only)")
         self.context = self.context or RunContext()
         self.pending: list[JournalRow] = []
         #: Appends not made yet, in order: (sequence number, rows). A failed append keeps its number.
@@ -303,7 +305,8 @@ class HistoryRecorder:
 
     def prepare(self) -> None:
         """Create the history if it does not exist and check it is one (before any work is done)."""
-        prepare_history(self.uri, self.storage_options)
+        if self.uri is not None:
+            prepare_history(self.uri, self.storage_options)
 
     def _state(self, storage: Storage, target_size: int | str | None) -> TableState | None:
         if not self.measure:
@@ -316,8 +319,16 @@ class HistoryRecorder:
 
     def record(self, rows: Sequence[JournalRow]) -> AppendResult | None:
         """Queue ``rows``; with ``auto_flush`` append them now (the append's result), else None."""
-        self.pending.extend(rows)
         self.recorded.extend(rows)
+        for row in rows:
+            if self.on_row is not None:
+                try:
+                    self.on_row(row)
+                except Exception as exc:  # noqa: BLE001 - a metrics backend never fails the operation
+                    log.warning("history: the row listener failed on %s: %s", row.summary_line(), exc)
+        if self.uri is None:
+            return None
+        self.pending.extend(rows)
         return self.flush() if self.auto_flush else None
 
     def flush(self) -> AppendResult | None:
@@ -326,6 +337,8 @@ class HistoryRecorder:
         A failure raises :class:`HistoryWriteError` and keeps the rows: the next flush sends
         them again under the same app transaction (a commit that landed unseen is not repeated).
         """
+        if self.uri is None:
+            return None
         if self.pending:
             self._sequence += 1
             self._unsent.append((self._sequence, self.pending))

@@ -27,6 +27,7 @@ from deltalog_provider._compat import AirflowException, Asset, AssetAlias, BaseO
 from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.utils.coerce import strict_bool
+from deltalog_provider.utils.history import operation_record
 from deltalog_provider.utils.lineage import build_operator_lineage
 from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
 
@@ -62,9 +63,11 @@ class DeltaTableOperator(BaseOperator):
         a literal URI/path becomes ``Asset(uri)``; a templated one or a bare name (only known
         at run time) is declared through an ``AssetAlias`` named ``deltalog:<dag>.<task>``,
         which still produces the event on the concrete ``Asset(uri)``.
+    :param history_uri: the maintenance history the operation appends its row to (default:
+        the connection's extra ``history_uri``; none: nothing recorded). Templated.
     """
 
-    template_fields: Sequence[str] = ("table", "deltalog_conn_id")
+    template_fields: Sequence[str] = ("table", "deltalog_conn_id", "history_uri")
     ui_color = "#c7e9f1"
 
     #: The name used in logs and in the asset-event extra (``"VACUUM"``, ...).
@@ -84,12 +87,14 @@ class DeltaTableOperator(BaseOperator):
         table: str,
         deltalog_conn_id: str = DeltaTableHook.default_conn_name,
         emit_asset: bool = True,
+        history_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.deltalog_conn_id = deltalog_conn_id
         self.emit_asset = emit_asset
+        self.history_uri = history_uri
         for name in self.bool_fields:
             value = getattr(self, name)
             if not is_templated(value):
@@ -181,7 +186,8 @@ class DeltaTableOperator(BaseOperator):
             self._table_uri = table.uri
             self.raise_if_cancelled()
             self.log.info("%s on %s", self.operation_name, self._table_uri)
-            result = self.run_operation(hook, table, context)
+            with operation_record(self, hook, table, context) as record:  # history row and metrics
+                result = record.result = self.run_operation(hook, table, context)
             metrics = self.result_metrics(result)
             version = self.result_version(metrics)
             if version is None:
