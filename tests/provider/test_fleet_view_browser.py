@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from api_server import airflow_env, api_server, free_port
 
 from history_helpers import DemoFleet, maintained_fleet
 
@@ -86,12 +85,6 @@ class Server:
             return exc.code, json.loads(exc.read() or b"null")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = os.environ.get("DELTALOG_TEST_ARTIFACTS")
     path = Path(base) / "fleet-view" if base else tmp_path_factory.mktemp("fleet-view-artifacts")
@@ -111,61 +104,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = root / "airflow"
     home.mkdir()
     (home / "passwords.json").write_text(json.dumps({u: f"{u}-password" for u in USERS}))
-    port = _free_port()
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__API_AUTH__JWT_SECRET": "deltalog-fleet-view-test-jwt-secret-0123456789",
-        "AIRFLOW__API__SECRET_KEY": "deltalog-fleet-view-test-secret",
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__DELTALOG__HISTORY_URI": fleet.history,
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)  # SQLite under this AIRFLOW_HOME
-    migrate = subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
+    port = free_port()
+    env = airflow_env(
+        home,
+        port,
+        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=",".join(f"{u}:{r}" for u, r in USERS.items()),
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
+        AIRFLOW__API_AUTH__JWT_SECRET="deltalog-fleet-view-test-jwt-secret-0123456789",
+        AIRFLOW__API__SECRET_KEY="deltalog-fleet-view-test-secret",
+        AIRFLOW__DELTALOG__HISTORY_URI=fleet.history,
     )
-    assert migrate.returncode == 0, migrate.stderr[-3000:]
-    log_path = home / "api-server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [str(VENV_BIN / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(home),
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"airflow api-server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(base + "/api/v2/version", timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"airflow api-server did not answer in 180 s:\n{log_path.read_text()[-3000:]}")
-                time.sleep(1)
+    with api_server(home, env, port) as base:
         yield Server(base, fleet, env, home, _artifacts(tmp_path_factory))
-    finally:
-        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(proc.pid, sig)
-                proc.wait(timeout=wait)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
 
 
 @pytest.fixture()
