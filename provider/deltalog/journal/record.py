@@ -279,7 +279,8 @@ class HistoryRecorder:
     commit (a fleet run records a table's rows together; :meth:`batch` does that for a
     block). ``measure=False`` skips the before/after measurement (the health columns stay
     null). ``storage_options`` are the history's own (each operation's table takes its own,
-    in :meth:`operation`).
+    in :meth:`operation`). ``on_row`` sees every row as it is recorded (an Airflow task's
+    metrics); with ``uri=None`` rows go only there, nothing is appended anywhere.
     """
 
     uri: str | None
