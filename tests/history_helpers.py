@@ -12,9 +12,10 @@ import os
 import time
 from dataclasses import dataclass
 
-from deltalog import DeltaTable, cleanup_log, compact, create_checkpoint, maintenance_due, settings_for, vacuum
+from deltalog import DeltaTable, cleanup_log, compact, create_checkpoint, settings_for, vacuum
 from deltalog.journal import HistoryRecorder, OperationSpan, RunContext, table_state
 from deltalog.journal.record import row_for_measurement, utc_now
+from deltalog.maintenance.policy import due_under
 from fleet_helpers import refused_protocol_table
 from helpers import append, make_table, rows
 
@@ -42,13 +43,7 @@ def _measure(recorder: HistoryRecorder, table: DeltaTable) -> None:
     snapshot = table.snapshot()
     root = os.path.dirname(os.path.dirname(table.storage.root))
     settings = settings_for(table.uri, fleet_settings(root), snapshot.metadata.configuration)
-    due = maintenance_due(
-        table,
-        snapshot,
-        target_size=settings.target_file_size,
-        checkpoint_interval=settings.checkpoint_interval,
-        retention_hours=settings.vacuum_retention_hours,
-    )
+    due = due_under(settings, table, snapshot)
     state = table_state(snapshot, settings.target_file_size)
     span = OperationSpan(recorder.context, table.uri, "measure", started, utc_now(), state, state)
     recorder.record([row_for_measurement(span, due, policy=settings.policy_json())])

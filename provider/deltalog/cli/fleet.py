@@ -20,7 +20,7 @@ from deltalog.fleet.run import run_fleet
 from deltalog.log.load import snapshot_at
 from deltalog.maintenance.due import maintenance_due
 from deltalog.maintenance.health import compute_health
-from deltalog.maintenance.policy import FleetPolicy, due_rules
+from deltalog.maintenance.policy import FleetPolicy, due_rules, due_under
 from deltalog.table import DeltaTable
 
 __all__ = ["register"]
@@ -261,13 +261,7 @@ def cmd_policy(args: argparse.Namespace) -> None:
     snapshot = snapshot_at(table.storage)
     settings = policy.resolve(table.uri, snapshot.metadata.configuration)
     health = compute_health(snapshot, target=settings.target_file_size)
-    due = maintenance_due(
-        table.storage,
-        snapshot,
-        target_size=settings.target_file_size,
-        checkpoint_interval=settings.checkpoint_interval,
-        retention_hours=settings.vacuum_retention_hours,
-    )
+    due = due_under(settings, table.storage, snapshot)
     rules = due_rules(due, health, settings)
     doc = {
         "table": table.uri,

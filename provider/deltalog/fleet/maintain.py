@@ -51,13 +51,12 @@ from deltalog.fleet.ranking import TableReport
 from deltalog.journal import HistoryRecorder, OperationSpan, TableState, table_state
 from deltalog.journal.record import row_for_deferred, utc_now
 from deltalog.log.load import snapshot_at
-from deltalog.log.snapshot import Snapshot
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
-from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.due import MaintenanceDue
 from deltalog.maintenance.health import compute_health
-from deltalog.maintenance.policy import FleetPolicy, TableSettings, purge_due
+from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under, purge_due
 from deltalog.protocol.properties import config_bool
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming import vacuum
@@ -352,16 +351,6 @@ class _Engine:
         return "spark" if self.spark_min_bytes is not None and size >= self.spark_min_bytes else "local"
 
 
-def _due(storage: Storage, snapshot: Snapshot, settings: TableSettings) -> MaintenanceDue:
-    return maintenance_due(
-        storage,
-        snapshot,
-        target_size=settings.target_file_size,
-        checkpoint_interval=settings.checkpoint_interval,
-        retention_hours=settings.vacuum_retention_hours,
-    )
-
-
 def _run_steps(
     storage: Storage,
     given: TableSettings | FleetPolicy,
@@ -377,7 +366,7 @@ def _run_steps(
     before = compute_health(snapshot, settings.target_file_size)
     out.version_before = out.version_after = snapshot.version
     out.small_files_before, out.files_before = before.num_small_files, before.num_files
-    due = _due(storage, snapshot, settings)
+    due = due_under(settings, storage, snapshot)
     steps_log = _Steps(history, storage, settings, due)
     if history is not None:
         steps_log.state = table_state(snapshot, settings.target_file_size)

@@ -29,9 +29,9 @@ from deltalog.errors import DeltaLogError
 from deltalog.fleet.discover import FoundTable
 from deltalog.log.listing import LogListing
 from deltalog.log.load import snapshot_at
-from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.due import MaintenanceDue
 from deltalog.maintenance.health import TableHealth, compute_health
-from deltalog.maintenance.policy import FleetPolicy, TableSettings
+from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under
 from deltalog.storage.filesystem import Storage
 
 __all__ = ["TableReport", "fleet_health"]
@@ -122,13 +122,7 @@ def measure_table(
         settings = (policy or FleetPolicy()).resolve(storage.uri, snapshot.metadata.configuration)
         target = target_size if target_size is not None else settings.target_file_size
         health = compute_health(snapshot, target=target)
-        due = maintenance_due(
-            storage,
-            snapshot,
-            target_size=target,
-            checkpoint_interval=settings.checkpoint_interval,
-            retention_hours=settings.vacuum_retention_hours,
-        )
+        due = due_under(settings, storage, snapshot, target_size=target)
         dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
         num_dv = int(pc.sum(pc.is_valid(dv)).as_py() or 0) if dv is not None else 0
     except (DeltaLogError, OSError) as exc:

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.errors import InvalidArgumentError
-from deltalog.maintenance.due import MaintenanceDue
+from deltalog.log.snapshot import Snapshot
+from deltalog.maintenance.due import MaintenanceDue, maintenance_due
 from deltalog.maintenance.health import TableHealth
 from deltalog.protocol.properties import (
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -50,6 +51,7 @@ from deltalog.protocol.properties import (
 )
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size
 from deltalog.storage.filesystem import canonical_uri
+from deltalog.storage.table_ref import TableRef
 
 __all__ = [
     "SECTIONS",
@@ -59,6 +61,7 @@ __all__ = [
     "FleetPolicy",
     "TableSettings",
     "due_rules",
+    "due_under",
     "purge_due",
     "settings_for",
 ]
@@ -353,6 +356,20 @@ def settings_for(uri: str, mapping: Any, configuration: dict[str, str] | None = 
 
 
 # --- why a table is due ---------------------------------------------------------------
+
+
+def due_under(
+    settings: TableSettings, table: TableRef, snapshot: Snapshot, *, target_size: int | str | None = None
+) -> MaintenanceDue:
+    """The due verdict with the settings' target size, checkpoint interval and vacuum retention
+    (``target_size``: a run's explicit target, which wins)."""
+    return maintenance_due(
+        table,
+        snapshot,
+        target_size=settings.target_file_size if target_size is None else target_size,
+        checkpoint_interval=settings.checkpoint_interval,
+        retention_hours=settings.vacuum_retention_hours,
+    )
 
 
 def purge_due(due: MaintenanceDue | None, settings: TableSettings) -> bool:
