@@ -233,17 +233,10 @@ class _Steps:
     def deferred(self, operations: Sequence[str], reason: str) -> None:
         if self.history is None or not operations:
             return
-        assert self.history.context is not None
-        now = utc_now()
-        span = OperationSpan(self.history.context, self.storage.uri, "measure", now, now, self.state, self.state)
-        self.history.record(
-            [
-                row_for_deferred(
-                    replace(span, operation=op.split(":", 1)[0]), reason, policy=self.settings.policy_json()
-                )
-                for op in operations
-            ]
-        )
+        context, now, policy = self.history.context, utc_now(), self.settings.policy_json()
+        assert context is not None
+        spans = [OperationSpan(context, self.storage.uri, op, now, now, self.state, self.state) for op in operations]
+        self.history.record([row_for_deferred(span, reason, policy=policy) for span in spans])
 
 
 def maintain_table(
