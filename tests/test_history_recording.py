@@ -323,3 +323,26 @@ def test_fleet_report_links_each_table_to_its_history(tmp_path, capsys):
     capsys.readouterr()
     text = open(page).read()
     assert 'href="https://airflow.example.com/deltalog/table?uri=file%3A%2F%2F' in text and "a%20b" in text
+
+
+def test_a_compaction_row_counts_the_log_its_own_commit_cleaned(tmp_path):
+    """Delta checkpoints and cleans the log after every delta.checkpointInterval-th commit: the row says so."""
+    from deltalog import compact, create_checkpoint
+
+    path = str(tmp_path / "t")
+    table = make_table(path, configuration={"delta.checkpointInterval": "5"})
+    for i in range(2):
+        append(table, rows(2, start=i * 2), run_hooks=False)
+    create_checkpoint(table, version=2)
+    log_dir = os.path.join(path, "_delta_log")
+    for i, name in enumerate(sorted(os.listdir(log_dir))):  # 40 days old, in commit order
+        old = (now_ms() - 40 * DAY_MS + i * 1000) / 1000
+        os.utime(os.path.join(log_dir, name), (old, old))
+    for i in range(2):
+        append(table, rows(2, start=10 + i * 2), run_hooks=False)  # versions 3, 4
+    recorder = HistoryRecorder(str(tmp_path / "history"))
+    with recorder.operation(table, "compaction") as op:
+        op.result = compact(table)  # version 5: the hooks checkpoint it and clean up versions 0 and 1
+    (row,) = _rows(str(tmp_path / "history"))
+    assert row["version_after"] == 5 and row["log_files_removed"] == 2 and row["bytes_reclaimed"] > 0
+    assert not os.path.exists(os.path.join(log_dir, f"{0:020d}.json"))

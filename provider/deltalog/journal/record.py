@@ -71,6 +71,17 @@ def state_of(health: TableHealth, dv_share: float, table_id: str | None) -> Tabl
     )
 
 
+def _hook_values(hooks: list[dict[str, Any]]) -> dict[str, int]:
+    """What the commits' post-commit log cleanups freed (Delta cleans the log after its automatic checkpoints)."""
+    files = freed = 0
+    for h in hooks:
+        detail = h.get("detail")
+        if h.get("name") == "log_cleanup" and h.get("ok") and isinstance(detail, dict):
+            files += int(detail.get("num_deleted") or 0)
+            freed += int(detail.get("bytes") or 0) if detail.get("num_deleted") else 0
+    return {"log_files_removed": files, "bytes_reclaimed": freed} if files else {}
+
+
 def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("plan_only"):
         raise InvalidArgumentError("a compaction plan changes nothing: it is not recorded in the history")
@@ -103,6 +114,7 @@ def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
         "files_removed": int(d.get("num_files_removed", 0)),
         "bytes_removed": int(d.get("bytes_removed", 0)),
         **({"version_after": max(versions)} if versions else {}),
+        **_hook_values([h for c in d.get("commits") or [] for h in c.get("hooks") or []]),
     }
 
 
@@ -166,6 +178,7 @@ def _commit_values(d: dict[str, Any]) -> dict[str, Any]:
         "files_removed": int(m.get("numRemovedFiles", 0) or 0),
         "bytes_removed": int(m.get("numRemovedBytes", 0) or 0),
         "version_after": d.get("version"),
+        **_hook_values(d.get("hooks") or []),
     }
 
 
