@@ -48,20 +48,20 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import (
-    DAG,
-    Asset,
-    AssetAlias,
+from airflow.sdk import DAG, Asset, AssetAlias, task
+
+from deltalog_provider.callbacks import log_missed_deadline
+from deltalog_provider.version_compat import (
     AssetOrTimeSchedule,
-    AsyncCallback,
     CronTriggerTimetable,
-    DeadlineAlert,
-    DeadlineReference,
-    task,
+    dag_folder_on_sys_path,
+    deadline_kwargs,
 )
 
-from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master
-from deltalog_example.callbacks import log_missed_deadline
+# deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
+dag_folder_on_sys_path(__file__)
+
+from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +77,9 @@ CRON = setting("deltalog_fleet_schedule").strip()
 SCHEDULE: Any = (
     AssetOrTimeSchedule(timetable=CronTriggerTimetable(CRON, timezone="UTC"), assets=TABLE_LIST) if CRON else TABLE_LIST
 )
-DEADLINE = (
-    DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(minutes=DEADLINE_MINUTES),
-        callback=AsyncCallback(log_missed_deadline, kwargs={"table": "the fleet", "minutes": DEADLINE_MINUTES}),
-    )
-    if DEADLINE_MINUTES > 0
-    else None
-)
+#: ``DAG(deadline=...)`` where the Airflow release has Deadline Alerts (3.1+); nothing on 3.0, where
+#: the work still keeps to the deadline Variables (``_deadline`` below).
+DEADLINE = deadline_kwargs(DEADLINE_MINUTES, log_missed_deadline, {"table": "the fleet", "minutes": DEADLINE_MINUTES})
 
 
 def _hook() -> Any:
@@ -123,7 +117,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_TASK_ARGS,
-    deadline=DEADLINE,
+    **DEADLINE,
     tags=["deltalog", "example", "maintenance", "fleet"],
     doc_md=__doc__,
 ) as dag:

@@ -25,13 +25,6 @@ import pytest
 from deltalog import DeltaTable, activity
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
 from deltalog.health import compute_health
-from deltalog_provider._compat import (
-    AirflowException,
-    AirflowFailException,
-    AirflowNotFoundException,
-    Asset,
-    AssetAlias,
-)
 from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
 from deltalog_provider.operators import (
@@ -47,6 +40,13 @@ from deltalog_provider.sensors import DeltaMaintenanceDueSensor, DeltaTableVersi
 from deltalog_provider.triggers import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils import checks
 from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
+from deltalog_provider.version_compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    Asset,
+    AssetAlias,
+)
 from helpers import append, make_table, rows, write_data_file
 
 pytestmark = pytest.mark.airflow

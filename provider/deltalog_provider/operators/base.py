@@ -23,15 +23,19 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowException, Asset, AssetAlias, BaseOperator
 from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.lineage import build_operator_lineage
 from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
+from deltalog_provider.version_compat import AirflowException, Asset, AssetAlias, BaseOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+#: Where the cancel event lives in the operator's ``__dict__`` (see ``DeltaTableOperator._cancel``).
+_CANCEL_EVENT = "_deltalog_cancel_event"
 
 
 def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
@@ -66,6 +70,8 @@ class DeltaTableOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "deltalog_conn_id")
     ui_color = "#c7e9f1"
+    #: Copied by reference when Airflow deep-copies the operator (see ``_cancel``).
+    shallow_copy_attrs: Sequence[str] = (_CANCEL_EVENT,)
 
     #: The name used in logs and in the asset-event extra (``"VACUUM"``, ...).
     operation_name: str = "DELTA"
@@ -94,12 +100,29 @@ class DeltaTableOperator(BaseOperator):
             value = getattr(self, name)
             if not is_templated(value):
                 setattr(self, name, strict_bool(value, name))
-        self._cancel = threading.Event()
         self._table_uri: str | None = None
         self._metrics: dict[str, Any] | None = None
         self._version: int | None = None
         if emit_asset and self.changes_table():
             self._declare_outlet()
+
+    @property
+    def _cancel(self) -> threading.Event:
+        """The cancel event, made on first use (``execute`` or ``on_kill``), never in ``__init__``.
+
+        Airflow deep-copies operators (``airflow dags test``, DAG subsets) and pickles them;
+        an Event holds a lock that can be neither, so an operator that never ran has none,
+        a deep copy shares it (``shallow_copy_attrs``) and a pickle leaves it out.
+        """
+        event = self.__dict__.get(_CANCEL_EVENT)
+        if event is None:
+            event = self.__dict__.setdefault(_CANCEL_EVENT, threading.Event())
+        return event
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop(_CANCEL_EVENT, None)
+        return state
 
     def flag(self, name: str) -> bool | None:
         """A yes/no parameter, or None while it is a template not rendered yet."""

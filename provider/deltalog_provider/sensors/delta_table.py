@@ -13,19 +13,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import (
-    AirflowException,
-    AirflowFailException,
-    BaseSensorOperator,
-    PokeReturnValue,
-    default_deferrable,
-)
 from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils.checks import MaintenanceThresholds, current_version, evaluate_health, find_new_commit
 from deltalog_provider.utils.coerce import optional_int, optional_list, strict_bool
+from deltalog_provider.version_compat import (
+    AirflowException,
+    AirflowFailException,
+    BaseSensorOperator,
+    PokeReturnValue,
+    default_deferrable,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
