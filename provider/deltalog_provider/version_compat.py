@@ -163,6 +163,30 @@ def dag_folder_on_sys_path(dag_file: str) -> None:
         sys.path.append(folder)
 
 
+def task_state_store(context: Any) -> Any | None:
+    """The task's state store (``context["task_state_store"]``, Airflow 3.3+), or None where there is none.
+
+    It keeps values across a sensor's reschedules and retries; where it is missing the
+    callers fall back (one logged line) to what the release has.
+    """
+    store = context.get("task_state_store") if hasattr(context, "get") else None
+    if store is None and not AIRFLOW_V_3_3_PLUS:
+        degraded(
+            "task-state-store",
+            "no task_state_store before Airflow 3.3: a version sensor without after_version takes its "
+            "baseline from the table's history at its first poke (reschedule mode) or keeps it in the "
+            "running task (poke mode); a retry starts from the version current at its first poke",
+        )
+    return store
+
+
+def first_reschedule_date(context: Any) -> Any | None:
+    """When a reschedule-mode sensor first poked (``ti.get_first_reschedule_date``), None on the first poke."""
+    ti = context.get("ti") if hasattr(context, "get") else None
+    getter = getattr(ti, "get_first_reschedule_date", None)
+    return getter(context) if getter is not None else None
+
+
 def deadline_kwargs(
     minutes: int | None, callback: Callable[..., Any], callback_kwargs: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -236,8 +260,10 @@ __all__ = [
     "conf",
     "dag_deadline_alerts",
     "dag_folder_on_sys_path",
+    "first_reschedule_date",
     "deadline_kwargs",
     "default_deferrable",
     "degraded",
     "queued_at_interval",
+    "task_state_store",
 ]

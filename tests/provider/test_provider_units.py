@@ -71,18 +71,32 @@ class FakeTI:
 # --- discovery --------------------------------------------------------------------------
 
 
-def test_providers_manager_discovers_provider_hook_and_connection_type():
-    from airflow.providers_manager import ProvidersManager
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+def _airflow_cli_json(*args: str) -> Any:
+    """``airflow <args> -o json``, the CLI every release has (no Airflow internals)."""
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "airflow"), *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Error when importing" not in proc.stdout, proc.stdout[-2000:]
+    return json.loads(proc.stdout[proc.stdout.index("[") :])
 
-    pm = ProvidersManager()
-    info = pm.providers["airflow-provider-deltalog"]
-    assert info.data["package-name"] == "airflow-provider-deltalog"
-    hook = ProvidersManagerTaskRuntime().hooks["deltalog"]
-    assert hook.hook_class_name == "deltalog_provider.hooks.delta_table.DeltaTableHook"
-    assert hook.connection_id_attribute_name == "deltalog_conn_id" and hook.connection_testable
-    assert pm.field_behaviours["deltalog"]["relabeling"]["host"] == "Table root (URI or path)"
-    assert any(t.trigger_class_name.startswith("deltalog_provider.triggers") for t in pm.trigger)
+
+def test_airflow_discovers_provider_hook_connection_type_and_triggers():
+    """``airflow providers hooks`` imports every hook: ours must be listed with its class, not an error."""
+    hooks = {h["connection_type"]: h for h in _airflow_cli_json("providers", "hooks")}
+    ours = hooks["deltalog"]
+    assert ours["class"] == "deltalog_provider.hooks.delta_table.DeltaTableHook"
+    assert ours["conn_id_attribute_name"] == "deltalog_conn_id"
+    assert ours["package_name"] == "airflow-provider-deltalog"
+    # The connection form's field behaviours are registered for the deltalog connection type.
+    assert any("deltalog" in json.dumps(b) for b in _airflow_cli_json("providers", "behaviours"))
+    triggers = [
+        t for t in _airflow_cli_json("providers", "triggers") if t["package_name"] == "airflow-provider-deltalog"
+    ]
+    assert triggers and all("deltalog_provider.triggers" in json.dumps(t) for t in triggers)
 
 
 def test_cli_lists_the_provider():
@@ -285,11 +299,12 @@ def test_health_thresholds(tmp_path):
 
 
 def _roundtrip(trigger: Any) -> Any:
-    from airflow.sdk._shared.module_loading import import_string
+    import importlib
 
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # stored as JSON by the scheduler
-    clone = import_string(classpath)(**kwargs)
+    module, _, name = classpath.rpartition(".")
+    clone = getattr(importlib.import_module(module), name)(**kwargs)
     assert clone.serialize() == (classpath, kwargs)
     return clone
 
@@ -413,7 +428,7 @@ def test_maintenance_trigger_fires_when_due(tmp_path):
 
 
 def test_deferrable_sensors_defer_with_their_trigger(tmp_path):
-    from airflow.sdk.exceptions import TaskDeferred
+    from deltalog_provider.version_compat import TaskDeferred
 
     table = make_table(str(tmp_path / "t"))
     sensor = DeltaTableVersionSensor(task_id="s", table=str(tmp_path / "t"), deferrable=True, timeout=30)
@@ -440,7 +455,7 @@ def test_deferrable_sensors_defer_with_their_trigger(tmp_path):
 
 
 def test_sensor_deferrable_default_comes_from_config(monkeypatch, tmp_path):
-    from airflow.sdk.configuration import conf
+    from deltalog_provider.version_compat import conf
 
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
     assert conf.getboolean("operators", "default_deferrable") is True
@@ -770,26 +785,27 @@ def test_aws_conn_id_without_the_amazon_provider_is_one_clear_error(monkeypatch)
         DeltaTableHook(deltalog_conn_id="deltalog_aws3").get_table("events")
 
 
-def test_provider_info_serves_the_rest_providers_list():
-    """Issue 15 fault 10: without ``documentation-url`` the UI's and REST API's provider list fails."""
-    from airflow.api_fastapi.core_api.services.public.providers import _provider_mapper
-    from airflow.providers_manager import ProvidersManager
+def test_provider_documentation_url_is_the_distributions():
+    """Issue 15 fault 10: the UI's and REST API's provider list needs a ``documentation-url``.
 
-    info = ProvidersManager().providers["airflow-provider-deltalog"]
-    response = _provider_mapper(info)
-    from deltalog_provider.get_provider_info import DOCUMENTATION_URL
+    Airflow 3.3 reads it from the distribution's Project-URL "Documentation", older releases from
+    get_provider_info(): both must name the same page (schema validity: test_provider_info_schema).
+    """
+    import importlib.metadata
 
-    # Airflow 3.3 reads it from the distribution's Project-URL "Documentation" (pyproject [project.urls]).
-    assert response.documentation_url == DOCUMENTATION_URL
-    assert response.package_name == "airflow-provider-deltalog"
-    fields = ProvidersManager().hooks["deltalog"]
-    assert (
-        fields is not None
-        and "aws_conn_id"
-        in __import__("deltalog_provider.get_provider_info", fromlist=["x"]).get_provider_info()["connection-types"][0][
-            "conn-fields"
-        ]
+    from deltalog_provider.get_provider_info import DOCUMENTATION_URL, get_provider_info
+
+    urls = dict(
+        (label.strip(), url.strip())
+        for label, _, url in (
+            entry.partition(",")
+            for entry in importlib.metadata.metadata("airflow-provider-deltalog").get_all("Project-URL") or []
+        )
     )
+    assert urls["Documentation"] == DOCUMENTATION_URL == get_provider_info()["documentation-url"]
+    assert urls["Changelog"].endswith("/CHANGELOG.md") and urls["Source"]
+    listed = _airflow_cli_json("providers", "get", "airflow-provider-deltalog")
+    assert listed and listed[0]["Version"] == __import__("deltalog").__version__
 
 
 def test_kill_during_vacuum_deletes_stops_between_files(tmp_path, monkeypatch):
