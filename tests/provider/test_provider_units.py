@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from airflow_helpers import airflow_cli_json
 
 from deltalog import DeltaTable, activity
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
@@ -71,43 +71,23 @@ class FakeTI:
 # --- discovery --------------------------------------------------------------------------
 
 
-def _airflow_cli_json(*args: str) -> Any:
-    """``airflow <args> -o json``, the CLI every release has (no Airflow internals)."""
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "airflow"), *args, "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Error when importing" not in proc.stdout, proc.stdout[-2000:]
-    return json.loads(proc.stdout[proc.stdout.index("[") :])
-
-
 def test_airflow_discovers_provider_hook_connection_type_and_triggers():
     """``airflow providers hooks`` imports every hook: ours must be listed with its class, not an error."""
-    hooks = {h["connection_type"]: h for h in _airflow_cli_json("providers", "hooks")}
-    ours = hooks["deltalog"]
+    hooks = {h["connection_type"]: h for h in airflow_cli_json("providers", "hooks")}
+    ours = hooks["deltalog"]  # an import error would show as "Error when importing hook!" in its fields
     assert ours["class"] == "deltalog_provider.hooks.delta_table.DeltaTableHook"
     assert ours["conn_id_attribute_name"] == "deltalog_conn_id"
     assert ours["package_name"] == "airflow-provider-deltalog"
     # The connection form's field behaviours are registered for the deltalog connection type.
-    assert any("deltalog" in json.dumps(b) for b in _airflow_cli_json("providers", "behaviours"))
+    assert any("deltalog" in json.dumps(b) for b in airflow_cli_json("providers", "behaviours"))
     triggers = [
-        t for t in _airflow_cli_json("providers", "triggers") if t["package_name"] == "airflow-provider-deltalog"
+        t for t in airflow_cli_json("providers", "triggers") if t["package_name"] == "airflow-provider-deltalog"
     ]
     assert triggers and all("deltalog_provider.triggers" in json.dumps(t) for t in triggers)
 
 
 def test_cli_lists_the_provider():
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "airflow"), "providers", "list", "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    listed = {p["package_name"]: p for p in json.loads(proc.stdout)}
+    listed = {p["package_name"]: p for p in airflow_cli_json("providers", "list")}
     assert listed["airflow-provider-deltalog"]["version"] == __import__("deltalog").__version__
 
 
@@ -804,7 +784,7 @@ def test_provider_documentation_url_is_the_distributions():
     )
     assert urls["Documentation"] == DOCUMENTATION_URL == get_provider_info()["documentation-url"]
     assert urls["Changelog"].endswith("/CHANGELOG.md") and urls["Source"]
-    listed = _airflow_cli_json("providers", "get", "airflow-provider-deltalog")
+    listed = airflow_cli_json("providers", "get", "airflow-provider-deltalog")
     assert listed and listed[0]["Version"] == __import__("deltalog").__version__
 
 
