@@ -139,7 +139,9 @@ print(json.dumps(out))
     assert info["no_timeout"] == []
     assert set(info["max_active_runs"].values()) == {1}
     assert info["rewrite_pools"] and set(info["rewrite_pools"].values()) == {info["pool"]}
-    assert info["deadline"] == [["DagRunQueuedAtDeadline", 45 * 60.0, "deltalog_provider.callbacks.log_missed_deadline"]]
+    assert info["deadline"] == [
+        ["DagRunQueuedAtDeadline", 45 * 60.0, "deltalog_provider.callbacks.log_missed_deadline"]
+    ]
     # The on-change DAG listens to exactly the asset the ingest commit emits.
     assert info["commit_outlets"] == ["file:///data/events"]
     assert info["on_change_schedule"] == ["file:///data/events"]
