@@ -2,11 +2,13 @@
 
 ``build_dists`` builds the sdist and, from it, the wheel (``python -m build``), so a file
 missing from the sdist breaks the wheel the matrix installs. ``ensure_venv`` makes the
-venv of a release the way a user installs us: the wheel with its ``airflow`` and
-``amazon`` extras next to ``apache-airflow==<release>``, pip resolving the rest freely
-but for the release's pins (and, in one venv, our oldest pyarrow and numpy); then
+venv of a release the way the README tells a user to add us to an existing Airflow:
+first that Airflow (``apache-airflow==<release>`` with the release's pins, the part of its
+constraints file a free resolution gets wrong, and in one venv our oldest pyarrow and
+numpy), then our wheel with its ``airflow`` and ``amazon`` extras next to
+``apache-airflow==<release>``, pip keeping what is installed unless we need it newer;
 ``pip check``; then the test tools at the lock's versions, constrained to leave every
-package of that set as it is. A venv is cached under ``~/.cache/deltalog/airflow-venvs``
+package of the user's set as it is. A venv is cached under ``~/.cache/deltalog/airflow-venvs``
 (``DELTALOG_CACHE`` moves it), keyed by the release's entry, the interpreter's version,
 the wheel's dependency metadata and the test tools; our own code is not in the key: each
 run reinstalls the fresh wheel (``--no-deps``) into the cached venv, which is what keeps
@@ -257,13 +259,9 @@ def ensure_venv(release: Release, dists: Dists) -> Venv:
         run([python, "-m", "venv", path], timeout=300)
         venv = Venv(path, 0.0)
         venv.pip("install", "-q", "pip>=24")
-        user_set = [
-            f"{dists.wheel}[{EXTRAS}]",
-            f"apache-airflow=={release.airflow}",
-            *(p.requirement for p in release.pins),
-            *release.oldest,
-        ]
-        venv.pip("install", "-q", *user_set)
+        airflow = f"apache-airflow=={release.airflow}"
+        venv.pip("install", "-q", airflow, *(p.requirement for p in release.pins), *release.oldest)
+        venv.pip("install", "-q", f"{dists.wheel}[{EXTRAS}]", airflow)
         venv.pip("check")
         frozen = [
             line
