@@ -21,9 +21,10 @@ pytestmark = pytest.mark.airflow
 #: Keys Airflow reads that its runtime schema does not list (the schema allows extra keys):
 #: ``documentation-url`` feeds the UI's and REST API's provider list, ``versions`` the provider's version.
 READ_OUTSIDE_THE_SCHEMA = {"documentation-url", "versions"}
-#: Connection-type keys the ProvidersManager of Airflow 3.2+ reads (the official providers' own
-#: get_provider_info() carries them too); older releases ask DeltaTableHook.get_ui_field_behaviour.
-CONNECTION_KEYS_OUTSIDE_THE_SCHEMA = {"conn-fields", "ui-field-behaviour"}
+#: Connection-type keys that later releases read (``hook-name`` is in the schema from 3.2; the
+#: ProvidersManager of 3.2+ reads ``conn-fields`` and ``ui-field-behaviour``, which the official
+#: providers carry too); older releases ask DeltaTableHook.get_ui_field_behaviour instead.
+CONNECTION_KEYS_OUTSIDE_THE_SCHEMA = {"conn-fields", "ui-field-behaviour", "hook-name"}
 
 
 def _schema() -> dict:
