@@ -897,3 +897,53 @@ def test_operators_log_the_core_results_own_summary_line(tmp_path, capfd):
     metrics = DeltaCompactOperator(task_id="c2", table=table.uri).execute({})
     out = capfd.readouterr().out
     assert "-> 1 files" in out and f"in versions {metrics['versions']}" in out
+
+
+# --- copies, pickles, serialization (Airflow 3.0's `dags test` deep-copies the DAG) ----------------
+
+
+def test_operators_sensors_and_triggers_deep_copy_and_pickle(tmp_path):
+    """Nothing a task holds before it runs is a lock, a thread or a pyarrow buffer."""
+    import copy
+    import datetime as dt
+    import pickle
+
+    from airflow.sdk import DAG
+
+    from deltalog_provider.operators import DeltaCreateTableOperator
+
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))])
+    with DAG("copyable", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+        tasks = [
+            DeltaCreateTableOperator(task_id="create", table=path, schema=schema, if_exists="ignore"),
+            DeltaCompactOperator(task_id="compact", table=path, deadline_margin=dt.timedelta(minutes=5)),
+            DeltaVacuumOperator(task_id="vacuum", table=path, dry_run=True),
+            DeltaHealthBranchOperator(task_id="branch", table=path, follow_task_ids_if_due="compact"),
+            DeltaTableVersionSensor(task_id="version", table=path, deferrable=True),
+            DeltaMaintenanceDueSensor(task_id="due", table=path, max_small_file_share=0.5, mode="reschedule"),
+        ]
+    assert set(copy.deepcopy(dag).task_dict) == {t.task_id for t in tasks}
+    for task in tasks:
+        clone = pickle.loads(pickle.dumps(task))
+        assert clone.task_id == task.task_id and clone.table == path
+    # The schema is kept as Delta schema JSON (text a serialized DAG can hold), and creates the same table.
+    create = tasks[0]
+    assert isinstance(create.schema, str) and json.loads(create.schema)["type"] == "struct"
+    create.execute({})
+    assert DeltaTable(path).snapshot().metadata.schema == schema
+
+    # A deep copy is the same task: it shares the cancel event; a pickle starts with a fresh one.
+    compact = tasks[1]
+    compact.on_kill()
+    assert copy.deepcopy(compact)._cancel is compact._cancel and compact._cancel.is_set()
+    assert not pickle.loads(pickle.dumps(compact))._cancel.is_set()
+
+    for trigger in (
+        DeltaTableVersionTrigger(table_uri=path, after_version=0, poke_interval=1),
+        DeltaMaintenanceDueTrigger(
+            table_uri=path, thresholds=MaintenanceThresholds(max_commits_since_checkpoint=1).to_dict()
+        ),
+    ):
+        assert pickle.loads(pickle.dumps(trigger)).serialize() == trigger.serialize()
+        assert copy.deepcopy(trigger).serialize() == trigger.serialize()

@@ -34,8 +34,22 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-#: Where the cancel event lives in the operator's ``__dict__`` (see ``DeltaTableOperator._cancel``).
-_CANCEL_EVENT = "_deltalog_cancel_event"
+class CancelEvent(threading.Event):
+    """The operator's cancel flag: a ``threading.Event`` that Airflow can copy and pickle.
+
+    Airflow deep-copies operators (``airflow dags test`` on 3.0, DAG subsets) and pickles
+    them; a plain Event holds a lock that can be neither. A copy is the same event (the
+    copied task is the same task: a kill of either stops the work), a pickle a new unset one.
+    """
+
+    def __copy__(self) -> CancelEvent:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CancelEvent:
+        return self
+
+    def __reduce__(self) -> tuple[type[CancelEvent], tuple[()]]:
+        return (CancelEvent, ())
 
 
 def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
@@ -70,8 +84,6 @@ class DeltaTableOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "deltalog_conn_id")
     ui_color = "#c7e9f1"
-    #: Copied by reference when Airflow deep-copies the operator (see ``_cancel``).
-    shallow_copy_attrs: Sequence[str] = (_CANCEL_EVENT,)
 
     #: The name used in logs and in the asset-event extra (``"VACUUM"``, ...).
     operation_name: str = "DELTA"
@@ -100,29 +112,12 @@ class DeltaTableOperator(BaseOperator):
             value = getattr(self, name)
             if not is_templated(value):
                 setattr(self, name, strict_bool(value, name))
+        self._cancel = CancelEvent()
         self._table_uri: str | None = None
         self._metrics: dict[str, Any] | None = None
         self._version: int | None = None
         if emit_asset and self.changes_table():
             self._declare_outlet()
-
-    @property
-    def _cancel(self) -> threading.Event:
-        """The cancel event, made on first use (``execute`` or ``on_kill``), never in ``__init__``.
-
-        Airflow deep-copies operators (``airflow dags test``, DAG subsets) and pickles them;
-        an Event holds a lock that can be neither, so an operator that never ran has none,
-        a deep copy shares it (``shallow_copy_attrs``) and a pickle leaves it out.
-        """
-        event = self.__dict__.get(_CANCEL_EVENT)
-        if event is None:
-            event = self.__dict__.setdefault(_CANCEL_EVENT, threading.Event())
-        return event
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(super().__getstate__())
-        state.pop(_CANCEL_EVENT, None)
-        return state
 
     def flag(self, name: str) -> bool | None:
         """A yes/no parameter, or None while it is a template not rendered yet."""
