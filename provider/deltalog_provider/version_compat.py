@@ -19,6 +19,8 @@ Airflow's private modules. The releases differ in:
   ``dag_deadline_alerts`` says so, each with one logged line; the compaction's time
   budget then falls back to the task's ``execution_timeout``
   (``DeltaCompactOperator.work_deadline``);
+* the task state store (a sensor's memory across reschedules): 3.3 only
+  (``task_state_store``, ``first_reschedule_date``);
 * the DAGs folder on ``sys.path``: 3.0's CLI does not put it there
   (``dag_folder_on_sys_path``).
 
