@@ -135,9 +135,8 @@ with DAG(
             events = events.after(previous.isoformat())
         events = list(events)
         if events:
-            from airflow.sdk.exceptions import AirflowFailException
-
             from deltalog_example.fleet_tables import TableListError
+            from deltalog_provider.version_compat import AirflowFailException
 
             try:
                 tables = tables_from_events(
@@ -194,9 +193,9 @@ with DAG(
     def maintain(entry: dict[str, Any], **context: Any) -> dict[str, Any]:
         """The table's due steps under its lease; fails only this mapped task when the table is broken."""
         from airflow.sdk import Asset
-        from airflow.sdk.exceptions import AirflowFailException
 
         from deltalog.fleet.maintain import maintain_table, settings_for
+        from deltalog_provider.version_compat import AirflowFailException
 
         ti = context["ti"]
         mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")

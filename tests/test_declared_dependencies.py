@@ -110,6 +110,43 @@ def test_the_core_imports_no_airflow():
         assert not {m for m in _imports(path) if m.split(".")[0] == "airflow"}, path
 
 
+#: ``airflow.sdk`` as the oldest supported release (3.0) exports it: product code outside the
+#: version-compat seam imports only these names from it; newer ones go through the seam.
+SDK_OF_THE_OLDEST_RELEASE = {
+    "Asset", "AssetAlias", "AssetAll", "AssetAny", "AssetWatcher", "BaseNotifier", "BaseOperator",
+    "BaseOperatorLink", "BaseSensorOperator", "Connection", "Context", "DAG", "EdgeModifier", "Label",
+    "Metadata", "ObjectStoragePath", "Param", "PokeReturnValue", "TaskGroup", "Variable", "XComArg",
+    "asset", "chain", "chain_linear", "cross_downstream", "dag", "get_current_context",
+    "get_parsing_context", "literal", "setup", "task", "task_group", "teardown",
+}  # fmt: skip
+
+
+def test_product_code_reaches_airflow_through_the_sdk_of_every_release_or_the_seam():
+    """Outside ``version_compat``: ``airflow.sdk`` names 3.0 has, and providers' modules; nothing else."""
+    seam = REPO / "provider" / "deltalog_provider" / "version_compat.py"
+    product = [*(REPO / "provider" / "deltalog_provider").rglob("*.py"), *(REPO / "dags").rglob("*.py")]
+    bad: dict[str, list[str]] = {}
+    for path in product:
+        if path == seam:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("airflow"):
+                module = node.module or ""
+                names = {a.name for a in node.names}
+                ok = module.startswith("airflow.providers.") or (
+                    module == "airflow.sdk" and names <= SDK_OF_THE_OLDEST_RELEASE
+                )
+                if not ok:
+                    bad.setdefault(str(path.relative_to(REPO)), []).append(
+                        f"from {module} import {', '.join(sorted(names))}"
+                    )
+            elif isinstance(node, ast.Import):
+                bad_names = [a.name for a in node.names if a.name.startswith("airflow")]
+                if bad_names:
+                    bad.setdefault(str(path.relative_to(REPO)), []).extend(bad_names)
+    assert not bad, bad
+
+
 @pytest.mark.parametrize("internal", ["._shared", "_runtime", ".models.", ".utils.session", ".api_fastapi"])
 def test_product_code_imports_no_airflow_internals(internal: str):
     """The provider and the example DAGs reach Airflow through ``airflow.sdk``, the public provider
