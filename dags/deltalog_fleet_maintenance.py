@@ -195,7 +195,7 @@ with DAG(
         from airflow.sdk import Asset
 
         from deltalog.fleet.maintain import maintain_table, settings_for
-        from deltalog_provider.version_compat import AirflowFailException
+        from deltalog_provider.version_compat import AirflowFailException, alias_event_extra
 
         ti = context["ti"]
         mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
@@ -217,12 +217,14 @@ with DAG(
         if outcome.changed:
             context["outlet_events"][FLEET_ALIAS].add(
                 Asset(uri=entry["uri"] if "://" in entry["uri"] else "file://" + entry["uri"]),
-                extra={
-                    "table": entry["uri"],
-                    "version": outcome.version_after,
-                    "operation": "FLEET MAINTENANCE",
-                    "ran": outcome.ran,
-                },
+                extra=alias_event_extra(
+                    {
+                        "table": entry["uri"],
+                        "version": outcome.version_after,
+                        "operation": "FLEET MAINTENANCE",
+                        "ran": outcome.ran,
+                    }
+                ),
             )
         if outcome.status in ("failed", "refused"):
             raise AirflowFailException(f"{entry['uri']}: {outcome.status}: {outcome.error}")

@@ -19,6 +19,8 @@ Airflow's private modules. The releases differ in:
   ``dag_deadline_alerts`` says so, each with one logged line; the compaction's time
   budget then falls back to the task's ``execution_timeout``
   (``DeltaCompactOperator.work_deadline``);
+* asset events added through an alias: 3.0 cannot store nested values in their extra
+  (``alias_event_extra``);
 * the task state store (a sensor's memory across reschedules): 3.3 only
   (``task_state_store``, ``first_reschedule_date``);
 * the DAGs folder on ``sys.path``: 3.0's CLI does not put it there
@@ -30,6 +32,7 @@ repository root (the lock's release plus the newest patch of every other 3.x min
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -165,6 +168,24 @@ def dag_folder_on_sys_path(dag_file: str) -> None:
         sys.path.append(folder)
 
 
+def alias_event_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """The extra of an asset event added through an ``AssetAlias``, as this Airflow can store it.
+
+    Airflow 3.0 groups such events by ``frozenset(extra.items())``, so a list or dict value
+    fails the task's final state update (3.1 keys them by JSON instead); on 3.0 nested values
+    are stored as JSON text (one logged line). Events on a directly declared Asset keep theirs.
+    """
+    nested = [key for key, value in extra.items() if isinstance(value, dict | list)]
+    if AIRFLOW_V_3_1_PLUS or not nested:
+        return extra
+    degraded(
+        "alias-event-extra",
+        "asset events added through an alias cannot hold nested values before Airflow 3.1: "
+        f"{', '.join(sorted(nested))} stored as JSON text",
+    )
+    return {key: json.dumps(value, sort_keys=True) if key in nested else value for key, value in extra.items()}
+
+
 def task_state_store(context: Any) -> Any | None:
     """The task's state store (``context["task_state_store"]``, Airflow 3.3+), or None where there is none.
 
@@ -259,6 +280,7 @@ __all__ = [
     "TaskDeferred",
     "TriggerEvent",
     "aget_connection",
+    "alias_event_extra",
     "conf",
     "dag_deadline_alerts",
     "dag_folder_on_sys_path",

@@ -28,7 +28,7 @@ from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_loca
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.lineage import build_operator_lineage
 from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
-from deltalog_provider.version_compat import AirflowException, Asset, AssetAlias, BaseOperator
+from deltalog_provider.version_compat import AirflowException, Asset, AssetAlias, BaseOperator, alias_event_extra
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -184,7 +184,7 @@ class DeltaTableOperator(BaseOperator):
                 return
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
-                events[outlet].add(Asset(uri=uri), extra=extra)
+                events[outlet].add(Asset(uri=uri), extra=alias_event_extra(extra))
                 return
         self.log.debug("no outlet matches table asset %s; no event extra recorded", uri)
 
