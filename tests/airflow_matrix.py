@@ -124,16 +124,25 @@ def _canonical(name: str) -> str:
 
 
 def find_python(minor: str) -> str:
-    """An interpreter of Python ``minor`` (``3.12``): on PATH, else the newest pyenv build of it."""
-    found = shutil.which(f"python{minor}")
-    if found:
-        return found
+    """An interpreter of Python ``minor`` (``3.12``): the newest pyenv build of it, else one on PATH.
+
+    Each candidate is run once: a pyenv shim on PATH exists for every installed version but
+    fails for one that is not selected.
+    """
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     builds = sorted(glob.glob(os.path.join(root, "versions", f"{minor}.*", "bin", f"python{minor}")), key=version_tuple)
-    if builds:
-        return builds[-1]
+    on_path = shutil.which(f"python{minor}")
+    for candidate in [*reversed(builds), *([on_path] if on_path else [])]:
+        probe = subprocess.run(
+            [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == minor:
+            return candidate
     raise RuntimeError(
-        f"no Python {minor} on this machine (python{minor} on PATH or a pyenv build): airflow-releases.toml "
+        f"no Python {minor} on this machine (a pyenv build or python{minor} on PATH): airflow-releases.toml "
         f"runs a release on it, and pyproject.toml declares it"
     )
 
