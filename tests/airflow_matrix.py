@@ -31,7 +31,7 @@ import sys
 import time
 import tomllib
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,8 +147,10 @@ def find_python(minor: str) -> str:
     )
 
 
-def clean_env(venv: Path | None = None, **extra: str) -> dict[str, str]:
+def clean_env(venv: Path | Venv | None = None, **extra: str) -> dict[str, str]:
     """The environment of a matrix command: nothing of this session's Airflow, venv or PYTHONPATH."""
+    if isinstance(venv, Venv):
+        venv = venv.path
     env = {
         k: v
         for k, v in os.environ.items()
@@ -163,7 +165,13 @@ def clean_env(venv: Path | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 1800, cwd: Path | None = None) -> str:
+def run(
+    cmd: Sequence[str | os.PathLike[str]],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 1800,
+    cwd: Path | None = None,
+) -> str:
     """Run a command; its output, or an AssertionError with the output's tail."""
     proc = subprocess.run(
         [str(c) for c in cmd],

@@ -261,8 +261,8 @@ class Airflow:
         self.venv, self.home = venv, home
         self.env = clean_env(venv, AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False", **env)
 
-    def __call__(self, *args: str, timeout: float = 900, **env: str) -> str:
-        return run([self.venv.bin / "airflow", *args], env={**self.env, **env}, timeout=timeout)
+    def __call__(self, *args: str, **env: str) -> str:
+        return run([self.venv.bin / "airflow", *args], env={**self.env, **env}, timeout=900)
 
     def json(self, *args: str, **env: str) -> Any:
         return json_from(self(*args, "-o", "json", **env))
@@ -274,7 +274,7 @@ class Airflow:
         states = self.json("tasks", "states-for-dag-run", dag_id, runs[0]["run_id"])
         return runs[0]["state"], {s["task_id"]: s["state"] for s in states}
 
-    def dags_test_streaming(self, dag_id: str, on_line: Any, timeout: float = 900, **env: str) -> str:
+    def dags_test_streaming(self, dag_id: str, on_line: Any, **env: str) -> str:
         """``airflow dags test`` with its output read as it comes (``on_line`` sees every line)."""
         proc = subprocess.Popen(
             [str(self.venv.bin / "airflow"), "dags", "test", dag_id],
@@ -284,7 +284,7 @@ class Airflow:
             text=True,
         )
         lines: list[str] = []
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + 900
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
