@@ -155,7 +155,7 @@ with DAG(
         log.info("discovered %d tables under %s", len(found.tables), found.root)
         return [t.uri for t in found.tables]
 
-    @task(execution_timeout=timedelta(minutes=30))
+    @task(execution_timeout=timedelta(minutes=30), multiple_outputs=False)
     def measure(tables: list[str], **context: Any) -> dict[str, Any]:
         """Health and due verdict of every table; the due ones ordered by gain per second."""
         from deltalog.fleet.health import fleet_health
@@ -189,6 +189,7 @@ with DAG(
         retries=0,
         execution_timeout=timedelta(hours=2),
         map_index_template="{{ task.op_kwargs['entry']['uri'].rstrip('/').rsplit('/', 1)[-1] }}",
+        multiple_outputs=False,
     )
     def maintain(entry: dict[str, Any], **context: Any) -> dict[str, Any]:
         """The table's due steps under its lease; fails only this mapped task when the table is broken."""
@@ -232,7 +233,7 @@ with DAG(
 
     # No retry: it reads what the run produced; when find_tables or measure failed there is nothing
     # to read (its input cannot resolve) and a retry would only hold the failed run open.
-    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=10))
+    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=10), multiple_outputs=False)
     def summary(measured: dict[str, Any], **context: Any) -> dict[str, Any]:
         """Table of tables in the log, as the return value and as an HTML report next to the demo output."""
         from deltalog.fleet.maintain import TableOutcome, measured_throughput
@@ -276,6 +277,8 @@ with DAG(
         doc["report"] = path
         return doc
 
+    # multiple_outputs=False on the tasks returning a dict: the whole dict is their XCom; Airflow
+    # would otherwise also push each key, and 3.0 refuses a key whose value is None.
     measured = measure(find_tables())
     done = maintain.expand(entry=due_tables(measured))
     done >> summary(measured)

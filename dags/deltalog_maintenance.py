@@ -186,7 +186,7 @@ with DAG(
     log_cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", execution_timeout=timedelta(minutes=15), **common)
     manifest = DeltaManifestOperator(task_id="manifest", execution_timeout=timedelta(minutes=15), **common)
 
-    @task(trigger_rule="none_failed", execution_timeout=timedelta(minutes=5))
+    @task(trigger_rule="none_failed", execution_timeout=timedelta(minutes=5), multiple_outputs=False)
     def summary(table: str, conn_id: str, report: dict[str, Any] | None = None) -> dict[str, Any]:
         """Measure the table again and log a before/after table plus what each operation did."""
         from deltalog_example.report import operations_since, table_report

@@ -87,7 +87,7 @@ with DAG(
         task_id="checkpoint", emit_asset=False, execution_timeout=timedelta(minutes=15), **common
     )
 
-    @task(execution_timeout=timedelta(minutes=5))
+    @task(execution_timeout=timedelta(minutes=5), multiple_outputs=False)
     def report(table: str, conn_id: str, health: dict[str, Any]) -> dict[str, Any]:
         """Log the table's state after the run next to the health that triggered it."""
         from deltalog_example.report import table_report
