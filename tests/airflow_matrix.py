@@ -123,6 +123,11 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def dist_name(requirement: str) -> str:
+    """The canonical distribution name a requirement string names (``moto[server]>=5`` -> ``moto``)."""
+    return _canonical(re.match(r"[A-Za-z0-9_.-]+", requirement).group(0))  # type: ignore[union-attr]
+
+
 def find_python(minor: str) -> str:
     """An interpreter of Python ``minor`` (``3.12``): the newest pyenv build of it, else one on PATH.
 
@@ -237,11 +242,8 @@ def _locked(path: Path) -> Iterator[None]:
     """One builder of a venv at a time (two sessions on one machine share the cache)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed
+        yield
 
 
 @dataclass(frozen=True)

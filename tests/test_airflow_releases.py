@@ -12,9 +12,8 @@ matrix, the wheel built from the sdist is installed into a venv with that Airflo
   we did not ship (the README's operators and a deferrable sensor on a table of many
   small files), every task state asserted and the rows read back with deltalake.
 
-Static checks, cheap and run first: pyproject.toml, the README and this matrix name the
-same Airflow releases and Python versions, the pins are explained, the oldest pyarrow
-and numpy are pyproject's floors, and the built dists carry what a provider package must.
+The built dists are checked for what a provider package must carry; that pyproject.toml, the
+README and the matrix name the same releases is ``tests/test_support_matrix.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import sys
 import tarfile
 import threading
 import time
-import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,19 +34,18 @@ from typing import Any
 import pytest
 
 from airflow_matrix import (
-    MATRIX_FILE,
     REPO,
     Dists,
     Release,
     Venv,
     build_dists,
     clean_env,
+    dist_name,
     ensure_venv,
     install_wheel,
     json_from,
     load_matrix,
     run,
-    version_tuple,
 )
 
 sys.path.insert(0, str(REPO / "dags"))  # deltalog_example (the example DAGs' seeding), as test_example_dags does
@@ -57,87 +54,13 @@ from deltalog_example.seed import seed_history  # noqa: E402
 from helpers import append, make_table, rows  # noqa: E402
 
 MATRIX = load_matrix()
-PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.releases, pytest.mark.timeout(2400)]
 EXAMPLE_DAGS = {
     "deltalog_ingest",
     "deltalog_maintenance",
     "deltalog_maintenance_on_change",
     "deltalog_fleet_maintenance",
 }
-
-
-# --- what is declared ------------------------------------------------------------------------
-
-
-def _dist_name(requirement: str) -> str:
-    return re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()  # type: ignore[union-attr]
-
-
-def _requirement(name: str, group: list[str]) -> str:
-    return next(r for r in group if re.match(rf"{re.escape(name)}\s*[<>=!~\[]", r))
-
-
-def _bounds(spec: str) -> tuple[str, str]:
-    lower = re.search(r">=\s*([\d.]+)", spec)
-    upper = re.search(r"<\s*([\d.]+)", spec)
-    assert lower and upper, f"{spec}: a lower and an upper bound"
-    return lower.group(1), upper.group(1)
-
-
-def test_pyproject_declares_exactly_the_matrix_releases_and_pythons():
-    low, high = _bounds(_requirement("apache-airflow", PYPROJECT["project"]["optional-dependencies"]["airflow"]))
-    minors = {".".join(v.split(".")[:2]) for v in MATRIX.airflows}
-    lo, hi = version_tuple(low), version_tuple(high)
-    declared = {f"3.{m}" for m in range(lo[1], hi[1])} if lo[0] == hi[0] == 3 else set()
-    assert declared == minors, f"apache-airflow{low}..{high} declares {declared}, the matrix runs {minors}"
-    assert len(minors) == len(MATRIX.airflows), "one release per minor"
-
-    lock = (REPO / "requirements.lock").read_text()
-    assert f"apache-airflow=={MATRIX.lock_airflow}\n" in lock, "[lock] names the lock's Airflow"
-
-    classifiers = PYPROJECT["project"]["classifiers"]
-    pythons = {
-        c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
-    }
-    assert pythons == MATRIX.pythons, f"classifiers {pythons}, CI runs {MATRIX.pythons}"
-    low, high = _bounds(PYPROJECT["project"]["requires-python"])
-    ordered = sorted(pythons, key=version_tuple)
-    assert version_tuple(low) == version_tuple(ordered[0]), "requires-python starts at the oldest Python CI runs"
-    assert version_tuple(high)[:2] == (3, version_tuple(ordered[-1])[1] + 1), "and stops after the newest"
-    assert {"Framework :: Apache Airflow", "Framework :: Apache Airflow :: Provider"} <= set(classifiers)
-
-
-def test_readme_support_matrix_names_the_same_releases():
-    readme = (REPO / "README.md").read_text()
-    assert MATRIX_FILE.name in readme, "the README points at the matrix file"
-    section = readme[readme.index("### Support matrix") :]
-    section = section[: section.index("\n## ")]
-    rows = [line for line in section.splitlines() if re.match(r"\|\s*3\.\d+\.\d+", line)]
-    named = {re.match(r"\|\s*([\d.]+)", row).group(1): row for row in rows}  # type: ignore[union-attr]
-    assert set(named) == set(MATRIX.airflows), f"README names {sorted(named)}, the matrix {MATRIX.airflows}"
-    assert f"Python {MATRIX.lock_python}" in named[MATRIX.lock_airflow]
-    for release in MATRIX.releases:
-        assert f"Python {release.python}" in named[release.airflow], named[release.airflow]
-        for pin in release.pins:
-            assert pin.requirement in named[release.airflow], f"README row of {release.airflow} lacks {pin.requirement}"
-    oldest = next(r for r in MATRIX.releases if r.oldest)
-    for requirement in oldest.oldest:
-        assert requirement.replace("==", " ") in named[oldest.airflow]
-
-
-def test_every_pin_is_explained_and_the_oldest_are_the_declared_floors():
-    for release in MATRIX.releases:
-        for pin in release.pins:
-            assert len(pin.reason) > 40, f"{release.airflow}: {pin.requirement} needs its reason"
-    oldest = [r for r in MATRIX.releases if r.oldest]
-    assert len(oldest) == 1, "exactly one venv runs our oldest declared libraries"
-    deps = PYPROJECT["project"]["dependencies"]
-    for requirement in oldest[0].oldest:
-        name, _, version = requirement.partition("==")
-        floor = re.search(r">=\s*([\d.]+)", _requirement(name, deps)).group(1)  # type: ignore[union-attr]
-        assert version_tuple(version) == version_tuple(floor + ".0.0")[: len(version_tuple(version))], (
-            f"{name}: the matrix installs {version}, pyproject's floor is {floor}"
-        )
 
 
 # --- the dists -------------------------------------------------------------------------------
@@ -151,8 +74,6 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     return built
 
 
-@pytest.mark.slow
-@pytest.mark.releases
 def test_dists_carry_what_a_provider_package_must(dists: Dists):
     meta = dists.metadata
     assert meta["Name"] == "airflow-provider-deltalog" and meta["License-Expression"] == "Apache-2.0"
@@ -168,8 +89,8 @@ def test_dists_carry_what_a_provider_package_must(dists: Dists):
     tools = {"pytest", "pytest-timeout", "hypothesis", "moto", "deltalake", "delta-spark", "ruff", "mypy", "build"}
     for extra in (None, "airflow", "amazon", "spark"):  # what users install never pulls a test or lint tool
         group = [r for r in requires if (f'extra == "{extra}"' in r if extra else "extra ==" not in r)]
-        assert group and not {_dist_name(r) for r in group} & tools, (extra, group)
-    test_group = {_dist_name(r) for r in requires if 'extra == "test"' in r}
+        assert group and not {dist_name(r) for r in group} & tools, (extra, group)
+    test_group = {dist_name(r) for r in requires if 'extra == "test"' in r}
     assert {"pytest", "deltalake", "delta-spark"} <= test_group and "ruff" not in test_group
 
     with zipfile.ZipFile(dists.wheel) as zf:
@@ -209,10 +130,6 @@ def _installed(venv: Venv) -> dict[str, Any]:
     return json.loads(run([venv.python, "-c", probe], env=clean_env(venv)).strip().splitlines()[-1])
 
 
-@pytest.mark.slow
-@pytest.mark.airflow
-@pytest.mark.releases
-@pytest.mark.timeout(2400)
 def test_the_wheel_is_installed_as_users_get_it(release_venv: tuple[Release, Venv]):
     release, venv = release_venv
     got = _installed(venv)
@@ -229,10 +146,6 @@ def test_the_wheel_is_installed_as_users_get_it(release_venv: tuple[Release, Ven
     run([venv.bin / "deltalog", "--help"], env=clean_env(venv))  # the CLI runs with only declared dependencies
 
 
-@pytest.mark.slow
-@pytest.mark.airflow
-@pytest.mark.releases
-@pytest.mark.timeout(2400)
 def test_provider_tests_pass_on_the_release(release_venv: tuple[Release, Venv]):
     release, venv = release_venv
     started = time.monotonic()
@@ -354,10 +267,6 @@ def stock_home(release_venv: tuple[Release, Venv], tmp_path_factory: pytest.Temp
     yield airflow
 
 
-@pytest.mark.slow
-@pytest.mark.airflow
-@pytest.mark.releases
-@pytest.mark.timeout(1800)
 def test_example_dags_parse_and_the_hook_imports_in_a_stock_dags_folder(stock_home: Airflow):
     hooks = {h["connection_type"]: h for h in stock_home.json("providers", "hooks")}
     assert hooks["deltalog"]["class"] == "deltalog_provider.hooks.delta_table.DeltaTableHook", hooks.get("deltalog")
@@ -369,10 +278,6 @@ def test_example_dags_parse_and_the_hook_imports_in_a_stock_dags_folder(stock_ho
     assert listed >= EXAMPLE_DAGS, listed
 
 
-@pytest.mark.slow
-@pytest.mark.airflow
-@pytest.mark.releases
-@pytest.mark.timeout(1800)
 def test_example_maintenance_dag_runs_green(stock_home: Airflow, tmp_path: Path):
     table = str(tmp_path / "events")
     seeded = seed_history(table, days=5, files_per_day=4, rows_per_file=40, reingested_days=(2,), orphans=1)
@@ -409,10 +314,6 @@ def test_example_maintenance_dag_runs_green(stock_home: Airflow, tmp_path: Path)
     assert len(snapshot.file_paths()) < seeded.live_files  # the small files were compacted
 
 
-@pytest.mark.slow
-@pytest.mark.airflow
-@pytest.mark.releases
-@pytest.mark.timeout(1800)
 def test_a_user_dag_with_a_deferrable_sensor_runs_green(stock_home: Airflow, tmp_path: Path):
     lake = tmp_path / "lake"
     table = make_table(str(lake / "events"))

@@ -70,18 +70,9 @@ def airflow_cli(*args: str, timeout: float = 300) -> str:
 
 def airflow_cli_json(*args: str) -> Any:
     """``airflow <args> -o json``, parsed (some releases log lines around the JSON document)."""
-    import json
+    from airflow_matrix import json_from
 
-    out = airflow_cli(*args, "-o", "json")
-    for line in reversed(out.splitlines()):
-        if line.strip().startswith(("[", "{")):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    if "No data found" in out:
-        return []
-    raise AssertionError(f"no JSON in `airflow {' '.join(args)}`:\n{out[-2000:]}")
+    return json_from(airflow_cli(*args, "-o", "json"))
 
 
 def run_output(dag_run: Any, capfd: Any, caplog: Any) -> str:
