@@ -56,6 +56,7 @@ from deltalog_provider.version_compat import (
     CronTriggerTimetable,
     dag_folder_on_sys_path,
     deadline_kwargs,
+    inlet_events_after,
 )
 
 # deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
@@ -131,9 +132,7 @@ with DAG(
         hook = _hook()
         events = context["inlet_events"][TABLE_LIST]
         previous = context.get("prev_start_date_success")  # a lazy proxy: None is falsy through it
-        if previous:
-            events = events.after(previous.isoformat())
-        events = list(events)
+        events = inlet_events_after(events, previous) if previous else list(events)
         if events:
             from deltalog_example.fleet_tables import TableListError
             from deltalog_provider.version_compat import AirflowFailException

@@ -282,15 +282,14 @@ def test_example_maintenance_dag_runs_green(stock_home: Airflow, tmp_path: Path)
     table = str(tmp_path / "events")
     seeded = seed_history(table, days=5, files_per_day=4, rows_per_file=40, reingested_days=(2,), orphans=1)
     before = _rows(table)
-    stock_home("dags", "reserialize")  # 3.0's `dags test` needs the DAG's assets activated first
-    stock_home(
-        "dags",
-        "test",
-        "deltalog_maintenance",
-        AIRFLOW_VAR_DELTALOG_TABLE_URI=table,
-        AIRFLOW_VAR_DELTALOG_MAINTENANCE_DEADLINE_MINUTES="0",  # apache/airflow#73428 (`dags test` + deadline, 3.3)
-        AIRFLOW_CONN_DELTALOG_DEFAULT=json.dumps({"conn_type": "deltalog"}),
-    )
+    settings = {
+        "AIRFLOW_VAR_DELTALOG_TABLE_URI": table,
+        "AIRFLOW_VAR_DELTALOG_MAINTENANCE_DEADLINE_MINUTES": "0",  # apache/airflow#73428 (`dags test` + deadline, 3.3)
+        "AIRFLOW_CONN_DELTALOG_DEFAULT": json.dumps({"conn_type": "deltalog"}),
+    }
+    # 3.0's `dags test` needs the DAG's assets (the table, from the Variable) activated first.
+    stock_home("dags", "reserialize", **settings)
+    stock_home("dags", "test", "deltalog_maintenance", **settings)
     state, states = stock_home.run_states("deltalog_maintenance")
     ran = [
         "health_check",

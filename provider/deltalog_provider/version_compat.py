@@ -19,6 +19,7 @@ Airflow's private modules. The releases differ in:
   ``dag_deadline_alerts`` says so, each with one logged line; the compaction's time
   budget then falls back to the task's ``execution_timeout``
   (``DeltaCompactOperator.work_deadline``);
+* reading an inlet's asset events since a time: ``.after()`` from 3.2 (``inlet_events_after``);
 * asset events added through an alias: 3.0 cannot store nested values in their extra
   (``alias_event_extra``);
 * the task state store (a sensor's memory across reschedules): 3.3 only
@@ -186,6 +187,22 @@ def alias_event_extra(extra: dict[str, Any]) -> dict[str, Any]:
     return {key: json.dumps(value, sort_keys=True) if key in nested else value for key, value in extra.items()}
 
 
+def inlet_events_after(events: Any, when: Any) -> list[Any]:
+    """The events of one inlet (``context["inlet_events"][asset]``) newer than ``when``.
+
+    From Airflow 3.2 the accessor filters on the server (``.after``); before, it is the list of
+    the asset's events, filtered here on their timestamps (one logged line).
+    """
+    after = getattr(events, "after", None)
+    if after is not None:
+        return list(after(when.isoformat()))
+    degraded(
+        "inlet-events-after",
+        "inlet events cannot be filtered by time before Airflow 3.2: the asset's events are read and filtered here",
+    )
+    return [event for event in events if event.timestamp > when]
+
+
 def task_state_store(context: Any) -> Any | None:
     """The task's state store (``context["task_state_store"]``, Airflow 3.3+), or None where there is none.
 
@@ -285,6 +302,7 @@ __all__ = [
     "dag_deadline_alerts",
     "dag_folder_on_sys_path",
     "first_reschedule_date",
+    "inlet_events_after",
     "deadline_kwargs",
     "default_deferrable",
     "degraded",

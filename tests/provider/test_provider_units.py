@@ -969,3 +969,20 @@ def test_alias_event_extras_are_flat_where_airflow_needs_it(monkeypatch, caplog)
     assert flat == {"table": "file:///t", "version": 3, "metrics": '{"num_files": 2}', "ran": '["compaction"]'}
     assert frozenset(flat.items())  # what Airflow 3.0 does with it
     assert len([r for r in caplog.records if "alias" in r.getMessage()]) == 1
+
+
+def test_inlet_events_after_filters_where_airflow_cannot(monkeypatch):
+    """From 3.2 the accessor's .after() filters on the server; before, the event timestamps are compared here."""
+    import datetime as dt
+
+    from deltalog_provider.version_compat import inlet_events_after
+
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    events = [types.SimpleNamespace(timestamp=start + dt.timedelta(hours=h), extra={"h": h}) for h in range(4)]
+    assert [e.extra["h"] for e in inlet_events_after(events, start + dt.timedelta(hours=1))] == [2, 3]
+
+    class Accessor(list):
+        def after(self, when: str) -> list:
+            return [e for e in self if e.timestamp > dt.datetime.fromisoformat(when)]
+
+    assert [e.extra["h"] for e in inlet_events_after(Accessor(events), start)] == [1, 2, 3]
