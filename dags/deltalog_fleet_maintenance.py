@@ -157,8 +157,8 @@ with DAG(
     @task(execution_timeout=timedelta(minutes=30), multiple_outputs=False)
     def measure(tables: list[str], **context: Any) -> dict[str, Any]:
         """Health and due verdict of every table; the due ones ordered by gain per second."""
-        from deltalog.fleet.health import fleet_health
         from deltalog.fleet.maintain import DEFAULT_THROUGHPUT, order_work
+        from deltalog.fleet.ranking import fleet_health
         from deltalog.fleet.run import previous_throughput
 
         previous = context["ti"].xcom_pull(task_ids="summary", include_prior_dates=True)

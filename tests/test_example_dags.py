@@ -298,7 +298,7 @@ def test_checkpoint_and_log_cleanup(pipeline: dict[str, Any]) -> None:
 def test_vacuum_reclaimed_only_files_past_retention(pipeline: dict[str, Any]) -> None:
     """Vacuum deleted the old re-ingested files and the orphan; today's compacted inputs stay (7-day retention)."""
     from deltalog import DeltaTable
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     table = DeltaTable(pipeline["table"])
     ends = [r for r in table.history() if r.operation == "VACUUM END"]

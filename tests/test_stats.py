@@ -11,7 +11,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 
 UTC = dt.UTC
 

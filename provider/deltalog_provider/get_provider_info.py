@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deltalog._version import __version__
+from deltalog import __version__
 
 PACKAGE_NAME = "airflow-provider-deltalog"
 INTEGRATION = "Delta Lake (deltalog)"

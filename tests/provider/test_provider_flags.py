@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
-from deltalog.transaction import Transaction
 from deltalog_provider.operators import (
     DeltaCommitOperator,
     DeltaCompactOperator,

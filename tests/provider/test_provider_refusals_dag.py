@@ -12,7 +12,7 @@ import os
 import pytest
 from airflow_helpers import run_dag, run_output, task_instance, task_states, write_dag_file
 
-from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.protocol.schema import arrow_schema_to_schema_string
 from helpers import append, make_table, rows, write_data_file
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

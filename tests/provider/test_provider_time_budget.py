@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-import deltalog.compaction as compaction_module
+import deltalog.compaction.batches as compaction_module
 import deltalog_provider.version_compat as compat
 from deltalog.errors import InvalidArgumentError
 from deltalog_provider.operators import DeltaCompactOperator

@@ -22,9 +22,10 @@ import pyarrow as pa
 import pytest
 from airflow_helpers import airflow_cli_json
 
-from deltalog import DeltaTable, activity
+from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
-from deltalog.health import compute_health
+from deltalog.log import activity
+from deltalog.maintenance.health import compute_health
 from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
 from deltalog_provider.operators import (
@@ -155,7 +156,7 @@ def test_table_names_need_a_root():
     ],
 )
 def test_one_is_remote_rule_for_storage_options(location, remote):
-    from deltalog.storage import Storage, is_remote
+    from deltalog.storage.filesystem import Storage, is_remote
 
     assert is_remote(location) is remote
     if not location.startswith("abfss"):  # no Azure filesystem installed here
@@ -220,7 +221,7 @@ def test_hook_operator_and_trigger_on_s3_through_the_connection(monkeypatch, s3_
 
 
 def _commit_operation(table: DeltaTable, operation: str) -> None:
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     Transaction(table.storage, table.snapshot(), operation=operation).commit()
 
@@ -499,8 +500,8 @@ def test_call_core_passes_cancel_only_when_accepted():
 
 
 def test_kill_during_vacuum_planning_deletes_nothing(tmp_path, monkeypatch):
-    import deltalog.vacuum as vacuum_module
-    from deltalog.transaction import Transaction
+    import deltalog.vacuuming as vacuum_module
+    from deltalog.commit.transaction import Transaction
 
     table = make_table(str(tmp_path / "t"))
     append(table, rows(2))
@@ -795,8 +796,8 @@ def test_provider_documentation_url_is_the_distributions():
 
 def test_kill_during_vacuum_deletes_stops_between_files(tmp_path, monkeypatch):
     """on_kill reaches the core: the delete loop stops at the next file, VACUUM END records it."""
-    import deltalog.vacuum.delete as delete_module
-    from deltalog.transaction import Transaction
+    import deltalog.vacuuming.delete as delete_module
+    from deltalog.commit.transaction import Transaction
 
     table = make_table(str(tmp_path / "t"))
     for i in range(6):
@@ -837,7 +838,7 @@ if os.environ.get("FAKE_SPARK_SLEEP"):
 from deltalog import DeltaTable
 from deltalog.compaction import CompactionPlan
 from deltalog.compaction.local import run_local
-from deltalog.storage import Storage
+from deltalog.storage.filesystem import Storage
 storage = DeltaTable(opt("--table")).storage
 plan = CompactionPlan.from_json(Storage(opt("--plan")).read_bytes(Storage(opt("--plan")).root))
 outputs, _ = run_local(storage, plan)

@@ -156,7 +156,7 @@ class DeltaCommitOperator(DeltaTableOperator):
         super().__init__(**kwargs)
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.commit_request import commit_request
+        from deltalog.ingest import commit_request
 
         request = load_request(self.request, hook, table.uri)
         app_id, txn_version = self._app_transaction(request, context)

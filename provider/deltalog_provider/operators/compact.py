@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from deltalog import DeltaTable
+from deltalog import CompactionOptions, DeltaTable
 from deltalog.errors import DeltaLogError, InvalidArgumentError
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
@@ -43,7 +43,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         Spark compaction in this one task: plan, write the plan under the table's hidden
         ``_compaction/`` folder, submit deltalog's Spark job through the apache-spark
         provider's ``SparkSubmitHook`` (``spark_conn_id``; ``on_kill`` kills the job), then
-        commit its files bin by bin (``deltalog.engines.spark.result.commit_spark_result``).
+        commit its files bin by bin (``deltalog.compaction.spark.commit_spark_result``).
     :param plan_only: plan without rewriting (no asset event is declared).
     :param plan_path: where to write the plan JSON (templated): a path relative to the table
         root (written with the table's storage options) or an absolute path/URI.
@@ -103,23 +103,16 @@ class DeltaCompactOperator(DeltaTableOperator):
         full: bool = False,
         **kwargs: Any,
     ) -> None:
-        from deltalog.compaction.purge import check_share
-
-        if not isinstance(purge_deletion_vectors, bool):
-            raise InvalidArgumentError(f"purge_deletion_vectors must be True or False, got {purge_deletion_vectors!r}")
-        if min_deleted_share is not None:
-            if not purge_deletion_vectors:
-                raise InvalidArgumentError("min_deleted_share applies to a deletion-vector purge only")
-            check_share(min_deleted_share)
+        # The layout options are not templated: checked now, by the core's one declaration of them.
+        CompactionOptions(
+            purge_deletion_vectors=purge_deletion_vectors,
+            min_deleted_share=min_deleted_share,
+            zorder_by=zorder_by,
+            full=full,
+        )
         self.purge_deletion_vectors = purge_deletion_vectors
         self.min_deleted_share = min_deleted_share
-        if zorder_by is not None and (
-            isinstance(zorder_by, str) or not isinstance(zorder_by, (list, tuple)) or not zorder_by
-        ):
-            raise InvalidArgumentError(f"zorder_by must be a non-empty list of column names, got {zorder_by!r}")
         self.zorder_by = list(zorder_by) if zorder_by is not None else None
-        if not isinstance(full, bool):
-            raise InvalidArgumentError(f"full must be True or False, got {full!r}")
         self.full = full
         self.target_size = target_size
         self.where = where
@@ -148,18 +141,18 @@ class DeltaCompactOperator(DeltaTableOperator):
             raise InvalidArgumentError("deadline_margin stops between bins of the local engine only, not Spark")
         if engine == "spark":
             self._spark_options()  # bad options fail before anything is planned
-        plan = self.call(
-            plan_compaction,
-            table,
+        options = CompactionOptions(
             target_size=optional_size(self.target_size, "target_size"),
             where=optional_str(self.where),
             min_files=self.min_files,
             max_bins=optional_int(self.max_bins, "max_bins"),
-            purge_min_deleted_share=(self.min_deleted_share or 0.0) if self.purge_deletion_vectors else None,
+            purge_deletion_vectors=self.purge_deletion_vectors,
+            min_deleted_share=self.min_deleted_share,
             zorder_by=self.zorder_by,
             full=self.full,
             engine=engine,
         )
+        plan = self.call(plan_compaction, table, options=options)
         self.log.info("compaction plan: %d bins over %d candidate files", len(plan.bins), plan.num_candidate_files)
         plan_path = optional_str(self.plan_path)
         if engine == "spark" and not self.plan_only and plan.bins:
@@ -170,9 +163,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         result = self.call(
             compact,
             table,
-            engine=engine,
-            plan_only=self.plan_only,
+            options=options,
             plan=plan,
+            plan_only=self.plan_only,
             bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
             deadline=None if self.plan_only else self.work_deadline(context),
         )
@@ -247,8 +240,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         """Plan file -> deltalog's Spark job through ``SparkSubmitHook`` -> commit its request bin by bin."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from deltalog.engines.spark.result import commit_spark_result, read_request
-        from deltalog.engines.spark.submit import DEFAULT_CONF, job_script
+        from deltalog.compaction.spark import DEFAULT_CONF, commit_spark_result, read_spark_request, spark_job_script
 
         options = self._spark_options()
         run = uuid.uuid4().hex[:12]
@@ -275,9 +267,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
         started = time.perf_counter()
         try:
-            self._spark_hook.submit(job_script())
+            self._spark_hook.submit(spark_job_script())
             self.raise_if_cancelled()
-            request = read_request(table.storage, request_location)
+            request = read_spark_request(table.storage, request_location)
             result = self.call(
                 commit_spark_result,
                 table,

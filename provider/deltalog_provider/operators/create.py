@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltalog import DeltaTable
+from deltalog import DeltaTable, arrow_schema_to_schema_string, parse_schema_string
 from deltalog.errors import InvalidArgumentError, TableAlreadyExistsError
-from deltalog.schema import arrow_schema_to_schema_string, parse_schema_string
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_list, optional_str

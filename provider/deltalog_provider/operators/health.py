@@ -1,6 +1,6 @@
 """Health-check operators: report (or fail, or branch) when a table needs maintenance.
 
-Without thresholds, "due" is the core's verdict (``deltalog.due``): an operation is
+Without thresholds, "due" is the core's verdict (``deltalog.maintenance.due``): an operation is
 due when it would have work (compaction finds a bin, the checkpoint interval has
 passed, vacuum has reclaimable files past retention, log cleanup has expired files).
 Four optional thresholds narrow it (each an upper bound): the share of small files, the
