@@ -3,7 +3,7 @@
 Walks the import statements of ``provider/`` and ``dags/`` (conditional and lazy imports
 included: they run on some path) and maps each top-level module to the distribution that
 installs it. The core library (``deltalog``) may use only the main dependencies (its Spark
-job modules also the ``spark`` extra); the provider and the example DAGs also the
+packages, what runs in a Spark job, also the ``spark`` extra); the provider and the example DAGs also the
 ``airflow`` and ``amazon`` extras. A library reached only through another one's
 dependencies (numpy through pyarrow, botocore through s3fs) is a missing declaration:
 ``pip install`` of a later version of that other library may drop it.
@@ -80,7 +80,7 @@ def _files() -> list[tuple[Path, set[str]]]:
     """Each source file with the distributions it may import from."""
     out = []
     for path in sorted((REPO / "provider" / "deltalog").rglob("*.py")):
-        spark_job = "engines/spark" in path.as_posix()
+        spark_job = "/spark/" in path.as_posix()  # the Spark jobs' packages (engines/spark, compaction/spark)
         out.append((path, _declared("spark") if spark_job else _declared()))
     for path in sorted((REPO / "provider" / "deltalog_provider").rglob("*.py")):
         out.append((path, _declared("airflow", "amazon")))
