@@ -108,7 +108,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         maintenance_due,
         settings_for,
     )
-    from deltalog.protocol import Feature, Operation, Protocol, parse_schema_string
+    from deltalog.protocol import Feature, Operation, Protocol, arrow_schema_to_schema_string, parse_schema_string
     from deltalog.protocol.features import Cell
     from deltalog.storage import FileInfo, Storage, is_remote
     from deltalog.vacuuming import (
@@ -229,6 +229,7 @@ _LAZY = {
     "Feature": "deltalog.protocol",
     "Operation": "deltalog.protocol",
     "Protocol": "deltalog.protocol",
+    "arrow_schema_to_schema_string": "deltalog.protocol",
     "parse_schema_string": "deltalog.protocol",
     # deltalog.protocol.features
     "Cell": "deltalog.protocol.features",
@@ -322,6 +323,7 @@ __all__ = [
     "WrittenFile",
     "acquire_lease",
     "append_rows",
+    "arrow_schema_to_schema_string",
     "choose_protocol",
     "cleanup_log",
     "commit_outputs",

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
-from deltalog_provider._compat import AirflowFailException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import first_number, optional_int, optional_str
+from deltalog_provider.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from deltalog import CompactionOptions, DeltaTable
 from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog_provider._compat import AirflowException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_int, optional_size, optional_str
 from deltalog_provider.utils.results import jsonable
+from deltalog_provider.version_compat import AirflowException, dag_deadline_alerts, degraded, queued_at_interval
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -54,6 +54,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         run's queuing (``DeadlineReference.DAGRUN_QUEUED_AT``), start no bin later than this
         long before the deadline; finished bins are committed, the rest is reported as
         ``deferred`` and planned again by the next run (a ``timedelta``; refused with Spark).
+        On Airflow 3.0 (no Deadline Alerts) the budget is ``execution_timeout`` minus the margin.
     :param purge_deletion_vectors: a real bool (not templated): rewrite instead the files whose
         deletion vector hides more than ``min_deleted_share`` of their rows (default 0: any DV),
         applying it, committed as Delta Spark's ``REORG ... APPLY (PURGE)``; either engine.
@@ -173,16 +174,17 @@ class DeltaCompactOperator(DeltaTableOperator):
     def work_deadline(self, context: Context) -> float | None:
         """The DAG's run deadline minus ``deadline_margin``, as a ``time.monotonic()`` value (or None).
 
-        Counted from the run's queue time when the context has it, else its start.
+        Counted from the run's queue time when the context has it, else its start. On an
+        Airflow without Deadline Alerts (3.0) the budget is the task's ``execution_timeout``
+        minus the margin instead, counted from the task's start (one logged line says so),
+        so the compaction still stops between bins before the task is killed.
         """
         if self.deadline_margin is None or not self.has_dag():
             return None
-        alerts = self.dag.deadline or []
-        intervals = [
-            a.interval
-            for a in (alerts if isinstance(alerts, list) else [alerts])
-            if type(a.reference).__name__ == "DagRunQueuedAtDeadline"
-        ]
+        alerts = dag_deadline_alerts(self.dag)
+        if alerts is None:
+            return self._execution_timeout_budget(context)
+        intervals = [i for i in (queued_at_interval(a) for a in alerts) if i is not None]
         dag_run = context.get("dag_run") if hasattr(context, "get") else None
         start = getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
         if not intervals or start is None:
@@ -190,6 +192,22 @@ class DeltaCompactOperator(DeltaTableOperator):
         end = start + min(intervals) - self.deadline_margin
         left = (end - datetime.now(UTC)).total_seconds()
         self.log.info("time budget: %.0f s left before the run's deadline minus %s", left, self.deadline_margin)
+        return time.monotonic() + left
+
+    def _execution_timeout_budget(self, context: Context) -> float | None:
+        """Where Airflow has no Deadline Alerts: ``execution_timeout`` minus the margin, from the task's start."""
+        timeout, margin = self.execution_timeout, self.deadline_margin
+        degraded(
+            "deadline-budget",
+            "no Deadline Alerts before Airflow 3.1: the compaction's time budget is the task's "
+            f"execution_timeout ({timeout}) minus deadline_margin",
+        )
+        if timeout is None or margin is None:
+            return None
+        ti = context.get("ti") if hasattr(context, "get") else None
+        start = getattr(ti, "start_date", None) or datetime.now(UTC)
+        left = (start + timeout - margin - datetime.now(UTC)).total_seconds()
+        self.log.info("time budget: %.0f s left before execution_timeout minus %s", left, margin)
         return time.monotonic() + left
 
     def _checked(self, table: DeltaTable, result: Any) -> Any:

@@ -14,13 +14,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowFailException, BranchMixIn
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.utils.checks import CHECK_OPERATION, HealthReport, evaluate_health
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.results import is_templated
+from deltalog_provider.version_compat import AirflowFailException, BranchMixIn
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

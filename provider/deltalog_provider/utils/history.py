@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from deltalog import HistoryRecorder, RunContext
-from deltalog_provider._compat import metrics_enabled
 from deltalog_provider.utils.metrics import emit_row_metrics
+from deltalog_provider.version_compat import metrics_enabled
 
 __all__ = ["HISTORY_OPERATIONS", "history_operation", "operation_record", "task_recorder"]
 

@@ -36,7 +36,7 @@ import re
 from typing import Any
 
 from deltalog import JournalRow
-from deltalog_provider._compat import Stats
+from deltalog_provider.version_compat import Stats
 
 __all__ = ["COUNTED", "STATE_GAUGES", "emit_row_metrics", "table_stat_key"]
 

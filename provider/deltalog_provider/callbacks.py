@@ -1,10 +1,11 @@
-"""Deadline-alert callback of the maintenance DAG (runs in the triggerer).
+"""Deadline-alert callback for maintenance DAGs (runs in the triggerer).
 
 Airflow 3.1+ Deadline Alerts replace the removed SLA feature: the scheduler notices a
-run that is still going past its deadline and hands this coroutine to the triggerer.
-It must be importable there, which is why it lives in a module on every component's
-``PYTHONPATH`` (docker-compose.yml adds the dags folder) rather than in the DAG file.
-Swap the body for a notifier (Slack, e-mail, PagerDuty) in a real deployment.
+run that is still going past its deadline and hands this coroutine to the triggerer,
+which imports it by its dotted path. It lives in the installed provider, not in the
+DAGs folder, because the triggerer does not put the DAGs folder on ``sys.path``.
+Use it with ``deltalog_provider.version_compat.deadline_kwargs`` (which leaves the
+alert out on Airflow 3.0), or swap in a notifier (Slack, e-mail, PagerDuty).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 from typing import Any
 
 log = logging.getLogger("deltalog.maintenance.deadline")
+
+__all__ = ["deadline_message", "log_missed_deadline"]
 
 
 def _field(record: Any, *names: str) -> Any:
