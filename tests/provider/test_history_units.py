@@ -109,3 +109,19 @@ def test_deferred_work_and_refusals_are_counted(monkeypatch, status):
     now = utc_now()
     emit_row_metrics(make_row(OperationSpan(RunContext(), "s3://lake/t", "compaction", now, now), status))
     assert counted == [f"deltalog.compaction.{status}.lake_t"]
+
+
+def test_the_fleet_view_reads_the_history_with_its_connections_storage_options(monkeypatch):
+    """``[deltalog] history_conn_id``: the deltalog connection's options, for the history's store only."""
+    import json
+
+    from deltalog_provider.fleet_view.source import HistoryLocation, HistoryUnavailable, storage_options
+
+    conn = {"conn_type": "deltalog", "host": "s3://lake", "login": "k", "password": "s", "extra": {"endpoint_url": "e"}}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_HISTORY", json.dumps(conn))
+    options = storage_options(HistoryLocation("s3://lake/_deltalog/history", "lake_history"))
+    assert (options["key"], options["secret"], options["endpoint_url"]) == ("k", "s", "e")
+    assert storage_options(HistoryLocation("/var/history", "lake_history")) == {}  # a local history gets no S3 key
+    assert storage_options(HistoryLocation("s3://lake/_deltalog/history", None)) == {}
+    with pytest.raises(HistoryUnavailable, match="'no_such_connection' cannot be read"):
+        storage_options(HistoryLocation("s3://lake/_deltalog/history", "no_such_connection"))

@@ -4,7 +4,7 @@ Airflow does not authenticate plugin apps (a mounted app inherits none of the co
 dependencies), so every route here depends on :func:`reader`: the caller must be
 authenticated by Airflow (its JWT, from the ``Authorization`` header or the UI's cookie,
 through ``airflow.api_fastapi.core_api.security.get_user``, the dependency Airflow's
-plugin documentation names) and allowed to read assets by the configured auth manager
+plugin documentation names, reached through the version-compat seam) and allowed to read assets by the configured auth manager
 (``is_authorized_asset(method="GET")``): the tables are assets, and whoever may not see
 assets in Airflow sees no table here. An unauthenticated browser is sent to the auth
 manager's login page and back; an API client gets 401, a user without the permission 403.
@@ -20,9 +20,6 @@ import logging
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
-from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -35,6 +32,7 @@ from deltalog_provider.fleet_view.source import (
     configured_location,
     storage_options,
 )
+from deltalog_provider.version_compat import get_auth_manager, get_user
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +43,7 @@ MAX_DAYS = 366
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'"
 
 
-async def reader(user: Annotated[BaseUser, Depends(get_user)]) -> BaseUser:
+async def reader(user: Annotated[Any, Depends(get_user)]) -> Any:
     """The authenticated caller, allowed to read assets (else 401/403; see the module docstring)."""
     if not get_auth_manager().is_authorized_asset(method="GET", user=user):
         log.info("deltalog fleet page: %s may not read assets: forbidden", user.get_name())
@@ -55,7 +53,7 @@ async def reader(user: Annotated[BaseUser, Depends(get_user)]) -> BaseUser:
     return user
 
 
-ReaderDep = Annotated[BaseUser, Depends(reader)]
+ReaderDep = Annotated[Any, Depends(reader)]
 
 
 def _days(days: int | None) -> int:

@@ -18,7 +18,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow.plugins_manager import AirflowPlugin
+from deltalog_provider.version_compat import AirflowPlugin, conf
 
 URL_PREFIX = "/deltalog"
 
@@ -48,8 +48,6 @@ class LazyApp:
 
 def _href() -> str:
     """The pages' URL as the UI's iframe loads it: under ``[api] base_url``'s path, if any."""
-    from airflow.configuration import conf
-
     base = urlsplit(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
     return f"{base}{URL_PREFIX}/"
 

@@ -45,7 +45,7 @@ class HistoryLocation:
 
 def configured_location() -> HistoryLocation:
     """``[deltalog] history_uri`` / ``history_conn_id`` from Airflow's configuration."""
-    from airflow.configuration import conf
+    from deltalog_provider.version_compat import conf
 
     uri = (conf.get(SECTION, "history_uri", fallback="") or "").strip()
     if not uri:
@@ -58,15 +58,12 @@ def storage_options(location: HistoryLocation) -> dict[str, Any]:
     """The connection's storage options for the history's location (none without a connection)."""
     if location.conn_id is None:
         return {}
-    from airflow.models.connection import Connection
-
-    from deltalog_provider.hooks.delta_table import settings_from_connection
+    from deltalog_provider.hooks.delta_table import DeltaTableHook
 
     try:
-        conn = Connection.get_connection_from_secrets(location.conn_id)
+        return DeltaTableHook(deltalog_conn_id=location.conn_id).storage_options_for(location.uri)
     except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found class; the page says why
         raise HistoryUnavailable(f"The connection {location.conn_id!r} cannot be read: {exc}") from None
-    return settings_from_connection(conn).options_for(location.uri)
 
 
 class HistoryCache:
