@@ -125,3 +125,16 @@ def test_the_fleet_view_reads_the_history_with_its_connections_storage_options(m
     assert storage_options(HistoryLocation("s3://lake/_deltalog/history", None)) == {}
     with pytest.raises(HistoryUnavailable, match="'no_such_connection' cannot be read"):
         storage_options(HistoryLocation("s3://lake/_deltalog/history", "no_such_connection"))
+
+
+def test_the_seams_stats_takes_what_the_metrics_send():
+    """On every release the seam's ``Stats`` (the Task SDK's facade, or ``airflow.stats`` before it) has the
+    calls and keywords ``emit_row_metrics`` uses (the end-to-end StatsD test runs on the lock)."""
+    import inspect
+
+    from deltalog_provider.version_compat import Stats, metrics_enabled
+
+    for name, keywords in (("incr", {"count", "tags"}), ("gauge", {"tags"}), ("timing", {"tags"})):
+        params = set(inspect.signature(getattr(Stats, name)).parameters)
+        assert keywords <= params, (name, params)
+    assert metrics_enabled() is False  # the test configuration sends no metrics

@@ -26,7 +26,9 @@ from api_server import VENV_BIN, airflow_env, api_server, free_port
 from deltalog_provider.utils.metrics import table_stat_key
 from fleet_helpers import small_files_table
 
-pytestmark = [pytest.mark.slow]
+#: A real API server, LocalExecutor and a StatsD listener: on the lock's Airflow only (the release matrix
+#: checks the seam's Stats on each release in test_history_units.py).
+pytestmark = [pytest.mark.slow, pytest.mark.lock_only]
 
 
 class Listener:
