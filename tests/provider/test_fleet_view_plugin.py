@@ -10,20 +10,14 @@ signs real users in). Each request is served by the release's FastAPI and Starle
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from airflow_helpers import airflow_cli_json
 
 from history_helpers import DemoFleet, maintained_fleet
-
-VENV_BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +28,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> DemoFleet:
 def test_airflow_lists_the_plugin_with_its_app_and_where_the_release_has_them_its_view(airflow_db):
     from deltalog_provider.version_compat import AIRFLOW_V_3_1_PLUS
 
-    out = subprocess.run(
-        [str(VENV_BIN / "airflow"), "plugins", "--output", "json"],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    plugins = {p["name"]: p for p in json.loads(out.stdout[out.stdout.index("[") :])}
+    plugins = {p["name"]: p for p in airflow_cli_json("plugins")}
     ours = plugins["deltalog"]
     assert [a["url_prefix"] for a in ours["fastapi_apps"]] == ["/deltalog"]
     views = [(v["name"], v["url_route"]) for v in ours.get("external_views") or []]
