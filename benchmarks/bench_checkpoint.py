@@ -10,7 +10,7 @@ Cases (``--scale full``; ``small`` uses a tenth of the commits for development):
 
 "Checkpoint" means, end to end in a fresh process: open the table, reconstruct the
 latest state and write its checkpoint plus ``_last_checkpoint``
-(``deltalog.checkpoint.create_checkpoint(path)`` /
+(``deltalog.log_maintenance.create_checkpoint(path)`` /
 ``deltalake.DeltaTable(path).create_checkpoint()``). Each run gets its own copy of the
 log (made before the clock starts), because a checkpoint changes the table; both
 checkpoints are then read back to check they hold the same number of files.
@@ -34,7 +34,7 @@ SCALES = {
     "full": {"json_commits": 10_000, "cp_commits": 55_600},
     "small": {"json_commits": 1_000, "cp_commits": 5_560},
 }
-OURS_PRELOAD = ["pyarrow", "pyarrow.compute", "pyarrow.parquet", "pyarrow.json", "deltalog.checkpoint"]
+OURS_PRELOAD = ["pyarrow", "pyarrow.compute", "pyarrow.parquet", "pyarrow.json", "deltalog.log_maintenance"]
 THEIRS_PRELOAD = ["pyarrow", "deltalake"]
 
 
@@ -42,7 +42,7 @@ THEIRS_PRELOAD = ["pyarrow", "deltalake"]
 
 
 def ours_checkpoint(path: str) -> int:
-    from deltalog.checkpoint import create_checkpoint
+    from deltalog.log_maintenance import create_checkpoint
 
     return create_checkpoint(path).version
 

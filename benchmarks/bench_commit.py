@@ -39,7 +39,13 @@ SCALES = {
     "full": {"commits": 200, "files": 10, "writers": 8, "appends": 40},
     "small": {"commits": 40, "files": 10, "writers": 4, "appends": 10},
 }
-OURS_PRELOAD = ["pyarrow", "pyarrow.parquet", "deltalog.table", "deltalog.transaction", "deltalog.hooks"]
+OURS_PRELOAD = [
+    "pyarrow",
+    "pyarrow.parquet",
+    "deltalog.table",
+    "deltalog.commit.transaction",
+    "deltalog.commit.post_commit",
+]
 THEIRS_PRELOAD = ["pyarrow", "deltalake"]
 HERE = Path(__file__).resolve()
 
@@ -64,10 +70,10 @@ def _adds(i: int, files: int) -> list[dict[str, Any]]:
 def ours_latency(path: str, commits: int, files: int) -> dict[str, Any]:
     import pyarrow as pa
 
+    from deltalog.commit.standard_post_commit import standard_hooks
+    from deltalog.commit.transaction import Transaction
     from deltalog.create import create_table
-    from deltalog.post_commit import standard_hooks
     from deltalog.table import DeltaTable
-    from deltalog.transaction import Transaction
 
     create_table(path, pa.schema([("id", pa.int64())]))
     table = DeltaTable(path)
@@ -110,8 +116,8 @@ def _writer_ours(path: str, worker: int, appends: int, go: str) -> dict[str, Any
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from deltalog.commit.transaction import Transaction
     from deltalog.table import DeltaTable
-    from deltalog.transaction import Transaction
 
     table = DeltaTable(path)
     _wait(go)

@@ -56,10 +56,10 @@ OURS_PRELOAD = [
     "pandas",
     "deltalog.compaction",
     "deltalog.table",
-    "deltalog.hooks",
-    "deltalog.checkpoint",
-    "deltalog.log_cleanup",
-    "deltalog.manifest",
+    "deltalog.commit.post_commit",
+    "deltalog.log_maintenance",
+    "deltalog.log_maintenance.log_cleanup",
+    "deltalog.log_maintenance.manifest",
 ]
 THEIRS_PRELOAD = ["pyarrow", "deltalake"]
 

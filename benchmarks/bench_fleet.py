@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from deltalog import DeltaTable
     from deltalog.fleet.discover import discover_tables
-    from deltalog.fleet.health import fleet_health
+    from deltalog.fleet.ranking import fleet_health
     from s3_server import ACCESS_KEY, REGION, SECRET_KEY, deltalake_options_for, start_s3_server_process
     from s3_server import storage_options_for as s3_options
 

@@ -57,10 +57,10 @@ OURS_PRELOAD = [
     "pyarrow.json",
     "pandas",
     "deltalog.table",
-    "deltalog.checkpoint",
-    "deltalog.vacuum",
-    "deltalog.log_cleanup",
-    "deltalog.health",
+    "deltalog.log_maintenance",
+    "deltalog.vacuuming",
+    "deltalog.log_maintenance.log_cleanup",
+    "deltalog.maintenance.health",
 ]
 THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
 OPERATIONS = ("snapshot", "checkpoint", "health", "vacuum", "cleanup")
@@ -86,7 +86,7 @@ def deltalake_snapshot(path: str) -> dict[str, Any]:
 
 
 def ours_checkpoint(path: str) -> dict[str, Any]:
-    from deltalog.checkpoint import create_checkpoint
+    from deltalog.log_maintenance import create_checkpoint
 
     r = create_checkpoint(path)
     return {"version": r.version, "kind": r.kind}
@@ -108,7 +108,7 @@ def ours_health(path: str) -> dict[str, Any]:
 
 
 def ours_vacuum(path: str, inventory: str) -> dict[str, Any]:
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     return {"files": vacuum(path, dry_run=True, inventory=inventory).plan.files.num_rows}
 
@@ -120,7 +120,7 @@ def deltalake_vacuum(path: str, inventory: str) -> dict[str, Any]:
 
 
 def ours_cleanup(path: str) -> dict[str, Any]:
-    from deltalog.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
 
     before = len(os.listdir(os.path.join(path, "_delta_log")))
     cleanup_log(path)

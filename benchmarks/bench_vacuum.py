@@ -40,7 +40,7 @@ SCALES = {"full": 10_000, "small": 1_000}
 #: pyarrow imports it lazily the first time the snapshot replay builds certain scalars
 #: (``pa.scalar`` in arrow_replay), a one-off ~0.5 s in a fresh process that is import time,
 #: not vacuum work; reported to the snapshot owner.
-OURS_PRELOAD = ["pyarrow", "pyarrow.compute", "pyarrow.parquet", "pandas", "deltalog.table", "deltalog.vacuum"]
+OURS_PRELOAD = ["pyarrow", "pyarrow.compute", "pyarrow.parquet", "pandas", "deltalog.table", "deltalog.vacuuming"]
 THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
 
 
@@ -53,7 +53,7 @@ def _digest(paths: list[str]) -> dict[str, Any]:
 
 
 def ours_full_dry_run(path: str) -> dict[str, Any]:
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     result = vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True)
     return _digest(result.plan.files.column("path").to_pylist())
@@ -67,7 +67,7 @@ def deltalake_full_dry_run(path: str) -> dict[str, Any]:
 
 
 def ours_lite_dry_run(path: str) -> dict[str, Any]:
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     result = vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True, mode="lite")
     return _digest(result.plan.files.column("path").to_pylist())

@@ -91,7 +91,8 @@ def ceiling(groups_json: str, codec: str) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from deltalog.compaction.local import LocalOptions, dictionary_columns, open_parquet_writer
+    from deltalog.compaction.bin_writer import dictionary_columns, open_parquet_writer
+    from deltalog.compaction.options import LocalOptions
 
     limits = LocalOptions()
     group_bytes = limits.worker_row_group_bytes(2)

@@ -1,4 +1,4 @@
-"""Write docs/features.md from the feature x operation table (provider/deltalog/features.py).
+"""Write docs/features.md from the feature x operation table (provider/deltalog/protocol/features.py).
 
 Run after changing the table: ``.venv/bin/python scripts/features_doc.py``.
 ``tests/test_features.py`` fails while the page differs from what this writes.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deltalog.features import markdown
+from deltalog.protocol.features import markdown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "features.md"
 

@@ -17,15 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
-from deltalog.commit_request import commit_request
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction import compact
 from deltalog.errors import CorruptLogError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
-from deltalog.vacuum import vacuum
+from deltalog.ingest import commit_request
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import generate_manifest
+from deltalog.storage.filesystem import Storage
+from deltalog.vacuuming import vacuum
 from helpers import append, make_table, rows
 
 

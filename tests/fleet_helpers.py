@@ -13,9 +13,9 @@ import time
 import uuid
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
-from deltalog.protocol import Protocol
-from deltalog.transaction import Transaction
+from deltalog.commit.transaction import Transaction
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.protocol.table_protocol import Protocol
 from helpers import DEFAULT_SCHEMA, append, make_table, rows, write_data_file
 
 DAY_MS = 86_400_000
@@ -106,7 +106,7 @@ def reclaimable_table(path: str, days: int = 10) -> DeltaTable:
 def refused_protocol_table(path: str) -> DeltaTable:
     """A catalog-managed table: deltalog reads it but refuses every maintenance operation (the catalog owns them)."""
     os.makedirs(os.path.join(path, "_delta_log"), exist_ok=True)
-    from deltalog.schema import arrow_schema_to_schema_string
+    from deltalog.protocol.schema import arrow_schema_to_schema_string
 
     protocol = Protocol(3, 7, ("catalogManaged",), ("catalogManaged", "inCommitTimestamp"))
     lines = [

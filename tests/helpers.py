@@ -13,11 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
-from deltalog.storage import Storage
-from deltalog.transaction import CommitResult, Transaction
+from deltalog.commit.result import CommitResult
+from deltalog.commit.transaction import Transaction
+from deltalog.log.actions import Metadata
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
+from deltalog.storage.filesystem import Storage
 
 DEFAULT_SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("part", pa.string())])
 

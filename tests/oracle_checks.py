@@ -13,8 +13,8 @@ from typing import Any
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
-from deltalog.features import Operation
-from deltalog.protocol import Protocol
+from deltalog.protocol.features import Operation
+from deltalog.protocol.table_protocol import Protocol
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -265,7 +265,7 @@ def commit_request_step(spark: Any, path: str) -> Step:
     import shutil
     import uuid
 
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     src, add = _live_file_without_dv(path)
     folder, _, name = src.rpartition("/")
@@ -300,8 +300,8 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
     one JVM for the whole run); the plan and the commit are deltalog's as in ``compact(engine="spark")``."""
     from deltalog.compaction import commit_outputs
     from deltalog.compaction.plan import plan_from_snapshot
-    from deltalog.engines.spark.compaction_job import SPARK_CONF, SparkBinRewriter, check_spark_can_rewrite
-    from deltalog.engines.spark.result import outputs_from_request
+    from deltalog.compaction.spark.commit import outputs_from_request
+    from deltalog.compaction.spark.job import SPARK_CONF, SparkBinRewriter, check_spark_can_rewrite
 
     table = DeltaTable(path)
     plan = plan_from_snapshot(table.snapshot(), table.uri, engine="spark")
@@ -334,11 +334,11 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
 
 def run_step(name: str, path: str, spark: Any) -> Step:
     """Run one deltalog operation on ``path``; a deltalog error is a refusal (recorded with its line)."""
-    from deltalog.checkpoint import create_checkpoint
     from deltalog.compaction import compact
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
-    from deltalog.vacuum import vacuum
+    from deltalog.log_maintenance import create_checkpoint
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
+    from deltalog.vacuuming import vacuum
 
     try:
         if name == "commit request":
@@ -585,7 +585,7 @@ def convert_check(spark: Any, entry: dict[str, Any], source: str, dest: str) -> 
     feature table's convert column); elsewhere the cell is ``n/a`` with the reason.
     """
     from deltalog.convert import convert_to_delta
-    from deltalog.features import REFUSED, feature_cell
+    from deltalog.protocol.features import REFUSED, feature_cell
 
     latest = entry["states"][str(entry["latest"])]
     features = table_features(latest["protocol"])
@@ -616,7 +616,7 @@ def disagreements(outcomes: list[Outcome], protocols: dict[str, dict[str, Any]])
     it ran or refused (the condition held). ``n/a`` only where the feature table (convert)
     or the protocol (the other checkpoint kind) says so; ``failed`` never agrees.
     """
-    from deltalog.features import REFUSED, SUPPORTED, feature_cell
+    from deltalog.protocol.features import REFUSED, SUPPORTED, feature_cell
 
     out = []
     for o in outcomes:
@@ -738,7 +738,7 @@ def deltalog_vacuum_plan(
     """(files, directories) deltalog's plan would delete, table-relative and unescaped (``now_ms``: its clock)."""
     from urllib.parse import unquote
 
-    from deltalog.vacuum.plan import plan_vacuum
+    from deltalog.vacuuming.plan import plan_vacuum
 
     plan = plan_vacuum(path, retention_hours=hours, mode=mode, allow_short_retention=True, now_ms=now_ms)
     files = {unquote(p) for p in plan.files.column("path").to_pylist()}

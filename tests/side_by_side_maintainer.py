@@ -23,11 +23,11 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.conflicts import ConflictError
 from deltalog.compaction import compact
-from deltalog.conflicts import ConflictError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.vacuum import vacuum
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.vacuuming import vacuum
 
 VACUUM_HOURS = 1.0
 
@@ -77,7 +77,7 @@ def _commit_under_lock(lock_path: str) -> None:
     The S3 run's stand-in for the mutual exclusion Delta Spark's single-driver S3 log store
     lacks across processes (see the test's docstring); only the commit step waits.
     """
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
 
     put = Storage.put_if_absent
 

@@ -37,11 +37,11 @@ from corrupt_log_helpers import (
     write_request,
 )
 from deltalog import DeltaTable
-from deltalog.action_checks import check_action, check_table_metadata
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import CorruptCheckpointError, CorruptLogError
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
+from deltalog.log.action_checks import check_action, check_table_metadata
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.storage.filesystem import Storage
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -150,7 +150,7 @@ def test_every_cli_command_exits_2_with_the_same_line(tmp_path, capsys):
 
 
 def test_the_per_line_path_and_the_arrow_path_agree(tmp_path, monkeypatch):
-    import deltalog.snapshot as snapshot_module
+    import deltalog.log.snapshot as snapshot_module
 
     path = str(tmp_path / "t")
     base_table(path)

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
-from deltalog.actions import file_key
-from deltalog.arrow_replay import file_keys, newest_per_key
 from deltalog.errors import CorruptLogError
-from deltalog.log import list_log
-from deltalog.snapshot import _maps_as_dicts, _replay_commits_arrow, _replay_commits_python
-from deltalog.storage import FileInfo, Storage
+from deltalog.log.actions import file_key
+from deltalog.log.listing import list_log
+from deltalog.log.replay import file_keys, newest_per_key
+from deltalog.log.snapshot import _maps_as_dicts, _replay_commits_arrow, _replay_commits_python
+from deltalog.storage.filesystem import FileInfo, Storage
 
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}]})
@@ -191,7 +191,7 @@ def test_lines_longer_than_a_parser_block():
 
 def test_many_parser_blocks(monkeypatch):
     """Chunk boundaries (one per parser block) must not change reconciliation or the re-read rows."""
-    import deltalog.arrow_replay as arrow_replay
+    import deltalog.log.replay as arrow_replay
 
     monkeypatch.setattr(arrow_replay, "_BLOCK_SIZE", 400)
     dv = {"storageType": "u", "pathOrInlineDv": "ab", "offset": 1, "sizeInBytes": 4, "cardinality": 1}
@@ -295,7 +295,7 @@ def test_file_keys_match_the_scalar_definition():
         {"storageType": "i", "pathOrInlineDv": "cd", "offset": None, "sizeInBytes": 1, "cardinality": 1},
     ]
     paths = ["p1", "p2", "p3"]
-    from deltalog.actions import DELETION_VECTOR
+    from deltalog.log.actions import DELETION_VECTOR
 
     got = file_keys(pa.array(paths), pa.array(dvs, DELETION_VECTOR)).to_pylist()
     assert got == [file_key(p, dv) for p, dv in zip(paths, dvs)]

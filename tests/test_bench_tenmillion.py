@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench_tenmillion  # noqa: E402
 import tenmillion_table as gen  # noqa: E402
-from deltalog.log_cleanup import cleanup_log  # noqa: E402
+from deltalog.log_maintenance.log_cleanup import cleanup_log  # noqa: E402
 from deltalog.table import DeltaTable  # noqa: E402
-from deltalog.vacuum import vacuum  # noqa: E402
+from deltalog.vacuuming import vacuum  # noqa: E402
 
 SMALL = {"adds_per_commit": 1_000, "part_rows": 4_000, "orphans": 500, "partitions": 10}
 

@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
-from deltalog.checkpoint import create_checkpoint, last_checkpoint_checksum
 from deltalog.cli import main
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
-from deltalog.table_config import parse_interval_ms
-from deltalog.transaction import Transaction
+from deltalog.log.actions import Metadata
+from deltalog.log_maintenance import create_checkpoint, last_checkpoint_checksum
+from deltalog.protocol.properties import parse_interval_ms
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
 from helpers import append, make_table, rows, write_data_file
 
 DAY_MS = 86_400_000
@@ -436,8 +436,8 @@ def test_parse_interval():
 CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
-from deltalog.checkpoint import create_checkpoint
-import deltalog.storage as storage_mod
+from deltalog.log_maintenance import create_checkpoint
+import deltalog.storage.filesystem as storage_mod
 point = {point!r}
 if point == "before-rename":
     real = os.replace
@@ -454,7 +454,7 @@ elif point == "before-hint":
         return real(self, path, data)
     storage_mod.Storage.write_atomic = write_atomic
 elif point == "between-sidecars":
-    import deltalog.checkpoint.writer as cp
+    import deltalog.log_maintenance.checkpoint as cp
     real = cp._publish
     calls = []
     def publish(storage, tmp, final):
@@ -539,7 +539,7 @@ def test_metadata_with_unknown_fields_round_trips(table_path):
 @pytest.mark.parametrize("statistics", [True, False], ids=["with-statistics", "without-statistics"])
 def test_small_actions_read_only_from_row_groups_that_may_hold_them(tmp_path, statistics):
     """The footer's null counts rule out row groups of file actions only; without statistics all are read."""
-    from deltalog.checkpoint_reader import _groups_holding
+    from deltalog.log.checkpoint_reader import _groups_holding
 
     n = 4000
     protocol = [None] * n
@@ -568,8 +568,8 @@ def test_small_actions_read_only_from_row_groups_that_may_hold_them(tmp_path, st
 
 def test_small_action_arrays_built_from_buffers_equal_pyarrows():
     """The checkpoint's protocol/metaData/txn/domain rows, built without pa.array, are what pa.array builds."""
-    from deltalog.arrow_replay import array_from_python
-    from deltalog.checkpoint.writer import _for_arrow
+    from deltalog.log.replay import array_from_python
+    from deltalog.log_maintenance.checkpoint import _for_arrow
 
     typ = pa.struct(
         [
@@ -611,7 +611,7 @@ def test_checkpoint_does_not_import_pandas(table_path):
     script = textwrap.dedent(
         f"""
         import sys
-        from deltalog.checkpoint import create_checkpoint
+        from deltalog.log_maintenance import create_checkpoint
         create_checkpoint({table_path!r})
         print("pandas" in sys.modules)
         """

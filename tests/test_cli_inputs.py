@@ -18,7 +18,7 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.cli import main, one_line
 from deltalog.errors import InvalidArgumentError, StorageError, UnsupportedFileNameError
-from deltalog.storage import S3_CONFIG_KWARGS, Storage
+from deltalog.storage.filesystem import S3_CONFIG_KWARGS, Storage
 from helpers import append, make_table, rows
 from vacuum_helpers import files_on_disk, log_files
 
@@ -61,7 +61,7 @@ def test_non_utf8_file_name_in_the_table_folder(table, capsys):
         assert main(args) == 2
         assert "not valid UTF-8: b'bad\\xff.parquet'" in one_error(capsys)
     assert (files_on_disk(table), log_files(table)) == before
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     with pytest.raises(UnsupportedFileNameError, match=r"bad\\xff\.parquet"):
         vacuum(table, dry_run=True)
@@ -112,7 +112,7 @@ def test_core_bounds_sizes_timestamps_and_workers(table):
         compact(table, target_size=10**26)
     with pytest.raises(InvalidArgumentError, match="max_workers"):
         compact(table, max_workers=0)
-    from deltalog.fleet.health import fleet_health
+    from deltalog.fleet.ranking import fleet_health
 
     with pytest.raises(InvalidArgumentError, match="max_workers must be a positive integer, got 0"):
         fleet_health([table], max_workers=0)  # used to be quietly made 1
@@ -245,7 +245,7 @@ PROPERTY_CASES = {
 
 def test_every_known_property_has_a_working_check():
     """Each check runs its reader's parser (imported lazily: a moved parser would break only here)."""
-    from deltalog.properties import CHECKS, validate_table_properties
+    from deltalog.protocol.properties import CHECKS, validate_table_properties
 
     assert set(PROPERTY_CASES) <= set(CHECKS)
     for key in CHECKS:

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction import compact
 from deltalog.errors import OperationRefusedError
-from deltalog.protocol import Protocol
-from deltalog.transaction import Transaction
+from deltalog.ingest import commit_request
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, rows, write_data_file
 
 PROTOCOL = Protocol(1, 7, None, ("clustering", "domainMetadata"))

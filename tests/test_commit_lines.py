@@ -34,10 +34,10 @@ from corrupt_log_helpers import (
     write_request,
 )
 from deltalog import DeltaTable
-from deltalog.commit_lines import lines_pass, parse_action
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import CorruptLogError
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
+from deltalog.log.commit_lines import lines_pass, parse_action
+from deltalog.storage.filesystem import Storage
 from helpers import append, make_table, rows
 
 pytestmark = pytest.mark.timeout(600)
@@ -205,7 +205,7 @@ def test_no_traceback_from_a_fresh_process(tmp_path):
 
 def test_the_per_line_path_and_the_arrow_path_agree(tmp_path, monkeypatch):
     """The exact per-line replay (taken for unusual logs) refuses the same line with the same message."""
-    import deltalog.snapshot as snapshot_module
+    import deltalog.log.snapshot as snapshot_module
 
     path = str(tmp_path / "t")
     three_versions(path)

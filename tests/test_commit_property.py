@@ -36,9 +36,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.create import create_table
 from deltalog.errors import DataFileMismatchError, InvalidCommitRequestError
+from deltalog.ingest import commit_request
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -274,7 +274,7 @@ def test_partition_values_are_canonical_and_readable_local(tmp_path, case) -> No
 @given(text=st.text(min_size=1, max_size=12), kind=st.sampled_from(["long", "decimal", "date", "boolean", "ntz"]))
 def test_partition_value_text_is_canonical_or_refused(text, kind) -> None:
     """Any text: refused, or canonical (canonicalising again changes nothing and it parses as the type)."""
-    from deltalog.partition_values import PartitionValueError, canonical_partition_value
+    from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
 
     arrow = {
         "long": pa.int64(),
@@ -400,7 +400,7 @@ COMPONENTS = ["a", "p=1", "_p=1", "_q=1", "_change_data", "_change_data_x", ".tm
 )
 def test_commit_accepts_a_path_iff_the_shared_rule_calls_it_data(tmp_path, dirs, name) -> None:
     """One rule: a committed file is never in a place vacuum ignores, and nothing else is committed."""
-    from deltalog.hidden import HiddenRule
+    from deltalog.write_checks.hidden_paths import HiddenRule
 
     root = Place(str(tmp_path)).fresh()
     schema = pa.schema([("id", pa.int64()), ("_p", pa.string())])

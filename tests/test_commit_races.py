@@ -44,7 +44,7 @@ def worker_append(uri: str, options: dict[str, Any], worker: int, count: int, go
     import pyarrow.parquet as pq
 
     from deltalog import DeltaTable
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     table = DeltaTable(uri, options)
     storage = table.storage
@@ -66,7 +66,7 @@ def worker_append(uri: str, options: dict[str, Any], worker: int, count: int, go
 
 
 def worker_request(uri: str, request: str, app_id: str, version: int, go_file: str) -> None:
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     _wait_for(go_file)
     result = commit_request(uri, request, app_id=app_id, txn_version=version)
@@ -75,9 +75,9 @@ def worker_request(uri: str, request: str, app_id: str, version: int, go_file: s
 
 def worker_crash(uri: str, mode: str) -> None:
     """Commit in a loop (big commits) until killed; ``mode`` kills itself at a chosen point instead."""
-    import deltalog.storage as storage_mod
+    import deltalog.storage.filesystem as storage_mod
     from deltalog import DeltaTable
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     if mode == "mid-write":
         real_write = storage_mod.Storage._write_temp
@@ -144,7 +144,7 @@ def run_race(tmp_path, uri: str, options: dict[str, Any]) -> tuple[list[dict], i
 
 def check_race(results: list[dict], uri: str, options: dict[str, Any]) -> None:
     from deltalog import DeltaTable
-    from deltalog.snapshot import parse_commit
+    from deltalog.log.snapshot import parse_commit
 
     total = WORKERS * APPENDS
     assert len(results) == total, "every append returned"
@@ -240,7 +240,7 @@ def check_log_is_whole(uri: str) -> int:
     import deltalake
 
     from deltalog import DeltaTable
-    from deltalog.snapshot import parse_commit
+    from deltalog.log.snapshot import parse_commit
 
     table = DeltaTable(uri)
     listing = table.list_log()

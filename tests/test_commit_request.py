@@ -16,15 +16,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import (
+from deltalog.errors import InvalidCommitRequestError, UnsupportedProtocolError
+from deltalog.ingest import (
     commit_request,
     from_log_path,
     load_commit_request,
     partition_values_from_path,
     to_log_path,
 )
-from deltalog.errors import InvalidCommitRequestError, UnsupportedProtocolError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, rows
 
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.string()), ("n", pa.int32()), ("part", pa.string())])

@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction import compact, plan_compaction
 from deltalog.compaction.zorder import hilbert
 from deltalog.errors import InvalidArgumentError
-from deltalog.protocol import Protocol
-from deltalog.transaction import Transaction
+from deltalog.ingest import commit_request
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, write_data_file
 from test_compaction_support import commit_actions, read_multiset
 

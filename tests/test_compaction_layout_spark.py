@@ -19,12 +19,12 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import plan_compaction
-from deltalog.compaction.layout import output_file_name
+from deltalog.compaction.file_names import output_file_name
+from deltalog.compaction.spark.commit import commit_spark_result, outputs_from_request
+from deltalog.compaction.spark.curve import sample_boundaries
 from deltalog.create import create_table
-from deltalog.engines.spark.curve import sample_boundaries
-from deltalog.engines.spark.result import commit_spark_result, outputs_from_request
 from deltalog.errors import EngineError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
 from test_compaction_support import add_deletion_vector, read_multiset
 from test_compaction_zorder import _random_table, overlap_share
 
@@ -86,7 +86,7 @@ def test_cli_zorder_with_the_spark_engine(tmp_path):
 
 def _run_in_session(spark, path: str, plan, tmp_path) -> object:
     """What spark-submit runs (``run_job``), in this session, then deltalog's commit of its request."""
-    from deltalog.engines.spark.compaction_job import SPARK_CONF, run_job
+    from deltalog.compaction.spark.job import SPARK_CONF, run_job
 
     # The session is shared by the whole run: put back what the job's settings replace, or later tests
     # see them (seen: writeShredding off made Delta Spark write no shredded variant file elsewhere).
@@ -117,7 +117,7 @@ def test_spark_engine_purges_deletion_vectors(delta_spark, tmp_path):
     add_deletion_vector(path, paths[1], [3, 4], inline=True)
     before = read_multiset(path)
 
-    plan = plan_compaction(path, purge_min_deleted_share=0.5, engine="spark")
+    plan = plan_compaction(path, purge_deletion_vectors=True, min_deleted_share=0.5, engine="spark")
     assert [f.path for b in plan.bins for f in b.files] == [paths[0]]
     result = _run_in_session(delta_spark, path, plan, tmp_path)
 

@@ -18,9 +18,10 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import LocalOptions, compact
-from deltalog.compaction.layout import physical_data_schema
-from deltalog.compaction.local import READ_AHEAD_SHARE, dictionary_columns, read_ahead
+from deltalog.compaction.bin_writer import dictionary_columns, read_ahead
+from deltalog.compaction.options import READ_AHEAD_SHARE
 from deltalog.create import create_table
+from deltalog.protocol.parquet_layout import physical_data_schema
 from helpers import append, make_table, rows
 from shared_data import golden_copy
 from test_compaction_support import (
@@ -206,7 +207,7 @@ def test_cancel_stops_between_bins_and_keeps_what_committed(tmp_path, monkeypatc
     """The cancel event (Airflow's on_kill) reaches the core: committed bins stay, the rest is aborted."""
     import threading
 
-    import deltalog.compaction as compaction_module
+    import deltalog.compaction.batches as compaction_module
     from deltalog.errors import OperationCancelledError
 
     path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=10)
@@ -418,7 +419,7 @@ def test_dictionaries_only_where_values_repeat():
 
 def test_bins_read_ahead_only_when_a_core_would_be_idle(tmp_path, monkeypatch):
     """A reader thread per bin pays only when fewer bins than cores are left (one bin, or the last)."""
-    import deltalog.compaction.local as local
+    import deltalog.compaction.bin_writer as local
 
     calls: list[str] = []
     real = local.read_ahead

@@ -12,7 +12,7 @@ from deltalog.compaction import CompactionPlan, compact, plan_compaction
 from deltalog.compaction.plan import parse_size
 from deltalog.compaction.predicate import parse_where
 from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 from helpers import append, make_table, rows
 
 

@@ -16,12 +16,12 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import compact
-from deltalog.compaction.dv import dv_location, read_deletion_vector
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.create import create_table
-from deltalog.due import maintenance_due
 from deltalog.errors import InvalidArgumentError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
+from deltalog.maintenance.due import maintenance_due
+from deltalog.protocol.deletion_vectors import dv_location, read_deletion_vector
 from test_compaction_support import RICH_SCHEMA, add_deletion_vector, make_rich_table, multiset_of
 
 

@@ -11,12 +11,12 @@ import pytest
 
 import deltalog.compaction.commit as commit_module
 from deltalog import DeltaTable
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction import compact, plan_compaction
 from deltalog.compaction.commit import commit_bins
 from deltalog.compaction.local import run_local
 from deltalog.errors import OperationRefusedError
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
+from deltalog.storage.filesystem import Storage
 from helpers import append, make_table, rows
 from test_compaction_support import make_rich_table, read_multiset, rich_rows
 

@@ -110,7 +110,7 @@ def _rows_with_dvs(uri: str, options: dict[str, str], version: int | None = None
     blocks on the in-process S3 server)."""
     import numpy as np
 
-    from deltalog.compaction.dv import read_deletion_vector
+    from deltalog.protocol.deletion_vectors import read_deletion_vector
 
     dtable = DeltaTable(uri, options)
     snap = dtable.snapshot(version=version)

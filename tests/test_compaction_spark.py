@@ -10,12 +10,12 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.compaction import compact, plan_compaction
-from deltalog.compaction.layout import output_file_name
+from deltalog.compaction.file_names import output_file_name
+from deltalog.compaction.spark.commit import outputs_from_request
+from deltalog.compaction.spark.submit import run_spark
 from deltalog.create import create_table
-from deltalog.engines.spark.result import outputs_from_request
-from deltalog.engines.spark.submit import run_spark
 from deltalog.errors import EngineError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
 from test_compaction_support import RICH_SCHEMA, add_deletion_vector, make_rich_table, read_multiset
 
 
@@ -148,7 +148,7 @@ def test_a_cancelled_spark_job_is_stopped_and_commits_nothing(small_plan, tmp_pa
 def test_commit_spark_result_commits_bin_by_bin(small_plan):
     """The library step after spark-submit: the request's files are committed per bin, failures reported."""
     from deltalog.compaction.local import run_local
-    from deltalog.engines.spark.result import commit_spark_result
+    from deltalog.compaction.spark.commit import commit_spark_result
 
     path, plan = small_plan
     before = read_multiset(path)

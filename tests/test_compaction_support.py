@@ -22,8 +22,8 @@ import pyarrow as pa
 from deltalake import QueryBuilder, write_deltalake
 
 from deltalog import DeltaTable
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
+from deltalog.commit.transaction import Transaction
+from deltalog.storage.filesystem import Storage
 
 RICH_SCHEMA = pa.schema(
     [
@@ -214,7 +214,7 @@ def add_deletion_vector(
 
 def commit_actions(table: DeltaTable | str, version: int, storage_options: dict[str, Any] | None = None) -> list[dict]:
     """The actions of commit ``version``, one dict per line, on any storage the table is on."""
-    from deltalog.log import commit_name
+    from deltalog.log.listing import commit_name
 
     storage = (table if isinstance(table, DeltaTable) else DeltaTable(table, storage_options)).storage
     text = storage.read_bytes(storage.join("_delta_log", commit_name(version))).decode()

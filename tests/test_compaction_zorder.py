@@ -19,7 +19,7 @@ from deltalog.compaction import compact
 from deltalog.compaction.zorder import interleave, rank_scaled
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
 from test_compaction_support import add_deletion_vector, read_multiset
 
 

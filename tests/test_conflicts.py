@@ -13,8 +13,7 @@ import os
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
-from deltalog.conflicts import (
+from deltalog.commit.conflicts import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
@@ -25,9 +24,10 @@ from deltalog.conflicts import (
     ProtocolChangedError,
     WinningCommit,
 )
+from deltalog.commit.transaction import WRITE_SERIALIZABLE, Transaction
 from deltalog.errors import CorruptLogError
-from deltalog.protocol import Protocol
-from deltalog.transaction import WRITE_SERIALIZABLE, Transaction
+from deltalog.log.actions import Metadata
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, rows, write_data_file
 
 

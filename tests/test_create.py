@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.create import choose_protocol, create_table
 from deltalog.errors import InvalidArgumentError, TableAlreadyExistsError, UnsupportedProtocolError
-from deltalog.protocol import Protocol
+from deltalog.ingest import commit_request
+from deltalog.protocol.table_protocol import Protocol
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("day", pa.date32())])
 DELTALOG = os.path.join(os.path.dirname(sys.executable), "deltalog")

@@ -31,7 +31,7 @@ import pytest
 
 from delta_spark import TIME_TRAVEL_CHECK, Corpus, content_hash, fresh_clock_ms
 from deltalog import DeltaTable
-from deltalog.log_cleanup import cleanup_log
+from deltalog.log_maintenance.log_cleanup import cleanup_log
 from oracle_checks import deltalog_state, state_differences
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1800)]

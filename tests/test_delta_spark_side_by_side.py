@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.history import read_commit_info
+from deltalog.log.history import read_commit_info
 from side_by_side_maintainer import holding
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1200)]

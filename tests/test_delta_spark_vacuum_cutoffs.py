@@ -25,9 +25,9 @@ import pytest
 from delta_spark import Corpus, fresh_clock_ms
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
-from deltalog.history import CommitTimestamps, ict_enablement_version
-from deltalog.vacuum.plan import plan_vacuum
-from deltalog.vacuum.retained import scan_commits
+from deltalog.log.history import CommitTimestamps, ict_enablement_version
+from deltalog.vacuuming.plan import plan_vacuum
+from deltalog.vacuuming.retained import scan_commits
 from oracle_checks import spark_vacuum_dry_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(2400)]

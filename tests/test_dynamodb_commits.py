@@ -1,4 +1,4 @@
-"""S3 commits coordinated through DynamoDB (deltalog.dynamodb_commits), against the moto test server.
+"""S3 commits coordinated through DynamoDB (deltalog.storage.dynamodb_commits), against the moto test server.
 
 The protocol is Delta Spark's S3DynamoDBLogStore (and delta-rs's): the entry put only
 if absent is the commit point, the temp file then the version file, the entry marked
@@ -16,11 +16,11 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.conflicts import ConflictError
+from deltalog.commit.conflicts import ConflictError
 from deltalog.create import create_table
-from deltalog.dynamodb_commits import CommitEntry, DynamoDBCommits, table_path_for
 from deltalog.errors import InvalidArgumentError, StorageError
-from deltalog.storage import Storage
+from deltalog.storage.dynamodb_commits import CommitEntry, DynamoDBCommits, table_path_for
+from deltalog.storage.filesystem import Storage
 
 pytestmark = [pytest.mark.s3]
 

@@ -27,7 +27,7 @@ from vacuum_helpers import commit_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Modules that define DeltaLogError subclasses (the walk below finds them once imported).
-ERROR_MODULES = ("deltalog.errors", "deltalog.conflicts", "deltalog.vacuum.plan")
+ERROR_MODULES = ("deltalog.errors", "deltalog.commit.conflicts", "deltalog.vacuuming.plan")
 
 
 def exit_table() -> dict[int, set[str]]:

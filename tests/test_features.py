@@ -20,18 +20,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
 from deltalog.cli import main
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
-from deltalog.due import maintenance_due
 from deltalog.errors import OperationRefusedError, UnsupportedProtocolError
-from deltalog.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
-from deltalog.protocol import Protocol, check_readable, check_writable
-from deltalog.schema import arrow_schema_to_schema_string
-from deltalog.vacuum import vacuum
+from deltalog.ingest import commit_request
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import generate_manifest
+from deltalog.maintenance.due import maintenance_due
+from deltalog.protocol.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol, check_readable, check_writable
+from deltalog.vacuuming import vacuum
 from helpers import rows, write_data_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -361,7 +361,7 @@ def test_shredded_variant_tables_are_read_and_kept_but_not_rewritten(tmp_path, s
 
 
 def test_preview_names_have_their_ratified_features_support():
-    from deltalog.features import FEATURES, PREVIEW_NAMES
+    from deltalog.protocol.features import FEATURES, PREVIEW_NAMES
 
     for preview, ratified in PREVIEW_NAMES.items():
         assert FEATURES[preview].cells == FEATURES[ratified].cells and FEATURES[preview].kind == FEATURES[ratified].kind

@@ -25,14 +25,14 @@ import uuid
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
-from deltalog.features import FEATURES, REFUSED, SUPPORTED, Operation
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
-from deltalog.vacuum import vacuum
+from deltalog.ingest import commit_request
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import generate_manifest
+from deltalog.protocol.features import FEATURES, REFUSED, SUPPORTED, Operation
+from deltalog.vacuuming import vacuum
 from helpers import write_data_file
 
 pytest.importorskip("pyspark")
@@ -279,7 +279,7 @@ def test_spark_engine_writes_iceberg_compatible_files(spark, tmp_path):
     import pyarrow.parquet as pq
 
     from deltalog.errors import OperationRefusedError
-    from deltalog.iceberg_compat import check_iceberg_file
+    from deltalog.write_checks.iceberg_compat import check_iceberg_file
 
     for version in (1, 2):
         path = str(tmp_path / f"v{version}")

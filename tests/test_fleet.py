@@ -8,14 +8,14 @@ import os
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
 from deltalog.cli import main
 from deltalog.compaction import compact, plan_compaction
-from deltalog.due import maintenance_due
 from deltalog.fleet.discover import discover_tables, tables_from_list
-from deltalog.fleet.health import fleet_health
-from deltalog.log_cleanup import cleanup_log
-from deltalog.vacuum import vacuum
+from deltalog.fleet.ranking import fleet_health
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.maintenance.due import maintenance_due
+from deltalog.vacuuming import vacuum
 from fleet_helpers import (
     expired_log_table,
     healthy_table,

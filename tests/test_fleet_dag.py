@@ -18,7 +18,7 @@ import deltalake
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.due import maintenance_due
+from deltalog.maintenance.due import maintenance_due
 from fleet_helpers import FLEET, healthy_table, small_files_table
 
 REPO = Path(__file__).resolve().parent.parent

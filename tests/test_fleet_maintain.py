@@ -9,16 +9,16 @@ import time
 import deltalake
 import pytest
 
-import deltalog.compaction as compaction_module
+import deltalog.compaction.batches as compaction_module
 from deltalog import DeltaTable
 from deltalog.cli import main
 from deltalog.compaction import compact
-from deltalog.due import maintenance_due
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.lease import LEASE_NAME, acquire_lease
 from deltalog.fleet.maintain import maintain_table, settings_for
 from deltalog.fleet.report import format_summary, render_html
 from deltalog.fleet.run import run_fleet
+from deltalog.maintenance.due import maintenance_due
 from fleet_helpers import (
     FLEET,
     expired_log_table,

@@ -6,7 +6,7 @@ import fsspec
 import pytest
 
 from deltalog.fleet.discover import discover_tables
-from deltalog.fleet.health import fleet_health
+from deltalog.fleet.ranking import fleet_health
 from fleet_helpers import healthy_table, one_small_file_per_partition, small_files_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]

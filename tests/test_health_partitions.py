@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltalog.health import files_per_partition
+from deltalog.maintenance.health import files_per_partition
 
 MAP = pa.map_(pa.string(), pa.string())
 

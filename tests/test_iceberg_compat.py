@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
 from deltalog.compaction import compact
-from deltalog.protocol import Protocol
+from deltalog.protocol.table_protocol import Protocol
 
 PROTOCOL = Protocol(2, 7, None, ("columnMapping", "icebergCompatV2", "invariants", "appendOnly"))
 
@@ -124,7 +124,7 @@ def _iceberg_table(path: str, extra_config: dict[str, str] | None = None) -> Non
 
 
 def _write(path: str, name: str, with_ids: bool = True, with_partition: bool = True) -> str:
-    from deltalog.compaction.layout import iceberg_data_schema
+    from deltalog.protocol.parquet_layout import iceberg_data_schema
 
     schema = iceberg_data_schema(json.dumps(SCHEMA), ["p"])
     if not with_ids:
@@ -147,8 +147,8 @@ def _write(path: str, name: str, with_ids: bool = True, with_partition: bool = T
 def test_commit_requests_follow_the_iceberg_writer_rules(tmp_path):
     import pytest
 
-    from deltalog.commit_request import commit_request
     from deltalog.errors import DataFileMismatchError
+    from deltalog.ingest import commit_request
 
     path = str(tmp_path / "t")
     _iceberg_table(path)
@@ -173,8 +173,8 @@ def test_the_v2_type_allow_list_refuses_commit_requests_naming_the_column(tmp_pa
     """PROTOCOL.md 'Writer Requirements for IcebergCompatV2': only the allow-list's types; V1 blocks map/array."""
     import pytest
 
-    from deltalog.commit_request import commit_request
     from deltalog.errors import OperationRefusedError
+    from deltalog.ingest import commit_request
 
     path = str(tmp_path / "t")
     _iceberg_table(path)
@@ -199,7 +199,7 @@ def test_allow_list_rules():
     import pytest
 
     from deltalog.errors import InvalidArgumentError, OperationRefusedError
-    from deltalog.iceberg_compat import check_iceberg_schema
+    from deltalog.write_checks.iceberg_compat import check_iceberg_schema
 
     allowed = json.dumps(SCHEMA)
     check_iceberg_schema(allowed, ["p"], 2)  # arrays, maps, structs, long, string, date

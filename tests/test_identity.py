@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.errors import OperationRefusedError
-from deltalog.protocol import Protocol
+from deltalog.ingest import commit_request
+from deltalog.protocol.table_protocol import Protocol
 from helpers import make_table, write_data_file
 
 PROTOCOL = Protocol(1, 7, None, ("identityColumns",))

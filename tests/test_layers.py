@@ -1,9 +1,10 @@
-"""The package's shape: imports read top-down, and docs/DEVELOPING.md's module map is the tree.
+"""The package's shape: imports run one way, and docs/DEVELOPING.md's module map is the tree.
 
-The layers, lowest first, are declared here (the ``design.md`` layers, module by module).
-A module imports only from its own layer or below, at module level and inside functions
-alike, but for the few deliberate calls upward listed in ``UPWARD`` (each says why); the
-module-level import graph has no cycle. Read with ``ast``: nothing is imported to check.
+The layers, lowest first, are declared here (the ``design.md`` picture, package by
+package). A module imports only from its own layer or below, at module level and inside
+functions alike (``UPWARD`` would list deliberate exceptions; it is empty). No import
+cycle exists, counting imports inside functions and type-only ones, between modules or
+between packages. Read with ``ast``: nothing is imported to check.
 """
 
 from __future__ import annotations
@@ -19,87 +20,25 @@ PACKAGE = os.path.join(REPO, "provider", "deltalog")
 
 #: Lowest first. A name stands for the module and, for a package, everything in it.
 LAYERS: list[tuple[str, list[str]]] = [
-    (
-        "foundation",
-        [
-            "_version",
-            "errors",
-            "results",
-            "flags",
-            "arrow_utils",
-            "isolation",
-            "features",
-            "parquet_codec",
-            "sizes",
-            "storage",
-            "protocol",
-            "schema",
-            "partition_values",
-            "stats",
-            "commit_result",
-            "commit_lines",
-            "action_checks",
-            "engines.spark_packages",
-            "s3_reads",
-            "dynamodb_commits",
-        ],
-    ),  # fmt: skip
-    (
-        "log",
-        [
-            "properties",
-            "actions",
-            "log",
-            "table_config",
-            "clustering",
-            "row_tracking",
-            "identity",
-            "hidden",
-            "row_rules",
-            "schema_enforcement",
-            "stats_check",
-            "arrow_replay",
-            "conflicts",
-            "hooks",
-            "snapshot",
-            "history",
-            "activity",
-            "health",
-        ],
-    ),  # fmt: skip
-    ("table", ["table", "checkpoint_reader"]),
-    ("transaction", ["transaction"]),
-    (
-        "operations",
-        [
-            "checkpoint",
-            "log_cleanup",
-            "manifest",
-            "vacuum",
-            "compaction",
-            "convert",
-            "create",
-            "commit_request",
-            "due",
-            "post_commit",
-            "engines",
-            "iceberg_compat",
-        ],
-    ),  # fmt: skip
+    ("basics", ["_version", "errors", "result_contract", "_flags", "_arrow_utils"]),
+    ("storage", ["storage"]),
+    ("protocol", ["protocol"]),
+    ("log", ["log"]),
+    ("log_maintenance", ["log_maintenance"]),
+    ("commit", ["commit"]),
+    ("write_checks", ["write_checks"]),
+    ("engines", ["engines"]),
+    ("operations", ["vacuuming", "compaction", "convert", "create", "ingest"]),
+    ("maintenance", ["maintenance"]),
     ("fleet", ["fleet"]),
-    ("interface", ["cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py, the facade)
+    ("facade", ["table"]),  # DeltaTable: only the CLI, the package root, the provider and users import it
+    ("interface", ["cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py)
 ]
 
-#: Deliberate imports up a layer, all inside functions (never at module level), and why.
-UPWARD = {
-    ("table", "vacuum"): "DeltaTable's methods delegate to the operations, which build on DeltaTable",
-    ("table", "compaction"): "the same",
-    ("table", "checkpoint"): "the same",
-    ("table", "log_cleanup"): "the same",
-    ("table", "manifest"): "the same",
-    ("table", "transaction"): "the same (DeltaTable.transaction)",
-    ("transaction", "post_commit"): "Transaction(post_commit_hooks=None) runs the standard hooks, which are operations",
-}
+#: Deliberate imports up a layer, inside functions, and why: none. The operations take a table's
+#: storage (never the facade), the post-commit hooks call storage-level work below the commit
+#: layer, and the facade sits on top, so every import runs down.
+UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> dict[str, str]:
@@ -126,15 +65,19 @@ def _resolve(dotted: str) -> str | None:
     return name
 
 
-def _imports(module: str) -> list[tuple[str, bool]]:
-    """(imported module, at module level?) for every import of ``module`` (type-only imports left out)."""
+def _imports(module: str, *, types: bool = False) -> list[tuple[str, bool]]:
+    """(imported module, at module level?) for every import of ``module``.
+
+    Type-only imports (under ``if TYPE_CHECKING:``) are left out unless ``types``: they never
+    run, so they may not break the layers' order, but they count for the cycle check.
+    """
     path = MODULES[module]
     package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
     out: list[tuple[str, bool]] = []
 
     def visit(node: ast.AST, top: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test) and not types:
                 continue
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 visit(child, False)
@@ -200,31 +143,71 @@ def test_upward_exceptions_are_still_needed():
     assert set(UPWARD) == used
 
 
-def test_module_level_imports_have_no_cycle():
-    graph = {m: {t for t, top in _imports(m) if top} for m in MODULES}
-    state: dict[str, int] = {}
-    cycles = []
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one node (Tarjan), each as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
 
-    def walk(m: str, stack: list[str]) -> None:
-        state[m] = 1
-        stack.append(m)
-        for t in sorted(graph[m]):
-            if state.get(t) == 1:
-                cycles.append(stack[stack.index(t) :] + [t])
-            elif t not in state:
-                walk(t, stack)
-        stack.pop()
-        state[m] = 2
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
 
-    for m in sorted(graph):
-        if m not in state:
-            walk(m, [])
-    assert cycles == []
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return groups
+
+
+def test_no_import_cycle_even_through_functions_and_types():
+    """Module-level, in-function and type-only imports together form no cycle."""
+    graph = {m: {t for t, _ in _imports(m, types=True)} for m in MODULES}
+    assert _cycles(graph) == []
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_packages_import_one_way():
+    """Folded into top-level packages (``storage``, ``log``, ...), the imports still form no cycle.
+
+    Importing ``deltalog.log.snapshot`` runs ``deltalog/log/__init__.py`` first, so a cycle
+    between packages would be a cycle at import time even when the modules' graph has none.
+    """
+    graph: dict[str, set[str]] = {}
+    for m in MODULES:
+        graph.setdefault(_top(m), set()).update(_top(t) for t, _ in _imports(m, types=True) if _top(t) != _top(m))
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_layer_check_sees_an_upward_import():
-    assert _layer("snapshot")[0] < _layer("vacuum.plan")[0]  # the order the check relies on
-    assert ("snapshot", "vacuum") not in UPWARD
+    assert _layer("log.snapshot")[0] < _layer("vacuuming.plan")[0]  # the order the check relies on
+    assert ("log", "vacuuming") not in UPWARD
 
 
 # --- docs/DEVELOPING.md's module map -------------------------------------------------------
@@ -268,7 +251,7 @@ def test_module_map_covers_the_tree():
     assert missing == []
 
 
-@pytest.mark.parametrize("package", ["fleet", "engines/spark", "checkpoint", "cli"])
+@pytest.mark.parametrize("package", ["fleet", "engines/spark", "log_maintenance", "vacuuming", "cli"])
 def test_package_rows_name_their_modules(package):
     """Where a package's row lists its modules, it lists them all and no others."""
     (text,) = [t for n, t in _map_rows() if n.rstrip("/") == package]

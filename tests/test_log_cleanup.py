@@ -21,14 +21,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
-from deltalog.checkpoint import create_checkpoint
-from deltalog.checkpoint.writer import _CheckpointWriter
 from deltalog.cli import main
 from deltalog.errors import UnsupportedProtocolError, VersionNotFoundError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
+from deltalog.log.actions import Metadata
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.checkpoint import _CheckpointWriter
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
 from helpers import append, make_table, rows
 
 DAY_MS = 86_400_000
@@ -381,8 +381,8 @@ def test_staged_commits_stale_hint_and_leftover_temp_files(table_path):
 CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
-import deltalog.storage as storage_mod
-from deltalog.log_cleanup import cleanup_log
+import deltalog.storage.filesystem as storage_mod
+from deltalog.log_maintenance.log_cleanup import cleanup_log
 real = storage_mod.Storage.delete
 done = []
 def delete(self, path):
@@ -450,9 +450,9 @@ def test_cli_cleanup_log_dry_run_json(table_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("v2", [False, True])
 def test_checkpoint_cleanup_and_manifest_on_s3(s3_table_uri, s3_storage_options, s3_deltalake_options, v2):
-    from deltalog.manifest import generate_manifest
-    from deltalog.storage import Storage
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
+    from deltalog.log_maintenance.manifest import generate_manifest
+    from deltalog.storage.filesystem import Storage
 
     # In-commit timestamps: S3 keeps file times to the second, so commits made within one second
     # would share them (and the cleanup would keep the chain); ICT makes the cutoff exact.

@@ -13,7 +13,7 @@ import json
 import os
 
 from deltalog import DeltaTable
-from deltalog.log_cleanup import checksum_name, cleanup_log
+from deltalog.log_maintenance.log_cleanup import checksum_name, cleanup_log
 from test_log_cleanup import V2, history_table, log_dir, now_ms, readable_versions_agree, set_mtime
 
 DAY_MS = 86_400_000

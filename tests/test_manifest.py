@@ -14,10 +14,10 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.cli import main
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import OperationRefusedError
-from deltalog.manifest import MANIFEST_DIR, MARKER_NAME, generate_manifest, partition_dir
-from deltalog.protocol import Protocol
-from deltalog.transaction import Transaction
+from deltalog.log_maintenance.manifest import MANIFEST_DIR, MARKER_NAME, generate_manifest, partition_dir
+from deltalog.protocol.table_protocol import Protocol
 from helpers import append, make_table, rows, write_data_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -174,7 +174,7 @@ def test_an_untrustworthy_marker_means_a_full_generation(table_path, damage):
         doc["tableId"] = "someone-else"
         json.dump(doc, open(marker, "w"))
     else:
-        from deltalog.checkpoint import create_checkpoint
+        from deltalog.log_maintenance import create_checkpoint
 
         create_checkpoint(t)
         os.unlink(os.path.join(table_path, "_delta_log", f"{2:020d}.json"))
@@ -218,8 +218,8 @@ def test_column_mapping_is_refused(table_path):
 CRASH_SCRIPT = """
 import os, sys
 sys.path.insert(0, {here!r})
-import deltalog.storage as storage_mod
-from deltalog.manifest import generate_manifest
+import deltalog.storage.filesystem as storage_mod
+from deltalog.log_maintenance.manifest import generate_manifest
 real = storage_mod.Storage.write_atomic
 written = []
 def write_atomic(self, path, data):

@@ -1,4 +1,4 @@
-"""The one result contract (``deltalog.results``), checked on every result class there is.
+"""The one result contract (``deltalog.result_contract``), checked on every result class there is.
 
 Every dataclass with ``to_dict()`` in ``deltalog`` is found by walking the package, so a
 new one is held to the contract without anyone listing it: it must be frozen, its
@@ -25,7 +25,7 @@ import pytest
 
 import deltalog
 from deltalog import DeltaTable
-from deltalog.results import PROTOCOL_DATA_CLASSES, VERBATIM_KEYS
+from deltalog.result_contract import PROTOCOL_DATA_CLASSES, VERBATIM_KEYS
 from helpers import append, make_table, rows
 
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -85,23 +85,23 @@ def _hook(storage: Any, result: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> dict[type, Any]:
     """One real instance of every result class: the operations run on small real tables."""
-    from deltalog.activity import find_new_commit
-    from deltalog.checkpoint import create_checkpoint
+    from deltalog.commit.post_commit import PostCommitHook
+    from deltalog.commit.transaction import Transaction
     from deltalog.compaction import compact, plan_compaction
     from deltalog.compaction.purge import deletion_vector_health
     from deltalog.convert import convert_to_delta
-    from deltalog.due import maintenance_due
     from deltalog.engines.spark.ingest import IngestResult, WrittenFile
-    from deltalog.features import FEATURES
     from deltalog.fleet.discover import discover_tables
-    from deltalog.fleet.health import fleet_health
     from deltalog.fleet.maintain import settings_for
+    from deltalog.fleet.ranking import fleet_health
     from deltalog.fleet.run import run_fleet
-    from deltalog.hooks import PostCommitHook
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
-    from deltalog.transaction import Transaction
-    from deltalog.vacuum import plan_vacuum, vacuum
+    from deltalog.log.activity import find_new_commit
+    from deltalog.log_maintenance import create_checkpoint
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
+    from deltalog.maintenance.due import maintenance_due
+    from deltalog.protocol.features import FEATURES
+    from deltalog.vacuuming import plan_vacuum, vacuum
     from test_compaction_clustering import clustered
 
     root = tmp_path_factory.mktemp("results")
@@ -171,13 +171,15 @@ def test_the_key_check_catches_camel_case():
 
 def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
     """The public functions and DeltaTable methods that return results."""
-    from deltalog import activity, commit_request, due, health
+    from deltalog import ingest as commit_request
     from deltalog.compaction import commit_outputs, purge
+    from deltalog.compaction.spark.commit import commit_spark_result
     from deltalog.engines.spark.ingest import write_ingest
-    from deltalog.engines.spark.result import commit_spark_result
     from deltalog.fleet import discover, maintain, run
-    from deltalog.fleet import health as fleet_health
-    from deltalog.vacuum import vacuum
+    from deltalog.fleet import ranking as fleet_health
+    from deltalog.log import activity
+    from deltalog.maintenance import due, health
+    from deltalog.vacuuming import vacuum
 
     out = [(f"deltalog.{name}", getattr(deltalog, name)) for name in deltalog.__all__]
     out += [(f"DeltaTable.{n}", f) for n, f in inspect.getmembers(DeltaTable, inspect.isfunction) if n[0] != "_"]
@@ -201,7 +203,7 @@ def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
 
 def _returned_classes(fn: Callable[..., Any]) -> set[type]:
     names = {cls.__name__: cls for cls in CLASSES.values()}
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     hint = inspect.signature(fn).return_annotation  # a string (postponed annotations): only it is resolved
     if isinstance(hint, str):
@@ -236,4 +238,4 @@ def test_verbatim_keys_and_protocol_classes_are_real():
     """The exemptions name keys and classes that exist (a stale entry would hide nothing, or everything)."""
     assert PROTOCOL_DATA_CLASSES <= set(CLASSES)
     assert all(SNAKE.match(k) for k in VERBATIM_KEYS)
-    assert os.path.basename(deltalog.results.__file__) == "results.py"
+    assert os.path.basename(deltalog.result_contract.__file__) == "result_contract.py"

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
 from deltalog.create import create_table
 from deltalog.errors import OperationRefusedError
-from deltalog.protocol import Protocol
-from deltalog.row_rules import spark_to_duckdb
+from deltalog.ingest import commit_request
+from deltalog.protocol.table_protocol import Protocol
+from deltalog.write_checks.row_rules import spark_to_duckdb
 from helpers import make_table, write_data_file
 
 

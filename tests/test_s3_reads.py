@@ -1,4 +1,4 @@
-"""S3 GETs and listings through obstore (deltalog.s3_reads): same answers as s3fs, s3fs as the fallback.
+"""S3 GETs and listings through obstore (deltalog.storage.s3_reads): same answers as s3fs, s3fs as the fallback.
 
 The translation of s3fs storage options is checked without a server; the reads run on the
 S3 test server, each compared with the same read through s3fs (``{"s3_reads": "s3fs"}``).
@@ -13,9 +13,9 @@ import fsspec
 import pytest
 
 from deltalog import DeltaTable
-from deltalog import s3_reads as s3r
 from deltalog.errors import InvalidArgumentError, StorageError
-from deltalog.storage import Storage
+from deltalog.storage import s3_reads as s3r
+from deltalog.storage.filesystem import Storage
 from fleet_helpers import small_files_table
 
 S3FS = {"s3_reads": "s3fs"}

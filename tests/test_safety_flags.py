@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
+from deltalog._flags import require_bool
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
-from deltalog.flags import require_bool
-from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 from vacuum_helpers import files_on_disk, log_files
 
@@ -49,13 +49,13 @@ def removed_table(tmp_path):
 
 def _entry_points(path: str):
     """(name, call(value)) for every boolean switch of the core's public entry points."""
-    from deltalog.commit_request import commit_request
     from deltalog.compaction import compact
     from deltalog.create import create_table
     from deltalog.fleet.maintain import maintain_table
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
-    from deltalog.vacuum import plan_vacuum, vacuum
+    from deltalog.ingest import commit_request
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
+    from deltalog.vacuuming import plan_vacuum, vacuum
 
     table = DeltaTable(path)
     request = {"operation": "WRITE", "add": []}
@@ -81,7 +81,7 @@ def _entry_points(path: str):
 
 def test_truthy_string_is_not_consent_to_short_retention(removed_table):
     """The review's example: "False" deleted with retention 0. Now: refused, nothing deleted or written."""
-    from deltalog.vacuum import vacuum
+    from deltalog.vacuuming import vacuum
 
     before_files, before_log = files_on_disk(removed_table), log_files(removed_table)
     for word in ("False", "false", "no", "0"):

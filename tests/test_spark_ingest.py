@@ -62,7 +62,7 @@ def test_partition_dirs_are_unescaped_and_checked() -> None:
 
 
 def test_commit_request_document_is_what_deltalog_parses() -> None:
-    from deltalog.commit_request import load_commit_request
+    from deltalog.ingest import load_commit_request
 
     f = WrittenFile(path="d=1/part-0.parquet", size=10, partition_values={"d": "1"}, modification_time=5)
     doc = build_commit_request([f], user_metadata="ingest 2026-11-21")
@@ -141,7 +141,7 @@ def test_job_leaves_data_files_and_a_matching_request(ingested: dict[str, str]) 
 def test_request_commits_and_deltalake_reads_every_row(ingested: dict[str, str]) -> None:
     from deltalake import DeltaTable as RsTable
 
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     result = commit_request(ingested["table"], ingested["request"], app_id="test-ingest", txn_version=1)
     assert result.version == 1

@@ -11,7 +11,15 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from deltalog import DeltaTable, __version__
-from deltalog.actions import Metadata
+from deltalog.commit.post_commit import PostCommitHook
+from deltalog.commit.transaction import (
+    BACKOFF_CAP,
+    SERIALIZABLE,
+    SNAPSHOT_ISOLATION,
+    WRITE_SERIALIZABLE,
+    Transaction,
+    _backoff,
+)
 from deltalog.errors import (
     CommitFailedError,
     InvalidArgumentError,
@@ -21,18 +29,10 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     UnsupportedProtocolError,
 )
-from deltalog.features import FEATURES, Operation
-from deltalog.hooks import PostCommitHook
-from deltalog.protocol import Protocol
-from deltalog.storage import Storage
-from deltalog.transaction import (
-    BACKOFF_CAP,
-    SERIALIZABLE,
-    SNAPSHOT_ISOLATION,
-    WRITE_SERIALIZABLE,
-    Transaction,
-    _backoff,
-)
+from deltalog.log.actions import Metadata
+from deltalog.protocol.features import FEATURES, Operation
+from deltalog.protocol.table_protocol import Protocol
+from deltalog.storage.filesystem import Storage
 from helpers import append, make_table, rows, write_data_file
 
 
@@ -418,7 +418,7 @@ def test_failing_hook_never_fails_a_landed_commit(table_path: str) -> None:
 
 def test_standard_hooks_are_an_explicit_list_and_run_by_default(table_path: str) -> None:
     """No import-time registry: the default is ``standard_hooks()``, and it does run."""
-    from deltalog.post_commit import standard_hooks
+    from deltalog.commit.standard_post_commit import standard_hooks
 
     assert [h.name for h in standard_hooks()] == ["checkpoint", "log_cleanup", "symlink_manifest"]
     table = make_table(table_path, configuration={"delta.checkpointInterval": "2"})
@@ -433,12 +433,17 @@ def test_transaction_conflicts_and_hooks_import_without_a_cycle() -> None:
     import subprocess
     import sys
 
-    for module in ("deltalog.conflicts", "deltalog.hooks", "deltalog.transaction", "deltalog.post_commit"):
+    for module in (
+        "deltalog.commit.conflicts",
+        "deltalog.commit.post_commit",
+        "deltalog.commit.transaction",
+        "deltalog.commit.standard_post_commit",
+    ):
         code = f"import {module}"
         assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0, module
     code = (
-        "import sys, deltalog.transaction; "
-        "assert 'deltalog.post_commit' not in sys.modules and 'deltalog.checkpoint' not in sys.modules"
+        "import sys, deltalog.commit.transaction; "
+        "assert 'deltalog.commit.standard_post_commit' not in sys.modules and 'deltalog.log_maintenance' not in sys.modules"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

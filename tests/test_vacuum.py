@@ -29,17 +29,13 @@ from deltalog.errors import (
     TableNotFoundError,
     UnsupportedProtocolError,
 )
-from deltalog.history import read_commit_info
-from deltalog.protocol import Protocol
-from deltalog.vacuum import (
-    LiteVacuumUnavailableError,
-    execute_vacuum,
-    parse_interval_ms,
-    plan_vacuum,
-    read_cursor,
-    vacuum,
-)
-from deltalog.vacuum.paths import HiddenRule, PathResolver, dv_file_path, z85_decode
+from deltalog.log.history import read_commit_info
+from deltalog.protocol.properties import parse_interval_ms
+from deltalog.protocol.table_protocol import Protocol
+from deltalog.vacuuming import LiteVacuumUnavailableError, execute_vacuum, plan_vacuum, vacuum
+from deltalog.vacuuming.paths import PathResolver, dv_file_path, z85_decode
+from deltalog.vacuuming.plan import read_cursor
+from deltalog.write_checks.hidden_paths import HiddenRule
 from helpers import rows, write_data_file
 from shared_data import golden_copy
 from vacuum_helpers import (
@@ -246,7 +242,7 @@ def test_a_file_removed_inside_the_window_is_kept_even_if_its_tombstone_looks_ex
     commit_at(table, now - 30 * DAY_MS, adds=[a])
     # Removed by a commit one day ago whose writer stamped a deletionTimestamp 30 days old (clock skew).
     txn_rm = dict(remove_of(a), deletionTimestamp=now - 30 * DAY_MS)
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     txn = Transaction(table.storage, table.snapshot(), operation="DELETE", run_hooks=False)
     txn.remove([txn_rm])
@@ -275,7 +271,7 @@ def test_in_flight_writer_files_survive_and_its_commit_succeeds(tmp_path):
         vacuum(path, **kwargs)
         for p in pending:
             assert p["path"] in files_on_disk(path)
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     txn = Transaction(table.storage, snapshot, operation="WRITE", run_hooks=False)
     txn.add(pending)
@@ -302,7 +298,7 @@ def test_revalidation_keeps_a_file_re_added_after_planning(tmp_path):
 def test_a_crash_mid_way_is_finished_by_running_again(tmp_path, monkeypatch):
     path = str(tmp_path / "t")
     h = build_history(path)
-    import deltalog.vacuum.delete as ex
+    import deltalog.vacuuming.delete as ex
 
     calls = {"n": 0}
     real = ex._unlink
@@ -600,7 +596,7 @@ def test_inventory_in_delta_sparks_file_colon_slash_spelling(tmp_path):
 
 def test_inventory_read_in_small_batches_gives_the_same_plan_and_counts_every_empty_value(tmp_path, monkeypatch):
     """The inventory is streamed batch by batch (memory bounded at ten million rows): same plan, same refusals."""
-    import deltalog.vacuum.inventory as inventory_module
+    import deltalog.vacuuming.inventory as inventory_module
 
     path = str(tmp_path / "t")
     build_history(path)
@@ -621,7 +617,7 @@ def test_inventory_read_in_small_batches_gives_the_same_plan_and_counts_every_em
 
 def test_inventory_paths_made_relative_in_bulk_match_the_per_row_rule(tmp_path):
     """The vectorised root stripping gives, row for row, what ``PathResolver.relative_literal`` gives."""
-    from deltalog.vacuum.inventory import _SPECIAL_ROW, _relativise
+    from deltalog.vacuuming.inventory import _SPECIAL_ROW, _relativise
 
     path = str(tmp_path / "t")
     build_history(path)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.vacuum import plan_vacuum, vacuum
+from deltalog.vacuuming import plan_vacuum, vacuum
 from shared_data import golden_copy
 from vacuum_helpers import DAY_MS, commit_path, deltalake_ids, files_on_disk, now_ms, set_mtime
 
@@ -137,7 +137,7 @@ def test_golden_deletion_vector_table_keeps_every_dv_a_retained_version_uses(tmp
     assert result.fully_readable_from_version == 9 and result.num_deleted_files > 1
     on_disk = files_on_disk(path)
     assert orphan not in on_disk
-    from deltalog.vacuum.paths import dv_paths_of
+    from deltalog.vacuuming.paths import dv_paths_of
 
     for v, rows in expected.items():
         snap = DeltaTable(path).snapshot(version=v)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
-from deltalog.transaction import Transaction
-from deltalog.vacuum.plan import plan_vacuum
+from deltalog.vacuuming.plan import plan_vacuum
 from helpers import append, make_table, rows
 
 HOUR_MS = 3_600_000

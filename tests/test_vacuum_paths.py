@@ -18,10 +18,10 @@ import pyarrow as pa
 import pytest
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError, InvalidCommitRequestError, OperationRefusedError
-from deltalog.transaction import Transaction
-from deltalog.vacuum import plan_vacuum, vacuum
+from deltalog.ingest import commit_request
+from deltalog.vacuuming import plan_vacuum, vacuum
 from helpers import rows
 from vacuum_helpers import (
     DAY_MS,
@@ -231,7 +231,7 @@ def test_cli_refuses_an_unrelativisable_log_path_with_exit_1(tmp_path, capsys):
 
 @pytest.mark.parametrize("where", ["link", "elsewhere"])
 def test_an_absolute_deletion_vector_path_is_protected_under_any_spelling_or_stops_vacuum(tmp_path, where):
-    from deltalog.protocol import Protocol
+    from deltalog.protocol.table_protocol import Protocol
 
     os.makedirs(tmp_path / "real")
     os.symlink(tmp_path / "real", tmp_path / "link")
@@ -271,7 +271,7 @@ def test_a_listed_file_dated_1970_is_kept_not_taken_for_ancient(tmp_path, mode):
 
 
 def test_a_folder_swapped_for_a_link_after_planning_is_not_deleted_through(tmp_path):
-    from deltalog.vacuum import execute_vacuum
+    from deltalog.vacuuming import execute_vacuum
 
     path = str(tmp_path / "t")
     h = _partitioned(path)

@@ -36,9 +36,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.transaction import Transaction
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 from helpers import rows, write_data_file
 from vacuum_helpers import (
     DAY_MS,

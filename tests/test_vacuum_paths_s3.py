@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deltalog import DeltaTable
+from deltalog.commit.transaction import Transaction
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.transaction import Transaction
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow]
 

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from deltalog.vacuum import vacuum
+from deltalog.vacuuming import vacuum
 from helpers import write_data_file
 from vacuum_helpers import HOUR_MS, commit_at, deltalake_ids, files_on_disk, make_table_at, now_ms, remove_of, set_mtime
 
@@ -96,7 +96,7 @@ def _commit(table, model: Model, at: int, adds: list[dict], removes: list[dict],
     removes_out = [remove_of(r["add"], r.get("data_change", True)) for r in removes]
     if skew:
         # A writer whose clock was far behind: the tombstone looks long expired.
-        from deltalog.transaction import Transaction
+        from deltalog.commit.transaction import Transaction
 
         txn = Transaction(table.storage, table.snapshot(), operation="DELETE", run_hooks=False)
         txn.remove([dict(r, deletionTimestamp=at - skew) for r in removes_out])
@@ -160,7 +160,7 @@ def run_history(path: str, ops: list[tuple], configured: str | None, start: int)
 
                 deltalake.DeltaTable(path).create_checkpoint()
             else:
-                from deltalog.checkpoint import create_checkpoint
+                from deltalog.log_maintenance import create_checkpoint
 
                 create_checkpoint(path)
         elif kind == "junk":

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 
 from deltalog import DeltaTable
-from deltalog.transaction import Transaction
+from deltalog.commit.transaction import Transaction
 from helpers import write_data_file
 
 HOUR_MS = 3_600_000

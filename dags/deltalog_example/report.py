@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deltalog import DeltaTable
-from deltalog.storage import LOG_DIR
+from deltalog.storage.filesystem import LOG_DIR
 
 
 @dataclass

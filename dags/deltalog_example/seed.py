@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import DeltaTable
-from deltalog.commit_request import commit_request, load_commit_request, prepare_actions
+from deltalog.commit.transaction import Transaction
 from deltalog.create import create_table
-from deltalog.storage import LOG_DIR
-from deltalog.transaction import Transaction
+from deltalog.ingest import commit_request, load_commit_request, prepare_actions
+from deltalog.storage.filesystem import LOG_DIR
 
 from . import EVENTS_SCHEMA, PARTITION_BY
 

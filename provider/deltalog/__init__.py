@@ -8,12 +8,14 @@ The entry points::
     table.compact(target_size="128m"); table.create_checkpoint(); table.vacuum(dry_run=True)
     table.cleanup_log(); table.generate_manifest(); table.transaction(operation="WRITE")
 
-and the same operations as functions taking a table (a ``DeltaTable`` or a path/URI; every
-option keyword-only, ``storage_options`` included): ``compact``, ``plan_compaction``,
-``plan_vacuum``, ``execute_vacuum``, ``create_checkpoint``, ``cleanup_log``,
-``generate_manifest``, ``create_table``, ``convert_to_delta`` (``vacuum`` and
-``commit_request`` are in the modules of those names). Errors are ``deltalog.errors``
-classes (``DeltaLogError``).
+and the same operations as functions taking a table (a ``DeltaTable``, a path/URI or a
+``Storage``; every option keyword-only, ``storage_options`` included): ``compact``,
+``plan_compaction``, ``vacuum``, ``plan_vacuum``, ``execute_vacuum``, ``create_checkpoint``,
+``cleanup_log``, ``generate_manifest``, ``create_table``, ``convert_to_delta``,
+``commit_request``, ``maintenance_due``, the fleet's ``discover_tables`` /
+``fleet_health`` / ``run_fleet``. Every public function and every result class is
+importable from here (``__all__``); each lives in the package of its layer (see
+``docs/design.md``). Errors are ``deltalog.errors`` classes (``DeltaLogError``).
 
 No Airflow import anywhere in this package: the Airflow provider lives in
 ``deltalog_provider`` and only calls into here.
@@ -22,27 +24,182 @@ No Airflow import anywhere in this package: the Airflow provider lives in
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltalog._version import __version__
 from deltalog.errors import DeltaLogError
-from deltalog.snapshot import Snapshot
 from deltalog.table import DeltaTable
 
-#: Public names imported from their modules on first use (``import deltalog`` stays cheap).
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is imported on first use
+    from deltalog.commit import CommitResult, PostCommitHook, PostCommitHookResult, Transaction
+    from deltalog.compaction import (
+        Bin,
+        BinOutput,
+        BinSkipped,
+        CompactionCommit,
+        CompactionOptions,
+        CompactionPlan,
+        CompactionResult,
+        DeletionVectorHealth,
+        LocalOptions,
+        commit_outputs,
+        compact,
+        deletion_vector_health,
+        plan_compaction,
+    )
+    from deltalog.compaction.liquid import ClusteringSpec
+    from deltalog.compaction.plan import PlanFile
+    from deltalog.compaction.spark import commit_spark_result, read_spark_request, spark_job_script
+    from deltalog.convert import ConvertResult, convert_to_delta
+    from deltalog.create import choose_protocol, create_table, required_features
+    from deltalog.engines.spark import IngestResult, WrittenFile, write_ingest
+    from deltalog.fleet import (
+        DiscoveryResult,
+        FleetRunResult,
+        FoundTable,
+        Lease,
+        PlannedTable,
+        TableOutcome,
+        TableReport,
+        TableSettings,
+        acquire_lease,
+        discover_tables,
+        fleet_health,
+        maintain_table,
+        run_fleet,
+    )
+    from deltalog.ingest import AddSpec, CommitRequest, commit_request, load_commit_request, prepare_actions
+    from deltalog.log import HistoryEntry, LogListing, NewCommit, Snapshot, find_new_commit, list_log, snapshot_at
+    from deltalog.log_maintenance import (
+        CheckpointDescription,
+        CheckpointResult,
+        LogCleanupResult,
+        ManifestResult,
+        cleanup_log,
+        create_checkpoint,
+        describe_checkpoint,
+        generate_manifest,
+        last_checkpoint_checksum,
+    )
+    from deltalog.maintenance import MaintenanceDue, TableHealth, compute_health, maintenance_due
+    from deltalog.protocol import Feature, Operation, Protocol, arrow_schema_to_schema_string, parse_schema_string
+    from deltalog.protocol.features import Cell
+    from deltalog.storage import FileInfo, Storage, is_remote
+    from deltalog.vacuuming import (
+        LiteVacuumUnavailableError,
+        VacuumPlan,
+        VacuumResult,
+        execute_vacuum,
+        plan_vacuum,
+        vacuum,
+    )
+    from deltalog.vacuuming.retention import Retention
+
+#: Public names -> the package (or module) that exports them, imported on first use so
+#: ``import deltalog`` stays cheap (``tests/test_public_api.py`` keeps this complete).
 _LAZY = {
-    "plan_vacuum": "deltalog.vacuum",
-    "execute_vacuum": "deltalog.vacuum",
+    # deltalog.commit
+    "CommitResult": "deltalog.commit",
+    "PostCommitHook": "deltalog.commit",
+    "PostCommitHookResult": "deltalog.commit",
+    "Transaction": "deltalog.commit",
+    # deltalog.compaction
+    "Bin": "deltalog.compaction",
+    "BinOutput": "deltalog.compaction",
+    "BinSkipped": "deltalog.compaction",
+    "CompactionCommit": "deltalog.compaction",
+    "CompactionOptions": "deltalog.compaction",
+    "CompactionPlan": "deltalog.compaction",
+    "CompactionResult": "deltalog.compaction",
+    "DeletionVectorHealth": "deltalog.compaction",
+    "LocalOptions": "deltalog.compaction",
+    "commit_outputs": "deltalog.compaction",
     "compact": "deltalog.compaction",
+    "deletion_vector_health": "deltalog.compaction",
     "plan_compaction": "deltalog.compaction",
-    "create_checkpoint": "deltalog.checkpoint",
-    "cleanup_log": "deltalog.log_cleanup",
-    "generate_manifest": "deltalog.manifest",
-    "create_table": "deltalog.create",
+    # deltalog.compaction.liquid
+    "ClusteringSpec": "deltalog.compaction.liquid",
+    # deltalog.compaction.plan
+    "PlanFile": "deltalog.compaction.plan",
+    # deltalog.compaction.spark
+    "commit_spark_result": "deltalog.compaction.spark",
+    "read_spark_request": "deltalog.compaction.spark",
+    "spark_job_script": "deltalog.compaction.spark",
+    # deltalog.convert
+    "ConvertResult": "deltalog.convert",
     "convert_to_delta": "deltalog.convert",
-    "Transaction": "deltalog.transaction",
-    "CommitResult": "deltalog.commit_result",
-    "PostCommitHook": "deltalog.hooks",
+    # deltalog.create
+    "choose_protocol": "deltalog.create",
+    "create_table": "deltalog.create",
+    "required_features": "deltalog.create",
+    # deltalog.engines.spark
+    "IngestResult": "deltalog.engines.spark",
+    "WrittenFile": "deltalog.engines.spark",
+    "write_ingest": "deltalog.engines.spark",
+    # deltalog.fleet
+    "DiscoveryResult": "deltalog.fleet",
+    "FleetRunResult": "deltalog.fleet",
+    "FoundTable": "deltalog.fleet",
+    "Lease": "deltalog.fleet",
+    "PlannedTable": "deltalog.fleet",
+    "TableOutcome": "deltalog.fleet",
+    "TableReport": "deltalog.fleet",
+    "TableSettings": "deltalog.fleet",
+    "acquire_lease": "deltalog.fleet",
+    "discover_tables": "deltalog.fleet",
+    "fleet_health": "deltalog.fleet",
+    "maintain_table": "deltalog.fleet",
+    "run_fleet": "deltalog.fleet",
+    # deltalog.ingest
+    "AddSpec": "deltalog.ingest",
+    "CommitRequest": "deltalog.ingest",
+    "commit_request": "deltalog.ingest",
+    "load_commit_request": "deltalog.ingest",
+    "prepare_actions": "deltalog.ingest",
+    # deltalog.log
+    "HistoryEntry": "deltalog.log",
+    "LogListing": "deltalog.log",
+    "NewCommit": "deltalog.log",
+    "Snapshot": "deltalog.log",
+    "find_new_commit": "deltalog.log",
+    "list_log": "deltalog.log",
+    "snapshot_at": "deltalog.log",
+    # deltalog.log_maintenance
+    "CheckpointDescription": "deltalog.log_maintenance",
+    "CheckpointResult": "deltalog.log_maintenance",
+    "LogCleanupResult": "deltalog.log_maintenance",
+    "ManifestResult": "deltalog.log_maintenance",
+    "cleanup_log": "deltalog.log_maintenance",
+    "create_checkpoint": "deltalog.log_maintenance",
+    "describe_checkpoint": "deltalog.log_maintenance",
+    "generate_manifest": "deltalog.log_maintenance",
+    "last_checkpoint_checksum": "deltalog.log_maintenance",
+    # deltalog.maintenance
+    "MaintenanceDue": "deltalog.maintenance",
+    "TableHealth": "deltalog.maintenance",
+    "compute_health": "deltalog.maintenance",
+    "maintenance_due": "deltalog.maintenance",
+    # deltalog.protocol
+    "Feature": "deltalog.protocol",
+    "Operation": "deltalog.protocol",
+    "Protocol": "deltalog.protocol",
+    "arrow_schema_to_schema_string": "deltalog.protocol",
+    "parse_schema_string": "deltalog.protocol",
+    # deltalog.protocol.features
+    "Cell": "deltalog.protocol.features",
+    # deltalog.storage
+    "FileInfo": "deltalog.storage",
+    "Storage": "deltalog.storage",
+    "is_remote": "deltalog.storage",
+    # deltalog.vacuuming
+    "LiteVacuumUnavailableError": "deltalog.vacuuming",
+    "VacuumPlan": "deltalog.vacuuming",
+    "VacuumResult": "deltalog.vacuuming",
+    "execute_vacuum": "deltalog.vacuuming",
+    "plan_vacuum": "deltalog.vacuuming",
+    "vacuum": "deltalog.vacuuming",
+    # deltalog.vacuuming.retention
+    "Retention": "deltalog.vacuuming.retention",
 }
 
 
@@ -53,4 +210,96 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["DeltaLogError", "DeltaTable", "Snapshot", "__version__", *_LAZY]
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = [
+    "AddSpec",
+    "Bin",
+    "BinOutput",
+    "BinSkipped",
+    "Cell",
+    "CheckpointDescription",
+    "CheckpointResult",
+    "ClusteringSpec",
+    "CommitRequest",
+    "CommitResult",
+    "CompactionCommit",
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionResult",
+    "ConvertResult",
+    "DeletionVectorHealth",
+    "DeltaLogError",
+    "DeltaTable",
+    "DiscoveryResult",
+    "Feature",
+    "FileInfo",
+    "FleetRunResult",
+    "FoundTable",
+    "HistoryEntry",
+    "IngestResult",
+    "Lease",
+    "LiteVacuumUnavailableError",
+    "LocalOptions",
+    "LogCleanupResult",
+    "LogListing",
+    "MaintenanceDue",
+    "ManifestResult",
+    "NewCommit",
+    "Operation",
+    "PlanFile",
+    "PlannedTable",
+    "PostCommitHook",
+    "PostCommitHookResult",
+    "Protocol",
+    "Retention",
+    "Snapshot",
+    "Storage",
+    "TableHealth",
+    "TableOutcome",
+    "TableReport",
+    "TableSettings",
+    "Transaction",
+    "VacuumPlan",
+    "VacuumResult",
+    "WrittenFile",
+    "acquire_lease",
+    "choose_protocol",
+    "cleanup_log",
+    "commit_outputs",
+    "commit_request",
+    "commit_spark_result",
+    "compact",
+    "compute_health",
+    "convert_to_delta",
+    "create_checkpoint",
+    "create_table",
+    "deletion_vector_health",
+    "describe_checkpoint",
+    "discover_tables",
+    "execute_vacuum",
+    "find_new_commit",
+    "fleet_health",
+    "generate_manifest",
+    "is_remote",
+    "last_checkpoint_checksum",
+    "list_log",
+    "load_commit_request",
+    "maintain_table",
+    "maintenance_due",
+    "arrow_schema_to_schema_string",
+    "parse_schema_string",
+    "plan_compaction",
+    "plan_vacuum",
+    "prepare_actions",
+    "read_spark_request",
+    "required_features",
+    "run_fleet",
+    "snapshot_at",
+    "spark_job_script",
+    "vacuum",
+    "write_ingest",
+    "__version__",
+]

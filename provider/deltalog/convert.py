@@ -11,9 +11,9 @@ refused too.
 
 Hidden paths (a component starting with ``_`` or ``.``, e.g. ``_SUCCESS``,
 ``_temporary/``, ``.crc`` files) are skipped, as Delta readers skip them, by the
-rule of :mod:`deltalog.hidden`: a partition directory ``_p=x`` of a declared
+rule of :mod:`deltalog.write_checks.hidden_paths`: a partition directory ``_p=x`` of a declared
 partition column ``_p`` is data, not hidden. Partition values are written in
-their canonical form (:mod:`deltalog.partition_values`: ``d=1.5`` of a
+their canonical form (:mod:`deltalog.protocol.partition_values`: ``d=1.5`` of a
 ``decimal(5,2)`` becomes ``"1.50"``); a value the type cannot hold is refused.
 """
 
@@ -32,8 +32,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from deltalog.actions import Metadata
-from deltalog.compaction.layout import to_log_path
+from deltalog.commit.transaction import Transaction
 from deltalog.create import choose_protocol, required_features
 from deltalog.errors import (
     CommitFailedError,
@@ -45,16 +44,19 @@ from deltalog.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from deltalog.features import Operation
-from deltalog.hidden import HiddenRule
-from deltalog.log import list_log
-from deltalog.partition_values import PartitionValueError, canonical_partition_value
-from deltalog.protocol import check_writable
-from deltalog.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
-from deltalog.schema_enforcement import check_file_schema
-from deltalog.stats import stats_from_parquet_metadata, stats_json
-from deltalog.storage import FileInfo, Storage
-from deltalog.transaction import Transaction
+from deltalog.log.actions import Metadata
+from deltalog.log.listing import list_log
+from deltalog.protocol.features import Operation
+from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.parquet_layout import to_log_path
+from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
+from deltalog.protocol.schema import arrow_field_to_delta, arrow_schema_to_schema_string, delta_type_to_arrow
+from deltalog.protocol.table_protocol import check_writable
+from deltalog.storage.filesystem import FileInfo, Storage
+from deltalog.write_checks.hidden_paths import HiddenRule
+from deltalog.write_checks.schema_enforcement import check_file_schema
+
+__all__ = ["ConvertResult", "convert_to_delta"]
 
 log = logging.getLogger(__name__)
 

@@ -21,18 +21,20 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog.actions import Metadata
-from deltalog.commit_result import CommitResult
+from deltalog._flags import require_bools
+from deltalog.commit.result import CommitResult
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError, NotADeltaTableError, TableAlreadyExistsError
-from deltalog.features import Operation
-from deltalog.flags import require_bools
-from deltalog.iceberg_compat import check_iceberg_schema, iceberg_compat_version
-from deltalog.log import list_log
-from deltalog.properties import validate_table_properties
-from deltalog.protocol import FeatureRequirements, Protocol, check_writable
-from deltalog.schema import arrow_schema_to_schema_string, has_timestamp_ntz
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
+from deltalog.log.actions import Metadata
+from deltalog.log.listing import list_log
+from deltalog.protocol.features import Operation
+from deltalog.protocol.properties import validate_table_properties
+from deltalog.protocol.schema import arrow_schema_to_schema_string, has_timestamp_ntz
+from deltalog.protocol.table_protocol import FeatureRequirements, Protocol, check_writable
+from deltalog.storage.filesystem import Storage
+from deltalog.write_checks.iceberg_compat import check_iceberg_schema, iceberg_compat_version
+
+__all__ = ["choose_protocol", "create_table", "required_features"]
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,32 @@ input or an unreadable table, 1 for a refused or conflicting operation.
 
 from __future__ import annotations
 
+__all__ = [
+    "CommitFailedError",
+    "CommitOutcomeUnknownError",
+    "CorruptCheckpointError",
+    "CorruptLogError",
+    "DataFileMismatchError",
+    "DeltaLogError",
+    "EngineError",
+    "InvalidArgumentError",
+    "InvalidCommitRequestError",
+    "MaintenanceLeaseHeldError",
+    "MissingCommitError",
+    "NoMetadataError",
+    "NoProtocolError",
+    "NonAtomicStorageError",
+    "NotADeltaTableError",
+    "OperationCancelledError",
+    "OperationRefusedError",
+    "StorageError",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "UnsupportedFileNameError",
+    "UnsupportedProtocolError",
+    "VersionNotFoundError",
+]
+
 
 class DeltaLogError(Exception):
     """Base class of every error deltalog raises on purpose."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
-from deltalog.health import VACUUM_LOOKBACK, TableHealth, compute_health
-from deltalog.history import CommitTimestamps, HistoryEntry, history, ict_enablement_version, parse_timestamp
-from deltalog.log import LogListing, build_segment, list_log
-from deltalog.snapshot import Snapshot, load_snapshot
-from deltalog.storage import Storage
+from deltalog.errors import InvalidArgumentError
+from deltalog.log.activity import VACUUM_LOOKBACK
+from deltalog.log.history import HistoryEntry, history, ict_enablement_version
+from deltalog.log.listing import LogListing, list_log
+from deltalog.log.load import snapshot_at
+from deltalog.log.snapshot import Snapshot
+from deltalog.storage.filesystem import Storage
 
 if TYPE_CHECKING:
     import threading
@@ -18,14 +19,17 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from deltalog.checkpoint import CheckpointResult
-    from deltalog.compaction import CompactionPlan, CompactionResult, LocalOptions
-    from deltalog.features import Operation
-    from deltalog.hooks import PostCommitHook
-    from deltalog.log_cleanup import LogCleanupResult
-    from deltalog.manifest import ManifestResult
-    from deltalog.transaction import Transaction
-    from deltalog.vacuum import VacuumResult
+    from deltalog.commit.post_commit import PostCommitHook
+    from deltalog.commit.transaction import Transaction
+    from deltalog.compaction import CompactionOptions, CompactionPlan, CompactionResult
+    from deltalog.log_maintenance import CheckpointResult
+    from deltalog.log_maintenance.log_cleanup import LogCleanupResult
+    from deltalog.log_maintenance.manifest import ManifestResult
+    from deltalog.maintenance.health import TableHealth
+    from deltalog.protocol.features import Operation
+    from deltalog.vacuuming import VacuumResult
+
+__all__ = ["DeltaTable"]
 
 
 class DeltaTable:
@@ -51,37 +55,11 @@ class DeltaTable:
         *,
         listing: LogListing | None = None,
     ) -> Snapshot:
-        """The table state at ``version`` or at ``timestamp`` (default: the latest)."""
-        if version is not None and timestamp is not None:
-            raise InvalidArgumentError("give either a version or a timestamp, not both")
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise InvalidArgumentError(f"version must be an integer, got {version!r}")
-        listing = listing or self.list_log()
-        if timestamp is not None:
-            ts = parse_timestamp(timestamp)
-            latest = self._load(listing, None)
-            ict_from = ict_enablement_version(latest.metadata.configuration)
-            version = CommitTimestamps(self.storage, listing, ict_from).version_at(ts)
-            if version == latest.version:
-                return latest
-        return self._load(listing, version)
+        """The table state at ``version`` or at ``timestamp`` (default: the latest).
 
-    def _load(self, listing: LogListing, version: int | None) -> Snapshot:
-        excluded: set[int] = set()
-        while True:
-            segment = build_segment(listing, version, exclude_checkpoints=excluded)
-            try:
-                return load_snapshot(self.storage, segment)
-            except CorruptCheckpointError as exc:
-                # An unreadable checkpoint is skipped when an older one (or commit 0) can
-                # rebuild the same version; otherwise the error stands.
-                if segment.checkpoint is None:
-                    raise
-                excluded.add(segment.checkpoint.version)
-                try:
-                    build_segment(listing, version, exclude_checkpoints=excluded)
-                except DeltaLogError:
-                    raise exc from None
+        See :func:`deltalog.log.load.snapshot_at` (which also skips an unreadable checkpoint).
+        """
+        return snapshot_at(self.storage, version, timestamp, listing=listing)
 
     def version(self) -> int:
         """The latest version, from the listing alone (no replay)."""
@@ -93,7 +71,7 @@ class DeltaTable:
     def history(self, *, limit: int | None = None) -> list[HistoryEntry]:
         """commitInfo of the newest ``limit`` commits still in the log, newest first."""
         listing = self.list_log()
-        latest = self._load(listing, None)
+        latest = snapshot_at(self.storage, listing=listing)
         return history(self.storage, listing, ict_enablement_version(latest.metadata.configuration), limit)
 
     def health(
@@ -101,13 +79,16 @@ class DeltaTable:
     ) -> TableHealth:
         """The health numbers of the latest version (small files, commits since checkpoint, ...).
 
-        See :func:`deltalog.health.compute_health` (``target_file_size`` is its ``target``).
+        See :func:`deltalog.maintenance.health.compute_health` (``target_file_size`` is its ``target``).
         """
+        from deltalog.maintenance.health import compute_health
+
         if isinstance(target_file_size, int) and target_file_size <= 0:
             raise InvalidArgumentError(f"target file size must be positive, got {target_file_size}")
         return compute_health(self.snapshot(), target=target_file_size, vacuum_lookback=vacuum_lookback)
 
-    # --- operations: each delegates to its module (imported here, on use: they build on this class).
+    # --- operations: each delegates to its module, imported on use so ``import deltalog`` stays
+    # cheap. The operations take the table's storage, never this class: the facade sits on top.
     # The parameters mirror the functions' (tests/test_public_api.py compares them), except
     # ``storage_options``: the table carries its own.
 
@@ -123,8 +104,8 @@ class DeltaTable:
         full_fallback: bool = False,
         cancel: threading.Event | None = None,
     ) -> VacuumResult:
-        """Delete files no retained version needs; see :func:`deltalog.vacuum.vacuum`."""
-        from deltalog.vacuum import vacuum
+        """Delete files no retained version needs; see :func:`deltalog.vacuuming.vacuum`."""
+        from deltalog.vacuuming import vacuum
 
         return vacuum(
             self,
@@ -141,69 +122,37 @@ class DeltaTable:
     def compact(
         self,
         *,
-        target_size: int | str | None = None,
-        where: str | None = None,
-        engine: str = "local",
-        plan_only: bool = False,
-        min_files: int = 2,
-        max_bins: int | None = None,
-        small_file_threshold: int | str | None = None,
+        options: CompactionOptions | None = None,
         plan: CompactionPlan | None = None,
-        bins_per_commit: int | None = None,
-        max_workers: int | None = None,
-        local_options: LocalOptions | None = None,
-        spark_options: dict[str, Any] | None = None,
-        run_hooks: bool = True,
-        deadline: float | None = None,
         cancel: threading.Event | None = None,
-        purge_deletion_vectors: bool = False,
-        min_deleted_share: float | None = None,
-        zorder_by: list[str] | None = None,
-        full: bool = False,
+        **option_values: Any,
     ) -> CompactionResult:
-        """Bin-pack small files (OPTIMIZE), purge deletion vectors or Z-order; see :func:`deltalog.compaction.compact`."""
+        """Bin-pack small files (OPTIMIZE), purge deletion vectors or Z-order; see :func:`deltalog.compaction.compact`.
+
+        ``options`` (a :class:`~deltalog.compaction.CompactionOptions`) or its fields as
+        keyword arguments: ``table.compact(target_size="128m", zorder_by=["ts"])``.
+        """
         from deltalog.compaction import compact
 
-        return compact(
-            self,
-            target_size=target_size,
-            where=where,
-            engine=engine,
-            plan_only=plan_only,
-            min_files=min_files,
-            max_bins=max_bins,
-            small_file_threshold=small_file_threshold,
-            plan=plan,
-            bins_per_commit=bins_per_commit,
-            max_workers=max_workers,
-            local_options=local_options,
-            spark_options=spark_options,
-            run_hooks=run_hooks,
-            deadline=deadline,
-            cancel=cancel,
-            purge_deletion_vectors=purge_deletion_vectors,
-            min_deleted_share=min_deleted_share,
-            zorder_by=zorder_by,
-            full=full,
-        )
+        return compact(self, options=options, plan=plan, cancel=cancel, **option_values)
 
     def create_checkpoint(
         self, *, version: int | None = None, now_ms: int | None = None, sidecar_max_actions: int = 50_000
     ) -> CheckpointResult:
-        """Write a checkpoint (of ``version``, default the latest); see :func:`deltalog.checkpoint.create_checkpoint`."""
-        from deltalog.checkpoint import create_checkpoint
+        """Write a checkpoint (of ``version``, default the latest); see :func:`deltalog.log_maintenance.create_checkpoint`."""
+        from deltalog.log_maintenance import create_checkpoint
 
         return create_checkpoint(self, version=version, now_ms=now_ms, sidecar_max_actions=sidecar_max_actions)
 
     def cleanup_log(self, *, dry_run: bool = False, now_ms: int | None = None) -> LogCleanupResult:
-        """Delete expired log files (``dry_run`` to only list them); see :func:`deltalog.log_cleanup.cleanup_log`."""
-        from deltalog.log_cleanup import cleanup_log
+        """Delete expired log files (``dry_run`` to only list them); see :func:`deltalog.log_maintenance.log_cleanup.cleanup_log`."""
+        from deltalog.log_maintenance.log_cleanup import cleanup_log
 
         return cleanup_log(self, dry_run=dry_run, now_ms=now_ms)
 
     def generate_manifest(self, *, full: bool = False, dry_run: bool = False) -> ManifestResult:
-        """Write symlink-format manifests; see :func:`deltalog.manifest.generate_manifest`."""
-        from deltalog.manifest import generate_manifest
+        """Write symlink-format manifests; see :func:`deltalog.log_maintenance.manifest.generate_manifest`."""
+        from deltalog.log_maintenance.manifest import generate_manifest
 
         return generate_manifest(self, full=full, dry_run=dry_run)
 
@@ -221,8 +170,8 @@ class DeltaTable:
         feature_operation: Operation | None = None,
         post_commit_hooks: Sequence[PostCommitHook] | None = None,
     ) -> Transaction:
-        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.transaction.Transaction`."""
-        from deltalog.transaction import Transaction
+        """A new optimistic transaction on the latest snapshot; see :class:`deltalog.commit.transaction.Transaction`."""
+        from deltalog.commit.transaction import Transaction
 
         return Transaction(
             self.storage,
@@ -238,24 +187,3 @@ class DeltaTable:
             feature_operation=feature_operation,
             post_commit_hooks=post_commit_hooks,
         )
-
-
-def table_for_storage(storage: Storage) -> DeltaTable:
-    """A DeltaTable sharing an existing Storage (post-commit hooks get a Storage, not a table)."""
-    table = DeltaTable.__new__(DeltaTable)
-    table.storage = storage
-    return table
-
-
-def as_table(table: DeltaTable | str, storage_options: dict[str, Any] | None = None) -> DeltaTable:
-    """``table`` as a DeltaTable: every operation accepts a DeltaTable or a path/URI string.
-
-    One place for this so every operation rejects a wrong type with the same
-    clear sentence. ``storage_options`` only apply to a string (a DeltaTable
-    already carries its own).
-    """
-    if isinstance(table, DeltaTable):
-        return table
-    if isinstance(table, str):
-        return DeltaTable(table, storage_options)
-    raise InvalidArgumentError(f"table must be a DeltaTable or a path/URI string, got {type(table).__name__}")

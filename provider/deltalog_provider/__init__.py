@@ -6,6 +6,6 @@ result (XCom, asset event, OpenLineage). Nothing here implements protocol logic.
 Importing this package must stay cheap (Airflow imports it during discovery).
 """
 
-from deltalog._version import __version__
+from deltalog import __version__
 
 __all__ = ["__version__"]

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Iterator
 
 from deltalog.errors import DeltaLogError
-from deltalog_provider._compat import AirflowException, AirflowFailException
+from deltalog_provider.version_compat import AirflowException, AirflowFailException
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ import pytest
 from airflow_helpers import DAGS_FOLDER, run_dag, task_instance, task_states, write_dag_file, xcom_value
 
 from deltalog import DeltaTable
-from deltalog.due import maintenance_due
+from deltalog.maintenance.due import maintenance_due
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
@@ -49,7 +49,10 @@ def _forget_table_list_events() -> None:
 
     with create_session() as session:
         asset_ids = select(AssetModel.id).where(AssetModel.name == "deltalog_fleet_tables")
-        session.execute(delete(AssetEvent).where(AssetEvent.asset_id.in_(asset_ids)))
+        # synchronize_session=False: SQLAlchemy 1.4 (Airflow 3.0) cannot evaluate the subquery in Python.
+        session.execute(
+            delete(AssetEvent).where(AssetEvent.asset_id.in_(asset_ids)).execution_options(synchronize_session=False)
+        )
 
 
 @pytest.fixture
@@ -138,7 +141,7 @@ def test_fleet_dag_on_s3_with_a_list_file_from_an_asset_event(
     import fsspec
 
     from deltalog.fleet.lease import LEASE_NAME
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
 
     fs = fsspec.filesystem("s3", **s3_storage_options)
     for name in ("events", "other"):

@@ -10,7 +10,7 @@ import pytest
 from deltalog import DeltaTable
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
-from deltalog.log import commit_name
+from deltalog.log.listing import commit_name
 from deltalog_provider.operators import DeltaCompactOperator
 from test_compaction_support import RICH_SCHEMA, add_deletion_vector, make_rich_table, read_multiset
 

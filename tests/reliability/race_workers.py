@@ -23,13 +23,13 @@ import pyarrow.parquet as pq
 
 import faults
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.conflicts import ConflictError
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction import compact, plan_compaction
-from deltalog.conflicts import ConflictError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.storage import Storage
-from deltalog.transaction import Transaction
-from deltalog.vacuum import vacuum
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.storage.filesystem import Storage
+from deltalog.vacuuming import vacuum
 
 
 class Signals:

@@ -32,14 +32,14 @@ from deltalake.exceptions import DeltaProtocolError, TableNotFoundError
 
 import faults
 from deltalog import DeltaTable
-from deltalog.checkpoint import create_checkpoint
-from deltalog.commit_request import commit_request
 from deltalog.compaction import compact, plan_compaction
 from deltalog.errors import DeltaLogError, NotADeltaTableError
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import generate_manifest
-from deltalog.protocol import Protocol
-from deltalog.vacuum import plan_vacuum, vacuum
+from deltalog.ingest import commit_request
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import generate_manifest
+from deltalog.protocol.table_protocol import Protocol
+from deltalog.vacuuming import plan_vacuum, vacuum
 from helpers import append, make_table, rows, write_data_file
 
 HOUR_MS = 3_600_000
@@ -272,7 +272,7 @@ def build_checkpoint(path: str) -> dict[str, Any]:
     for i in range(4):
         append(table, rows(4, i * 4, part="ab"[i % 2]), partition={"part": "ab"[i % 2]})
     create_checkpoint(table)
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     snap = table.snapshot()
     first = snap.files.to_pylist()[0]
@@ -425,7 +425,7 @@ def build_compaction(path: str) -> dict[str, Any]:
     table = make_table(path, partition_by=["part"], configuration={"delta.checkpointInterval": "1000"})
     for i in range(9):
         append(table, rows(5, i * 5, part="ab"[i % 2]), partition={"part": "ab"[i % 2]})
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     snap = table.snapshot()
     first = snap.files.to_pylist()[0]
@@ -452,7 +452,7 @@ def build_manifest(path: str) -> dict[str, Any]:
     for i in range(4):
         append(table, rows(3, i * 3, part="abc"[i % 3]), partition={"part": "abc"[i % 3]})
     generate_manifest(table)
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
 
     snap = table.snapshot()
     doomed = [r for r in snap.files.to_pylist() if dict(r["partitionValues"])["part"] == "b"]
@@ -695,16 +695,16 @@ PRELOAD = (
     "pyarrow.parquet",
     "pyarrow.compute",
     "deltalog",
-    "deltalog.checkpoint",
-    "deltalog.commit_request",
+    "deltalog.log_maintenance",
+    "deltalog.ingest",
     "deltalog.compaction",
-    "deltalog.conflicts",
+    "deltalog.commit.conflicts",
     "deltalog.convert",
-    "deltalog.hooks",
-    "deltalog.log_cleanup",
-    "deltalog.manifest",
-    "deltalog.transaction",
-    "deltalog.vacuum",
+    "deltalog.commit.post_commit",
+    "deltalog.log_maintenance.log_cleanup",
+    "deltalog.log_maintenance.manifest",
+    "deltalog.commit.transaction",
+    "deltalog.vacuuming",
 )
 
 

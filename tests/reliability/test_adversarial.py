@@ -39,8 +39,8 @@ from hypothesis import strategies as st
 
 from deltalog import DeltaTable
 from deltalog.cli import build_parser
+from deltalog.commit.transaction import Transaction
 from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog.transaction import Transaction
 from helpers import append, make_table, rows
 
 T = TypeVar("T")
@@ -248,11 +248,11 @@ def test_cli_arguments(pristine, tmp_path, monkeypatch, args):
 
 
 def _switches(path: str):
-    from deltalog.commit_request import commit_request
     from deltalog.compaction import compact
-    from deltalog.log_cleanup import cleanup_log
-    from deltalog.manifest import generate_manifest
-    from deltalog.vacuum import vacuum
+    from deltalog.ingest import commit_request
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.manifest import generate_manifest
+    from deltalog.vacuuming import vacuum
 
     return [
         lambda v: vacuum(path, retention_hours=0, allow_short_retention=v),
@@ -396,7 +396,7 @@ def schema_table(tmp_path_factory):
 
     path = str(tmp_path_factory.mktemp("schema") / "t")
     create_table(path, TABLE_SCHEMA)
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     pq.write_table(
         pa.table({"id": pa.array([1, 2], pa.int64()), "v": [0.5, 1.5], "s": ["a", "b"]}), path + "/base.parquet"
@@ -431,7 +431,7 @@ def _readers_agree_on_rows(path: str) -> list[str]:
 @pytest.mark.slow
 def test_schema_mismatches(schema_table, tmp_path, case):
     """A commit request with a file of any shape: committed only if both readers then read every row truthfully."""
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     data, stats = case
     path = fresh_copy(schema_table, str(tmp_path / "w"))
@@ -531,7 +531,7 @@ def partition_tables(tmp_path_factory):
 @pytest.mark.slow
 def test_partition_values(partition_tables, tmp_path, kind, raw, explicit):
     """A partition value of any spelling: committed only if both readers then read the table."""
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     path = fresh_copy(partition_tables[kind], str(tmp_path / "w"))
     before_log = log_state(path)

@@ -105,7 +105,7 @@ def test_sampled_steps_cover_first_and_last() -> None:
 
 def test_the_wrapper_is_an_atomic_remote_filesystem(tmp_path) -> None:
     """What the suite relies on: remote code paths, atomic create, faults that fire when told."""
-    from deltalog.storage import Storage
+    from deltalog.storage.filesystem import Storage
 
     storage = Storage(faults.uri(str(tmp_path)))
     assert not storage.is_local and storage.supports_atomic_create and storage.root == str(tmp_path)
@@ -142,7 +142,7 @@ def test_kill_after_a_call_that_raises_still_kills(tmp_path) -> None:
         import sys
         sys.path.insert(0, {os.path.dirname(faults.__file__)!r})
         import faults
-        from deltalog.storage import Storage
+        from deltalog.storage.filesystem import Storage
 
         storage = Storage(faults.uri({str(tmp_path)!r}))
         faults.activate(faults.FaultPlan([faults.Fault("read", 2, "kill_after")]))
@@ -166,7 +166,7 @@ def test_a_commit_whose_response_is_lost_reports_the_version_it_landed_at(tmp_pa
     from reliability_support import rows
 
     from deltalog import DeltaTable
-    from deltalog.transaction import Transaction
+    from deltalog.commit.transaction import Transaction
     from helpers import make_table, write_data_file
 
     make_table(str(tmp_path))

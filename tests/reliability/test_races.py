@@ -34,13 +34,13 @@ from race_workers import put_data_file, run
 from reliability_support import OPERATIONS, TableRef, check_table, child_context, row_multiset
 
 from deltalog import DeltaTable
-from deltalog.actions import Metadata
-from deltalog.checkpoint import create_checkpoint
+from deltalog.commit.transaction import Transaction
 from deltalog.compaction import plan_compaction
-from deltalog.protocol import Protocol
-from deltalog.schema import arrow_schema_to_schema_string
-from deltalog.transaction import Transaction
-from deltalog.vacuum import plan_vacuum
+from deltalog.log.actions import Metadata
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.protocol.schema import arrow_schema_to_schema_string
+from deltalog.protocol.table_protocol import Protocol
+from deltalog.vacuuming import plan_vacuum
 from helpers import DEFAULT_SCHEMA
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -360,7 +360,7 @@ def test_two_compactions_of_one_table_commit_once(ref: TableRef, tmp_path) -> No
 @pytest.mark.parametrize("vanishing", ["a checkpoint's temp file", "an expired commit"])
 def test_cleanup_tolerates_log_files_vanishing_while_it_plans(templates, monkeypatch, vanishing: str) -> None:
     """A concurrent checkpoint renames its temp file, a concurrent cleanup deletes commits: plan again, finish."""
-    from deltalog.log_cleanup import cleanup_log
+    from deltalog.log_maintenance.log_cleanup import cleanup_log
 
     path, info = templates.copy("log_cleanup", "vanishing")
     log_dir = os.path.join(path, "_delta_log")
@@ -369,17 +369,19 @@ def test_cleanup_tolerates_log_files_vanishing_while_it_plans(templates, monkeyp
         open(victim, "wb").close()
     else:
         victim = os.path.join(log_dir, f"{0:020d}.json")
-    real = DeltaTable.list_log
+    import deltalog.log_maintenance.log_cleanup as cleanup_module
+
+    real = cleanup_module.list_log
     calls = []
 
-    def listing_then_vanish(self):
-        listing = real(self)
+    def listing_then_vanish(storage):
+        listing = real(storage)
         calls.append(1)
         if len(calls) == 1:
             os.unlink(victim)  # after the listing, before cleanup looks at the file
         return listing
 
-    monkeypatch.setattr(DeltaTable, "list_log", listing_then_vanish)
+    monkeypatch.setattr(cleanup_module, "list_log", listing_then_vanish)
     result = cleanup_log(path)
     assert result.num_deleted > 0 and result.oldest_version_kept == info["keep_from"]
     assert cleanup_log(path, dry_run=True).num_files == 0

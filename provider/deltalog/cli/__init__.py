@@ -21,6 +21,8 @@ from typing import Any, NoReturn
 from deltalog._version import __version__
 from deltalog.errors import DeltaLogError, InvalidArgumentError
 
+__all__ = ["emit", "key_values", "main", "run"]
+
 #: Modules whose ``register(subparsers)`` adds commands, in help order.
 COMMAND_MODULES = [
     "deltalog.cli.read",
@@ -168,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecursionError:  # JSON or a structure nested deeper than any valid input
         return fail("an input is nested too deeply to process; nothing was written", 2)
     except Exception as exc:  # noqa: BLE001 - the contract is one line, never a traceback
-        from deltalog.storage import is_remote_error
+        from deltalog.storage.filesystem import is_remote_error
 
         if is_remote_error(exc):  # an object store's client failed outside the paths that name it
             return fail(f"storage error ({type(exc).__name__}): {exc}", 2)

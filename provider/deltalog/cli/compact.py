@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from deltalog.cli import emit, key_values
-from deltalog.compaction import CompactionPlan, CompactionResult, compact
+from deltalog.compaction import CompactionOptions, CompactionPlan, CompactionResult, compact
+from deltalog.compaction.options import ENGINES
 from deltalog.convert import ConvertResult, convert_to_delta
 from deltalog.errors import CommitFailedError, EngineError, InvalidArgumentError
-from deltalog.sizes import parse_size
+from deltalog.protocol.sizes import parse_size
+
+__all__ = ["register"]
 
 
 def _size(text: str) -> int:
@@ -44,10 +47,10 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("table", help="table path or URI")
     p.add_argument("--target-size", type=_size, metavar="BYTES", help="target file size (e.g. 134217728 or 128m)")
     p.add_argument("--where", metavar="EXPR", help="partition filter: col = 'v', col IN ('a','b'), joined by AND")
-    p.add_argument("--engine", choices=("local", "spark"), default="local", help="who rewrites the bins")
+    p.add_argument("--engine", choices=ENGINES, help="who rewrites the bins (local)")
     p.add_argument("--plan-only", action="store_true", help="print the plan (bins and files); write nothing")
     p.add_argument("--plan", metavar="FILE", help="run a plan printed earlier by --plan-only --json")
-    p.add_argument("--min-files", type=int, default=2, metavar="N", help="smallest number of files worth a bin")
+    p.add_argument("--min-files", type=int, metavar="N", help="smallest number of files worth a bin (2)")
     p.add_argument("--max-bins", type=int, metavar="N", help="rewrite at most N bins (the fullest) this run")
     p.add_argument("--small-file-threshold", type=_size, metavar="BYTES", help="default: half the target size")
     p.add_argument("--bins-per-commit", type=int, metavar="N", help="commit every N bins instead of once")
@@ -135,29 +138,32 @@ def _deadline(budget: float | None) -> float | None:
     return time.monotonic() + budget
 
 
+#: ``deltalog compact`` flags that are CompactionOptions fields of the same name (unset: the option's default).
+OPTION_FLAGS = (
+    "target_size",
+    "where",
+    "engine",
+    "plan_only",
+    "min_files",
+    "max_bins",
+    "small_file_threshold",
+    "bins_per_commit",
+    "max_workers",
+    "purge_deletion_vectors",
+    "min_deleted_share",
+    "zorder_by",
+    "full",
+)
+
+
 def cmd_compact(args: argparse.Namespace) -> None:
     plan = _load_plan(args.plan) if args.plan else None
-    spark_options = {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
-    result = compact(
-        args.table,
-        target_size=args.target_size,
-        where=args.where,
-        engine=args.engine,
-        plan_only=args.plan_only,
-        min_files=args.min_files,
-        max_bins=args.max_bins,
-        small_file_threshold=args.small_file_threshold,
-        plan=plan,
-        bins_per_commit=args.bins_per_commit,
-        max_workers=args.max_workers,
-        spark_options=spark_options if args.engine == "spark" else None,
-        storage_options=args.storage_options,
-        deadline=_deadline(args.time_budget),
-        purge_deletion_vectors=args.purge_deletion_vectors,
-        min_deleted_share=args.min_deleted_share,
-        zorder_by=args.zorder_by,
-        full=args.full,
-    )
+    given = {name: getattr(args, name) for name in OPTION_FLAGS}
+    given = {name: value for name, value in given.items() if value is not None and value is not False}
+    if args.engine == "spark":
+        given["spark_options"] = {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
+    options = CompactionOptions(deadline=_deadline(args.time_budget), **given)
+    result = compact(args.table, options=options, plan=plan, storage_options=args.storage_options)
     emit(args, result, _human)
     if result.error:
         raise CommitFailedError(f"compaction stopped after {len(result.commits)} commit(s): {result.error}")

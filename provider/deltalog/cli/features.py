@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
-from deltalog.features import Operation, support_table, text_table
+from deltalog.protocol.features import Operation, support_table, text_table
+
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

@@ -7,16 +7,18 @@ import dataclasses
 import json
 from typing import Any
 
+from deltalog._flags import require_workers
 from deltalog.cli import emit
-from deltalog.due import maintenance_due
 from deltalog.errors import InvalidArgumentError
-from deltalog.flags import require_workers
 from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
-from deltalog.fleet.health import TableReport, fleet_health
+from deltalog.fleet.ranking import TableReport, fleet_health
 from deltalog.fleet.report import format_summary, render_html
 from deltalog.fleet.run import run_fleet
-from deltalog.health import compute_health
+from deltalog.maintenance.due import maintenance_due
+from deltalog.maintenance.health import compute_health
 from deltalog.table import DeltaTable
+
+__all__ = ["register"]
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:

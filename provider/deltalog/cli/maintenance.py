@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from deltalog.checkpoint import CheckpointResult, create_checkpoint
 from deltalog.cli import emit
-from deltalog.log_cleanup import LogCleanupResult, cleanup_log
-from deltalog.manifest import ManifestResult, generate_manifest
+from deltalog.log_maintenance import CheckpointResult, create_checkpoint
+from deltalog.log_maintenance.log_cleanup import LogCleanupResult, cleanup_log
+from deltalog.log_maintenance.manifest import ManifestResult, generate_manifest
 from deltalog.table import DeltaTable
+
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
-from deltalog.history import format_ms
+from deltalog.log.history import format_ms
 from deltalog.table import DeltaTable
+
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
-from deltalog.history import format_ms
-from deltalog.vacuum import VacuumResult, vacuum
-from deltalog.vacuum.plan import DEFAULT_MAX_WORKERS, MODES
+from deltalog.log.history import format_ms
+from deltalog.vacuuming import VacuumResult, vacuum
+from deltalog.vacuuming.plan import DEFAULT_MAX_WORKERS, MODES
+
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:

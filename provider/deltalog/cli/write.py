@@ -8,8 +8,10 @@ import fsspec
 import pyarrow.parquet as pq
 
 from deltalog.cli import emit, key_values
-from deltalog.commit_result import CommitResult
+from deltalog.commit.result import CommitResult
 from deltalog.errors import InvalidArgumentError
+
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -51,7 +53,7 @@ def _human(result: CommitResult) -> str:
 
 
 def cmd_commit(args: argparse.Namespace) -> None:
-    from deltalog.commit_request import commit_request
+    from deltalog.ingest import commit_request
 
     if (args.app_id is None) != (args.txn_version is None):
         raise InvalidArgumentError("give both --app-id and --txn-version, or neither")

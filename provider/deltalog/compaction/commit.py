@@ -27,19 +27,23 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from deltalog import clustering
-from deltalog.actions import dv_unique_id
-from deltalog.arrow_replay import string_array
-from deltalog.compaction.layout import iceberg_compat_version
-from deltalog.compaction.outcome import BinOutput, BinSkipped
+from deltalog.commit.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
+from deltalog.commit.transaction import Transaction
+from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.plan import Bin, CompactionPlan, check_compactable, compaction_operation, plan_row_tracking
 from deltalog.compaction.purge import REORG_OPERATION, purge_operation
-from deltalog.conflicts import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError
 from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
-from deltalog.snapshot import Snapshot
-from deltalog.storage import Storage
-from deltalog.table import DeltaTable
-from deltalog.transaction import Transaction
+from deltalog.log.actions import dv_unique_id
+from deltalog.log.listing import list_log
+from deltalog.log.load import snapshot_at
+from deltalog.log.replay import string_array
+from deltalog.log.snapshot import Snapshot
+from deltalog.protocol.parquet_layout import iceberg_compat_version
+from deltalog.storage.filesystem import Storage
+from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.write_checks import clustering
+
+__all__ = ["CompactionCommit", "OPERATION", "commit_bins", "discard", "operation_parameters"]
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +182,7 @@ def discard(storage: Storage, outputs: list[BinOutput]) -> None:
 
 
 def commit_bins(
-    table: DeltaTable,
+    table: TableRef,
     plan: CompactionPlan,
     outputs: list[BinOutput],
     *,
@@ -195,7 +199,7 @@ def commit_bins(
     for a reason other than a concurrent delete. ``run_hooks=False`` skips the
     post-commit hooks (checkpoint, log cleanup) for callers that schedule them apart.
     """
-    storage = table.storage
+    storage = table_storage(table)
     bins_by_id = {b.id: b for b in plan.bins}
     pending = {o.bin_id: o for o in outputs}
     skipped: list[BinSkipped] = []
@@ -207,11 +211,11 @@ def commit_bins(
             skipped.append(BinSkipped(bid, reason, "conflict", paths_by_bin.get(bid, [])))
 
     try:
-        listing = table.list_log()
+        listing = list_log(storage)
         if snapshot is not None and listing.latest_version == snapshot.version:
             latest = snapshot
         else:
-            latest = table.snapshot(listing=listing)
+            latest = snapshot_at(storage, listing=listing)
         check_table_matches(latest, plan, engine)
         if clustering.is_clustered(latest.protocol):
             columns = clustering.clustering_columns(latest.domain_metadata)

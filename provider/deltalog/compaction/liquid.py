@@ -35,9 +35,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from deltalog import clustering
-from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.snapshot import Snapshot
+from deltalog.errors import OperationRefusedError
+from deltalog.log.snapshot import Snapshot
+from deltalog.write_checks import clustering
+
+__all__ = [
+    "ClusteringSpec",
+    "PROVIDER",
+    "ZCUBE_ID",
+    "ZCUBE_ZORDER_BY",
+    "clustering_spec",
+    "pack_cubes",
+    "select_for_clustering",
+]
 
 #: ``clusteringProvider`` of files written by liquid clustering (Delta Spark's ``ClusteredTableUtils``).
 PROVIDER = "liquid"
@@ -120,12 +130,6 @@ def clustering_spec(snapshot: Snapshot, *, full: bool = False) -> ClusteringSpec
             )
         names.append(".".join(logical))
     return ClusteringSpec(names, [list(p) for p in paths], full)
-
-
-def check_full(full: Any) -> bool:
-    if not isinstance(full, bool):
-        raise InvalidArgumentError(f"full must be a bool (True or False), got {full!r}")
-    return full
 
 
 def _zcube(tags: Any) -> tuple[str | None, list[str] | None]:

@@ -24,20 +24,34 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog import clustering, row_tracking
-from deltalog.actions import dv_unique_id
-from deltalog.arrow_replay import int64_array
-from deltalog.compaction.layout import compression_codec, iceberg_compat_version
-from deltalog.compaction.liquid import ClusteringSpec, check_full, clustering_spec, pack_cubes, select_for_clustering
+from deltalog.commit import row_tracking
+from deltalog.compaction.liquid import ClusteringSpec, clustering_spec, pack_cubes, select_for_clustering
+from deltalog.compaction.options import CompactionOptions
 from deltalog.compaction.predicate import PartitionFilter, parse_where
-from deltalog.compaction.purge import check_share, purge_mask
+from deltalog.compaction.purge import purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
 from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
-from deltalog.features import Operation
-from deltalog.protocol import check_writable
-from deltalog.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
-from deltalog.snapshot import Snapshot
-from deltalog.table import DeltaTable, as_table
+from deltalog.log.actions import dv_unique_id
+from deltalog.log.load import snapshot_at
+from deltalog.log.replay import int64_array
+from deltalog.log.snapshot import Snapshot
+from deltalog.protocol.features import Operation
+from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version
+from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
+from deltalog.protocol.table_protocol import check_writable
+from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.write_checks import clustering
+
+__all__ = [
+    "Bin",
+    "CompactionPlan",
+    "PlanFile",
+    "check_compactable",
+    "compaction_operation",
+    "plan_compaction",
+    "plan_from_snapshot",
+    "plan_row_tracking",
+]
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +293,7 @@ class CompactionPlan:
 
 def target_size_for(snapshot: Snapshot, target_size: int | str | None) -> int:
     """The explicit target, else ``delta.targetFileSize``, else 128 MiB."""
-    return target_file_size(snapshot, target_size)
+    return target_file_size(snapshot.metadata.configuration, target_size)
 
 
 def _pack(files: list[PlanFile], target: int) -> list[list[PlanFile]]:
@@ -342,20 +356,10 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
 
 
 def plan_from_snapshot(
-    snapshot: Snapshot,
-    table_uri: str,
-    target_size: int | str | None = None,
-    where: str | None = None,
-    min_files: int = 2,
-    max_bins: int | None = None,
-    small_file_threshold: int | str | None = None,
-    engine: str | None = None,
-    *,
-    purge_min_deleted_share: float | None = None,
-    zorder_by: list[str] | None = None,
-    full: bool = False,
+    snapshot: Snapshot, table_uri: str, options: CompactionOptions | None = None, **option_values: Any
 ) -> CompactionPlan:
-    """Plan against an already loaded snapshot (see :func:`plan_compaction`).
+    """Plan against an already loaded snapshot (see :func:`plan_compaction`; the planning fields of
+    ``options``, or of ``option_values`` as a shorthand, say what to plan).
 
     On a table with liquid clustering and clustering columns, a compaction (neither a
     purge nor a Z-order) clusters (:mod:`deltalog.compaction.liquid`): unclustered and
@@ -366,17 +370,16 @@ def plan_from_snapshot(
     partition holding every file of it, whatever their size (the engine cuts it into
     target-size files).
 
-    ``purge_min_deleted_share`` plans a deletion-vector purge instead of a bin-packing:
-    the candidates are the files whose DV hides more than that share of their rows
-    (:mod:`deltalog.compaction.purge`), and a bin of one file is worth rewriting.
+    ``purge_deletion_vectors`` plans a deletion-vector purge instead of a bin-packing:
+    the candidates are the files whose DV hides more than ``min_deleted_share`` of their
+    rows (:mod:`deltalog.compaction.purge`), and a bin of one file is worth rewriting.
     """
+    opts = CompactionOptions.of(options, option_values, "plan_from_snapshot")
+    engine, zorder_by, full, where = opts.engine, opts.zorder_by, opts.full, opts.where
+    purge_min_deleted_share = opts.purge_min_deleted_share
+    max_bins, min_files = opts.max_bins, opts.min_files
     check_compactable(snapshot, engine)
-    if purge_min_deleted_share is not None:
-        purge_min_deleted_share = check_share(purge_min_deleted_share)
-        if zorder_by is not None:
-            raise InvalidArgumentError("a deletion-vector purge and a Z-order are separate runs: choose one")
     zorder = check_zorder_columns(snapshot, zorder_by) if zorder_by is not None else []
-    check_full(full)
     spec = None
     if purge_min_deleted_share is None and zorder_by is None:
         spec = clustering_spec(snapshot, full=full)
@@ -384,16 +387,14 @@ def plan_from_snapshot(
         raise InvalidArgumentError(
             "full re-clusters a table with liquid clustering (OPTIMIZE ... FULL); this run does not cluster"
         )
-    target = target_size_for(snapshot, target_size)
+    target = target_size_for(snapshot, opts.target_size)
     threshold = (
-        target // 2 if small_file_threshold is None else parse_size(small_file_threshold, "small file threshold")
+        target // 2
+        if opts.small_file_threshold is None
+        else parse_size(opts.small_file_threshold, "small file threshold")
     )
     if threshold <= 0:
         raise InvalidArgumentError(f"small file threshold must be positive, got {threshold}")
-    if not isinstance(min_files, int) or isinstance(min_files, bool) or min_files < 2:
-        raise InvalidArgumentError(f"min_files must be an integer of at least 2, got {min_files!r}")
-    if max_bins is not None and (not isinstance(max_bins, int) or isinstance(max_bins, bool) or max_bins < 1):
-        raise InvalidArgumentError(f"max_bins must be a positive integer, got {max_bins!r}")
     md = snapshot.metadata
     mapping = md.column_mapping_mode
     pfilter: PartitionFilter | None = parse_where(where, md.partition_columns, md.schema, mapping != "none")
@@ -512,35 +513,18 @@ def plan_from_snapshot(
 
 
 def plan_compaction(
-    table: DeltaTable | str,
+    table: TableRef,
     *,
-    target_size: int | str | None = None,
-    where: str | None = None,
-    min_files: int = 2,
-    max_bins: int | None = None,
-    small_file_threshold: int | str | None = None,
+    options: CompactionOptions | None = None,
     storage_options: dict[str, Any] | None = None,
-    purge_min_deleted_share: float | None = None,
-    zorder_by: list[str] | None = None,
-    full: bool = False,
-    engine: str | None = None,
+    **option_values: Any,
 ) -> CompactionPlan:
     """Plan a compaction (or a DV purge, or a Z-order, or a clustering) of the latest version; nothing is written.
 
-    ``engine`` (``"local"``/``"spark"``, or None: whichever runs it) checks that engine's
-    protocol support first.
+    ``options`` (or its fields as keyword arguments) says what to plan; its ``engine``
+    (``"local"``/``"spark"``, or None: whichever runs it) checks that engine's protocol
+    support first.
     """
-    dtable = as_table(table, storage_options)
-    return plan_from_snapshot(
-        dtable.snapshot(),
-        dtable.uri,
-        target_size,
-        where,
-        min_files,
-        max_bins,
-        small_file_threshold,
-        engine,
-        purge_min_deleted_share=purge_min_deleted_share,
-        zorder_by=zorder_by,
-        full=full,
-    )
+    opts = CompactionOptions.of(options, option_values, "plan_compaction")
+    storage = table_storage(table, storage_options)
+    return plan_from_snapshot(snapshot_at(storage), storage.uri, opts)

@@ -20,8 +20,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.compaction.layout import PHYSICAL_NAME
 from deltalog.errors import InvalidArgumentError
+from deltalog.protocol.parquet_layout import PHYSICAL_NAME
+
+__all__ = ["PartitionFilter", "parse_where"]
 
 _TOKEN = re.compile(
     r"""\s*(?:

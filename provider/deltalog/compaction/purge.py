@@ -17,27 +17,18 @@ inputs re-checked before commit).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.errors import InvalidArgumentError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
+
+__all__ = ["REORG_OPERATION", "DeletionVectorHealth", "deletion_vector_health", "purge_mask", "purge_operation"]
 
 #: Delta Spark's commitInfo operation for a purge.
 REORG_OPERATION = "REORG"
-
-
-def check_share(share: Any) -> float:
-    """A real number in [0, 1) (a bool or a string is refused, never coerced)."""
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share):
-        raise InvalidArgumentError(f"min_deleted_share must be a number from 0 to 1, got {share!r}")
-    if not 0 <= share < 1:
-        raise InvalidArgumentError(f"min_deleted_share must be at least 0 and below 1, got {share!r}")
-    return float(share)
 
 
 def _num_records(files: pa.Table) -> pa.Array:

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.compaction.commit import CompactionCommit
-from deltalog.compaction.outcome import BinOutput, BinSkipped
+from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.plan import CompactionPlan
+
+__all__ = ["CompactionProgress", "CompactionResult"]
 
 
 @dataclass(frozen=True)

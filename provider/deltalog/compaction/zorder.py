@@ -32,9 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog import clustering
+from deltalog.compaction.options import check_zorder_shape
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
-from deltalog.snapshot import Snapshot
+from deltalog.log.snapshot import Snapshot
+from deltalog.write_checks import clustering
+
+__all__ = ["MAX_BITS", "check_zorder_columns", "hilbert", "interleave", "rank_scaled"]
 
 #: Bits of one column's rank in the interleaved key (all columns together fit 63 bits).
 MAX_BITS = 21
@@ -42,13 +45,7 @@ MAX_BITS = 21
 
 def check_zorder_columns(snapshot: Snapshot, columns: Any) -> list[str]:
     """The Z-order columns, checked: top-level, not partition columns, of sortable types; table not clustered."""
-    if isinstance(columns, str) or not isinstance(columns, (list, tuple)) or not columns:
-        raise InvalidArgumentError(f"zorder_by must be a non-empty list of column names, got {columns!r}")
-    if not all(isinstance(c, str) and c.strip() for c in columns):
-        raise InvalidArgumentError(f"zorder_by must name columns as strings, got {columns!r}")
-    cols = [c.strip() for c in columns]
-    if len(set(cols)) != len(cols):
-        raise InvalidArgumentError(f"zorder_by names a column twice: {cols}")
+    cols = check_zorder_shape(columns)
     if clustering.is_clustered(snapshot.protocol):
         raise OperationRefusedError(
             "the table uses liquid clustering: Z-order is for tables without clustering "

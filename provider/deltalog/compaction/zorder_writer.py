@@ -16,13 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.compaction.layout import output_dir, output_file_name
+from deltalog.compaction.bin_writer import BinWriter, open_parquet_writer
+from deltalog.compaction.engine_output import BinOutput
+from deltalog.compaction.file_names import output_dir, output_file_name
 from deltalog.compaction.liquid import PROVIDER, ZCUBE_ID, ZCUBE_ZORDER_BY
-from deltalog.compaction.local import BinWriter, open_parquet_writer
-from deltalog.compaction.outcome import BinOutput
 from deltalog.compaction.plan import Bin
 from deltalog.compaction.zorder import MAX_BITS, hilbert, interleave, rank_scaled
 from deltalog.errors import OperationRefusedError
+
+__all__ = ["ZOrderWriter"]
 
 log = logging.getLogger(__name__)
 

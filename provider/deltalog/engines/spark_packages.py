@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = ["DELTA_SQL_CONF", "ivy_dir", "jar_list_file", "packages", "spark_conf"]
+
 SPARK_VERSION = "4.2.0"
 SCALA_BINARY_VERSION = "2.13"
 DELTA_SPARK_VERSION = "4.4.0"

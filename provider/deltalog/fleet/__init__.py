@@ -1,1 +1,35 @@
-"""Fleet mode: many tables at once (discovery, ranked health, budgeted maintenance, summaries)."""
+"""Fleet mode: many tables at once (discovery, ranked health, budgeted maintenance, summaries).
+
+| module | job |
+|---|---|
+| ``discover`` | ``discover_tables``: every Delta table under a root (or in a list file) |
+| ``ranking`` | ``fleet_health``: every table measured at once, ranked by what maintenance would gain |
+| ``lease`` | the per-table maintenance lease (``_deltalog_maintenance.lease`` in the table root) |
+| ``maintain`` | ``maintain_table``: one table's due operations under its lease; the work order by gain per second |
+| ``run`` | ``run_fleet``: the ranked tables maintained within a time budget |
+| ``report`` | the run's text and HTML summary |
+
+See ``docs/fleet.md``.
+"""
+
+from deltalog.fleet.discover import DiscoveryResult, FoundTable, discover_tables
+from deltalog.fleet.lease import Lease, acquire_lease
+from deltalog.fleet.maintain import PlannedTable, TableOutcome, TableSettings, maintain_table
+from deltalog.fleet.ranking import TableReport, fleet_health
+from deltalog.fleet.run import FleetRunResult, run_fleet
+
+__all__ = [
+    "DiscoveryResult",
+    "FleetRunResult",
+    "FoundTable",
+    "Lease",
+    "PlannedTable",
+    "TableOutcome",
+    "TableReport",
+    "TableSettings",
+    "acquire_lease",
+    "discover_tables",
+    "fleet_health",
+    "maintain_table",
+    "run_fleet",
+]

@@ -17,10 +17,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltalog._flags import require_workers
 from deltalog.errors import DeltaLogError, InvalidArgumentError, NotADeltaTableError, StorageError
-from deltalog.flags import require_workers
-from deltalog.log import LogListing, list_log
-from deltalog.storage import LOG_DIR, Storage, is_remote
+from deltalog.log.listing import LogListing, list_log
+from deltalog.storage.filesystem import LOG_DIR, Storage, is_remote
+
+__all__ = [
+    "DEFAULT_MAX_DEPTH",
+    "DiscoveryResult",
+    "FoundTable",
+    "discover_tables",
+    "read_table_list",
+    "tables_from_list",
+]
 
 log = logging.getLogger(__name__)
 

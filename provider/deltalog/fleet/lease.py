@@ -30,9 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from deltalog.errors import InvalidArgumentError, MaintenanceLeaseHeldError
-from deltalog.history import format_ms
-from deltalog.storage import Storage
-from deltalog.table import DeltaTable
+from deltalog.log.history import format_ms
+from deltalog.storage.filesystem import Storage
+from deltalog.storage.table_ref import TableRef, table_storage
+
+__all__ = ["Lease", "acquire_lease", "lease_holder"]
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +87,19 @@ def _read(storage: Storage) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else {"owner": "?", "token": "unreadable", "expires_ms": 0}
 
 
-def lease_holder(table: DeltaTable) -> dict[str, Any] | None:
+def lease_holder(table: TableRef, *, storage_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The current lease document (owner, token, expires_ms), or None when the table is free."""
-    return _read(table.storage)
+    return _read(table_storage(table, storage_options))
 
 
 def acquire_lease(
-    table: DeltaTable, owner: str, ttl_seconds: float, *, wait_seconds: float = 0.0, poll_seconds: float = 1.0
+    table: TableRef,
+    owner: str,
+    ttl_seconds: float,
+    *,
+    wait_seconds: float = 0.0,
+    poll_seconds: float = 1.0,
+    storage_options: dict[str, Any] | None = None,
 ) -> Lease:
     """Take the table's maintenance lease for ``ttl_seconds``, waiting up to ``wait_seconds`` for it.
 
@@ -99,7 +107,7 @@ def acquire_lease(
     """
     if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or ttl_seconds <= 0:
         raise InvalidArgumentError(f"lease ttl must be a positive number of seconds, got {ttl_seconds!r}")
-    storage = table.storage
+    storage = table_storage(table, storage_options)
     path = storage.join(LEASE_NAME)
     give_up = time.monotonic() + max(0.0, wait_seconds)
     while True:

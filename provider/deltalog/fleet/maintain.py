@@ -1,7 +1,7 @@
 """Maintaining a fleet within a time budget: what to do first, and doing it table by table.
 
 Work is ordered by expected gain per second: the gain score of
-:mod:`deltalog.fleet.health` over an estimate of the seconds the table's due work
+:mod:`deltalog.fleet.ranking` over an estimate of the seconds the table's due work
 takes (a fixed cost per operation plus the bytes to rewrite at the compaction
 throughput measured on earlier runs, which the caller keeps in the previous run's
 results, never in ``_delta_log``). Each table runs the sequence of the
@@ -13,7 +13,7 @@ deferred, with the reason, and is what the next run picks up first.
 
 Compaction runs on the engine the single-table DAG would choose: the local pyarrow
 engine, or Spark (``spark-submit``, ``spark_options`` of
-:func:`deltalog.engines.spark.submit.run_spark`) when the table holds at least
+:func:`deltalog.compaction.spark.submit.run_spark`) when the table holds at least
 ``spark_min_bytes``. A Spark job is one unit: it starts only while budget is left and
 is not stopped between bins.
 
@@ -37,19 +37,32 @@ from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from deltalog.checkpoint import create_checkpoint
-from deltalog.compaction import compact
-from deltalog.due import MaintenanceDue, maintenance_due
+from deltalog._flags import require_bools
+from deltalog.compaction.run import compact
 from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
-from deltalog.flags import require_bools
-from deltalog.fleet.health import TableReport
 from deltalog.fleet.lease import acquire_lease
-from deltalog.health import compute_health
-from deltalog.log_cleanup import cleanup_log
-from deltalog.manifest import ENABLED_PROPERTY, generate_manifest
-from deltalog.table import DeltaTable
-from deltalog.table_config import config_bool
-from deltalog.vacuum import vacuum
+from deltalog.fleet.ranking import TableReport
+from deltalog.log.load import snapshot_at
+from deltalog.log_maintenance import create_checkpoint
+from deltalog.log_maintenance.log_cleanup import cleanup_log
+from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
+from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.health import compute_health
+from deltalog.protocol.properties import config_bool
+from deltalog.storage.filesystem import Storage
+from deltalog.vacuuming import vacuum
+
+__all__ = [
+    "DEFAULT_THROUGHPUT",
+    "PlannedTable",
+    "TableOutcome",
+    "TableSettings",
+    "maintain_table",
+    "measured_throughput",
+    "order_work",
+    "settings_for",
+    "table_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +256,8 @@ def maintain_table(
         out.status, out.reasons = "deferred", ["the time budget was spent before this table started"]
         return TableOutcome(**vars(out))
     try:
-        table = DeltaTable(uri, storage_options)
-        lease = acquire_lease(table, owner, lease_ttl_seconds)
+        storage = Storage(uri, storage_options)
+        lease = acquire_lease(storage, owner, lease_ttl_seconds)
     except MaintenanceLeaseHeldError as exc:
         out.status, out.error = "busy", str(exc)
         return TableOutcome(**vars(out))
@@ -253,7 +266,7 @@ def maintain_table(
         return TableOutcome(**vars(out))
     try:
         engine = _Engine(spark_min_bytes, dict(spark_options or {}))
-        _run_steps(table, settings, deadline, out, allow_short_retention, engine)
+        _run_steps(storage, settings, deadline, out, allow_short_retention, engine)
     except DeltaLogError as exc:
         out.status = "refused" if getattr(exc, "exit_code", 2) == 1 and not exc.retryable else "failed"
         out.error = f"{type(exc).__name__}: {exc}"
@@ -278,7 +291,7 @@ class _Engine:
 
 
 def _run_steps(
-    table: DeltaTable,
+    storage: Storage,
     settings: TableSettings,
     deadline: float | None,
     out: SimpleNamespace,
@@ -286,11 +299,11 @@ def _run_steps(
     engine: _Engine = _Engine(None, {}),
 ) -> None:
     """Run the due steps, recording into ``out`` (the draft of a :class:`TableOutcome`) as they go."""
-    snapshot = table.snapshot()
+    snapshot = snapshot_at(storage)
     before = compute_health(snapshot, settings.target_file_size)
     out.version_before = out.version_after = snapshot.version
     out.small_files_before, out.files_before = before.num_small_files, before.num_files
-    due = maintenance_due(table, snapshot, target_size=settings.target_file_size)
+    due = maintenance_due(storage, snapshot, target_size=settings.target_file_size)
     out.reasons = list(due.reasons)
     if due.refused:
         out.status = "refused"
@@ -315,7 +328,7 @@ def _run_steps(
             where = "local" if settings.zorder_by else engine.for_size(before.size_in_bytes)
             if where == "spark":  # one job: it cannot stop between bins, so no deadline is passed down
                 result = compact(
-                    table,
+                    storage,
                     target_size=settings.target_file_size,
                     engine="spark",
                     spark_options=engine.spark_options,
@@ -323,7 +336,7 @@ def _run_steps(
                 )
             else:
                 result = compact(
-                    table,
+                    storage,
                     target_size=settings.target_file_size,
                     deadline=deadline,
                     run_hooks=False,
@@ -342,7 +355,7 @@ def _run_steps(
                 out.ran.append(f"{label}: {len(result.committed_bins)} bins")
         elif step == "purge":
             pr = compact(
-                table,
+                storage,
                 purge_deletion_vectors=True,
                 min_deleted_share=settings.max_dv_hidden_share,
                 target_size=settings.target_file_size,
@@ -353,20 +366,20 @@ def _run_steps(
                 raise DeltaLogError(pr.error or "purge failed: " + "; ".join(s.reason for s in pr.skipped))
             out.ran.append(f"purge: {len(pr.committed_bins)} bins")
         elif step == "checkpoint":
-            create_checkpoint(table)
+            create_checkpoint(storage)
             out.ran.append("checkpoint")
         elif step == "vacuum":
-            vr = vacuum(table, retention_hours=settings.vacuum_retention_hours, allow_short_retention=allow_short)
+            vr = vacuum(storage, retention_hours=settings.vacuum_retention_hours, allow_short_retention=allow_short)
             out.bytes_reclaimed += vr.size_of_data_to_delete if vr.num_deleted_files else 0
             out.ran.append(f"vacuum: {vr.num_deleted_files} files")
         elif step == "log_cleanup":
-            lr = cleanup_log(table)
+            lr = cleanup_log(storage)
             out.log_files_deleted = lr.num_deleted
             out.ran.append(f"log_cleanup: {lr.num_deleted} files")
     if manifest and _left(deadline) > 0 and out.ran:
-        generate_manifest(table)
+        generate_manifest(storage)
         out.ran.append("manifest")
-    after = compute_health(table.snapshot(), settings.target_file_size)
+    after = compute_health(snapshot_at(storage), settings.target_file_size)
     out.version_after = after.version
     out.small_files_after, out.files_after = after.num_small_files, after.num_files
     out.status = "partial" if out.deferred and out.ran else ("deferred" if out.deferred else "done")

@@ -12,6 +12,8 @@ from typing import Any
 
 from deltalog.fleet.maintain import table_name
 
+__all__ = ["format_summary", "render_html"]
+
 COLUMNS = ("table", "status", "versions", "small files", "files", "reclaimed", "ran", "deferred / refused / error")
 
 

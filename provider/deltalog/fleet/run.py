@@ -16,7 +16,6 @@ from typing import Any
 
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.discover import FoundTable
-from deltalog.fleet.health import TableReport, fleet_health
 from deltalog.fleet.maintain import (
     DEFAULT_THROUGHPUT,
     PlannedTable,
@@ -26,6 +25,9 @@ from deltalog.fleet.maintain import (
     order_work,
     settings_for,
 )
+from deltalog.fleet.ranking import TableReport, fleet_health
+
+__all__ = ["FleetRunResult", "previous_throughput", "run_fleet"]
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
 from deltalog.storage import is_remote
-from deltalog_provider._compat import AirflowNotFoundException, BaseHook
+from deltalog_provider.version_compat import AirflowNotFoundException, BaseHook, aget_connection
 
 #: Extra keys that configure the hook itself rather than the filesystem.
 RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options", "aws_conn_id"})
@@ -230,7 +230,7 @@ class DeltaTableHook(BaseHook):
     async def aget_settings(cls, deltalog_conn_id: str = default_conn_name) -> ConnectionSettings:
         """The settings fetched without blocking an event loop (for triggers)."""
         try:
-            conn = await cls.aget_connection(deltalog_conn_id)
+            conn = await aget_connection(cls, deltalog_conn_id)
         except AirflowNotFoundException:
             if deltalog_conn_id != cls.default_conn_name:
                 raise

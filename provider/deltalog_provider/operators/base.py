@@ -23,15 +23,33 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowException, Asset, AssetAlias, BaseOperator
 from deltalog_provider.failures import deltalog_errors_as_task_failures
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.lineage import build_operator_lineage
 from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
+from deltalog_provider.version_compat import AirflowException, Asset, AssetAlias, BaseOperator, alias_event_extra
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+class CancelEvent(threading.Event):
+    """The operator's cancel flag: a ``threading.Event`` that Airflow can copy and pickle.
+
+    Airflow deep-copies operators (``airflow dags test`` on 3.0, DAG subsets) and pickles
+    them; a plain Event holds a lock that can be neither. A copy is the same event (the
+    copied task is the same task: a kill of either stops the work), a pickle a new unset one.
+    """
+
+    def __copy__(self) -> CancelEvent:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CancelEvent:
+        return self
+
+    def __reduce__(self) -> tuple[type[CancelEvent], tuple[()]]:
+        return (CancelEvent, ())
 
 
 def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
@@ -94,7 +112,7 @@ class DeltaTableOperator(BaseOperator):
             value = getattr(self, name)
             if not is_templated(value):
                 setattr(self, name, strict_bool(value, name))
-        self._cancel = threading.Event()
+        self._cancel = CancelEvent()
         self._table_uri: str | None = None
         self._metrics: dict[str, Any] | None = None
         self._version: int | None = None
@@ -166,7 +184,7 @@ class DeltaTableOperator(BaseOperator):
                 return
         for outlet in self.outlets:
             if isinstance(outlet, AssetAlias):
-                events[outlet].add(Asset(uri=uri), extra=extra)
+                events[outlet].add(Asset(uri=uri), extra=alias_event_extra(extra))
                 return
         self.log.debug("no outlet matches table asset %s; no event extra recorded", uri)
 

@@ -29,7 +29,7 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         super().__init__(**kwargs)
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.checkpoint import create_checkpoint
+        from deltalog import create_checkpoint
 
         return self.call(create_checkpoint, table, version=optional_int(self.version, "version"))
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError
-from deltalog_provider._compat import AirflowFailException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import first_number, optional_int, optional_str
+from deltalog_provider.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -156,7 +156,7 @@ class DeltaCommitOperator(DeltaTableOperator):
         super().__init__(**kwargs)
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.commit_request import commit_request
+        from deltalog.ingest import commit_request
 
         request = load_request(self.request, hook, table.uri)
         app_id, txn_version = self._app_transaction(request, context)

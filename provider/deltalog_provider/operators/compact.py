@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from deltalog import DeltaTable
+from deltalog import CompactionOptions, DeltaTable
 from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog_provider._compat import AirflowException
 from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_int, optional_size, optional_str
 from deltalog_provider.utils.results import jsonable
+from deltalog_provider.version_compat import AirflowException, dag_deadline_alerts, degraded, queued_at_interval
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -43,7 +43,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         Spark compaction in this one task: plan, write the plan under the table's hidden
         ``_compaction/`` folder, submit deltalog's Spark job through the apache-spark
         provider's ``SparkSubmitHook`` (``spark_conn_id``; ``on_kill`` kills the job), then
-        commit its files bin by bin (``deltalog.engines.spark.result.commit_spark_result``).
+        commit its files bin by bin (``deltalog.compaction.spark.commit_spark_result``).
     :param plan_only: plan without rewriting (no asset event is declared).
     :param plan_path: where to write the plan JSON (templated): a path relative to the table
         root (written with the table's storage options) or an absolute path/URI.
@@ -54,6 +54,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         run's queuing (``DeadlineReference.DAGRUN_QUEUED_AT``), start no bin later than this
         long before the deadline; finished bins are committed, the rest is reported as
         ``deferred`` and planned again by the next run (a ``timedelta``; refused with Spark).
+        On Airflow 3.0 (no Deadline Alerts) the budget is ``execution_timeout`` minus the margin.
     :param purge_deletion_vectors: a real bool (not templated): rewrite instead the files whose
         deletion vector hides more than ``min_deleted_share`` of their rows (default 0: any DV),
         applying it, committed as Delta Spark's ``REORG ... APPLY (PURGE)``; either engine.
@@ -102,23 +103,16 @@ class DeltaCompactOperator(DeltaTableOperator):
         full: bool = False,
         **kwargs: Any,
     ) -> None:
-        from deltalog.compaction.purge import check_share
-
-        if not isinstance(purge_deletion_vectors, bool):
-            raise InvalidArgumentError(f"purge_deletion_vectors must be True or False, got {purge_deletion_vectors!r}")
-        if min_deleted_share is not None:
-            if not purge_deletion_vectors:
-                raise InvalidArgumentError("min_deleted_share applies to a deletion-vector purge only")
-            check_share(min_deleted_share)
+        # The layout options are not templated: checked now, by the core's one declaration of them.
+        CompactionOptions(
+            purge_deletion_vectors=purge_deletion_vectors,
+            min_deleted_share=min_deleted_share,
+            zorder_by=zorder_by,
+            full=full,
+        )
         self.purge_deletion_vectors = purge_deletion_vectors
         self.min_deleted_share = min_deleted_share
-        if zorder_by is not None and (
-            isinstance(zorder_by, str) or not isinstance(zorder_by, (list, tuple)) or not zorder_by
-        ):
-            raise InvalidArgumentError(f"zorder_by must be a non-empty list of column names, got {zorder_by!r}")
         self.zorder_by = list(zorder_by) if zorder_by is not None else None
-        if not isinstance(full, bool):
-            raise InvalidArgumentError(f"full must be True or False, got {full!r}")
         self.full = full
         self.target_size = target_size
         self.where = where
@@ -147,18 +141,18 @@ class DeltaCompactOperator(DeltaTableOperator):
             raise InvalidArgumentError("deadline_margin stops between bins of the local engine only, not Spark")
         if engine == "spark":
             self._spark_options()  # bad options fail before anything is planned
-        plan = self.call(
-            plan_compaction,
-            table,
+        options = CompactionOptions(
             target_size=optional_size(self.target_size, "target_size"),
             where=optional_str(self.where),
             min_files=self.min_files,
             max_bins=optional_int(self.max_bins, "max_bins"),
-            purge_min_deleted_share=(self.min_deleted_share or 0.0) if self.purge_deletion_vectors else None,
+            purge_deletion_vectors=self.purge_deletion_vectors,
+            min_deleted_share=self.min_deleted_share,
             zorder_by=self.zorder_by,
             full=self.full,
             engine=engine,
         )
+        plan = self.call(plan_compaction, table, options=options)
         self.log.info("compaction plan: %d bins over %d candidate files", len(plan.bins), plan.num_candidate_files)
         plan_path = optional_str(self.plan_path)
         if engine == "spark" and not self.plan_only and plan.bins:
@@ -169,9 +163,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         result = self.call(
             compact,
             table,
-            engine=engine,
-            plan_only=self.plan_only,
+            options=options,
             plan=plan,
+            plan_only=self.plan_only,
             bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
             deadline=None if self.plan_only else self.work_deadline(context),
         )
@@ -180,16 +174,17 @@ class DeltaCompactOperator(DeltaTableOperator):
     def work_deadline(self, context: Context) -> float | None:
         """The DAG's run deadline minus ``deadline_margin``, as a ``time.monotonic()`` value (or None).
 
-        Counted from the run's queue time when the context has it, else its start.
+        Counted from the run's queue time when the context has it, else its start. On an
+        Airflow without Deadline Alerts (3.0) the budget is the task's ``execution_timeout``
+        minus the margin instead, counted from the task's start (one logged line says so),
+        so the compaction still stops between bins before the task is killed.
         """
         if self.deadline_margin is None or not self.has_dag():
             return None
-        alerts = self.dag.deadline or []
-        intervals = [
-            a.interval
-            for a in (alerts if isinstance(alerts, list) else [alerts])
-            if type(a.reference).__name__ == "DagRunQueuedAtDeadline"
-        ]
+        alerts = dag_deadline_alerts(self.dag)
+        if alerts is None:
+            return self._execution_timeout_budget(context)
+        intervals = [i for i in (queued_at_interval(a) for a in alerts) if i is not None]
         dag_run = context.get("dag_run") if hasattr(context, "get") else None
         start = getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
         if not intervals or start is None:
@@ -197,6 +192,22 @@ class DeltaCompactOperator(DeltaTableOperator):
         end = start + min(intervals) - self.deadline_margin
         left = (end - datetime.now(UTC)).total_seconds()
         self.log.info("time budget: %.0f s left before the run's deadline minus %s", left, self.deadline_margin)
+        return time.monotonic() + left
+
+    def _execution_timeout_budget(self, context: Context) -> float | None:
+        """Where Airflow has no Deadline Alerts: ``execution_timeout`` minus the margin, from the task's start."""
+        timeout, margin = self.execution_timeout, self.deadline_margin
+        degraded(
+            "deadline-budget",
+            "no Deadline Alerts before Airflow 3.1: the compaction's time budget is the task's "
+            f"execution_timeout ({timeout}) minus deadline_margin",
+        )
+        if timeout is None or margin is None:
+            return None
+        ti = context.get("ti") if hasattr(context, "get") else None
+        start = getattr(ti, "start_date", None) or datetime.now(UTC)
+        left = (start + timeout - margin - datetime.now(UTC)).total_seconds()
+        self.log.info("time budget: %.0f s left before execution_timeout minus %s", left, margin)
         return time.monotonic() + left
 
     def _checked(self, table: DeltaTable, result: Any) -> Any:
@@ -229,8 +240,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         """Plan file -> deltalog's Spark job through ``SparkSubmitHook`` -> commit its request bin by bin."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from deltalog.engines.spark.result import commit_spark_result, read_request
-        from deltalog.engines.spark.submit import DEFAULT_CONF, job_script
+        from deltalog.compaction.spark import DEFAULT_CONF, commit_spark_result, read_spark_request, spark_job_script
 
         options = self._spark_options()
         run = uuid.uuid4().hex[:12]
@@ -257,9 +267,9 @@ class DeltaCompactOperator(DeltaTableOperator):
         self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
         started = time.perf_counter()
         try:
-            self._spark_hook.submit(job_script())
+            self._spark_hook.submit(spark_job_script())
             self.raise_if_cancelled()
-            request = read_request(table.storage, request_location)
+            request = read_spark_request(table.storage, request_location)
             result = self.call(
                 commit_spark_result,
                 table,

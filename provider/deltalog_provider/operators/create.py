@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltalog import DeltaTable
+from deltalog import DeltaTable, arrow_schema_to_schema_string, parse_schema_string
 from deltalog.errors import InvalidArgumentError, TableAlreadyExistsError
-from deltalog.schema import parse_schema_string
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_list, optional_str
@@ -57,7 +56,8 @@ class DeltaCreateTableOperator(DeltaTableOperator):
     written. The XCom value is the commit (``version`` 0) plus ``created``.
 
     :param table: table name, URI or path (templated).
-    :param schema: a ``pyarrow.Schema``, or a Delta schema as JSON text or dict (templated).
+    :param schema: a ``pyarrow.Schema`` (stored as its Delta schema JSON, checked when the task is
+        defined), or a Delta schema as JSON text or dict (templated).
     :param partition_by: partition columns: a list, a JSON list or ``"a,b"`` (templated).
     :param configuration: table properties (``delta.*``), a dict or JSON object (templated).
     :param name: the table's ``name`` in its metadata.
@@ -88,7 +88,10 @@ class DeltaCreateTableOperator(DeltaTableOperator):
         if_exists: str = "error",
         **kwargs: Any,
     ) -> None:
-        self.schema = schema
+        # Kept as Delta schema JSON text, never a pyarrow.Schema: the schema is a template field, and
+        # Airflow stores template fields in the serialized DAG, which a pyarrow object (its metadata
+        # buffers) cannot enter (the DAG processor then drops the whole DAG).
+        self.schema = arrow_schema_to_schema_string(schema) if isinstance(schema, pa.Schema) else schema
         self.partition_by = partition_by
         self.configuration = configuration
         self.name = name

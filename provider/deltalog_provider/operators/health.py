@@ -1,6 +1,6 @@
 """Health-check operators: report (or fail, or branch) when a table needs maintenance.
 
-Without thresholds, "due" is the core's verdict (``deltalog.due``): an operation is
+Without thresholds, "due" is the core's verdict (``deltalog.maintenance.due``): an operation is
 due when it would have work (compaction finds a bin, the checkpoint interval has
 passed, vacuum has reclaimable files past retention, log cleanup has expired files).
 Four optional thresholds narrow it (each an upper bound): the share of small files, the
@@ -14,13 +14,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowFailException, BranchMixIn
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.utils.checks import CHECK_OPERATION, HealthReport, evaluate_health
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.results import is_templated
+from deltalog_provider.version_compat import AirflowFailException, BranchMixIn
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -33,7 +33,7 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
         return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.log_cleanup import cleanup_log
+        from deltalog import cleanup_log
 
         return self.call(cleanup_log, table, dry_run=self.dry_run)
 

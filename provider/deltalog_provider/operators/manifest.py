@@ -36,7 +36,7 @@ class DeltaManifestOperator(DeltaTableOperator):
         return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.manifest import generate_manifest
+        from deltalog import generate_manifest
 
         return self.call(generate_manifest, table, full=self.full, dry_run=self.dry_run)
 

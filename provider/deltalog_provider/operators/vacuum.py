@@ -82,7 +82,7 @@ class DeltaVacuumOperator(DeltaTableOperator):
         return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
     def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.vacuum import execute_vacuum, plan_vacuum, vacuum
+        from deltalog.vacuuming import execute_vacuum, plan_vacuum, vacuum
 
         options = {
             "retention_hours": optional_float(self.retention_hours, "retention_hours"),

@@ -13,19 +13,27 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import (
+from deltalog_provider.failures import deltalog_errors_as_task_failures
+from deltalog_provider.hooks.delta_table import DeltaTableHook
+from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
+from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
+from deltalog_provider.utils.checks import (
+    MaintenanceThresholds,
+    current_version,
+    evaluate_health,
+    find_new_commit,
+    version_at_time,
+)
+from deltalog_provider.utils.coerce import optional_int, optional_list, strict_bool
+from deltalog_provider.version_compat import (
     AirflowException,
     AirflowFailException,
     BaseSensorOperator,
     PokeReturnValue,
     default_deferrable,
+    first_reschedule_date,
+    task_state_store,
 )
-from deltalog_provider.failures import deltalog_errors_as_task_failures
-from deltalog_provider.hooks.delta_table import DeltaTableHook
-from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
-from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
-from deltalog_provider.utils.checks import MaintenanceThresholds, current_version, evaluate_health, find_new_commit
-from deltalog_provider.utils.coerce import optional_int, optional_list, strict_bool
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -77,7 +85,8 @@ class DeltaTableVersionSensor(_DeltaSensor):
     :param table: table name, URI or path (templated).
     :param after_version: succeed on a version strictly greater than this (templated). Default:
         the version when the sensor first poked, remembered across reschedules and retries
-        through ``task_state_store`` where the Airflow version has one.
+        through ``task_state_store`` (Airflow 3.3+); before 3.3, reschedule mode reads it back
+        from the commit timestamps at the first poke's time, and a retry starts afresh.
     :param operations: only commits whose commitInfo operation is one of these count, e.g.
         ``["WRITE", "MERGE"]`` (templated; a list or a comma-separated string).
     :param wait_for_creation: treat a table that does not exist yet as version -1 (so its
@@ -101,19 +110,30 @@ class DeltaTableVersionSensor(_DeltaSensor):
         self.after_version = after_version
         self.operations = operations
         self.wait_for_creation = strict_bool(wait_for_creation, "wait_for_creation")
+        #: The baseline of this task's pokes where Airflow has no task_state_store (see ``_baseline``).
+        self._poked_baseline: int | None = None
 
     def _baseline(self, context: Context, table: DeltaTable) -> int:
         explicit = optional_int(self.after_version, "after_version")
         if explicit is not None:
             return explicit
-        store = context.get("task_state_store") if hasattr(context, "get") else None
+        store = task_state_store(context)
         if store is not None:
             remembered = store.get(BASELINE_KEY)
             if isinstance(remembered, int):
                 return remembered
+        elif self._poked_baseline is not None:  # poke mode: the same operator between pokes
+            return self._poked_baseline
+        elif self.mode == "reschedule" and (since := first_reschedule_date(context)) is not None:
+            # A new operator per poke and nowhere to keep the baseline: the version the table had
+            # when the sensor first poked, from the commit timestamps.
+            version = version_at_time(table, since, missing_ok=self.wait_for_creation)
+            self.log.info("waiting for a commit after version %d of %s (its version at %s)", version, table.uri, since)
+            return version
         version = current_version(table, missing_ok=self.wait_for_creation)
         if store is not None:
             store.set(BASELINE_KEY, version)
+        self._poked_baseline = version
         self.log.info("waiting for a commit after version %d of %s", version, table.uri)
         return version
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
-from deltalog_provider._compat import BaseTrigger, TriggerEvent
 from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
+from deltalog_provider.version_compat import BaseTrigger, TriggerEvent
 
 _MODULE = "deltalog_provider.triggers.delta_table"
 

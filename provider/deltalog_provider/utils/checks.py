@@ -7,21 +7,21 @@ the same answer for the same table:
 * ``find_new_commit``: is there a commit newer than a version (optionally of
   given operations)?
 * ``evaluate_health``: is maintenance due? Without thresholds, the core's verdict
-  (``deltalog.due``: an operation is due when it would have work); with thresholds,
+  (``deltalog.maintenance.due``: an operation is due when it would have work); with thresholds,
   the thresholds crossed whose operation would have work (a small-file share with no
   compaction bin, or tombstones vacuum may not delete yet, are not due).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deltalog import DeltaTable, activity
-from deltalog.due import MaintenanceDue, maintenance_due
-from deltalog.errors import InvalidArgumentError, NotADeltaTableError
-from deltalog.health import compute_health
+from deltalog import DeltaTable, MaintenanceDue, compute_health, maintenance_due
+from deltalog import find_new_commit as core_find_new_commit
+from deltalog.errors import InvalidArgumentError, NotADeltaTableError, VersionNotFoundError
 from deltalog_provider.utils.coerce import optional_float, optional_int
 
 
@@ -35,6 +35,22 @@ def current_version(table: DeltaTable, *, missing_ok: bool = False) -> int:
         raise
 
 
+def version_at_time(table: DeltaTable, when: dt.datetime, *, missing_ok: bool = False) -> int:
+    """The latest version committed at or before ``when`` (commit timestamps, in-commit ones honoured).
+
+    -1 when the table's first commit is later than ``when`` (created since), or when the
+    table does not exist yet and ``missing_ok``.
+    """
+    try:
+        return table.snapshot(timestamp=when).version
+    except VersionNotFoundError:
+        return -1
+    except NotADeltaTableError:
+        if missing_ok:
+            return -1
+        raise
+
+
 def find_new_commit(
     table: DeltaTable,
     after_version: int,
@@ -42,8 +58,8 @@ def find_new_commit(
     *,
     missing_ok: bool = False,
 ) -> dict[str, Any] | None:
-    """``deltalog.activity.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
-    found = activity.find_new_commit(table.storage, after_version, operations, missing_ok=missing_ok)
+    """``deltalog.find_new_commit`` as the trigger event / sensor payload (a dict), or None."""
+    found = core_find_new_commit(table.storage, after_version, operations, missing_ok=missing_ok)
     return found.to_dict() if found is not None else None
 
 

@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 
 from deltalog.errors import InvalidArgumentError, StorageError
 
+__all__ = ["HadoopFs", "STAGING_DIR", "hadoop_uri", "is_data_file"]
+
 #: The private folder inside the table the jobs write into before moving files into place
 #: (hidden from Delta readers and vacuum because it starts with ``_``).
 STAGING_DIR = "_deltalog_staging"

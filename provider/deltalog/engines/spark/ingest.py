@@ -32,6 +32,8 @@ from urllib.parse import unquote
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
 from deltalog.errors import InvalidArgumentError, StorageError
 
+__all__ = ["IngestResult", "WrittenFile", "safe_run_id", "write_ingest"]
+
 log = logging.getLogger(__name__)
 
 #: Spark's (Hive's) marker for a null partition value in a directory name.
@@ -122,7 +124,7 @@ def build_commit_request(
     operation_parameters: dict[str, Any] | None = None,
     user_metadata: str | None = None,
 ) -> dict[str, Any]:
-    """The commit request document ``deltalog.commit_request`` reads (a blind append of ``files``)."""
+    """The commit request document ``deltalog.ingest`` reads (a blind append of ``files``)."""
     request: dict[str, Any] = {
         "operation": operation,
         "operationParameters": dict(operation_parameters or {"mode": "Append"}),

@@ -1,0 +1,147 @@
+"""Committing rewritten bins a batch at a time: the last step of every compaction engine.
+
+A batch's bins are rewritten (the local engine, here, just before) or already written
+(an engine that runs elsewhere, such as the Spark job), then committed together in one
+OPTIMIZE commit (:func:`deltalog.compaction.commit.commit_bins`, with its per-bin conflict
+handling). A failed commit keeps what earlier batches committed and stops; a cancel stops
+before the next batch; a passed deadline defers the batches not rewritten yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from deltalog._flags import require_bools
+from deltalog.compaction.commit import commit_bins, discard
+from deltalog.compaction.engine_output import BinOutput, BinSkipped
+from deltalog.compaction.local import run_local
+from deltalog.compaction.options import LocalOptions
+from deltalog.compaction.plan import Bin, CompactionPlan
+from deltalog.compaction.result import CompactionProgress, CompactionResult
+from deltalog.errors import DeltaLogError, OperationCancelledError
+from deltalog.log.snapshot import Snapshot
+from deltalog.storage.filesystem import Storage
+from deltalog.storage.table_ref import TableRef, table_storage
+
+__all__ = ["batches", "commit_outputs", "commit_work", "ready_batches"]
+
+log = logging.getLogger(__name__)
+
+
+def batches(bins: list[Bin], size: int | None) -> list[list[Bin]]:
+    if not size:
+        return [bins]
+    return [bins[i : i + size] for i in range(0, len(bins), size)]
+
+
+def commit_outputs(
+    table: TableRef,
+    plan: CompactionPlan,
+    outputs: list[BinOutput],
+    skipped: list[BinSkipped] | tuple[BinSkipped, ...] = (),
+    *,
+    engine: str,
+    bins_per_commit: int | None = None,
+    run_hooks: bool = True,
+    cancel: threading.Event | None = None,
+    engine_seconds: float = 0.0,
+    storage_options: dict[str, Any] | None = None,
+) -> CompactionResult:
+    """Commit bins an engine has already rewritten (``outputs``), bin by bin conflict handling included.
+
+    The last step of any engine that runs outside this process (the Spark job): a bin
+    whose input a concurrent writer removed is dropped and its new file deleted, the
+    others commit (``bins_per_commit`` at a time). ``skipped`` are the bins the engine
+    could not rewrite; they are reported, not committed.
+    """
+    started = time.perf_counter()
+    require_bools(run_hooks=run_hooks)
+    storage = table_storage(table, storage_options)
+    progress = CompactionProgress(engine, skipped=list(skipped), engine_seconds=engine_seconds)
+    if plan.bins:
+        work = ready_batches(plan, outputs, bins_per_commit)
+        commit_work(storage, plan, work, progress, LocalOptions(), snapshot=None, run_hooks=run_hooks, cancel=cancel)
+    return progress.result(storage.uri, plan, time.perf_counter() - started)
+
+
+def ready_batches(
+    plan: CompactionPlan, outputs: list[BinOutput], bins_per_commit: int | None
+) -> list[tuple[list[Bin], list[BinOutput] | None]]:
+    by_bin = {o.bin_id: o for o in outputs}
+    return [(batch, [by_bin[b.id] for b in batch if b.id in by_bin]) for batch in batches(plan.bins, bins_per_commit)]
+
+
+def commit_work(
+    storage: Storage,
+    plan: CompactionPlan,
+    work: list[tuple[list[Bin], list[BinOutput] | None]],
+    result: CompactionProgress,
+    options: LocalOptions,
+    *,
+    snapshot: Snapshot | None,
+    run_hooks: bool,
+    cancel: threading.Event | None,
+    deadline: float | None = None,
+) -> None:
+    """Rewrite (local engine: ``None`` outputs) and commit each batch in turn, into ``result``.
+
+    A failed commit keeps what earlier batches committed and stops; a cancel stops before
+    the next batch (the bins of a batch already rewritten are still committed first); a
+    passed ``deadline`` defers the batches not rewritten yet to the next run.
+    """
+    for i, (batch, ready) in enumerate(work):
+        if ready is None and deadline is not None and time.monotonic() >= deadline:
+            later = [b for bins, _ in work[i:] for b in bins]
+            result.skipped.extend(BinSkipped(b.id, "deferred: the time budget is spent", "deferred") for b in later)
+            log.info("compaction of %s: time budget spent, %d bins deferred to the next run", storage.uri, len(later))
+            return
+        if cancel is not None and cancel.is_set():
+            _stop(storage, work, i, result, "cancelled before this bin was committed")
+            if not result.commits:
+                raise OperationCancelledError(f"compaction of {storage.uri} was cancelled; nothing was committed")
+            result.error = "cancelled"
+            return
+        if ready is None:
+            t0 = time.perf_counter()
+            ready, skipped = run_local(storage, plan, batch, options, cancel=cancel)
+            result.engine_seconds += time.perf_counter() - t0
+            result.skipped.extend(skipped)
+        if not ready:
+            continue
+        try:
+            record, lost = commit_bins(
+                storage, plan, ready, engine=result.engine, snapshot=snapshot, run_hooks=run_hooks
+            )
+            snapshot = None  # after our own commit the table has moved on
+        except DeltaLogError as exc:
+            # Nothing of this batch landed; later batches are not attempted.
+            if not result.commits:
+                discard(storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
+                raise
+            _stop(storage, work, i, result, f"not committed: {exc}", include_current=True)
+            result.error = str(exc)
+            return
+        result.skipped.extend(lost)
+        if record is not None:
+            result.commits.append(record)
+            result.outputs.extend(o for o in ready if o.bin_id in record.bins)
+
+
+def _stop(
+    storage: Storage,
+    work: list[tuple[list[Bin], list[BinOutput] | None]],
+    i: int,
+    result: CompactionProgress,
+    reason: str,
+    *,
+    include_current: bool = False,
+) -> None:
+    """Give up on batches ``i`` onwards: delete their rewritten files, report their bins as aborted."""
+    discard(storage, [o for _, outs in work[i + 1 :] if outs for o in outs])
+    if not include_current:
+        discard(storage, work[i][1] or [])
+    aborted = [b for later, _ in work[i:] for b in later]
+    result.skipped.extend(BinSkipped(b.id, reason, "aborted") for b in aborted)

@@ -1,0 +1,123 @@
+"""``compact()``: plan, rewrite with an engine, commit with dataChange=false, in one call.
+
+::
+
+    plan = plan_compaction(table)           # nothing written; JSON-able
+    outputs = engine(plan)                  # local pyarrow, or a Spark job
+    commit_bins(table, plan, outputs)       # OPTIMIZE commit(s), per-bin conflict handling
+
+``plan_only=True`` is the dry run. With ``bins_per_commit`` a long run commits
+as it goes (local engine: rewrite a batch of bins, commit it, next batch), so a
+crash loses at most one batch of work. What to plan and how to run it are the
+fields of :class:`~deltalog.compaction.options.CompactionOptions`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from deltalog.compaction.batches import batches, commit_work, ready_batches
+from deltalog.compaction.options import CompactionOptions, LocalOptions
+from deltalog.compaction.plan import CompactionPlan, check_compactable, plan_from_snapshot
+from deltalog.compaction.result import CompactionProgress, CompactionResult
+from deltalog.log.load import snapshot_at
+from deltalog.storage.table_ref import TableRef, table_storage
+
+__all__ = ["compact"]
+
+log = logging.getLogger(__name__)
+
+
+def compact(
+    table: TableRef,
+    *,
+    options: CompactionOptions | None = None,
+    plan: CompactionPlan | None = None,
+    cancel: threading.Event | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **option_values: Any,
+) -> CompactionResult:
+    """Compact the table's small files (see the module docstring and :class:`CompactionOptions`).
+
+    ``options`` says what to compact and how; its fields may also be given as keyword
+    arguments (``compact(t, target_size="64m", engine="spark")``), which replace those of
+    ``options``. A name that is no option is a TypeError.
+
+    ``purge_deletion_vectors=True`` rewrites instead the files whose deletion vector hides
+    more than ``min_deleted_share`` of their rows (default 0: any DV), applying it, in a
+    ``REORG`` commit as Delta Spark's ``REORG TABLE ... APPLY (PURGE)``.
+    ``zorder_by`` (column names) rewrites every file of each partition along a Z curve of
+    those columns, cut into target-size files (``OPTIMIZE ... ZORDER BY``).
+    On a table with liquid clustering compaction clusters instead of bin-packing
+    (:mod:`deltalog.compaction.liquid`); ``full=True`` also re-clusters files clustered by
+    other columns (``OPTIMIZE ... FULL``). All three run on both engines.
+
+    ``deadline`` (a ``time.monotonic()`` value; local engine) stops the work between
+    batches once passed: every finished batch is committed, the bins not started are
+    reported as skipped with kind ``"deferred"`` (the next run plans them again). With
+    a deadline and no ``bins_per_commit``, every bin is its own commit.
+
+    ``plan`` runs a plan made earlier (the planning options are then ignored).
+    ``spark_options`` go to :func:`deltalog.compaction.spark.submit.run_spark`
+    (``master``, ``spark_submit``, ``conf``, ``timeout``). ``run_hooks=False``
+    leaves the post-commit hooks (checkpoint, log cleanup) to a separate task.
+    ``cancel`` (set from another thread, e.g. an Airflow ``on_kill``) stops the run at
+    the next bin: bins already committed stay, the rest is reported as aborted (or
+    ``OperationCancelledError`` when nothing was committed).
+    """
+    started = time.perf_counter()
+    opts = CompactionOptions.of(options, option_values, "compact")
+    engine = opts.engine or "local"
+    storage = table_storage(table, storage_options)
+    snapshot = None
+    if plan is None:
+        snapshot = snapshot_at(storage)
+        plan = plan_from_snapshot(snapshot, storage.uri, opts, engine=engine)
+    else:
+        # A plan made elsewhere: check this engine may compact the table before any file is written.
+        check_compactable(snapshot_at(storage), engine)
+    progress = CompactionProgress(engine)
+    if opts.plan_only or not plan.bins:
+        return progress.result(storage.uri, plan, time.perf_counter() - started, plan_only=opts.plan_only)
+    local = opts.local_options or LocalOptions(max_workers=opts.max_workers)
+    bins_per_commit = opts.bins_per_commit
+    if opts.deadline is not None and bins_per_commit is None:
+        bins_per_commit = 1
+    if engine == "spark":
+        # The Spark engine is imported here only, when asked for: pyspark is optional.
+        from deltalog.compaction.spark.job import check_spark_can_rewrite
+        from deltalog.compaction.spark.submit import run_spark
+
+        check_spark_can_rewrite(plan)
+        t0 = time.perf_counter()
+        outputs, skipped = run_spark(storage, plan, cancel=cancel, **(opts.spark_options or {}))
+        progress.engine_seconds = time.perf_counter() - t0
+        progress.skipped.extend(skipped)
+        work = ready_batches(plan, outputs, bins_per_commit)
+    else:
+        work = [(batch, None) for batch in batches(plan.bins, bins_per_commit)]
+    commit_work(
+        storage,
+        plan,
+        work,
+        progress,
+        local,
+        snapshot=snapshot,
+        run_hooks=opts.run_hooks,
+        cancel=cancel,
+        deadline=opts.deadline,
+    )
+    result = progress.result(storage.uri, plan, time.perf_counter() - started)
+    log.info(
+        "compaction of %s: %d commit(s), %d of %d bins committed, %d skipped in %.2fs",
+        storage.uri,
+        len(result.commits),
+        len(result.committed_bins),
+        len(plan.bins),
+        len(result.skipped),
+        result.seconds,
+    )
+    return result

@@ -1,0 +1,155 @@
+"""Health of many tables at once, ranked by what maintenance would gain.
+
+Each table is measured on a thread pool (snapshot, health numbers, the due
+verdict of :mod:`deltalog.maintenance.due`); a table that cannot be read is listed with its
+error and does not stop the others. The ranking score is a plain sum, so the
+reasons stay explainable:
+
+* one point per file compaction would remove (input files minus bins),
+* one point per commit a due checkpoint saves readers from replaying,
+* one point per MiB a vacuum would reclaim,
+* one point per expired log file,
+* one point per file carrying a deletion vector when compaction is due (the
+  rewrite applies the deletion vectors of the files it merges).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.compute as pc
+
+from deltalog._flags import require_workers
+from deltalog.errors import DeltaLogError
+from deltalog.fleet.discover import FoundTable
+from deltalog.log.listing import LogListing
+from deltalog.log.load import snapshot_at
+from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.health import TableHealth, compute_health
+from deltalog.storage.filesystem import Storage
+
+__all__ = ["TableReport", "fleet_health"]
+
+log = logging.getLogger(__name__)
+
+MIB = 1 << 20
+DEFAULT_WORKERS = 8
+
+
+@dataclass(frozen=True)
+class TableReport:
+    """One table's health, due verdict and gain score (or the error that stopped its measurement)."""
+
+    uri: str
+    version: int | None = None
+    health: TableHealth | None = None
+    due: MaintenanceDue | None = None
+    num_dv_files: int = 0
+    gain: float = 0.0
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def any_due(self) -> bool:
+        return self.due is not None and self.due.any
+
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: the table, its gain and what is due."""
+        if self.error is not None:
+            return f"{self.uri}: error: {self.error}"
+        assert self.due is not None
+        due = [op for op, flag in self.due.flags().items() if flag]
+        state = ", ".join(due) if due else ("refused" if self.due.refused else "healthy")
+        return f"{self.uri} v{self.version} gain {self.gain:.1f}: {state}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uri": self.uri, "version": self.version, "gain": round(self.gain, 2)}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.health is not None:
+            out["health"] = self.health.to_dict()
+            out["health"]["num_dv_files"] = self.num_dv_files
+        if self.due is not None:
+            out.update(self.due.to_dict())
+        out["seconds"] = round(self.seconds, 3)
+        return out
+
+
+def gain_score(due: MaintenanceDue, health: TableHealth, num_dv_files: int) -> float:
+    """The ranking score of the module docstring (0 when nothing is due)."""
+    score = 0.0
+    if due.compaction:
+        score += due.compaction_input_files - due.compaction_bins + num_dv_files
+    if due.checkpoint:
+        score += due.commits_since_checkpoint
+    if due.vacuum:
+        score += due.reclaimable_bytes / MIB
+    if due.log_cleanup:
+        score += due.expired_log_files
+    return score
+
+
+def measure_table(
+    uri: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    target_size: int | str | None = None,
+    listing: LogListing | None = None,
+) -> TableReport:
+    """Health and due verdict of one table; any deltalog or storage error becomes the report's ``error``.
+
+    ``listing`` (from discovery) saves listing the log again.
+    """
+    t0 = time.perf_counter()
+    try:
+        storage = Storage(uri, storage_options)
+        snapshot = snapshot_at(storage, listing=listing)
+        health = compute_health(snapshot, target=target_size)
+        due = maintenance_due(storage, snapshot, target_size=target_size)
+        dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
+        num_dv = int(pc.sum(pc.is_valid(dv)).as_py() or 0) if dv is not None else 0
+    except (DeltaLogError, OSError) as exc:
+        return TableReport(uri=uri, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0)
+    return TableReport(
+        uri=uri,
+        version=snapshot.version,
+        health=health,
+        due=due,
+        num_dv_files=num_dv,
+        gain=gain_score(due, health, num_dv),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def fleet_health(
+    tables: Sequence[str | FoundTable],
+    *,
+    storage_options: dict[str, Any] | None = None,
+    target_size: int | str | None = None,
+    max_workers: int = DEFAULT_WORKERS,
+) -> list[TableReport]:
+    """Every table (URIs, or discovered tables with their listings) measured concurrently.
+
+    Ranked by gain (highest first), unreadable tables last.
+    """
+
+    def one(t: str | FoundTable) -> TableReport:
+        if isinstance(t, FoundTable):
+            return measure_table(t.uri, storage_options, target_size=target_size, listing=t.listing)
+        return measure_table(t, storage_options, target_size=target_size)
+
+    require_workers(max_workers)  # the one rule for worker counts: 0 is refused, not quietly made 1
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="deltalog-health") as pool:
+        reports = list(pool.map(one, tables))
+    log.info(
+        "fleet health: %d tables, %d due, %d unreadable",
+        len(reports),
+        sum(r.any_due for r in reports),
+        sum(r.error is not None for r in reports),
+    )
+    return sorted(reports, key=lambda r: (r.error is not None, -r.gain, r.uri))

@@ -1,8 +1,0 @@
-"""Delta's isolation levels (``commitInfo.isolationLevel``): the names transactions and conflict rules share."""
-
-from __future__ import annotations
-
-SERIALIZABLE = "Serializable"
-WRITE_SERIALIZABLE = "WriteSerializable"
-SNAPSHOT_ISOLATION = "SnapshotIsolation"
-ISOLATION_LEVELS = (SERIALIZABLE, WRITE_SERIALIZABLE, SNAPSHOT_ISOLATION)

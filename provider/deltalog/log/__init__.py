@@ -1,0 +1,26 @@
+"""Reading the Delta log: ``_delta_log`` listed, its actions checked and replayed into one ``Snapshot``.
+
+| module | job |
+|---|---|
+| ``listing`` | ``_delta_log`` naming, ``list_log(storage) -> LogListing``, ``build_segment`` |
+| ``actions`` | the Arrow types of add/remove, ``Metadata``, ``file_key`` |
+| ``commit_lines`` | the one rule for a commit line, and its vectorised check |
+| ``action_checks`` | the types of every non-file action, checked once at snapshot load |
+| ``replay`` | vectorised parsing of file actions and newest-per-key reconciliation |
+| ``snapshot`` | ``load_snapshot(storage, segment) -> Snapshot``: checkpoints (classic, multi-part, V2) + commits |
+| ``checkpoint_reader`` | a checkpoint's small actions and a version's protocol + metadata, without file actions |
+| ``load`` | ``snapshot_at(storage, version=, timestamp=)``: the one loader, skipping an unreadable checkpoint |
+| ``history`` | commitInfo per version, in-commit timestamps, timestamps -> versions |
+| ``activity`` | recent commits: ``find_new_commit`` (what the version sensor waits for) |
+
+Nothing here writes: the commit layer (``deltalog.commit``) and the post-commit work
+(``deltalog.log_maintenance``) build on these readers.
+"""
+
+from deltalog.log.activity import NewCommit, find_new_commit
+from deltalog.log.history import HistoryEntry
+from deltalog.log.listing import LogListing, list_log
+from deltalog.log.load import snapshot_at
+from deltalog.log.snapshot import Snapshot
+
+__all__ = ["HistoryEntry", "LogListing", "NewCommit", "Snapshot", "find_new_commit", "list_log", "snapshot_at"]

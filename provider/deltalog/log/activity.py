@@ -1,0 +1,106 @@
+"""Questions about a table's recent commits, answered from the listing plus a few commitInfo reads.
+
+* ``find_new_commit``: is there a commit newer than a version (optionally of given
+  operations)? What the version sensor and trigger poll.
+* ``versions_since_vacuum``: how many versions since the last ``VACUUM END``? Reported by
+  ``deltalog health`` and compared with the sensors' ``max_versions_since_vacuum``.
+
+Both read commits newest first and stop as soon as they know, so polling a long log
+costs one listing plus a few small reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from deltalog.errors import NotADeltaTableError
+from deltalog.log.history import read_commit_info
+from deltalog.log.listing import LogListing, list_log
+from deltalog.storage.filesystem import Storage
+
+__all__ = ["NewCommit", "VACUUM_LOOKBACK", "find_new_commit", "versions_since_vacuum"]
+
+#: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
+VACUUM_END = "VACUUM END"
+#: How many versions health reads back looking for the last vacuum (one small read each).
+VACUUM_LOOKBACK = 20
+
+
+def operation_of(storage: Storage, listing: LogListing, version: int) -> str | None:
+    """The commitInfo operation of ``version``; None when its commit file is gone or has none."""
+    f = listing.commits.get(version)
+    if f is None:  # removed by log cleanup, or only a checkpoint exists at this version
+        return None
+    info = read_commit_info(storage, f.path, f.name) or {}
+    op = info.get("operation")
+    return op if isinstance(op, str) else None
+
+
+@dataclass(frozen=True)
+class NewCommit:
+    """A commit newer than ``previous_version``; ``latest_version`` is set when operations were filtered."""
+
+    version: int
+    previous_version: int
+    operation: str | None
+    latest_version: int | None = None
+
+    def summary_line(self) -> str:
+        """One line for logs: which commit is new."""
+        what = f" ({self.operation})" if self.operation else ""
+        return f"new commit: version {self.version}{what} after version {self.previous_version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.latest_version is None:
+            del d["latest_version"]
+        return d
+
+
+def find_new_commit(
+    storage: Storage,
+    after_version: int,
+    operations: Iterable[str] | None = None,
+    *,
+    missing_ok: bool = False,
+) -> NewCommit | None:
+    """The newest commit after ``after_version`` (the newest of ``operations``, if given), or None.
+
+    ``missing_ok``: a location without a table yet answers None instead of raising.
+    """
+    try:
+        listing = list_log(storage)
+    except NotADeltaTableError:
+        if missing_ok:
+            return None
+        raise
+    latest = listing.latest_version
+    if latest is None or latest <= after_version:
+        return None
+    wanted = {op.upper() for op in operations} if operations else None
+    if not wanted:
+        return NewCommit(latest, after_version, None)
+    for v in range(latest, after_version, -1):
+        op = operation_of(storage, listing, v)
+        if op is not None and op.upper() in wanted:
+            return NewCommit(v, after_version, op, latest)
+    return None
+
+
+def versions_since_vacuum(storage: Storage, listing: LogListing, latest: int, window: int) -> int:
+    """Versions committed since the last ``VACUUM END``, looking back at most ``window`` versions.
+
+    Returns ``latest - v`` for the newest vacuum at ``v``. Without one in sight it returns a
+    lower bound: ``window`` when the look-back was cut short (all a threshold of
+    ``window - 1`` needs to know), else the number of versions the log still holds
+    (``latest + 1`` when it reaches back to version 0).
+    """
+    versions = sorted((v for v in listing.commits if v <= latest), reverse=True)
+    for v in versions:
+        if latest - v >= window:
+            return window
+        if operation_of(storage, listing, v) == VACUUM_END:
+            return latest - v
+    return latest - versions[-1] + 1 if versions else 0

@@ -1,0 +1,60 @@
+"""A table's snapshot at a version or a time, straight from its storage.
+
+The one way every layer loads a table: the facade (``DeltaTable.snapshot``), the
+operations, the post-commit work and the log readers that fall back to a full replay.
+An unreadable checkpoint is skipped here when an older one (or commit 0) can rebuild
+the same version, so every caller gets the same recovery, not only the facade's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
+from deltalog.log.history import CommitTimestamps, ict_enablement_version, parse_timestamp
+from deltalog.log.listing import LogListing, build_segment, list_log
+from deltalog.log.snapshot import Snapshot, load_snapshot
+from deltalog.storage.filesystem import Storage
+
+__all__ = ["snapshot_at"]
+
+
+def snapshot_at(
+    storage: Storage,
+    version: int | None = None,
+    timestamp: str | int | dt.datetime | None = None,
+    *,
+    listing: LogListing | None = None,
+) -> Snapshot:
+    """The table state at ``version`` or at ``timestamp`` (default: the latest), from ``listing`` if given."""
+    if version is not None and timestamp is not None:
+        raise InvalidArgumentError("give either a version or a timestamp, not both")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+        raise InvalidArgumentError(f"version must be an integer, got {version!r}")
+    listing = listing or list_log(storage)
+    if timestamp is not None:
+        ts = parse_timestamp(timestamp)
+        latest = _load(storage, listing, None)
+        ict_from = ict_enablement_version(latest.metadata.configuration)
+        version = CommitTimestamps(storage, listing, ict_from).version_at(ts)
+        if version == latest.version:
+            return latest
+    return _load(storage, listing, version)
+
+
+def _load(storage: Storage, listing: LogListing, version: int | None) -> Snapshot:
+    excluded: set[int] = set()
+    while True:
+        segment = build_segment(listing, version, exclude_checkpoints=excluded)
+        try:
+            return load_snapshot(storage, segment)
+        except CorruptCheckpointError as exc:
+            # An unreadable checkpoint is skipped when an older one (or commit 0) can
+            # rebuild the same version; otherwise the error stands.
+            if segment.checkpoint is None:
+                raise
+            excluded.add(segment.checkpoint.version)
+            try:
+                build_segment(listing, version, exclude_checkpoints=excluded)
+            except DeltaLogError:
+                raise exc from None

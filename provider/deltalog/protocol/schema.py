@@ -1,0 +1,162 @@
+"""Delta schema JSON (``metaData.schemaString``) to and from pyarrow schemas."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from deltalog.errors import CorruptLogError, InvalidArgumentError
+
+__all__ = [
+    "arrow_field_to_delta",
+    "arrow_schema_to_schema_string",
+    "arrow_type_to_delta",
+    "delta_type_to_arrow",
+    "has_timestamp_ntz",
+    "parse_schema_string",
+]
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def delta_type_to_arrow(dtype: Any) -> pa.DataType:
+    if isinstance(dtype, str):
+        if dtype in _PRIMITIVES:
+            return _PRIMITIVES[dtype]
+        m = _DECIMAL.fullmatch(dtype)
+        if m:
+            precision, scale = int(m.group(1)), int(m.group(2))
+            return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+        if dtype == "variant":
+            return pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+        raise CorruptLogError(f"unknown data type {dtype!r} in the table schema")
+    if isinstance(dtype, dict):
+        kind = dtype.get("type")
+        if kind == "struct":
+            return pa.struct([delta_field_to_arrow(f) for f in dtype.get("fields", [])])
+        if kind == "array":
+            item = pa.field("element", delta_type_to_arrow(dtype["elementType"]), dtype.get("containsNull", True))
+            return pa.list_(item)
+        if kind == "map":
+            key = pa.field("key", delta_type_to_arrow(dtype["keyType"]), False)
+            value = pa.field("value", delta_type_to_arrow(dtype["valueType"]), dtype.get("valueContainsNull", True))
+            return pa.map_(key, value)
+    raise CorruptLogError(f"unknown data type {json.dumps(dtype)[:100]} in the table schema")
+
+
+def delta_field_to_arrow(field: dict[str, Any]) -> pa.Field:
+    metadata = {k: json.dumps(v) if not isinstance(v, str) else v for k, v in (field.get("metadata") or {}).items()}
+    return pa.field(
+        field["name"], delta_type_to_arrow(field["type"]), field.get("nullable", True), metadata=metadata or None
+    )
+
+
+def parse_schema_string(schema_string: str) -> pa.Schema:
+    """The pyarrow schema of a Delta ``schemaString`` (logical names, field metadata kept)."""
+    try:
+        doc = json.loads(schema_string)
+        if doc.get("type") != "struct":
+            raise CorruptLogError("the table schema is not a struct")
+        return pa.schema([delta_field_to_arrow(f) for f in doc.get("fields", [])])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CorruptLogError(f"the table schema (metaData.schemaString) is invalid: {exc}") from None
+
+
+def arrow_type_to_delta(dtype: pa.DataType) -> Any:
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
+        return "string"
+    if pa.types.is_dictionary(dtype):
+        return arrow_type_to_delta(dtype.value_type)
+    simple = {
+        pa.int64(): "long",
+        pa.int32(): "integer",
+        pa.int16(): "short",
+        pa.int8(): "byte",
+        pa.uint8(): "short",
+        pa.uint16(): "integer",
+        pa.uint32(): "long",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.bool_(): "boolean",
+        pa.date32(): "date",
+    }
+    if dtype in simple:
+        return simple[dtype]
+    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype) or pa.types.is_fixed_size_binary(dtype):
+        return "binary"
+    if pa.types.is_timestamp(dtype):
+        return "timestamp" if dtype.tz is not None else "timestamp_ntz"
+    if pa.types.is_date64(dtype):
+        return "date"
+    if pa.types.is_decimal(dtype):
+        return f"decimal({dtype.precision},{dtype.scale})"
+    if pa.types.is_struct(dtype):
+        return {"type": "struct", "fields": [arrow_field_to_delta(dtype.field(i)) for i in range(dtype.num_fields)]}
+    if pa.types.is_map(dtype):
+        return {
+            "type": "map",
+            "keyType": arrow_type_to_delta(dtype.key_type),
+            "valueType": arrow_type_to_delta(dtype.item_type),
+            "valueContainsNull": dtype.item_field.nullable,
+        }
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype):
+        return {
+            "type": "array",
+            "elementType": arrow_type_to_delta(dtype.value_type),
+            "containsNull": dtype.value_field.nullable,
+        }
+    raise InvalidArgumentError(f"the Arrow type {dtype} has no Delta equivalent")
+
+
+def arrow_field_to_delta(field: pa.Field) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    for k, v in (field.metadata or {}).items():
+        key, text = k.decode(), v.decode()
+        if key.startswith("PARQUET:"):
+            continue
+        try:
+            metadata[key] = json.loads(text)
+        except ValueError:
+            metadata[key] = text
+    return {
+        "name": field.name,
+        "type": arrow_type_to_delta(field.type),
+        "nullable": field.nullable,
+        "metadata": metadata,
+    }
+
+
+def arrow_schema_to_schema_string(schema: pa.Schema) -> str:
+    return json.dumps({"type": "struct", "fields": [arrow_field_to_delta(f) for f in schema]}, separators=(",", ":"))
+
+
+def has_timestamp_ntz(schema: pa.Schema) -> bool:
+    def walk(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return t.tz is None
+        if pa.types.is_struct(t):
+            return any(walk(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return walk(t.value_type)
+        if pa.types.is_map(t):
+            return walk(t.key_type) or walk(t.item_type)
+        return False
+
+    return any(walk(f.type) for f in schema)

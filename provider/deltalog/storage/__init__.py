@@ -1,0 +1,15 @@
+"""Where a table's bytes live: one filesystem plus the table root, and the commit primitive.
+
+| module | job |
+|---|---|
+| ``filesystem`` | ``Storage(uri, storage_options)``: fsspec filesystem + root, listing, reads, ``put_if_absent`` |
+| ``table_ref`` | what every operation accepts as its table, and ``table_storage``: the one way to its ``Storage`` |
+| ``s3_reads`` | S3 GETs and listings through obstore when the storage options translate exactly |
+| ``dynamodb_commits`` | S3 commits coordinated through a DynamoDB table (Delta Spark's S3DynamoDBLogStore) |
+
+Nothing here knows the Delta log: the layers above read and write it through ``Storage``.
+"""
+
+from deltalog.storage.filesystem import FileInfo, Storage, is_remote
+
+__all__ = ["FileInfo", "Storage", "is_remote"]

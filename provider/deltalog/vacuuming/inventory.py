@@ -1,0 +1,248 @@
+"""A storage inventory (S3 Inventory, Azure blob inventory, ...) instead of a listing.
+
+Listing a table of millions of objects can take hours; cloud providers produce
+a daily inventory of a bucket for a few cents. An inventory is a Parquet or CSV
+file (or a directory of Parquet files) with one row per object: ``path``,
+``size`` (or Delta Spark's ``length``), ``modificationTime`` (milliseconds since
+the epoch, or a timestamp; a time no file of the table can have, such as seconds
+read as milliseconds, is refused: :mod:`deltalog.vacuuming.times`) and optionally ``isDir``. Paths may be absolute
+(``s3://bucket/table/part-0.parquet``) or relative to the table root; rows
+outside the table are ignored.
+
+An inventory is only ever a subset of the truth: a file written after it was
+taken is simply not in it, so it is never deleted. A malformed inventory is
+refused before anything is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from deltalog._arrow_utils import count_true
+from deltalog.errors import InvalidArgumentError
+from deltalog.storage.filesystem import Storage
+from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing
+from deltalog.vacuuming.paths import PathResolver
+from deltalog.vacuuming.times import PlausibleTimes, describe_ms, first_implausible
+from deltalog.write_checks.hidden_paths import HiddenRule
+
+__all__ = ["read_inventory"]
+
+REQUIRED = ("path", "size", "modificationTime")
+#: Rows that are not plain relative paths: absolute (``/``, ``scheme://``, Hadoop's ``file:/``)
+#: or with ``.``/``..`` segments.
+_SPECIAL_ROW = r"^/|^[A-Za-z][A-Za-z0-9+.-]+:/|(^|/)\.{1,2}(/|$)"
+#: What a root prefix may not be followed by for the prefix to be stripped as it is: URL
+#: query/fragment/params (``urlparse`` would split them off), dot segments, doubled slashes
+#: (also right after the root).
+_NOT_LITERAL = r"^/|[?#;]|//|(^|/)\.{1,2}(/|$)"
+
+
+#: Rows converted at a time: bounds the transient copies of the path column (an inventory of
+#: ten million objects is read and made table-relative batch by batch).
+BATCH_ROWS = 1 << 18
+
+
+def _open(storage: Storage, source: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The inventory's schema and its batches (local path or URI; the table's storage options apply).
+
+    Parquet (a file or a folder of files) is streamed; CSV is read whole.
+    """
+    lowered = source.lower()
+    is_csv = lowered.endswith((".csv", ".csv.gz", ".csv.bz2"))
+    kind = "CSV" if is_csv else "Parquet"
+
+    def failed(exc: BaseException) -> InvalidArgumentError:
+        if isinstance(exc, FileNotFoundError):
+            return InvalidArgumentError(f"inventory {source!r} does not exist")
+        return InvalidArgumentError(f"inventory {source!r} is not a readable {kind} file: {exc}")
+
+    try:
+        fs = None
+        path = source
+        if "://" in source:
+            import fsspec
+
+            fs, path = fsspec.core.url_to_fs(source, **storage.storage_options)
+        if is_csv:
+            if fs is not None:
+                with fs.open(path, "rb", compression="infer") as fh:
+                    table = pacsv.read_csv(fh)
+            else:
+                table = pacsv.read_csv(path)
+            return table.schema, iter(table.to_batches(max_chunksize=BATCH_ROWS))
+        import pyarrow.dataset as ds
+
+        if fs is None and not os.path.exists(path):
+            raise FileNotFoundError(path)
+        dataset = ds.dataset(path, format="parquet", filesystem=fs)
+        schema = dataset.schema
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise failed(exc) from None
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            # No read-ahead: a 10-million-row inventory would otherwise be decoded well ahead of its use.
+            yield from dataset.to_batches(batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise failed(exc) from None
+
+    return schema, batches()
+
+
+def _timestamp_millis(col: pa.Array) -> pa.Array:
+    """Milliseconds of a timestamp column of any unit, rounded up: a file never looks older than it is."""
+    if col.type.unit in ("us", "ns"):
+        col = pc.ceil_temporal(col, unit="millisecond")
+    return pc.cast(pc.cast(col, pa.timestamp("ms", tz=col.type.tz), safe=False), pa.int64())
+
+
+def _as_millis(col: pa.Array, source: str) -> pa.Array:
+    if pa.types.is_timestamp(col.type):
+        return _timestamp_millis(col)
+    if pa.types.is_integer(col.type):
+        return pc.cast(col, pa.int64())
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        try:
+            return _timestamp_millis(pc.cast(col, pa.timestamp("ns")))
+        except pa.ArrowInvalid:
+            pass
+    raise InvalidArgumentError(
+        f"inventory {source}: column 'modificationTime' must hold milliseconds since the epoch or timestamps, "
+        f"not {col.type}"
+    )
+
+
+def _relativise(path: pa.Array, special: pa.Array, resolver: PathResolver) -> pa.Array:
+    """``path`` with its ``special`` rows made table-relative (null: outside the table).
+
+    An inventory of ten million objects spells the root the same way on every row, so
+    each spelling of the root (:meth:`PathResolver.literal_prefixes`) is stripped with
+    Arrow kernels; only rows no prefix explains plainly (dot segments, another spelling
+    of a symlinked root, rows outside) go through :meth:`PathResolver.relative_literal`
+    one by one.
+    """
+    every = count_true(special) == len(path)  # the usual inventory: every row absolute, no copy needed
+    sub = path if every else path.take(pc.indices_nonzero(special))
+    out = pa.nulls(len(sub), pa.string())
+    todo = pc.is_valid(sub)
+    for prefix in resolver.literal_prefixes():
+        hit = pc.and_(todo, pc.starts_with(sub, prefix))
+        if not pc.any(hit).as_py():
+            continue
+        rest = pc.utf8_slice_codeunits(sub, len(prefix))
+        plain = pc.and_(hit, pc.invert(pc.match_substring_regex(rest, _NOT_LITERAL)))
+        plain = pc.and_(plain, pc.greater(pc.utf8_length(rest), 0))
+        out = pc.if_else(plain, rest, out)
+        todo = pc.and_(todo, pc.invert(plain))
+    slow = pc.indices_nonzero(todo)
+    if len(slow):
+        fixed = pa.array([resolver.relative_literal(p) for p in sub.take(slow).to_pylist()], pa.string())
+        out = pc.replace_with_mask(out, todo, fixed)
+    return out if every else pc.replace_with_mask(path, special, out)
+
+
+def _check_times(part: pa.Table, window: PlausibleTimes, source: str) -> None:
+    bad = first_implausible(
+        part.column("path").combine_chunks(), part.column("modificationTime").combine_chunks(), window
+    )
+    if bad is not None:
+        row_path, ms, why = bad
+        raise InvalidArgumentError(
+            f"inventory {source}: column 'modificationTime' holds {ms} for {row_path!r}; as milliseconds since "
+            f"the epoch that is {describe_ms(ms)}, {why}, so no file of this table can have been written then. "
+            "Is the column in seconds, microseconds or nanoseconds? Give milliseconds or timestamps"
+        )
+
+
+def read_inventory(
+    storage: Storage, inventory: str | pa.Table, rule: HiddenRule, window: PlausibleTimes | None = None
+) -> FileListing:
+    """The inventory's rows inside this table, as a :class:`FileListing` (hidden paths dropped).
+
+    ``window``: the modification times this table's files can have; a row outside
+    it means the column's unit is wrong (seconds read as milliseconds look like
+    1970, so every file would look old), and the inventory is refused.
+    """
+    source = inventory if isinstance(inventory, str) else "<table>"
+    if isinstance(inventory, str):
+        schema, batches = _open(storage, inventory)
+    elif isinstance(inventory, pa.Table):
+        schema, batches = inventory.schema, iter(inventory.to_batches(max_chunksize=BATCH_ROWS))
+    else:
+        raise InvalidArgumentError("inventory must be a path to a Parquet/CSV file or a pyarrow.Table")
+    names = set(schema.names)
+    size_name = "size" if "size" in names or "length" not in names else "length"
+    missing = [c for c in REQUIRED if (size_name if c == "size" else c) not in names]
+    if missing:
+        raise InvalidArgumentError(
+            f"inventory {source} lacks column(s) {', '.join(missing)}: it needs path, size (or length) and "
+            f"modificationTime, found {', '.join(sorted(names)) or 'none'}"
+        )
+    types = {"path": schema.field("path").type, "size": schema.field(size_name).type}
+    if "isDir" in names and not pa.types.is_boolean(schema.field("isDir").type):
+        raise InvalidArgumentError(
+            f"inventory {source}: column 'isDir' must be boolean, not {schema.field('isDir').type}"
+        )
+    if not (pa.types.is_string(types["path"]) or pa.types.is_large_string(types["path"])):
+        raise InvalidArgumentError(f"inventory {source}: column 'path' must be text, not {types['path']}")
+    if not pa.types.is_integer(types["size"]):
+        raise InvalidArgumentError(f"inventory {source}: column 'size' must be an integer, not {types['size']}")
+
+    resolver = PathResolver(storage)
+    columns = ["path", size_name, "modificationTime"] + (["isDir"] if "isDir" in names else [])
+    nulls = dict.fromkeys(columns, 0)
+    parts: list[pa.Table] = []
+    rows = file_rows = outside = num_hidden = 0
+    for batch in batches:
+        batch = batch.select(columns)
+        rows += batch.num_rows
+        for c in columns:
+            nulls[c] += batch.column(c).null_count
+        if any(nulls.values()) or not batch.num_rows:
+            continue  # refused below, once every empty value is counted
+        if "isDir" in names:
+            batch = batch.filter(pc.invert(batch.column("isDir")))
+        path = pc.cast(batch.column("path"), pa.string())
+        mtime = _as_millis(batch.column("modificationTime"), source)
+        # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
+        # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
+        special = pc.match_substring_regex(path, _SPECIAL_ROW)
+        if pc.any(special).as_py():
+            path = _relativise(path, special, resolver)
+        inside = path.is_valid()
+        file_rows += len(path)
+        outside += len(path) - count_true(inside)
+        part = pa.Table.from_arrays([path, pc.cast(batch.column(size_name), pa.int64()), mtime], schema=LISTING_SCHEMA)
+        part = part.filter(inside)
+        hidden = rule.hidden_mask(part.column("path").combine_chunks())
+        num_hidden += count_true(hidden)
+        part = part.filter(pc.invert(hidden))
+        if window is not None:
+            _check_times(part, window, source)
+        parts.append(part)
+    if rows == 0:
+        raise InvalidArgumentError(f"inventory {source} has no rows")
+    for c in ("isDir", "path", size_name, "modificationTime"):
+        if nulls.get(c):
+            raise InvalidArgumentError(f"inventory {source}: column {c!r} has {nulls[c]} empty value(s)")
+    if file_rows and outside == file_rows:
+        raise InvalidArgumentError(
+            f"inventory {source}: none of its {file_rows} file rows lies inside the table at {storage.uri}"
+        )
+    files = pa.concat_tables(parts) if parts else LISTING_SCHEMA.empty_table()
+    del parts
+    # The same object listed twice (inventories are merged from shards): keep the newest row.
+    if files.num_rows and pc.count_distinct(files.column("path")).as_py() != files.num_rows:
+        files = (
+            files.group_by("path")
+            .aggregate([("size", "max"), ("modificationTime", "max")])
+            .rename_columns(["size", "modificationTime", "path"])
+            .select(["path", "size", "modificationTime"])
+        )
+    return FileListing(files, {}, num_hidden, outside, source="inventory")

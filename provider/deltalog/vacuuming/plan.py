@@ -1,0 +1,508 @@
+"""Planning a vacuum: what would be deleted, and why, without deleting anything.
+
+Full mode compares a listing (or an inventory) of the table directory with the
+protected set of :mod:`deltalog.vacuuming.retained`; lite mode reads the remove
+actions of the commits since the previous vacuum (the cursor in
+``_delta_log/_last_vacuum_info``, as Delta Spark keeps it) and lists nothing.
+Either way, every safety check runs here, before a single file is touched:
+protocol, retention, modification times, and the retained versions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltalog._arrow_utils import column_sum, count_true
+from deltalog._flags import require_bools, require_workers
+from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.log.history import format_ms
+from deltalog.log.listing import LogListing, list_log
+from deltalog.log.load import snapshot_at
+from deltalog.log.snapshot import Snapshot
+from deltalog.protocol.features import Operation
+from deltalog.protocol.table_protocol import check_writable
+from deltalog.storage.filesystem import Storage
+from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.vacuuming.inventory import read_inventory
+from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
+from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
+from deltalog.vacuuming.paths import PathResolver
+from deltalog.vacuuming.retained import RetainedState, retained_state, scan_commits
+from deltalog.vacuuming.retention import Retention, resolve_retention
+from deltalog.vacuuming.times import FLOOR_MS, plausible_times
+from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
+from deltalog.write_checks.hidden_paths import partition_dir_names as hidden_partition_dir_names
+
+__all__ = [
+    "CURSOR_KEY",
+    "DEFAULT_MAX_WORKERS",
+    "LAST_VACUUM_INFO",
+    "LiteVacuumUnavailableError",
+    "MODES",
+    "VacuumPlan",
+    "cursor_path",
+    "plan_vacuum",
+]
+
+log = logging.getLogger(__name__)
+
+MODES = ("full", "lite")
+DEFAULT_MAX_WORKERS = 8
+LAST_VACUUM_INFO = "_last_vacuum_info"
+CURSOR_KEY = "latestCommitVersionOutsideOfRetentionWindow"
+
+REASON_TOMBSTONE = "expired tombstone: removed before the cutoff"
+REASON_UNTRACKED = "not referenced by any retained version"
+REASON_DV = "deletion vector not used by any retained version"
+REASON_CDC = "change data file of a commit before the cutoff"
+REASON_LITE_REMOVED = "removed by a commit before the cutoff"
+
+PLAN_SCHEMA = pa.schema([*LISTING_SCHEMA, ("reason", pa.string())])
+
+
+class LiteVacuumUnavailableError(OperationRefusedError):
+    """Lite mode needs commits that log cleanup already removed; only a full vacuum can proceed."""
+
+
+@dataclass(frozen=True)
+class VacuumPlan:
+    """What a vacuum would delete, checked against every safety rule, and why.
+
+    ``files`` has one row per file to delete: table-relative ``path``, ``size``,
+    ``modificationTime`` and ``reason``. ``directories`` are the directories expected
+    to be left empty (local filesystems only; removed deepest first). ``cursor`` is
+    the value ``_last_vacuum_info`` takes once the plan has been executed.
+    """
+
+    table_uri: str
+    mode: str
+    version: int
+    retention: Retention
+    fully_readable_from: int
+    window_start: int | None
+    files: pa.Table
+    directories: list[str]
+    source: str
+    cursor: int | None
+    previous_cursor: int | None
+    lite_range: tuple[int, int] | None = None
+    stats: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    planning_seconds: float = 0.0
+    snapshot: Snapshot | None = field(default=None, repr=False)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_in_bytes(self) -> int:
+        return column_sum(self.files, "size")
+
+    @property
+    def cutoff_ms(self) -> int:
+        return self.retention.cutoff_ms
+
+    def readable_versions(self) -> str:
+        return f"{self.fully_readable_from}..{self.version}"
+
+    def summary_line(self) -> str:
+        """One line for logs and the CLI: what the vacuum would delete and what stays readable."""
+        return (
+            f"{self.mode} vacuum plan for {self.table_uri} at version {self.version}: {self.num_files} files "
+            f"({self.size_in_bytes} bytes) to delete; versions {self.readable_versions()} (and later) keep all "
+            "their files"
+        )
+
+    def to_dict(self, include_files: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "table": self.table_uri,
+            "mode": self.mode,
+            "version": self.version,
+            "cutoff": format_ms(self.cutoff_ms),
+            **self.retention.to_dict(),
+            "fully_readable_from_version": self.fully_readable_from,
+            "fully_readable_versions": self.readable_versions(),
+            "window_start_version": self.window_start,
+            "num_files_to_delete": self.num_files,
+            "size_of_data_to_delete": self.size_in_bytes,
+            "num_directories_to_delete": len(self.directories),
+            "source": self.source,
+            "cursor": self.cursor,
+            "previous_cursor": self.previous_cursor,
+            "lite_range": list(self.lite_range) if self.lite_range else None,
+            "stats": dict(self.stats),
+            "warnings": list(self.warnings),
+            "planning_seconds": round(self.planning_seconds, 3),
+        }
+        if include_files:
+            out["files"] = self.files.to_pylist()
+            out["directories"] = list(self.directories)
+        return out
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def partition_dir_names(snapshot: Snapshot) -> list[str]:
+    """Partition column names as directories may carry them (the shared rule of :mod:`deltalog.write_checks.hidden_paths`)."""
+    return hidden_partition_dir_names(snapshot.metadata)
+
+
+def cursor_path(storage: Storage) -> str:
+    return storage.join("_delta_log", LAST_VACUUM_INFO)
+
+
+def read_cursor(storage: Storage) -> int | None:
+    """The version the previous vacuum covered, from ``_delta_log/_last_vacuum_info`` (None if absent or unreadable)."""
+    try:
+        doc = json.loads(storage.read_bytes(cursor_path(storage)))
+    except (OSError, ValueError):
+        return None
+    value = doc.get(CURSOR_KEY) if isinstance(doc, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) -> list[str]:
+    """Directories that hold nothing once ``deleted`` is gone, deepest first.
+
+    Counts come from the listing (hidden entries such as ``.crc`` files included), so
+    no pass over the remaining files is needed. A directory qualifies when it ends up
+    empty and either lost something to this vacuum or was last modified before the
+    cutoff (a fresh empty directory may belong to a writer about to put a file in it).
+    """
+    if not listing.entries or not listing.directories:
+        return []
+    parts = pc.split_pattern(deleted, "/", max_splits=1, reverse=True)
+    nested = pc.equal(pc.list_value_length(parts), 2)
+    parents = pc.list_element(parts.filter(nested), 0)
+    lost: dict[str, int] = {}
+    if len(parents):
+        counts = pc.value_counts(parents)
+        lost = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
+    eligible: set[str] = set()
+    for d in sorted(listing.directories, key=lambda p: p.count("/"), reverse=True):
+        if d not in listing.entries:
+            continue  # not scanned (vanished while listing): leave it alone
+        children_gone = sum(1 for c in listing.children(d) if c in eligible)
+        gone = lost.get(d, 0) + children_gone
+        if listing.entries[d] - gone != 0:
+            continue
+        if gone or 0 < listing.directories[d] < cutoff_ms:
+            eligible.add(d)
+    return sorted(eligible, key=lambda p: (-p.count("/"), p))
+
+
+def _reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
+    reason = pa.array([REASON_UNTRACKED] * len(paths), pa.string())
+    reason = pc.if_else(pc.starts_with(paths, CHANGE_DATA_DIR + "/"), REASON_CDC, reason)
+    is_dv = pc.and_(pc.match_substring(paths, "deletion_vector_"), pc.ends_with(paths, ".bin"))
+    reason = pc.if_else(is_dv, REASON_DV, reason)
+    return pc.if_else(pc.is_in(paths, value_set=expired), REASON_TOMBSTONE, reason)
+
+
+def _protect_through_links(storage: Storage, retained: RetainedState, links: list[str], warnings: list[str]) -> None:
+    """Add the real paths of referenced files reached through ``links`` to the protected set (local storage)."""
+    if not storage.is_local or not links:
+        return
+    inside, outside = through_links(storage, retained.protected, links)
+    if inside:
+        retained.protected = pc.unique(pa.concat_arrays([retained.protected, pa.array(inside, pa.string())]))
+    note = (
+        f"; {len(outside)} referenced file(s) lie behind links leading out of the table root, where vacuum "
+        "neither lists nor deletes anything"
+        if outside
+        else ""
+    )
+    warnings.append(
+        f"vacuum never deletes or follows symbolic links; the table holds {len(links)}: "
+        f"{describe(storage, links)}{note}"
+    )
+
+
+def _drop_links(storage: Storage, paths: list[str], warnings: list[str]) -> set[str]:
+    """The ``paths`` that are links, lead through one or are not regular files (local storage): never deleted."""
+    if not storage.is_local or not paths:
+        return set()
+    guard = LinkGuard(storage)
+    linked = {p for p in paths if guard.check(p)[0] == LinkGuard.LINK}
+    if linked:
+        shown = ", ".join(sorted(linked)[:5]) + (f" and {len(linked) - 5} more" if len(linked) > 5 else "")
+        warnings.append(
+            f"{len(linked)} candidate(s) are symbolic links, lie behind one or are not regular files, so they are "
+            f"not deleted: {shown}"
+        )
+    return linked
+
+
+# --- the two modes -------------------------------------------------------------------------
+
+
+def _plan_full(
+    storage: Storage,
+    retained: RetainedState,
+    rule: HiddenRule,
+    listing: FileListing,
+    max_workers: int,
+    warnings: list[str],
+) -> tuple[pa.Table, list[str], str, dict[str, int]]:
+    """Diff the listing against the protected set; stat only what is not protected."""
+    files = listing.files
+    cutoff = retained.cutoff_ms
+    protected = pc.is_in(files.column("path"), value_set=retained.protected)
+    candidates = files.filter(pc.invert(protected))
+    if not listing.has_stats:
+        candidates = fill_stats(storage, candidates, max_workers)
+    mtime = candidates.column("modificationTime")
+    known = pc.greater(mtime, 0)
+    # A time before 2000 is no time a Delta writer wrote a file (a broken clock, a unit error): keep the file.
+    implausible = pc.and_(known, pc.less(mtime, FLOOR_MS))
+    old = pc.and_(pc.and_(known, pc.invert(implausible)), pc.less(mtime, cutoff))
+    if count_true(implausible):
+        shown = candidates.filter(implausible).column("path").to_pylist()[:5]
+        warnings.append(
+            f"{count_true(implausible)} unreferenced file(s) have a modification time before 2000 "
+            f"(e.g. {', '.join(shown)}); such a time is not believable, so they are kept"
+        )
+    to_delete = candidates.filter(old).sort_by("path")
+    links_skipped = len(listing.links)
+    if storage.is_local and listing.source != "listing":  # an inventory cannot tell a link from a file
+        linked = _drop_links(storage, to_delete.column("path").to_pylist(), warnings)
+        if linked:
+            to_delete = to_delete.filter(pc.invert(pc.is_in(to_delete.column("path"), pa.array(sorted(linked)))))
+            links_skipped += len(linked)
+    del_paths = to_delete.column("path").combine_chunks()
+    plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
+
+    stats = {
+        "files_listed": files.num_rows,
+        "files_protected": count_true(protected),
+        "files_too_new": count_true(pc.and_(known, pc.greater_equal(mtime, cutoff))),
+        "files_without_modification_time": count_true(pc.invert(known)),
+        "files_with_implausible_time": count_true(implausible),
+        "hidden_entries_skipped": listing.hidden_skipped,
+        "rows_outside_table": listing.outside_table,
+        "directories_listed": len(listing.directories),
+        "links_skipped": links_skipped,
+    }
+    dirs = _empty_directories(listing, del_paths, cutoff) if storage.is_local and listing.source == "listing" else []
+    return plan, dirs, listing.source, stats
+
+
+def _stat_candidates(storage: Storage, rel_paths: list[str], max_workers: int) -> list[tuple[str, int, int] | None]:
+    """(path, size, mtime) per candidate, None for files already gone."""
+
+    def one(rel: str) -> tuple[str, int, int] | None:
+        full = storage.join(rel)
+        try:
+            if storage.is_local:
+                st = os.stat(full)
+                return rel, st.st_size, int(st.st_mtime * 1000)
+            info = storage.info(full)
+            return rel, info.size, info.modification_time
+        except FileNotFoundError:
+            return None
+
+    if storage.is_local or len(rel_paths) < 2:
+        return [one(p) for p in rel_paths]
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(max_workers, len(rel_paths))), thread_name_prefix="vacuum-stat"
+    ) as pool:
+        return list(pool.map(one, rel_paths))
+
+
+def _plan_lite(
+    storage: Storage,
+    listing: LogListing,
+    retained: RetainedState,
+    rule: HiddenRule,
+    previous_cursor: int | None,
+    max_workers: int,
+    warnings: list[str],
+) -> tuple[pa.Table, tuple[int, int] | None, dict[str, int]]:
+    end = retained.window_start
+    start = 0 if previous_cursor is None else previous_cursor + 1
+    empty = pa.Table.from_pylist([], schema=PLAN_SCHEMA)
+    if end is None or start > end:
+        return empty, None, {"commits_scanned": 0, "candidates": 0, "links_skipped": 0}
+    missing = [v for v in range(start, end + 1) if v not in listing.commits]
+    if missing:
+        since = (
+            "since version 0 (no previous vacuum)"
+            if previous_cursor is None
+            else f"since the last vacuum (version {previous_cursor})"
+        )
+        raise LiteVacuumUnavailableError(
+            f"lite vacuum must read the commits {since} up to version {end}, but commit {missing[0]} "
+            f"{'and later ones are' if len(missing) > 1 else 'is'} gone (log cleanup); run a full vacuum "
+            "(mode='full', or full_fallback=True; CLI: --mode full or --full-fallback)"
+        )
+    refs = scan_commits(storage, [listing.commits[v] for v in range(start, end + 1)], kinds=("remove", "cdc"))
+    if storage.is_local:  # lite lists nothing, so look for links on the referenced paths
+        _protect_through_links(storage, retained, scan_links(storage, retained.protected), warnings)
+    resolver = PathResolver(storage)
+    kinds = [
+        (resolver.resolve(refs.removed, strict=True), REASON_LITE_REMOVED),
+        (resolver.resolve(refs.removed_dvs, strict=True), REASON_DV),
+        (resolver.resolve(refs.cdc, strict=True), REASON_CDC),
+    ]
+    reasons: dict[str, str] = {}
+    for arr, why in kinds:
+        if len(arr) == 0:
+            continue
+        keep = pc.is_in(arr, value_set=retained.protected)
+        hidden = rule.hidden_mask(arr)
+        for p in arr.filter(pc.invert(pc.or_(keep, hidden))).to_pylist():
+            reasons.setdefault(p, why)
+    linked = _drop_links(storage, sorted(reasons), warnings)
+    candidates = sorted(set(reasons) - linked)
+    found = [r for r in _stat_candidates(storage, candidates, max_workers) if r is not None]
+    eligible = [r for r in found if FLOOR_MS <= r[2] < retained.cutoff_ms]
+    implausible = [r[0] for r in found if 0 < r[2] < FLOOR_MS]
+    if implausible:
+        warnings.append(
+            f"{len(implausible)} removed file(s) have a modification time before 2000 "
+            f"(e.g. {', '.join(implausible[:5])}); such a time is not believable, so they are kept"
+        )
+    table = pa.Table.from_pylist(
+        [{"path": p, "size": s, "modificationTime": m, "reason": reasons[p]} for p, s, m in eligible],
+        schema=PLAN_SCHEMA,
+    )
+    stats = {
+        "commits_scanned": refs.commits,
+        "candidates": len(candidates),
+        "candidates_already_gone": len(candidates) - len(found),
+        "files_too_new": sum(1 for r in found if r[2] >= retained.cutoff_ms),
+        "files_with_implausible_time": len(implausible),
+        "links_skipped": len(linked),
+    }
+    return table, (start, end), stats
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+
+def plan_vacuum(
+    table: TableRef,
+    *,
+    retention_hours: float | None = None,
+    mode: str = "full",
+    allow_short_retention: bool = False,
+    inventory: str | pa.Table | None = None,
+    max_workers: int = DEFAULT_MAX_WORKERS,
+    full_fallback: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    now_ms: int | None = None,
+) -> VacuumPlan:
+    """Plan a vacuum: every check of a real run, nothing deleted, nothing written.
+
+    ``now_ms`` fixes the clock the cutoff is computed from (``now - retention``); tests
+    use it to compare plans with Delta Spark's at one exact cutoff.
+
+    Raises InvalidArgumentError (bad parameters, malformed inventory or retention
+    property), OperationRefusedError (retention shorter than the table's without
+    ``allow_short_retention``; lite mode without the commits it needs and no
+    ``full_fallback``), UnsupportedProtocolError (a reader or writer feature deltalog
+    does not implement, which ``vacuumProtocolCheck`` makes mandatory to check) and
+    NotADeltaTableError.
+    """
+    t0 = time.perf_counter()
+    require_bools(allow_short_retention=allow_short_retention, full_fallback=full_fallback)
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "lite" and inventory is not None:
+        raise InvalidArgumentError("an inventory replaces the listing of full mode; lite mode lists nothing")
+    require_workers(max_workers)
+    if now_ms is not None and (isinstance(now_ms, bool) or not isinstance(now_ms, int)):
+        raise InvalidArgumentError(f"now_ms must be milliseconds since the epoch (an int), got {now_ms!r}")
+    storage = table_storage(table, storage_options)
+    listing = list_log(storage)
+    snapshot = snapshot_at(storage, listing=listing)
+    check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
+    retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
+    rule = HiddenRule.for_metadata(snapshot.metadata)
+    log.info(
+        "planning %s vacuum of %s at version %d: retention %.4g hours, cutoff %s",
+        mode,
+        storage.uri,
+        snapshot.version,
+        retention.retention_hours,
+        format_ms(retention.cutoff_ms),
+    )
+    retained = retained_state(snapshot, listing, retention.cutoff_ms)
+    warnings = list(retention.warnings) + retained.warnings
+    previous_cursor = read_cursor(storage)
+    if previous_cursor is not None and previous_cursor > snapshot.version:
+        warnings.append(
+            f"_delta_log/{LAST_VACUUM_INFO} says version {previous_cursor} was vacuumed, but the table is at version "
+            f"{snapshot.version} (re-created?); ignoring it"
+        )
+        previous_cursor = None
+    lite_range: tuple[int, int] | None = None
+    dirs: list[str] = []
+    effective_mode = mode
+    if mode == "lite":
+        try:
+            files, lite_range, stats = _plan_lite(
+                storage, listing, retained, rule, previous_cursor, max_workers, warnings
+            )
+            source = "log"
+        except LiteVacuumUnavailableError as exc:
+            if not full_fallback:
+                raise
+            warnings.append(f"{exc}; falling back to a full vacuum as requested")
+            effective_mode = "full"
+    if effective_mode == "full":
+        if inventory is not None:
+            file_listing = read_inventory(storage, inventory, rule, plausible_times(snapshot, listing))
+        else:
+            file_listing = list_table_files(storage, rule, max_workers)
+        # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
+        links = file_listing.links
+        if inventory is not None and storage.is_local:
+            links = scan_links(storage, retained.protected)
+        _protect_through_links(storage, retained, links, warnings)
+        files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers, warnings)
+    stats["commits_read_for_window"] = retained.commits_read
+    stats["protected_paths"] = len(retained.protected)
+    cursor = retained.window_start if retained.window_start is not None else previous_cursor
+    if cursor is not None and previous_cursor is not None and cursor < previous_cursor:
+        cursor = previous_cursor
+    plan = VacuumPlan(
+        table_uri=storage.uri,
+        mode=effective_mode,
+        version=snapshot.version,
+        retention=retention,
+        fully_readable_from=retained.fully_readable_from,
+        window_start=retained.window_start,
+        files=files,
+        directories=dirs,
+        source=source,
+        cursor=cursor,
+        previous_cursor=previous_cursor,
+        lite_range=lite_range,
+        stats=stats,
+        warnings=warnings,
+        planning_seconds=time.perf_counter() - t0,
+        snapshot=snapshot,
+    )
+    for w in warnings:
+        log.warning("vacuum %s: %s", storage.uri, w)
+    log.info(
+        "vacuum plan for %s: %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s)",
+        storage.uri,
+        plan.num_files,
+        plan.size_in_bytes,
+        plan.readable_versions(),
+        plan.planning_seconds,
+    )
+    return plan
