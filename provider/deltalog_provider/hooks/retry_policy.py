@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -102,7 +101,7 @@ class RetryPolicy:
         cap = max(MAX_RETRY_DELAY, float(self.retry_delay))
         return [min(float(self.retry_delay) * 2**i, cap) for i in range(self.retry_limit)]
 
-    def _arguments(self, log: logging.Logger | logging.LoggerAdapter[Any], what: str) -> dict[str, Any]:
+    def _arguments(self, log: Any, what: str) -> dict[str, Any]:
         def before_sleep(state: RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
             wait = state.next_action.sleep if state.next_action is not None else 0.0
@@ -128,7 +127,7 @@ class RetryPolicy:
         self,
         fn: Callable[..., T],
         *args: Any,
-        log: logging.Logger | logging.LoggerAdapter[Any],
+        log: Any,
         what: str,
         **kwargs: Any,
     ) -> T:
@@ -139,7 +138,7 @@ class RetryPolicy:
         self,
         fn: Callable[..., T],
         *args: Any,
-        log: logging.Logger | logging.LoggerAdapter[Any],
+        log: Any,
         what: str,
         **kwargs: Any,
     ) -> T:
