@@ -106,13 +106,13 @@ class RetryPolicy:
             exc = state.outcome.exception() if state.outcome is not None else None
             wait = state.next_action.sleep if state.next_action is not None else 0.0
             log.warning(
-                "%s failed (%s: %s); retry %d of %d in %.1fs",
+                "%s failed (%s: %s); retry %d of %d in %ss",
                 what,
                 type(exc).__name__,
                 exc,
                 state.attempt_number,
                 self.retry_limit,
-                wait,
+                round(wait, 3),
             )
 
         return {

@@ -63,7 +63,7 @@ class _PollingTrigger(BaseTrigger):
     def hook(self) -> DeltaTableHook:
         return DeltaTableHook(self.deltalog_conn_id, retry_limit=self.retry_limit, retry_delay=self.retry_delay)
 
-    def _check(self, table: DeltaTable) -> dict[str, Any] | None:
+    def poll(self, table: DeltaTable) -> dict[str, Any] | None:
         raise NotImplementedError
 
     def _common_kwargs(self) -> dict[str, Any]:
@@ -79,7 +79,7 @@ class _PollingTrigger(BaseTrigger):
         try:
             table = await self.hook.aget_table(self.table_uri)
             while True:
-                payload = await self.hook.arun(self._check, table)
+                payload = await self.hook.arun(self.poll, table)
                 if payload is not None:
                     yield TriggerEvent({"status": "success", **payload})
                     return
@@ -136,7 +136,7 @@ class DeltaTableVersionTrigger(_PollingTrigger):
             },
         )
 
-    def _check(self, table: DeltaTable) -> dict[str, Any] | None:
+    def poll(self, table: DeltaTable) -> dict[str, Any] | None:
         return find_new_commit(table, self.after_version, self.operations, missing_ok=self.wait_for_creation)
 
 
@@ -180,6 +180,6 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
             {**self._common_kwargs(), "thresholds": self.thresholds, "target_file_size": self.target_file_size},
         )
 
-    def _check(self, table: DeltaTable) -> dict[str, Any] | None:
+    def poll(self, table: DeltaTable) -> dict[str, Any] | None:
         report = evaluate_health(table, self._thresholds, self.target_file_size)
         return report.to_dict() if report.due else None
