@@ -164,7 +164,7 @@ class DeltaCompactOperator(DeltaTableOperator):
             }
             return self._checked(self.call(compact_with_spark_job, table, plan, self._spark, **spark))
         if plan_path:
-            write_compaction_plan(table, plan, plan_path, storage_options=plan_options)
+            write_compaction_plan(table, plan, plan_path, plan_storage_options=plan_options)
         self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
         deadline = None if options.plan_only else self.work_deadline(context)
         return self._checked(self.call(compact, table, options=options, plan=plan, deadline=deadline))

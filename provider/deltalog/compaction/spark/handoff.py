@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from deltalog.compaction.plan import CompactionPlan
 from deltalog.compaction.result import CompactionResult
@@ -37,22 +38,27 @@ WORK_DIR = "_compaction"
 
 
 def write_compaction_plan(
-    table: TableRef, plan: CompactionPlan, path: str, *, storage_options: dict[str, object] | None = None
+    table: TableRef,
+    plan: CompactionPlan,
+    path: str,
+    *,
+    plan_storage_options: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> str:
     """Write ``plan`` as JSON at ``path`` and return where it went (what the job's ``--plan`` names).
 
     A relative ``path`` is under the table root, written with the table's own storage; an
-    absolute path or URI is written with ``storage_options`` (the options of that location).
+    absolute path or URI is written with ``plan_storage_options`` (the options of that location).
     """
     text = plan.to_json().encode("utf-8")
     if is_absolute(path):
         folder, _, name = path.rstrip("/").rpartition("/")
-        storage = Storage(folder or "/", storage_options)
+        storage = Storage(folder or "/", plan_storage_options)
         storage.makedirs(storage.root)
         storage.write_atomic(storage.join(name), text)
         log.info("compaction plan written to %s", path)
         return path
-    storage = table_storage(table)
+    storage = table_storage(table, storage_options)
     location = storage.join(*path.strip("/").split("/"))
     storage.makedirs(location.rsplit("/", 1)[0])
     storage.write_atomic(location, text)
@@ -81,9 +87,10 @@ def compact_with_spark_job(
     submit: Callable[[SparkHandoff], None],
     *,
     plan_path: str | None = None,
-    plan_storage_options: dict[str, object] | None = None,
+    plan_storage_options: dict[str, Any] | None = None,
     bins_per_commit: int | None = None,
     cancel: threading.Event | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> CompactionResult:
     """Write the plan, ``submit`` the job (it returns when the job has finished), commit what it wrote.
 
@@ -93,11 +100,11 @@ def compact_with_spark_job(
     stops between bins. ``submit`` raising (the job failed) commits nothing.
     """
     check_spark_can_rewrite(plan)
-    storage = table_storage(table)
+    storage = table_storage(table, storage_options)
     run_id = uuid.uuid4().hex[:12]
     plan_rel = f"{WORK_DIR}/plan-{run_id}.json"
     request_rel = f"{WORK_DIR}/request-{run_id}.json"
-    plan_uri = write_compaction_plan(storage, plan, plan_path or plan_rel, storage_options=plan_storage_options)
+    plan_uri = write_compaction_plan(storage, plan, plan_path or plan_rel, plan_storage_options=plan_storage_options)
     request_location = storage.join(*request_rel.split("/"))
     scratch = [request_location] + ([] if plan_path else [storage.join(*plan_rel.split("/"))])
     handoff = SparkHandoff(run_id, storage.uri, plan_uri, storage.full_uri(request_rel))
