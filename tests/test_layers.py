@@ -265,6 +265,8 @@ def _map_rows() -> list[tuple[str, str]]:
 
 
 def _entry_path(entry: str) -> str:
+    if entry.startswith("deltalog_provider/"):  # the provider's rows name their package
+        return os.path.join(REPO, "provider", entry.rstrip("/"))
     return os.path.join(PACKAGE, entry.rstrip("/"))
 
 
@@ -293,6 +295,25 @@ def test_module_map_covers_the_tree():
             if not covered:
                 missing.append(rel)
     assert missing == []
+
+
+def test_the_provider_map_covers_the_provider():
+    """Every module and package at the provider's top has its row, and the map names nothing else."""
+    rows = {n.rstrip("/") for n, _ in _map_rows() if n.startswith("deltalog_provider/")}
+    top = {
+        f"deltalog_provider/{name.removesuffix('.py')}" + (".py" if name.endswith(".py") else "")
+        for name in os.listdir(PROVIDER_PACKAGE)
+        if (name.endswith(".py") and name != "__init__.py")
+        or os.path.exists(os.path.join(PROVIDER_PACKAGE, name, "__init__.py"))
+    }
+    assert rows == top
+
+
+@pytest.mark.parametrize("package", ["deltalog_provider/hooks", "deltalog_provider/utils"])
+def test_provider_package_rows_name_their_modules(package):
+    (text,) = [t for n, t in _map_rows() if n.rstrip("/") == package]
+    named = set(re.findall(r"`(\w+\.py)`", text))
+    assert named == {f for f in os.listdir(_entry_path(package)) if f.endswith(".py") and f != "__init__.py"}
 
 
 @pytest.mark.parametrize("package", ["fleet", "engines/spark", "log_maintenance", "vacuuming", "cli"])
