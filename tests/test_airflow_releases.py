@@ -31,6 +31,7 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -110,14 +111,26 @@ def test_dists_carry_what_a_provider_package_must(dists: Dists):
 # --- one venv per release --------------------------------------------------------------------
 
 
+@pytest.fixture(scope="session")
+def venvs(dists: Dists) -> dict[str, Venv]:
+    """Every release's venv, made (or taken from the cache) at once: the installs are downloads and
+    unpacking, which overlap well; our wheel installed into each."""
+
+    def ready(release: Release) -> Venv:
+        venv = ensure_venv(release, dists)
+        install_wheel(venv, dists)
+        how = f"built in {venv.built_seconds:.0f} s" if venv.built_seconds else "reused from the cache"
+        print(f"\n[releases] {release.id}: venv {how} ({venv.path})")
+        return venv
+
+    with ThreadPoolExecutor(len(MATRIX.releases)) as pool:
+        return dict(zip((r.id for r in MATRIX.releases), pool.map(ready, MATRIX.releases), strict=True))
+
+
 @pytest.fixture(scope="module", params=MATRIX.releases, ids=lambda r: r.id)
-def release_venv(request: pytest.FixtureRequest, dists: Dists) -> tuple[Release, Venv]:
+def release_venv(request: pytest.FixtureRequest, venvs: dict[str, Venv]) -> tuple[Release, Venv]:
     release: Release = request.param
-    venv = ensure_venv(release, dists)
-    install_wheel(venv, dists)
-    how = f"built in {venv.built_seconds:.0f} s" if venv.built_seconds else "reused from the cache"
-    print(f"\n[releases] {release.id}: venv {how} ({venv.path})")
-    return release, venv
+    return release, venvs[release.id]
 
 
 def _installed(venv: Venv) -> dict[str, Any]:

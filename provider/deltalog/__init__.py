@@ -49,7 +49,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.compaction.liquid import ClusteringSpec
     from deltalog.compaction.plan import PlanFile
-    from deltalog.compaction.spark import commit_spark_result, read_spark_request, spark_job_script
+    from deltalog.compaction.spark import (
+        SparkHandoff,
+        commit_spark_result,
+        compact_with_spark_job,
+        read_spark_request,
+        spark_job_script,
+        write_compaction_plan,
+    )
     from deltalog.convert import ConvertResult, convert_to_delta
     from deltalog.create import choose_protocol, create_table, required_features
     from deltalog.engines.spark import IngestResult, WrittenFile, write_ingest
@@ -148,9 +155,12 @@ _LAZY = {
     # deltalog.compaction.plan
     "PlanFile": "deltalog.compaction.plan",
     # deltalog.compaction.spark
+    "SparkHandoff": "deltalog.compaction.spark",
     "commit_spark_result": "deltalog.compaction.spark",
+    "compact_with_spark_job": "deltalog.compaction.spark",
     "read_spark_request": "deltalog.compaction.spark",
     "spark_job_script": "deltalog.compaction.spark",
+    "write_compaction_plan": "deltalog.compaction.spark",
     # deltalog.convert
     "ConvertResult": "deltalog.convert",
     "convert_to_delta": "deltalog.convert",
@@ -310,6 +320,7 @@ __all__ = [
     "Retention",
     "RunContext",
     "Snapshot",
+    "SparkHandoff",
     "Storage",
     "TableHealth",
     "TableOutcome",
@@ -330,6 +341,7 @@ __all__ = [
     "commit_request",
     "commit_spark_result",
     "compact",
+    "compact_with_spark_job",
     "compute_health",
     "convert_to_delta",
     "create_checkpoint",
@@ -365,6 +377,7 @@ __all__ = [
     "spark_job_script",
     "table_state",
     "vacuum",
+    "write_compaction_plan",
     "write_ingest",
     "__version__",
 ]

@@ -12,7 +12,7 @@ import pytest
 
 from deltalog import JournalRow, OperationSpan, RunContext, make_row
 from deltalog.journal.record import utc_now
-from deltalog_provider.hooks.delta_table import settings_from_connection
+from deltalog_provider.hooks.connection import settings_from_connection
 from deltalog_provider.operators import (
     DeltaCheckpointOperator,
     DeltaCompactOperator,

@@ -26,8 +26,9 @@ from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
 from deltalog.log import activity
 from deltalog.maintenance.health import compute_health
-from deltalog_provider.failures import deltalog_errors_as_task_failures
-from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
+from deltalog_provider.hooks.connection import resolve_table_uri, settings_from_connection
+from deltalog_provider.hooks.delta_table import DeltaTableHook
+from deltalog_provider.hooks.retry_policy import deltalog_errors_as_task_failures
 from deltalog_provider.operators import (
     DeltaCommitOperator,
     DeltaCompactOperator,
@@ -35,12 +36,12 @@ from deltalog_provider.operators import (
     DeltaHealthCheckOperator,
     DeltaVacuumOperator,
 )
-from deltalog_provider.operators.base import call_core
-from deltalog_provider.operators.commit import derive_app_id, derive_txn_version, load_request
+from deltalog_provider.operators.cancel import call_core
 from deltalog_provider.sensors import DeltaMaintenanceDueSensor, DeltaTableVersionSensor
 from deltalog_provider.triggers import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils import checks
 from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
+from deltalog_provider.utils.commit_requests import derive_app_id, derive_txn_version, load_request
 from deltalog_provider.version_compat import (
     AIRFLOW_V_3_2_PLUS,
     AirflowException,
