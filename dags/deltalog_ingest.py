@@ -28,7 +28,14 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
-from deltalog_example import (
+from deltalog_provider.operators.commit import DeltaCommitOperator
+from deltalog_provider.operators.create import DeltaCreateTableOperator
+from deltalog_provider.version_compat import dag_folder_on_sys_path
+
+# deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
+dag_folder_on_sys_path(__file__)
+
+from deltalog_example import (  # noqa: E402
     DEFAULT_TASK_ARGS,
     EVENTS_SCHEMA,
     PARTITION_BY,
@@ -40,8 +47,7 @@ from deltalog_example import (
     setting,
     spark_submit_args,
 )
-from deltalog_provider.operators.commit import DeltaCommitOperator
-from deltalog_provider.operators.create import DeltaCreateTableOperator
+from deltalog_example.history import history_uri  # noqa: E402
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
@@ -93,6 +99,7 @@ with DAG(
         app_id=APP_ID,
         txn_version=1,
         execution_timeout=timedelta(minutes=10),
+        history_uri=history_uri(),  # the commit's row in the maintenance history (empty: none)
     )
 
     ensure_table >> ingest >> commit

@@ -16,8 +16,16 @@
 """
 
 from deltalog.protocol.features import FEATURES, Feature, Operation
-from deltalog.protocol.schema import parse_schema_string
+from deltalog.protocol.schema import arrow_schema_to_schema_string, parse_schema_string
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.protocol.write_gate import check_can_write
 
-__all__ = ["FEATURES", "Feature", "Operation", "Protocol", "check_can_write", "parse_schema_string"]
+__all__ = [
+    "FEATURES",
+    "Feature",
+    "Operation",
+    "Protocol",
+    "arrow_schema_to_schema_string",
+    "check_can_write",
+    "parse_schema_string",
+]

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from deltalog.errors import InvalidArgumentError
-from deltalog_provider._compat import BaseHook
+from deltalog_provider.version_compat import BaseHook
 
 __all__ = [
     "azure_options_from_connection",
