@@ -5,7 +5,7 @@ missing from the sdist breaks the wheel the matrix installs. ``ensure_venv`` mak
 venv of a release the way the README tells a user to add us to an existing Airflow:
 first that Airflow (``apache-airflow==<release>`` with the release's pins, the part of its
 constraints file a free resolution gets wrong, and in one venv our oldest pyarrow and
-numpy), then our wheel with its ``airflow`` and ``amazon`` extras next to
+numpy), then our wheel with its ``airflow``, ``amazon``, ``azure`` and ``gcs`` extras next to
 ``apache-airflow==<release>``, pip keeping what is installed unless we need it newer;
 ``pip check``; then the test tools at the lock's versions, constrained to leave every
 package of the user's set as it is. The installer is uv (the one ``scripts/bootstrap.sh`` pins
@@ -44,7 +44,7 @@ LOCK_FILE = REPO / "requirements.lock"
 CACHE = Path(os.environ.get("DELTALOG_CACHE") or Path.home() / ".cache" / "deltalog") / "airflow-venvs"
 DIST_NAME = "airflow-provider-deltalog"
 #: Extras a user installs with Airflow: ours, as the README says.
-EXTRAS = "airflow,amazon"
+EXTRAS = "airflow,amazon,azure,gcs"
 #: What the provider tests need besides the user's set, at the lock's versions.
 TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "moto[server]", "deltalake")
 #: Bump when the way a venv is made changes: every cached venv is then rebuilt.

@@ -3,8 +3,9 @@
 Walks the import statements of ``provider/`` and ``dags/`` (conditional and lazy imports
 included: they run on some path) and maps each top-level module to the distribution that
 installs it. The core library (``deltalog``) may use only the main dependencies (its Spark
-packages, what runs in a Spark job, also the ``spark`` extra); the provider and the example DAGs also the
-``airflow`` and ``amazon`` extras. A library reached only through another one's
+packages, what runs in a Spark job, also the ``spark`` extra; its storage package also the
+``azure`` and ``gcs`` extras); the provider and the example DAGs also the ``airflow`` and
+``amazon`` extras (the provider also ``azure`` and ``gcs``, for the connections it borrows). A library reached only through another one's
 dependencies (numpy through pyarrow, botocore through s3fs) is a missing declaration:
 ``pip install`` of a later version of that other library may drop it.
 """
@@ -81,9 +82,10 @@ def _files() -> list[tuple[Path, set[str]]]:
     out = []
     for path in sorted((REPO / "provider" / "deltalog").rglob("*.py")):
         spark_job = "/spark/" in path.as_posix()  # the Spark jobs' packages (engines/spark, compaction/spark)
-        out.append((path, _declared("spark") if spark_job else _declared()))
+        cloud = path.parent.name == "storage"  # Azure and GCS filesystems: the azure / gcs extras
+        out.append((path, _declared("spark") if spark_job else _declared("azure", "gcs") if cloud else _declared()))
     for path in sorted((REPO / "provider" / "deltalog_provider").rglob("*.py")):
-        out.append((path, _declared("airflow", "amazon")))
+        out.append((path, _declared("airflow", "amazon", "azure", "gcs")))
     for path in sorted((REPO / "dags").rglob("*.py")):
         spark_job = "spark_jobs" in path.as_posix()
         out.append((path, _declared("airflow", "amazon", "spark") if spark_job else _declared("airflow", "amazon")))

@@ -4,6 +4,7 @@
 |---|---|
 | ``delta_table`` | ``DeltaTableHook``: the connection (fetched once), tables, reads under the retry policy |
 | ``connection`` | a connection as table root + storage options, and the connections it names |
+| ``cloud_connections`` | an Azure (``wasb`` / ``adls``) or Google connection's fields as adlfs / gcsfs options |
 | ``retry_policy`` | which errors are transient or refusals, how many retries, how long apart |
 | ``spark_submit`` | deltalog's Spark compaction job through the apache-spark provider's ``SparkSubmitHook`` |
 """
