@@ -13,7 +13,14 @@ import os
 
 import pytest
 
-from deltalog import CompactionPlan, SparkHandoff, compact_with_spark_job, plan_compaction, write_compaction_plan
+from deltalog import (
+    CompactionPlan,
+    DeltaTable,
+    SparkHandoff,
+    compact_with_spark_job,
+    plan_compaction,
+    write_compaction_plan,
+)
 from deltalog.compaction.local import run_local
 from deltalog.errors import EngineError, OperationCancelledError
 from deltalog.storage.filesystem import Storage
@@ -95,3 +102,41 @@ def test_a_failed_job_commits_nothing_and_leaves_no_scratch_file(tmp_path):
     with pytest.raises(EngineError, match="no readable commit request"):
         compact_with_spark_job(table, plan_compaction(table), lambda handoff: None)  # the job wrote nothing
     assert table.version() == 3 and os.listdir(tmp_path / "t" / "_compaction") == []
+
+
+def test_a_store_no_hadoop_connector_reaches_is_refused_before_the_plan_is_written(tmp_path):
+    from deltalog.errors import OperationRefusedError
+
+    table = _small_files(str(tmp_path / "t"))
+    storage = Storage("memory://handoff-gate/t")
+    storage.fs.put(str(tmp_path / "t") + "/", storage.root + "/", recursive=True)
+    before = sorted(f.path for f in storage.walk_files())
+    job = LocalJob()
+    with pytest.raises(OperationRefusedError, match="Spark engine"):
+        compact_with_spark_job(storage, plan_compaction(table), job)
+    assert job.handoffs == [] and sorted(f.path for f in storage.walk_files()) == before
+
+
+@pytest.mark.azure
+def test_an_azure_table_is_handed_over_as_abfs_names_it_with_its_hadoop_settings(
+    tmp_path, azure_table_uri, azure_storage_options
+):
+    """Whoever submits the job gets the table's ABFS URI and the settings that reach it (no JVM here)."""
+    _small_files(str(tmp_path / "t"))
+    storage = Storage(azure_table_uri, azure_storage_options)
+    storage.fs.put(str(tmp_path / "t") + "/", storage.root + "/", recursive=True)
+    seen: list[SparkHandoff] = []
+
+    def fail(handoff: SparkHandoff) -> None:
+        seen.append(handoff)
+        raise EngineError("the job failed")
+
+    with pytest.raises(EngineError):
+        compact_with_spark_job(storage, plan_compaction(storage), fail)
+    (handoff,) = seen
+    container, _, path = storage.root.partition("/")
+    assert handoff.table_uri == f"abfs://{container}@devstoreaccount1.dfs.core.windows.net/{path}"
+    assert handoff.conf["spark.hadoop.fs.azure.abfs.endpoint"].startswith("127.0.0.1:")
+    assert "spark.hadoop.fs.azure.account.key.devstoreaccount1.dfs.core.windows.net" in handoff.conf
+    assert [f.path for f in storage.walk_files() if "_compaction" in f.path] == []  # no plan, no request left
+    assert len(DeltaTable(azure_table_uri, azure_storage_options).snapshot().file_paths()) == 3
