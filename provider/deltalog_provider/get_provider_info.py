@@ -95,6 +95,18 @@ def get_provider_info() -> dict[str, Any]:
                         "Amazon provider connection; needs apache-airflow-providers-amazon.",
                         "schema": {"type": ["string", "null"]},
                     },
+                    "azure_conn_id": {
+                        "label": "Azure connection id",
+                        "description": "Take the Azure identity (connection string, account key, SAS, service "
+                        "principal, managed identity) from this wasb or adls connection.",
+                        "schema": {"type": ["string", "null"]},
+                    },
+                    "gcp_conn_id": {
+                        "label": "Google Cloud connection id",
+                        "description": "Take the Google identity (service-account key, workload identity "
+                        "federation, application default credentials) from this google_cloud_platform connection.",
+                        "schema": {"type": ["string", "null"]},
+                    },
                 },
             }
         ],
