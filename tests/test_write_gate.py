@@ -266,8 +266,8 @@ def test_storage_check_names_every_store_that_commits(tmp_path) -> None:
 @pytest.mark.airflow
 def test_the_compact_operator_refuses_before_it_submits_the_spark_job(tmp_path, monkeypatch) -> None:
     """The operator's Spark path plans, then submits through SparkSubmitHook: the gate comes before the job."""
-    from deltalog_provider.version_compat import AirflowFailException
     from deltalog_provider.operators import DeltaCompactOperator
+    from deltalog_provider.version_compat import AirflowFailException
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
