@@ -26,6 +26,8 @@ Airflow's private modules. The releases differ in:
   (``task_state_store``, ``first_reschedule_date``);
 * the DAGs folder on ``sys.path``: 3.0's CLI does not put it there
   (``dag_folder_on_sys_path``);
+* registering a secret with the log masker: ``airflow.sdk.log.mask_secret`` from 3.1,
+  ``airflow.sdk.execution_time.secrets_masker`` in 3.0 (``mask_secret``);
 * the metrics facade ``Stats``: ``airflow.sdk.observability.stats`` in the newer releases,
   ``airflow.stats`` (deprecated since) before; ``metrics_enabled`` reads ``[metrics]``;
 * what the fleet view (the plugin, run by the API server only) needs, imported on first use
@@ -199,6 +201,15 @@ def metrics_enabled() -> bool:
     )
 
 
+def mask_secret(value: str) -> None:
+    """Hide ``value`` in every log line of this task from now on (Airflow's secrets masker)."""
+    try:  # Airflow >= 3.1
+        from airflow.sdk.log import mask_secret as _mask
+    except ImportError:  # Airflow 3.0
+        from airflow.sdk.execution_time.secrets_masker import mask_secret as _mask  # type: ignore[no-redef]
+    _mask(value)
+
+
 def default_deferrable() -> bool:
     """``[operators] default_deferrable``: what sensors use when ``deferrable`` is not given."""
     return bool(conf.getboolean("operators", "default_deferrable", fallback=False))
@@ -367,6 +378,7 @@ __all__ = [
     "dag_folder_on_sys_path",
     "first_reschedule_date",
     "inlet_events_after",
+    "mask_secret",
     "metrics_enabled",
     "deadline_kwargs",
     "default_deferrable",

@@ -274,3 +274,36 @@ def exercise(hook: DeltaTableHook, conn_id: str) -> None:
     with storage.open_input(storage.join(path)) as fh:
         assert sorted(pq.read_table(fh).column("id").to_pylist()) == list(range(6)), conn_id
     assert snapshot.version == 4, conn_id
+
+
+def _redact(text: str) -> str:
+    try:  # Airflow >= 3.1
+        from airflow.sdk._shared.secrets_masker import redact
+    except ImportError:  # Airflow 3.0
+        from airflow.sdk.execution_time.secrets_masker import redact  # type: ignore[no-redef]
+    return str(redact(text))
+
+
+def test_the_spark_submitter_passes_the_tables_hadoop_settings_and_hides_its_credentials(tmp_path, monkeypatch):
+    """The operator's Spark path: the hand-off's conf reaches spark-submit, its credentials never the task log."""
+    import os
+
+    from deltalog import SparkHandoff
+    from deltalog_provider.hooks.spark_submit import SparkJobSubmitter
+
+    seen = tmp_path / "argv"
+    script = tmp_path / "bin" / "spark-submit"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "$@" > {seen}\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    set_connection(monkeypatch, "spark_mask", "spark", host="local[1]")
+    host = "acct.dfs.core.windows.net"
+    conf = {f"spark.hadoop.fs.azure.account.key.{host}": "k3y-value-for-the-mask-test", "spark.jars": "/x.jar"}
+    handoff = SparkHandoff("r1", f"abfss://c@{host}/t", "/tmp/plan.json", "/tmp/request.json", conf)
+    SparkJobSubmitter("spark_mask")(handoff)
+    argv = seen.read_text()
+    assert f"spark.hadoop.fs.azure.account.key.{host}=k3y-value-for-the-mask-test" in argv
+    assert f"--table abfss://c@{host}/t" in argv and "spark.jars=/x.jar" in argv
+    assert handoff.secrets() == ["k3y-value-for-the-mask-test"]
+    assert "k3y-value-for-the-mask-test" not in _redact(f"Spark-Submit cmd: {argv}")

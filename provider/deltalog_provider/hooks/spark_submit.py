@@ -14,6 +14,7 @@ from typing import Any
 from deltalog import SparkHandoff, spark_job_script
 from deltalog.compaction.spark import DEFAULT_CONF
 from deltalog.errors import InvalidArgumentError
+from deltalog_provider.version_compat import mask_secret
 
 __all__ = ["LOCAL_RUNNER_KEYS", "SparkJobSubmitter", "check_spark_options"]
 
@@ -51,6 +52,8 @@ class SparkJobSubmitter:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         options = dict(self.spark_options)
+        for secret in handoff.secrets():  # SparkSubmitHook logs its command line with the conf in it
+            mask_secret(secret)
         env_vars = {"PYSPARK_DRIVER_PYTHON": sys.executable, **(options.pop("env_vars", None) or {})}
         self._running = SparkSubmitHook(
             conn_id=self.spark_conn_id,

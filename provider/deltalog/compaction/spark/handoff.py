@@ -24,7 +24,7 @@ from deltalog.compaction.plan import CompactionPlan
 from deltalog.compaction.result import CompactionResult
 from deltalog.compaction.spark.commit import commit_spark_result, read_spark_request
 from deltalog.compaction.spark.job import check_spark_can_rewrite
-from deltalog.compaction.spark.submit import spark_table_uri, storage_spark_conf
+from deltalog.compaction.spark.submit import is_secret_setting, spark_table_uri, storage_spark_conf
 from deltalog.errors import DeltaLogError, OperationCancelledError
 from deltalog.log.load import snapshot_at
 from deltalog.protocol.features import Operation
@@ -82,6 +82,10 @@ class SparkHandoff:
     #: Spark settings the job needs to reach the table (Azure, GCS: the Hadoop connector and the
     #: table's own endpoint and identity, ``storage_spark_conf``); whoever submits adds them.
     conf: dict[str, str] = field(default_factory=dict)
+
+    def secrets(self) -> list[str]:
+        """The values of ``conf`` that are credentials: a submitter hides them from its logs."""
+        return [value for name, value in self.conf.items() if is_secret_setting(name)]
 
     def job_arguments(self) -> list[str]:
         """The application arguments of the job's entry script (``spark_job_script()``)."""

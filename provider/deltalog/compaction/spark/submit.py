@@ -30,7 +30,14 @@ from deltalog.compaction.spark.job import REPORT_PREFIX
 from deltalog.errors import EngineError, InvalidArgumentError, OperationCancelledError
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["DEFAULT_CONF", "run_spark", "spark_job_script", "spark_table_uri", "storage_spark_conf"]
+__all__ = [
+    "DEFAULT_CONF",
+    "is_secret_setting",
+    "run_spark",
+    "spark_job_script",
+    "spark_table_uri",
+    "storage_spark_conf",
+]
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +99,17 @@ def spark_table_uri(storage: Storage) -> str:
 _SECRET_NAMES = ("key", "secret", "sas", "token", "password")
 
 
+def is_secret_setting(name: str) -> bool:
+    """Whether a Spark/Hadoop setting's value is a credential (an account key, a SAS token, a client secret)."""
+    return any(part in name.lower() for part in _SECRET_NAMES) and "provider.type" not in name
+
+
 def _redacted(cmd: list[str]) -> list[str]:
-    """The command line as logged: the values of credential settings (account keys, SAS, secrets) hidden."""
+    """The command line as logged: the values of credential settings hidden."""
     shown = []
     for arg in cmd:
         name, sep, _ = arg.partition("=")
-        if sep and any(part in name.lower() for part in _SECRET_NAMES) and "provider.type" not in name:
-            arg = f"{name}=***"
-        shown.append(arg)
+        shown.append(f"{name}=***" if sep and is_secret_setting(name) else arg)
     return shown
 
 
