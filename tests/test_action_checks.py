@@ -20,20 +20,21 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from corrupt_log_helpers import (
+    base_table,
+    checkpointed,
     cli_refusals,
     copy_to_s3,
+    edit_action,
     fingerprint,
-    put_data_file,
     refusals,
+    rewrite_checkpoint_field,
     s3_fingerprint,
-    two_appends,
     write_request,
 )
 from deltalog import DeltaTable
@@ -41,35 +42,8 @@ from deltalog.commit.transaction import Transaction
 from deltalog.errors import CorruptCheckpointError, CorruptLogError
 from deltalog.log.action_checks import check_action, check_table_metadata
 from deltalog.log_maintenance import create_checkpoint
-from deltalog.storage.filesystem import Storage
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def base_table(path: str) -> None:
-    """v0 create (partitioned by ``part``), v1 and v2 append, v3 records app transaction ("app", 7)."""
-    t = two_appends(path)
-    txn = Transaction(t.storage, t.snapshot(), operation="WRITE", run_hooks=False)
-    txn.set_app_transaction("app", 7)
-    txn.commit()
-    put_data_file(Storage(path))
-
-
-def edit_action(path: str, kind: str, edit: Callable[[dict[str, Any]], None]) -> tuple[str, int]:
-    """Apply ``edit`` to the newest ``kind`` action in the commits; its file and line number."""
-    log = os.path.join(path, "_delta_log")
-    for name in sorted((n for n in os.listdir(log) if n.endswith(".json") and len(n) == 25), reverse=True):
-        with open(os.path.join(log, name), "rb") as fh:
-            lines = fh.read().split(b"\n")
-        for i, line in enumerate(lines):
-            if line.startswith(b'{"' + kind.encode() + b'":'):
-                action = json.loads(line)
-                edit(action[kind])
-                lines[i] = json.dumps(action).encode()
-                with open(os.path.join(log, name), "wb") as fh:
-                    fh.write(b"\n".join(lines))
-                return name, i + 1
-    raise AssertionError(f"no {kind} action in the log")
 
 
 def with_schema(schema: dict) -> Callable[[dict[str, Any]], None]:
@@ -237,36 +211,6 @@ def test_valid_actions_pass_the_checks():
 
 
 # --- actions from a checkpoint ---------------------------------------------------------------
-
-
-def checkpointed(path: str, drop_commits: bool) -> str:
-    """``base_table`` plus a deltalog checkpoint at v3; with ``drop_commits`` the commits before it are gone."""
-    base_table(path)
-    create_checkpoint(DeltaTable(path))
-    log = os.path.join(path, "_delta_log")
-    (cp,) = [n for n in os.listdir(log) if ".checkpoint." in n]
-    if drop_commits:
-        for v in range(3):
-            os.unlink(os.path.join(log, f"{v:020d}.json"))
-    return os.path.join(log, cp)
-
-
-def rewrite_checkpoint_field(cp_path: str, kind: str, field: str, value: Any) -> None:
-    """Set ``kind.field`` to ``value`` in every checkpoint row that holds a ``kind`` action."""
-    table = pq.read_table(cp_path)
-    column = table.column(kind).combine_chunks()
-    values = [value if valid else None for valid in column.is_valid().to_pylist()]
-    children, names = [], []
-    for i in range(column.type.num_fields):
-        name = column.type.field(i).name
-        names.append(name)
-        children.append(pa.array(values) if name == field else column.field(i))
-    if field not in names:
-        names.append(field)
-        children.append(pa.array(values))
-    struct = pa.StructArray.from_arrays(children, names=names, mask=column.is_null())
-    table = table.set_column(table.schema.get_field_index(kind), kind, struct)
-    pq.write_table(table, cp_path)
 
 
 CHECKPOINT_DAMAGE = [

@@ -1,4 +1,4 @@
-"""Validation of the non-file actions (protocol, metaData, txn, domainMetadata, sidecar, checkpointMetadata) at load.
+"""Validation of the actions at load: the non-file actions, and the fields of add/remove that need more than a type.
 
 A ``metaData`` whose ``schemaString`` does not parse, or a ``txn`` whose version is a
 string, used to be refused by some commands and accepted by others: ``snapshot --json``
@@ -13,6 +13,13 @@ ignored, as the protocol asks. The table schema and the partition columns are ch
 on the metaData that describes the table (the newest one), the other metaData actions
 of the log for their types only, like Delta's own readers.
 
+File actions (add, remove) are typed by their Arrow schema when read; what a type cannot
+say is checked here, per line (:func:`check_file_action`) or vectorised over a table of
+them (:func:`check_file_table`): a non-negative ``size``, and a deletion-vector descriptor
+of PROTOCOL.md's shape (:func:`deltalog.protocol.deletion_vectors.descriptor_problem`).
+A malformed descriptor used to load as a valid snapshot and fail compaction at the bin
+holding its file, after the other bins had committed.
+
 ``where`` names the action's place ("00000000000000000003.json: line 2", "checkpoint
 00000000000000000010.checkpoint.parquet"); ``error`` is the class to raise
 (CorruptCheckpointError for checkpoint actions, so an older checkpoint can be tried).
@@ -24,9 +31,23 @@ import json
 import re
 from typing import Any, TypeGuard
 
-from deltalog.errors import CorruptLogError, UnsupportedProtocolError
+import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["check_action", "check_protocol", "check_sidecar", "check_table_metadata", "check_txn"]
+from deltalog._arrow_utils import int_scalar
+from deltalog.errors import CorruptLogError, UnsupportedProtocolError
+from deltalog.protocol.deletion_vectors import descriptor_problem, suspect_descriptors
+
+__all__ = [
+    "check_action",
+    "check_file_action",
+    "check_file_table",
+    "check_protocol",
+    "check_sidecar",
+    "check_table_metadata",
+    "check_txn",
+    "file_action_problem",
+]
 
 _Error = type[CorruptLogError]
 
@@ -240,3 +261,69 @@ def check_action(kind: str, action: dict[str, Any], where: str, error: _Error = 
     check = CHECKS.get(kind)
     if check is not None:
         check(action, where, error)
+
+
+# --- file actions ------------------------------------------------------------------------
+
+
+def file_action_problem(kind: str, action: dict[str, Any]) -> str | None:
+    """What makes an add/remove invalid beyond its field types (a sentence naming the file), or None."""
+    path = action.get("path")
+    size = action.get("size")
+    if kind == "add" and _is_int(size) and size < 0:
+        return f"'size' must not be negative, not {size} (file {path!r})"
+    dv = action.get("deletionVector")
+    if dv is not None:
+        problem = descriptor_problem(dv, action.get("stats"))
+        if problem:
+            return f"{problem} (file {path!r})"
+    return None
+
+
+def check_file_action(kind: str, action: dict[str, Any], where: str, error: _Error = CorruptLogError) -> None:
+    """One add/remove action, as a JSON commit line holds it."""
+    problem = file_action_problem(kind, action)
+    if problem:
+        raise _fail(error, where, kind, problem)
+
+
+def _column(table: pa.Table | pa.StructArray, name: str) -> Any:
+    if isinstance(table, pa.Table):
+        return table.column(name) if name in table.column_names else None
+    return pc.struct_field(table, name) if table.type.get_field_index(name) >= 0 else None
+
+
+def first_file_problem(kind: str, table: pa.Table | pa.StructArray | pa.ChunkedArray) -> str | None:
+    """:func:`file_action_problem` of the first invalid row of a table (or struct array) of ``kind`` actions.
+
+    Vectorised: only rows a cheap pre-check cannot clear are looked at one by one.
+    """
+    if isinstance(table, pa.ChunkedArray):
+        table = table.combine_chunks() if table.num_chunks != 1 else table.chunk(0)
+    if len(table) == 0:
+        return None
+    suspect = None
+    size = _column(table, "size")
+    if kind == "add" and size is not None and size.null_count < len(size):
+        suspect = pc.less(pc.fill_null(size, int_scalar(0)), int_scalar(0))
+    dv = _column(table, "deletionVector")
+    if dv is not None and dv.null_count < len(dv):
+        flagged = suspect_descriptors(dv, _column(table, "stats"))
+        suspect = flagged if suspect is None else pc.or_(suspect, flagged)
+    if isinstance(table, pa.StructArray) and suspect is not None:
+        suspect = pc.and_(suspect, table.is_valid())
+    if suspect is None or not pc.any(suspect).as_py():
+        return None
+    rows = table.filter(suspect)
+    for row in rows.to_pylist():
+        problem = file_action_problem(kind, row)
+        if problem:
+            return problem
+    return None
+
+
+def check_file_table(kind: str, table: pa.Table | pa.StructArray, where: str, error: _Error = CorruptLogError) -> None:
+    """Every row of a table of ``kind`` actions (a checkpoint's), vectorised; raises for the first invalid one."""
+    problem = first_file_problem(kind, table)
+    if problem:
+        raise _fail(error, where, kind, problem)

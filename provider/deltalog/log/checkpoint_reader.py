@@ -7,6 +7,7 @@ read only what log maintenance and post-commit hooks need, cheaply.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -14,16 +15,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, DeltaLogError
-from deltalog.log.action_checks import check_action, check_table_metadata
+from deltalog.log.action_checks import check_action, check_file_action, check_file_table, check_table_metadata
 from deltalog.log.actions import Metadata
 from deltalog.log.commit_lines import check_commits, parse_action, parse_commit
-from deltalog.log.listing import Checkpoint, LogListing, build_segment
+from deltalog.log.listing import Checkpoint, LogListing, LogSegment, build_segment
 from deltalog.log.load import snapshot_at
-from deltalog.log.snapshot import read_commit_files
+from deltalog.log.snapshot import read_commit_files, sidecar_path
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["log_name", "read_checkpoint_small_actions", "read_protocol_and_metadata"]
+__all__ = ["check_file_actions", "log_name", "read_checkpoint_small_actions", "read_protocol_and_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -152,3 +153,77 @@ def _groups_holding(metadata: pq.FileMetaData, kinds: list[str]) -> list[int]:
                 keep.append(g)
                 break
     return keep
+
+
+# --- the file actions' checks, without replaying them ---------------------------------------
+
+#: What a file-action line must hold for the checks beyond its types to have anything to say.
+_FILE_CHECK_NEEDED = re.compile(rb'"deletionVector"\s*:\s*(?!null)|"size"\s*:\s*-')
+
+
+def check_file_actions(storage: Storage, segment: LogSegment) -> None:
+    """The checks a snapshot load makes on the file actions of ``segment``, without replaying them.
+
+    Log cleanup reads no file action, yet it must refuse the log every other command
+    refuses (and never delete the commits an unreadable checkpoint would need): the few
+    lines that carry a deletion vector or a negative size are parsed and checked, newest
+    first like the snapshot, and the checkpoint's ``deletionVector`` and ``size`` columns
+    (its ``stats`` only in row groups that hold deletion vectors) are checked vectorised.
+    """
+    contents = read_commit_files(storage, segment.commits)
+    for f, data in zip(reversed(segment.commits), reversed(contents)):
+        lines = data.split(b"\n")
+        for idx in range(len(lines) - 1, -1, -1):
+            line = lines[idx]
+            if not line.startswith((b'{"add"', b'{"remove"')) or not _FILE_CHECK_NEEDED.search(line):
+                continue
+            ((kind, body),) = parse_action(line, f.name, idx + 1).items()
+            if kind in ("add", "remove") and isinstance(body, dict):
+                check_file_action(kind, body, f"{f.name}: line {idx + 1}")
+    if segment.checkpoint is None:
+        return
+    parquet = []
+    for f in segment.checkpoint.files:
+        if f.name.endswith(".json"):
+            for action in parse_commit(storage.read_bytes(f.path), f.name):
+                ((kind, body),) = action.items()
+                if kind in ("add", "remove") and isinstance(body, dict):
+                    check_file_action(kind, body, f"checkpoint {f.name}", CorruptCheckpointError)
+        else:
+            parquet.append(f.path)
+    sidecars = read_checkpoint_small_actions(storage, segment.checkpoint, ("sidecar",)).get("sidecar", [])
+    parquet += [sidecar_path(storage, s["path"]) for s in sidecars if isinstance(s.get("path"), str)]
+    for path in parquet:
+        name = path.rsplit("/", 1)[-1]
+        try:
+            with storage.open_input(path) as fh:
+                pf = pq.ParquetFile(fh)
+                for kind in ("add", "remove"):
+                    _check_checkpoint_file_actions(pf, kind, name)
+        except FileNotFoundError:
+            raise CorruptCheckpointError(f"checkpoint file {name} is missing") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise CorruptCheckpointError(f"checkpoint file {name} is not readable: {exc}") from None
+
+
+def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str) -> None:
+    paths = [pf.metadata.schema.column(i).path for i in range(pf.metadata.num_columns)]
+    dv_leaves = [i for i, p in enumerate(paths) if p.startswith(f"{kind}.deletionVector.")]
+    wanted = [
+        c
+        for c in (f"{kind}.path", f"{kind}.size", f"{kind}.deletionVector")
+        if any(p == c or p.startswith(c + ".") for p in paths)
+    ]
+    if f"{kind}.path" not in wanted or len(wanted) == 1:
+        return
+    for g in range(pf.metadata.num_row_groups):
+        group = pf.metadata.row_group(g)
+        has_dv = any(
+            (st := group.column(i).statistics) is None or not st.has_null_count or st.null_count < group.num_rows
+            for i in dv_leaves
+        )
+        columns = wanted + ([f"{kind}.stats"] if has_dv and f"{kind}.stats" in paths else [])
+        table = pf.read_row_group(g, columns=columns)
+        column = table.column(kind).combine_chunks()
+        column = column.filter(column.is_valid())
+        check_file_table(kind, column, f"checkpoint {name}", CorruptCheckpointError)

@@ -24,7 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from deltalog._arrow_utils import conform
+from deltalog._arrow_utils import conform, int_scalar
+from deltalog._arrow_utils import string_scalar as _string
+from deltalog.log.action_checks import first_file_problem
 from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE
 from deltalog.log.commit_lines import is_utf8
 
@@ -211,16 +213,8 @@ def empty_table(schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
-def _int64(value: int) -> pa.Scalar:
-    return int64_array([value])[0]
-
-
 def _int32(value: int) -> pa.Scalar:
-    return _int32_array([value])[0]
-
-
-def _string(value: str) -> pa.Scalar:
-    return string_array([value])[0]
+    return int_scalar(value, pa.int32())
 
 
 def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
@@ -249,11 +243,11 @@ def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
     else:
         # entry p (row rows[p // k], key p % k) takes child p % k at that row
         pos = arange(len(rows) * k)
-        row_of = pc.divide(pos, _int64(k))
-        key_of = pc.subtract(pos, pc.multiply(row_of, _int64(k)))
+        row_of = pc.divide(pos, int_scalar(k))
+        key_of = pc.subtract(pos, pc.multiply(row_of, int_scalar(k)))
         keys = string_array([struct.type.field(i).name for i in range(k)]).take(key_of)
         flat = pa.concat_arrays([c if pa.types.is_string(c.type) else c.cast(pa.string()) for c in children])
-        values = flat.take(pc.add(pc.multiply(key_of, _int64(n)), rows.take(row_of).cast(pa.int64())))
+        values = flat.take(pc.add(pc.multiply(key_of, int_scalar(n)), rows.take(row_of).cast(pa.int64())))
     mask = pc.invert(valid) if struct.null_count else None
     result = pa.MapArray.from_arrays(offsets, keys, values, mask=mask)
     if result.type != pa.map_(pa.string(), pa.string()):
@@ -294,7 +288,7 @@ def _replace_rows(column: pa.StructArray, rows: list[int], values: list[dict[str
 
 
 def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
-    """The per-line path's validation, vectorised: one action per line, a path, an add's size."""
+    """The per-line path's validation, vectorised: one action per line, a path, an add's size, the fields' rules."""
     if not pc.all(pc.xor(add.is_valid(), remove.is_valid())).as_py():
         raise _NotExact("a line holds no file action or more than one")
     for kind, column in (("add", add), ("remove", remove)):
@@ -305,6 +299,8 @@ def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
             raise _NotExact(f"{kind} with an incomplete deletion vector")
     if pc.struct_field(add, "size").null_count != add.null_count:
         raise _NotExact("add without a size")
+    if first_file_problem("add", add) or first_file_problem("remove", remove):
+        raise _NotExact("an invalid file action")  # the per-line path names it
 
 
 def parse_file_lines(
@@ -370,8 +366,8 @@ def take_newest_first(
     hi = len(add)
     for add_chunk, remove_chunk in reversed(list(zip(add.chunks, remove.chunks))):
         lo = hi - len(add_chunk)
-        inside = pc.and_(pc.greater_equal(rows, _int64(lo)), pc.less(rows, _int64(hi)))
-        local = pc.subtract(rows.filter(inside), _int64(lo))
+        inside = pc.and_(pc.greater_equal(rows, int_scalar(lo)), pc.less(rows, int_scalar(hi)))
+        local = pc.subtract(rows.filter(inside), int_scalar(lo))
         is_add = add_chunk.is_valid().take(local)
         adds.append(add_chunk.take(local.filter(is_add)))
         removes.append(remove_chunk.take(local.filter(pc.invert(is_add))))
@@ -414,4 +410,4 @@ def newest_per_key(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
     if len(distinct) == n:  # no key repeats: every action is the newest for its key
         return backwards, distinct
     position = pc.index_in(distinct, value_set=newest_first).cast(pa.int64())
-    return pc.subtract(_int64(n - 1), position), distinct
+    return pc.subtract(int_scalar(n - 1), position), distinct

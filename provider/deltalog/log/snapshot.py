@@ -31,7 +31,14 @@ from deltalog.errors import (
     NoMetadataError,
     NoProtocolError,
 )
-from deltalog.log.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
+from deltalog.log.action_checks import (
+    check_action,
+    check_file_action,
+    check_file_table,
+    check_protocol,
+    check_sidecar,
+    check_table_metadata,
+)
 from deltalog.log.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
@@ -202,6 +209,14 @@ class _Replay:
     def file_action(self, kind: str, action: Any, where: str) -> None:
         if not isinstance(action, dict) or not isinstance(action.get("path"), str):
             raise CorruptLogError(f"{where}: {kind} action without a string 'path'")
+        try:
+            check_file_action(kind, action, where)  # every one, superseded or not, as the Arrow path does
+        except CorruptLogError as exc:
+            if not self.defer:
+                raise
+            if self.action_error is None:  # raised after the protocol checks, like the other actions'
+                self.action_error = exc
+            return
         path = action["path"]
         dv = action.get("deletionVector")
         key = path if not dv else file_key(path, dv)
@@ -478,6 +493,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
                     part = _struct_to_table(table, kind, schema)
+                    check_file_table(kind, part, f"checkpoint {name}", CorruptCheckpointError)
                     if not grouped:
                         part = _filter_superseded(part, exclude_keys)
                     part = _share_null_columns(part)
@@ -567,16 +583,16 @@ def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array 
         if kind in _CHECKPOINT_ACTIONS:
             state.small.setdefault(kind, []).append(body)
     try:
-        state.adds.append(
-            _filter_superseded(table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA), exclude_keys)
-        )
-        state.removes.append(
-            _filter_superseded(table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA), exclude_keys)
-        )
+        add_table = table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA)
+        remove_table = table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CorruptCheckpointError(
             f"checkpoint file {f.name} has a file action with a field of the wrong type: {exc}"
         ) from None
+    check_file_table("add", add_table, f"checkpoint {f.name}", CorruptCheckpointError)
+    check_file_table("remove", remove_table, f"checkpoint {f.name}", CorruptCheckpointError)
+    state.adds.append(_filter_superseded(add_table, exclude_keys))
+    state.removes.append(_filter_superseded(remove_table, exclude_keys))
     return state
 
 

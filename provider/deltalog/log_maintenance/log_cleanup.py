@@ -38,7 +38,12 @@ from typing import Any
 
 from deltalog._flags import require_bools
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
-from deltalog.log.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
+from deltalog.log.checkpoint_reader import (
+    check_file_actions,
+    log_name,
+    read_checkpoint_small_actions,
+    read_protocol_and_metadata,
+)
 from deltalog.log.commit_lines import check_commits, parse_action
 from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
@@ -181,6 +186,9 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogClea
     assert latest is not None
     protocol, metadata = read_protocol_and_metadata(storage, listing)
     check_writable(protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration)
+    # Refuse the log every other command refuses, and never delete what an unreadable newest
+    # checkpoint would need to be rebuilt from.
+    check_file_actions(storage, build_segment(listing))
     conf = metadata.configuration
     # The result's fields as the cleanup learns them; frozen into a LogCleanupResult by done().
     found: dict[str, Any] = {
