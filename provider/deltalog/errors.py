@@ -125,6 +125,14 @@ class CommitFailedError(DeltaLogError):
     exit_code = 1
 
 
+class MissingDataFileError(OperationRefusedError):
+    """A data file the log references is not on storage: the table is missing a file.
+
+    Compaction stops at the first bin whose input is missing (any further bin would most
+    likely fail the same way); bins it committed before stay, and it says which.
+    """
+
+
 class TableAlreadyExistsError(OperationRefusedError):
     """``create`` was asked for a location that already holds a Delta table."""
 

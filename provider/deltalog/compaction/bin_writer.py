@@ -37,7 +37,7 @@ from deltalog.compaction.engine_output import BinOutput
 from deltalog.compaction.file_names import output_dir, output_file_name
 from deltalog.compaction.options import LocalOptions
 from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
-from deltalog.errors import OperationRefusedError
+from deltalog.errors import MissingDataFileError, OperationRefusedError
 from deltalog.protocol.deletion_vectors import read_deletion_vector
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.parquet_layout import (
@@ -354,7 +354,7 @@ class BinWriter:
         try:
             pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=True)
         except FileNotFoundError:
-            raise OperationRefusedError(f"data file {f.path} does not exist; the table is missing a file") from None
+            raise MissingDataFileError(f"data file {f.path} does not exist; the table is missing a file") from None
         except (pa.ArrowInvalid, OSError) as exc:
             raise OperationRefusedError(f"data file {f.path} is not readable Parquet: {exc}") from None
         counters["rows_in"] += pf.metadata.num_rows

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import int_scalar, string_scalar
-from deltalog.errors import CorruptLogError
+from deltalog.errors import CorruptLogError, MissingDataFileError
 from deltalog.protocol.parquet_layout import from_log_path
 from deltalog.storage.filesystem import Storage
 
@@ -251,7 +251,7 @@ def load_bitmap_bytes(dv: dict[str, Any], read: RangeReader) -> bytes:
     try:
         raw = read(path, absolute, offset, size + 8)
     except FileNotFoundError:
-        raise CorruptLogError(f"deletion vector file {path} does not exist") from None
+        raise MissingDataFileError(f"deletion vector file {path} does not exist; the table is missing a file") from None
     if len(raw) < size + 8:
         raise CorruptLogError(f"deletion vector file {path} is truncated at offset {offset}")
     (data_size,) = struct.unpack(">i", raw[:4])
