@@ -154,8 +154,8 @@ def test_an_unknown_feature_is_reported_before_an_invalid_action(tmp_path):
     assert not isinstance(info.value, CorruptLogError)
 
 
-def test_a_superseded_metadata_is_checked_for_types_only(tmp_path):
-    """Like Delta's readers: the table's schema is the newest metaData's; older ones need the right types."""
+def test_a_superseded_invalid_metadata_makes_only_its_versions_unreadable(tmp_path):
+    """Like Delta's readers: the table's schema is the newest metaData's; an older one governs older versions only."""
     path = str(tmp_path / "t")
     base_table(path)
     t = DeltaTable(path)
@@ -166,8 +166,9 @@ def test_a_superseded_metadata_is_checked_for_types_only(tmp_path):
     edit_action_in(path, "00000000000000000000.json", "metaData", lambda b: b.update(partitionColumns=["gone"]))
     assert DeltaTable(path).snapshot().partition_columns == ["part"]
     edit_action_in(path, "00000000000000000000.json", "metaData", lambda b: b.update(createdTime="x"))
+    assert DeltaTable(path).snapshot().version == 4
     with pytest.raises(CorruptLogError, match="00000000000000000000.json: line 3: the metaData action is invalid"):
-        DeltaTable(path).snapshot()
+        DeltaTable(path).snapshot(version=3)
 
 
 def edit_action_in(path: str, name: str, kind: str, edit: Callable[[dict[str, Any]], None]) -> None:

@@ -56,6 +56,8 @@ def read_protocol_and_metadata(
         metadata_action: dict[str, Any] | None = None
         contents = read_commit_files(storage, segment.commits)
         check_commits((f.name, data) for f, data in zip(segment.commits, contents))
+        # Newest first, as a snapshot replays: an action a newer one replaced is not checked.
+        seen: dict[str, set[Any]] = {"txn": set(), "domainMetadata": set()}
         for f, data in zip(reversed(segment.commits), reversed(contents)):
             lines = data.split(b"\n")
             for idx in range(len(lines) - 1, -1, -1):
@@ -63,18 +65,21 @@ def read_protocol_and_metadata(
                 if not any(k in head for k in _NON_FILE_KEYS):
                     continue
                 ((kind, body),) = parse_action(lines[idx], f.name, idx + 1).items()
-                if kind == "metaData" and metadata_action is None:
+                if _replaced(kind, body, protocol_action, metadata_action, seen):
+                    continue
+                if kind == "metaData":
                     check_table_metadata(body, "")
                     metadata_action = body
                 else:
                     check_action(kind, body, "")
-                if kind == "protocol" and protocol_action is None:
+                if kind == "protocol":
                     protocol_action = body
         if segment.checkpoint is not None:
             small = read_checkpoint_small_actions(storage, segment.checkpoint)
             for kind, actions in small.items():
                 for action in actions:
-                    check_action(kind, action, "")
+                    if not _replaced(kind, action, protocol_action, metadata_action, seen):
+                        check_action(kind, action, "")
             protocol_action = protocol_action or next(iter(small.get("protocol") or []), None)
             if metadata_action is None and small.get("metaData"):
                 metadata_action = small["metaData"][0]
@@ -85,6 +90,25 @@ def read_protocol_and_metadata(
         log.debug("falling back to a full snapshot for the table properties: %s", exc)
     snap = snapshot_at(storage, version, listing=listing)
     return snap.protocol, snap.metadata
+
+
+def _replaced(
+    kind: str, action: Any, protocol: dict[str, Any] | None, metadata: dict[str, Any] | None, seen: dict[str, set[Any]]
+) -> bool:
+    """Whether a newer action replaced ``action`` (seen newest first); records txn appIds and domains."""
+    if not isinstance(action, dict):
+        return False
+    if kind == "protocol":
+        return protocol is not None
+    if kind == "metaData":
+        return metadata is not None
+    key = {"txn": "appId", "domainMetadata": "domain"}.get(kind)
+    if key is None or not isinstance(action.get(key), str):
+        return False
+    if action[key] in seen[kind]:
+        return True
+    seen[kind].add(action[key])
+    return False
 
 
 SMALL_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")

@@ -189,6 +189,28 @@ def _read_local(path: str) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _superseded(state: Any, kind: str, action: dict[str, Any]) -> bool:
+    """Whether a newer action replaced ``action`` for the version read (``state``: what replay kept, newest first).
+
+    A protocol or metaData is replaced by any newer one, a txn by a newer one of its
+    appId, a domainMetadata by a newer one of its domain. Delta Spark and deltalake read
+    the latest version of a table whose first metaData is a placeholder (a null
+    ``schemaString``) replaced in the next commit; so does deltalog: only the versions an
+    invalid action governs are unreadable, never the table.
+    """
+    if kind == "metaData":
+        return state.metadata is not None
+    if kind == "protocol":
+        return state.protocol is not None
+    if kind == "txn":
+        app = action.get("appId")
+        return isinstance(app, str) and app in state.txns
+    if kind == "domainMetadata":
+        domain = action.get("domain")
+        return isinstance(domain, str) and domain in state.domains
+    return False
+
+
 @dataclass
 class _Replay:
     """Accumulates reconciled state while commits are replayed newest first."""
@@ -241,6 +263,8 @@ class _Replay:
             return
         if not isinstance(action, dict):
             raise CorruptLogError(f"{where}: {kind} action is not an object")
+        if _superseded(self, kind, action):
+            return  # it governs only older versions: they cannot be read if it is invalid, this one can
         try:
             if kind == "metaData" and self.metadata is None:
                 check_table_metadata(action, where)
@@ -676,7 +700,8 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
     if cp_state is not None:
         for kind in ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata"):
             for action in cp_state.small.get(kind, []):
-                check_action(kind, action, in_checkpoint, CorruptCheckpointError)
+                if not (isinstance(action, dict) and _superseded(replay, kind, action)):
+                    check_action(kind, action, in_checkpoint, CorruptCheckpointError)
         # Only checked actions are keyed by their appId / domain.
         for t in cp_state.small.get("txn", []):
             replay.txns.setdefault(t["appId"], t)

@@ -37,7 +37,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog._flags import require_bools
-from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
+from deltalog.errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
+    DeltaLogError,
+    StorageError,
+    UnsupportedProtocolError,
+)
+from deltalog.log.action_checks import check_protocol
 from deltalog.log.checkpoint_reader import (
     check_file_actions,
     log_name,
@@ -324,7 +331,10 @@ def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int)
                 protocols.append((v, parse_action(line, f.name, lineno)["protocol"]))
     for v, action in protocols:
         try:
+            check_protocol(action, f"version {v}")  # an older protocol is not checked when the table is read
             check_writable(Protocol.from_action(action), "clean up the log", Operation.LOG_CLEANUP)
+        except CorruptLogError as exc:
+            return f"version {v} has an invalid protocol ({exc})"
         except UnsupportedProtocolError as exc:
             return f"version {v} has a protocol deltalog does not support ({exc})"
     return None
