@@ -20,6 +20,7 @@ __all__ = [
     "InvalidCommitRequestError",
     "MaintenanceLeaseHeldError",
     "MissingCommitError",
+    "MissingDataFileError",
     "NoMetadataError",
     "NoProtocolError",
     "NonAtomicStorageError",

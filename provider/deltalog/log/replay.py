@@ -29,10 +29,12 @@ from deltalog._arrow_utils import string_scalar as _string
 from deltalog.log.action_checks import first_file_problem
 from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE
 from deltalog.log.commit_lines import is_utf8
+from deltalog.protocol.log_paths import ABSOLUTE_PATH, canonical_path
 
 __all__ = [
     "FILE_LINE_PREFIXES",
     "array_from_python",
+    "canonical_paths",
     "empty_table",
     "file_keys",
     "int64_array",
@@ -378,8 +380,32 @@ def take_newest_first(
 # --- file keys and reconciliation -----------------------------------------------------
 
 
+def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Vectorised :func:`deltalog.protocol.log_paths.canonical_path`.
+
+    Relative paths (nearly every path of nearly every table) are canonical as written;
+    two plain substring searches find the others, which are few, and only those are
+    rewritten one by one.
+    """
+    if len(paths) == 0:
+        return paths
+    special = pc.or_(pc.starts_with(paths, "/"), pc.match_substring(paths, ":"))
+    if not pc.any(special).as_py():
+        return paths
+    special = pc.and_(special, pc.match_substring_regex(paths, ABSOLUTE_PATH))
+    if not pc.any(special).as_py():
+        return paths
+    special = pc.and_kleene(special, pc.is_valid(special))
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+        special = special.combine_chunks()
+    rows = paths.filter(special).to_pylist()
+    return pc.replace_with_mask(paths, special, string_array([canonical_path(p) for p in rows]))
+
+
 def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
-    """Vectorised :func:`deltalog.log.actions.file_key`: path, plus NUL and the DV id where there is a DV."""
+    """Vectorised :func:`deltalog.log.actions.file_key`: canonical path, plus NUL and the DV id where there is a DV."""
+    paths = canonical_paths(paths)
     if deletion_vectors is None or deletion_vectors.null_count == len(deletion_vectors):
         return paths
     dv = deletion_vectors

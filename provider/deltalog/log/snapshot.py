@@ -241,7 +241,7 @@ class _Replay:
             return
         path = action["path"]
         dv = action.get("deletionVector")
-        key = path if not dv else file_key(path, dv)
+        key = file_key(path, dv)
         if key in self.seen:
             return
         self.seen.add(key)
