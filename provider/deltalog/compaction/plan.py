@@ -30,13 +30,14 @@ from deltalog.compaction.options import CompactionOptions
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
-from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
+from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
 from deltalog.log.actions import dv_unique_id
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import int64_array
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version
+from deltalog.protocol.schema import void_write_problem
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.table_ref import TableRef, table_storage
@@ -346,6 +347,11 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
     compact the table; the engine is checked again before it runs and at commit.
     """
     config = snapshot.metadata.configuration
+    void = void_write_problem(json.loads(snapshot.metadata.schema_string))
+    if void:
+        raise OperationRefusedError(
+            f"refusing to compact: {void}, and no data file can be written for such a schema (PROTOCOL.md 'Void Type')"
+        )
     if engine is not None:
         check_writable(snapshot.protocol, "compact", compaction_operation(engine), config)
         return

@@ -66,6 +66,7 @@ _PRIMITIVE_TYPES = frozenset(
         "timestamp",
         "timestamp_ntz",
         "variant",
+        "void",  # Spark's NullType: all null, never in data files (PROTOCOL.md "Void Type")
     }
 )
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")

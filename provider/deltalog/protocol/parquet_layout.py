@@ -26,7 +26,7 @@ from urllib.parse import quote, unquote, urlparse
 
 import pyarrow as pa
 
-from deltalog.protocol.schema import parse_schema_string
+from deltalog.protocol.schema import parse_schema_string, without_void
 
 __all__ = [
     "CODEC_PROPERTY",
@@ -138,8 +138,8 @@ def _physical_type(dtype: Any, id_mode: bool, for_spark: bool) -> Any:
 def physical_data_schema_json(
     schema_string: str, partition_columns: list[str], column_mapping_mode: str, *, for_spark: bool = False
 ) -> dict[str, Any]:
-    """The Delta/Spark JSON schema of the data files: physical names, no partition columns."""
-    doc = json.loads(schema_string)
+    """The Delta/Spark JSON schema of the data files: physical names, no partition columns, no void columns."""
+    doc = without_void(json.loads(schema_string))
     parts = set(partition_columns)
     id_mode = column_mapping_mode == "id"
     fields = [_physical_field(f, id_mode, for_spark) for f in doc.get("fields", []) if f["name"] not in parts]

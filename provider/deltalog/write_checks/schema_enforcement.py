@@ -18,6 +18,8 @@ is read (plus, rarely, the one column whose nulls the footer cannot decide):
   Delta Spark cannot read them), structs, arrays and maps recursively;
 - a narrower file type is accepted only where the table supports the
   ``typeWidening`` feature and the change is one of its widenings;
+- a ``void`` column (Spark's NullType) is absent: writers omit it from data files
+  and readers read it as null;
 - a non-nullable column is present and holds no null: the footer proves it
   (Parquet ``REQUIRED``, or null counts: 0 passes, more is refused with the
   count). Where the footer cannot decide (a non-nullable field nested under a
@@ -44,7 +46,7 @@ import pyarrow.parquet as pq
 from deltalog.errors import DataFileMismatchError
 from deltalog.log.actions import Metadata
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
-from deltalog.protocol.schema import delta_type_to_arrow
+from deltalog.protocol.schema import VOID, delta_type_to_arrow
 from deltalog.protocol.table_protocol import Protocol
 
 __all__ = ["check_file_schema"]
@@ -393,6 +395,13 @@ def _compare_fields(
             continue
         path = prefix + str(f["name"])
         got = present.get(physical)
+        if f["type"] == VOID:
+            if got is not None:
+                raise check.fail(
+                    f"column {path} is of type void in the table, and writers must omit void columns from data "
+                    f"files (PROTOCOL.md 'Void Type'); the file has it as {got.type_name()}"
+                )
+            continue  # read as all null, like any column a file lacks
         if got is None:
             if not f.get("nullable", True):
                 raise check.fail(f"column {path} is not nullable but the file does not have it")
