@@ -77,6 +77,8 @@ class Snapshot:
     domain_metadata: dict[str, dict[str, Any]]
     segment: LogSegment = field(repr=False)
     storage: Storage = field(repr=False)
+    #: What a reader should know about this state (a catalog-managed table read without its catalog).
+    warnings: tuple[str, ...] = ()
 
     @property
     def partition_columns(self) -> list[str]:
@@ -127,6 +129,7 @@ class Snapshot:
             "num_files": self.num_files,
             "size_in_bytes": self.size_in_bytes,
             "app_transactions": {k: v.get("version") for k, v in self.app_transactions.items()},
+            "warnings": list(self.warnings),
         }
         if include_files:
             paths = self.files.column("path").to_pylist()

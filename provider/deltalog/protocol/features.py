@@ -263,8 +263,15 @@ FEATURES: dict[str, Feature] = _with_previews(
             "commits go through the managing catalog",
             default=_CATALOG,
             snapshot=_conditional(
-                "reads the commits published in _delta_log; ratified commits the catalog has not published yet "
-                "are not seen"
+                "reads the commits published in _delta_log, and says so (a warning in the snapshot and health "
+                "results and on stderr, naming the catalog and any staged commits): ratified commits the catalog "
+                "has not published yet are not seen; a version past the published ones is refused naming the "
+                "catalog"
+            ),
+            checkpoint=Cell(
+                SUPPORTED,
+                "checkpoints a published version (deltalog sees no other), the maintenance PROTOCOL.md allows on "
+                "catalog-managed tables without the catalog's permission; the result carries the snapshot's warning",
             ),
         ),
         # --- writer-only features ---------------------------------------------------------
