@@ -305,7 +305,7 @@ def first_file_problem(kind: str, table: pa.Table | pa.StructArray | pa.ChunkedA
         return None
     suspect = None
     size = _column(table, "size")
-    if kind == "add" and size is not None and size.null_count < len(size):
+    if kind == "add" and size is not None and size.null_count < len(size) and pc.min(size).as_py() < 0:
         suspect = pc.less(pc.fill_null(size, int_scalar(0)), int_scalar(0))
     dv = _column(table, "deletionVector")
     if dv is not None and dv.null_count < len(dv):

@@ -37,6 +37,7 @@ __all__ = [
     "canonical_paths",
     "empty_table",
     "file_keys",
+    "has_absolute_keys",
     "int64_array",
     "newest_per_key",
     "parse_file_lines",
@@ -403,9 +404,15 @@ def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedA
     return pc.replace_with_mask(paths, special, string_array([canonical_path(p) for p in rows]))
 
 
-def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
-    """Vectorised :func:`deltalog.log.actions.file_key`: canonical path, plus NUL and the DV id where there is a DV."""
-    paths = canonical_paths(paths)
+def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None, *, canonical: bool = True) -> pa.Array:
+    """Vectorised :func:`deltalog.log.actions.file_key`: canonical path, plus NUL and the DV id where there is a DV.
+
+    ``canonical=False`` keeps the paths as written: right when the keys they are compared
+    with hold no absolute path, as a relative path is its own canonical form and never
+    equals an absolute one (:func:`has_absolute_keys`).
+    """
+    if canonical:
+        paths = canonical_paths(paths)
     if deletion_vectors is None or deletion_vectors.null_count == len(deletion_vectors):
         return paths
     dv = deletion_vectors
@@ -417,6 +424,11 @@ def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
     uid = pc.binary_join_element_wise(storage_type, where, at, empty)
     with_dv = pc.binary_join_element_wise(paths, uid, nul)
     return pc.if_else(dv.is_valid(), with_dv, paths)
+
+
+def has_absolute_keys(keys: pa.Array) -> bool:
+    """Whether any of ``keys`` (canonical file keys) names an absolute path: only those need other rows canonical."""
+    return len(keys) > 0 and pc.any(pc.match_substring_regex(keys, ABSOLUTE_PATH)).as_py() is True
 
 
 def newest_per_key(keys: pa.Array) -> tuple[pa.Array, pa.Array]:

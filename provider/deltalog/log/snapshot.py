@@ -53,6 +53,7 @@ from deltalog.log.replay import (
     FILE_LINE_PREFIXES,
     empty_table,
     file_keys,
+    has_absolute_keys,
     newest_per_key,
     parse_file_lines,
     string_array,
@@ -460,18 +461,35 @@ _CHECKPOINT_BATCH_ROWS = 16_384
 _READ_BUFFER = 1 << 20
 
 
-def _filter_superseded(table: pa.Table, keys: pa.Array | None) -> pa.Table:
+@dataclass(frozen=True)
+class _Superseded:
+    """The file keys newer JSON commits decided, and whether any is absolute (then rows are compared canonical)."""
+
+    keys: pa.Array
+    absolute: bool
+
+    @classmethod
+    def of(cls, keys: pa.Array | None) -> _Superseded | None:
+        if keys is None or len(keys) == 0:
+            return None
+        return cls(keys, has_absolute_keys(keys))
+
+
+def _filter_superseded(table: pa.Table, superseded_keys: _Superseded | None) -> pa.Table:
     """Drop checkpoint rows whose file key a newer JSON commit already decided."""
-    if keys is None or len(keys) == 0 or table.num_rows == 0:
+    if superseded_keys is None or table.num_rows == 0:
         return table
-    row_keys = file_keys(table.column("path"), table.column("deletionVector"))
+    keys = superseded_keys.keys
+    # Relative paths (nearly all) are canonical as written: rows are canonicalised only when an
+    # absolute key could match one of theirs.
+    row_keys = file_keys(table.column("path"), table.column("deletionVector"), canonical=superseded_keys.absolute)
     superseded = pc.is_in(row_keys, value_set=keys)
     if not pc.any(superseded).as_py():
         return table
     return table.filter(pc.invert(superseded))
 
 
-def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: pa.Array | None) -> _CheckpointState:
+def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: _Superseded | None) -> _CheckpointState:
     """Stream the action columns deltalog needs from one checkpoint/sidecar Parquet file.
 
     Only the known add/remove fields are read (never ``stats_parsed`` or
@@ -505,7 +523,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
             found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
             # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
             # large hash set per batch: filter groups of batches at least 4x that set's size then.
-            group_rows = 4 * len(exclude_keys) if exclude_keys is not None else 0
+            group_rows = 4 * len(exclude_keys.keys) if exclude_keys is not None else 0
             grouped = group_rows > _CHECKPOINT_BATCH_ROWS
             pending: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
 
@@ -600,7 +618,7 @@ class _CheckpointState:
             self.small.setdefault(k, []).extend(values)
 
 
-def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array | None) -> _CheckpointState:
+def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: _Superseded | None) -> _CheckpointState:
     actions = parse_commit(storage.read_bytes(f.path), f.name)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
@@ -636,11 +654,12 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
     reading, so superseded rows never occupy memory.
     """
     state = _CheckpointState()
+    superseded = _Superseded.of(exclude_keys)
     for f in checkpoint.files:
         if f.name.endswith(".json"):
-            state.take(_read_json_checkpoint(storage, f, exclude_keys))
+            state.take(_read_json_checkpoint(storage, f, superseded))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys))
+            state.take(_read_parquet_actions(storage, f.path, f.name, superseded))
     sidecars = state.small.get("sidecar", [])
     if sidecars:
         for s in sidecars:
@@ -652,7 +671,7 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
                 raise CorruptLogError(
                     f"checkpoint {checkpoint.files[0].name} references sidecar {p.rsplit('/', 1)[-1]} which is missing"
                 )
-            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys)
+            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], superseded)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
             for parsed in pool.map(load, paths):
