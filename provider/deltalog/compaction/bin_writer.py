@@ -237,17 +237,24 @@ class BinWriter:
         self._row_bytes = 0.0
         self.logical = parse_schema_string(plan.schema_string)
         self.id_mode = plan.column_mapping_mode == "id"
-        #: Iceberg compatibility: partition columns are written into the file (physical name -> logical name).
+        #: Partition columns written into the file (physical name -> logical name): Iceberg compatibility,
+        #: or the materializePartitionColumns feature / delta.writePartitionColumnsToParquet.
         self.materialized: dict[str, str] = {}
         self.consts: dict[str, str | None] = {}
-        if plan.iceberg_compat:
-            self.target = iceberg_data_schema(plan.schema_string, plan.partition_columns)
+        if plan.iceberg_compat or plan.materialize_partitions:
             for f in json.loads(plan.schema_string).get("fields", []):
                 if f["name"] in plan.partition_columns:
                     physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName") or f["name"]
                     self.materialized[physical] = f["name"]
+        if plan.iceberg_compat:
+            self.target = iceberg_data_schema(plan.schema_string, plan.partition_columns)
         else:
-            self.target = physical_data_schema(plan.schema_string, plan.partition_columns, plan.column_mapping_mode)
+            self.target = physical_data_schema(
+                plan.schema_string,
+                plan.partition_columns,
+                plan.column_mapping_mode,
+                materialize_partitions=plan.materialize_partitions,
+            )
         #: Row tracking enabled: every row's stable row ID and commit version go into these hidden columns.
         self.rt_columns: tuple[str, str] | None = None
         self.output = self.target

@@ -36,10 +36,10 @@ from deltalog.log.load import snapshot_at
 from deltalog.log.replay import int64_array
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
-from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version
+from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version, materializes_partition_columns
 from deltalog.protocol.schema import void_write_problem
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
-from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.table_protocol import check_writable, refuse_geospatial_writes
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering
 
@@ -145,6 +145,9 @@ class CompactionPlan:
     #: The Iceberg compatibility version the table enables: new files follow its rules
     #: (partition values materialised, field ids on every column, nested ids for V2).
     iceberg_compat: int | None = None
+    #: New files carry the partition columns after the data columns (the ``materializePartitionColumns``
+    #: writer feature, or ``delta.writePartitionColumnsToParquet=true``), as Delta Spark writes them.
+    materialize_partitions: bool = False
     #: A deletion-vector purge (REORG ... APPLY (PURGE)): files whose DV hides more than this share.
     purge_min_deleted_share: float | None = None
     #: Z-order columns (OPTIMIZE ... ZORDER BY): every file of a partition is rewritten along the curve.
@@ -218,6 +221,7 @@ class CompactionPlan:
             "stats_configuration": dict(self.stats_configuration),
             "row_tracking": dict(self.row_tracking) if self.row_tracking else None,
             "iceberg_compat": self.iceberg_compat,
+            "materialize_partitions": self.materialize_partitions,
             "purge_min_deleted_share": self.purge_min_deleted_share,
             "zorder_by": list(self.zorder_by),
             "clustering": self.clustering.to_dict() if self.clustering else None,
@@ -268,6 +272,7 @@ class CompactionPlan:
                 stats_configuration={str(k): str(v) for k, v in (doc.get("stats_configuration") or {}).items()},
                 row_tracking=_row_tracking_doc(doc.get("row_tracking")),
                 iceberg_compat=None if doc.get("iceberg_compat") is None else int(doc["iceberg_compat"]),
+                materialize_partitions=doc.get("materialize_partitions") is True,
                 purge_min_deleted_share=(
                     None if doc.get("purge_min_deleted_share") is None else float(doc["purge_min_deleted_share"])
                 ),
@@ -347,11 +352,13 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
     compact the table; the engine is checked again before it runs and at commit.
     """
     config = snapshot.metadata.configuration
-    void = void_write_problem(json.loads(snapshot.metadata.schema_string))
+    schema = json.loads(snapshot.metadata.schema_string)
+    void = void_write_problem(schema)
     if void:
         raise OperationRefusedError(
             f"refusing to compact: {void}, and no data file can be written for such a schema (PROTOCOL.md 'Void Type')"
         )
+    refuse_geospatial_writes(schema, "compact")
     if engine is not None:
         check_writable(snapshot.protocol, "compact", compaction_operation(engine), config)
         return
@@ -495,6 +502,8 @@ def plan_from_snapshot(
         stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
         row_tracking=plan_row_tracking(snapshot),
         iceberg_compat=iceberg_compat_version(md.configuration),
+        materialize_partitions=bool(md.partition_columns)
+        and materializes_partition_columns(snapshot.protocol.effective_writer_features(), md.configuration),
         purge_min_deleted_share=purge_min_deleted_share,
         zorder_by=zorder,
         clustering=spec,

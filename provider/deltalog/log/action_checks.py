@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from deltalog._arrow_utils import int_scalar
 from deltalog.errors import CorruptLogError, UnsupportedProtocolError
 from deltalog.protocol.deletion_vectors import descriptor_problem, suspect_descriptors
+from deltalog.protocol.schema import is_geospatial_type
 
 __all__ = [
     "check_action",
@@ -194,6 +195,8 @@ def _type_problem(t: Any, at: str) -> str | None:
             return None
         m = _DECIMAL.fullmatch(t)
         if m and 1 <= int(m.group(1)) <= 38 and int(m.group(2)) <= int(m.group(1)):
+            return None
+        if is_geospatial_type(t):  # the geospatial feature's geometry(<crs>), geography(<crs>, <edges>)
             return None
         return f"{at} has the unknown type {t!r}"
     if isinstance(t, dict):

@@ -194,6 +194,17 @@ _CLUSTERING_SPARK = _conditional(
     "of the delta.clustering columns; refused when an output lacks statistics for a clustering column"
 )
 
+_MATERIALIZED = Cell(
+    SUPPORTED,
+    "new files carry the partition columns after the data columns, as Delta Spark writes them, with no statistics "
+    "for them (protocol_rfcs/materialize-partition-columns.md; delta.writePartitionColumnsToParquet=true does the same)",
+)
+_GEO_WRITE = _conditional(
+    "refused while the schema holds a geometry or geography column: pyarrow reads such a Parquet column as plain "
+    "binary and would write it back without its GEOMETRY/GEOGRAPHY logical type (CRS, edge algorithm), which Delta "
+    "Spark needs to read it; tables whose geospatial columns were dropped are written as any other"
+)
+
 #: Preview names Delta Spark wrote before a feature was ratified -> the ratified feature: the
 #: same support, cell for cell (listed right after it).
 PREVIEW_NAMES = {
@@ -201,6 +212,7 @@ PREVIEW_NAMES = {
     "variantType-preview": "variantType",
     "variantShredding-preview": "variantShredding",
     "catalogOwned-preview": "catalogManaged",
+    "geospatial-dev": "geospatial",
 }
 
 
@@ -254,6 +266,16 @@ FEATURES: dict[str, Feature] = _with_previews(
             commit_request=_SHREDDED,
             compaction_local=_SHREDDED_LOCAL,
             compaction_spark=_SHREDDED_SPARK,
+            convert=_NOT_CONVERTED,
+            create=_NO_CREATE,
+        ),
+        _feature(
+            "geospatial",
+            "reader-writer",
+            "geometry and geography columns (WKB in Parquet GEOMETRY/GEOGRAPHY columns)",
+            commit_request=_GEO_WRITE,
+            compaction_local=_GEO_WRITE,
+            compaction_spark=_GEO_WRITE,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),
@@ -372,6 +394,19 @@ FEATURES: dict[str, Feature] = _with_previews(
             compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_SPARK_V2,
             vacuum=_ICEBERG_VACUUM,
+            convert=_NOT_CONVERTED,
+            create=_NO_CREATE,
+        ),
+        _feature(
+            "materializePartitionColumns",
+            "writer",
+            "partition columns written into every new data file",
+            commit_request=_conditional(
+                "a new file must carry every partition column, holding exactly the file's partition value (its "
+                "footer proves it); refused naming the column otherwise"
+            ),
+            compaction_local=_MATERIALIZED,
+            compaction_spark=_MATERIALIZED,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

@@ -16,6 +16,8 @@ __all__ = [
     "arrow_schema_to_schema_string",
     "arrow_type_to_delta",
     "delta_type_to_arrow",
+    "geospatial_columns",
+    "is_geospatial_type",
     "has_timestamp_ntz",
     "parse_schema_string",
     "void_write_problem",
@@ -38,6 +40,8 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "void": pa.null(),
 }
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+#: Geospatial types (the ``geospatial`` feature): ``geometry(OGC:CRS84)``, ``geography(OGC:CRS84, SPHERICAL)``.
+_GEO = re.compile(r"(geometry|geography)\([^()]+\)")
 
 
 def delta_type_to_arrow(dtype: Any) -> pa.DataType:
@@ -50,6 +54,8 @@ def delta_type_to_arrow(dtype: Any) -> pa.DataType:
             return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
         if dtype == "variant":
             return pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+        if _GEO.fullmatch(dtype):
+            return pa.binary()  # well-known binary (WKB), as Parquet's GEOMETRY/GEOGRAPHY columns store it
         raise CorruptLogError(f"unknown data type {dtype!r} in the table schema")
     if isinstance(dtype, dict):
         kind = dtype.get("type")
@@ -230,3 +236,33 @@ def void_write_problem(schema: dict[str, Any]) -> str | None:
         if problem:
             return problem
     return None
+
+
+def is_geospatial_type(dtype: Any) -> bool:
+    """Whether ``dtype`` (a Delta type) is ``geometry(<crs>)`` or ``geography(<crs>, <edges>)``."""
+    return isinstance(dtype, str) and _GEO.fullmatch(dtype) is not None
+
+
+def geospatial_columns(schema: dict[str, Any]) -> list[str]:
+    """The columns (dotted paths) of a Delta struct schema that hold a geometry or geography value, at any depth."""
+    out: list[str] = []
+
+    def walk(dtype: Any, at: str) -> None:
+        if isinstance(dtype, str):
+            if is_geospatial_type(dtype):
+                out.append(at)
+            return
+        if not isinstance(dtype, dict):
+            return
+        kind = dtype.get("type")
+        if kind == "struct":
+            for f in dtype.get("fields") or []:
+                walk(f.get("type"), f"{at}.{f.get('name')}" if at else str(f.get("name")))
+        elif kind == "array":
+            walk(dtype.get("elementType"), at)
+        elif kind == "map":
+            walk(dtype.get("keyType"), at)
+            walk(dtype.get("valueType"), at)
+
+    walk(schema, "")
+    return out

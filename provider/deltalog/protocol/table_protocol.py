@@ -12,8 +12,9 @@ from typing import Any
 
 from deltalog.errors import UnsupportedProtocolError
 from deltalog.protocol.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
+from deltalog.protocol.schema import geospatial_columns
 
-__all__ = ["FeatureRequirements", "Protocol", "check_readable", "check_writable"]
+__all__ = ["FeatureRequirements", "Protocol", "check_readable", "check_writable", "refuse_geospatial_writes"]
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -163,6 +164,19 @@ def check_writable(
     raise UnsupportedProtocolError(
         f"refusing to {operation}: the table uses {name}: {refused[name]}{more}", sorted(refused)
     )
+
+
+def refuse_geospatial_writes(schema: dict[str, Any], operation: str) -> None:
+    """Refuse to write data files for a schema with geometry/geography columns (the geospatial cells' condition)."""
+    columns = geospatial_columns(schema)
+    if columns:
+        raise UnsupportedProtocolError(
+            f"refusing to {operation}: column {columns[0]!r} is a geospatial column, and "
+            + feature_cell("geospatial", Operation.COMPACTION_LOCAL).reason.removeprefix(
+                "refused while the schema holds a geometry or geography column: "
+            ),
+            ["geospatial"],
+        )
 
 
 @dataclass

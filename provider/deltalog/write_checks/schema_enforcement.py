@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from deltalog.errors import DataFileMismatchError
 from deltalog.log.actions import Metadata
+from deltalog.protocol.parquet_layout import MATERIALIZE_PARTITION_COLUMNS
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
 from deltalog.protocol.schema import VOID, delta_type_to_arrow
 from deltalog.protocol.table_protocol import Protocol
@@ -445,6 +446,14 @@ def check_file_schema(
         f = partition_names.get(node.name)
         if f is not None:
             _check_partition_column(check, f, node, footer, (partition_values or {}).get(node.name))
+    if MATERIALIZE_PARTITION_COLUMNS in protocol.effective_writer_features():
+        present = {n.name for n in nodes}
+        missing = [str(f["name"]) for p, f in partition_names.items() if p not in present]
+        if missing:
+            raise check.fail(
+                f"partition column {missing[0]} is not in the file, and the table's materializePartitionColumns "
+                "feature requires every new data file to carry its partition columns"
+            )
 
 
 def _check_nulls_in_data(
