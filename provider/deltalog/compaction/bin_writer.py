@@ -48,6 +48,7 @@ from deltalog.protocol.parquet_layout import (
     physical_data_schema,
     to_log_path,
 )
+from deltalog.protocol.partition_values import partition_value_array
 from deltalog.protocol.schema import parse_schema_string
 from deltalog.storage.filesystem import Storage, is_remote
 
@@ -292,7 +293,7 @@ class BinWriter:
             if f.name in self.materialized:  # the bin's partition value, the same in every row
                 # partitionValues are keyed by physical name under column mapping.
                 value = self.consts.get(f.name, self.consts.get(self.materialized[f.name]))
-                arr: pa.Array = pa.nulls(n, f.type) if value is None else pa.array([value] * n).cast(f.type)
+                arr: pa.Array = partition_value_array(value, n, f.type)
             elif src is None:
                 arr = pa.nulls(n, f.type)
             else:

@@ -31,12 +31,13 @@ from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
-from deltalog.log.actions import dv_unique_id
+from deltalog.log.actions import Metadata, dv_unique_id
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import int64_array
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version, materializes_partition_columns
+from deltalog.protocol.partition_values import PartitionValueError, partition_value_array
 from deltalog.protocol.schema import void_write_problem
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
 from deltalog.protocol.table_protocol import check_writable, refuse_geospatial_writes
@@ -368,6 +369,32 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
         check_writable(snapshot.protocol, "compact", Operation.COMPACTION_SPARK, config)
 
 
+def _check_materialized_values(md: Metadata, bins: list[Bin]) -> None:
+    """Refuse, before any file is written, a partition value the new files cannot carry as its column's type.
+
+    Files that carry their partition columns hold each bin's partition value as a value of
+    the column's type; one that does not parse (``"abc"`` for an int column) would fail its
+    bin after the others had committed.
+    """
+    types = {}
+    for f in md.schema:
+        if f.name in md.partition_columns:
+            physical = (f.metadata or {}).get(b"delta.columnMapping.physicalName", f.name.encode()).decode()
+            types[physical] = (f.name, f.type)
+    for b in bins:
+        for key, value in b.partition_values.items():
+            if key not in types:
+                continue
+            name, dtype = types[key]
+            try:
+                partition_value_array(value, 1, dtype)
+            except PartitionValueError as exc:
+                raise OperationRefusedError(
+                    f"refusing to compact: the new files must carry partition column {name!r}, and the partition "
+                    f"value of {b.files[0].path} cannot be one: {exc}"
+                ) from None
+
+
 def plan_from_snapshot(
     snapshot: Snapshot, table_uri: str, options: CompactionOptions | None = None, **option_values: Any
 ) -> CompactionPlan:
@@ -485,6 +512,11 @@ def plan_from_snapshot(
         deferred = len(packed) - max_bins
         packed = [packed[i] for i in keep]
     bins = [Bin(id=i, partition_values=dict(pvs_by_key[key]), files=fs) for i, (key, fs) in enumerate(packed)]
+    materialize = bool(md.partition_columns) and materializes_partition_columns(
+        snapshot.protocol.effective_writer_features(), md.configuration
+    )
+    if materialize or iceberg_compat_version(md.configuration):
+        _check_materialized_values(md, bins)
     plan = CompactionPlan(
         table_uri=table_uri,
         table_id=md.id,
@@ -502,8 +534,7 @@ def plan_from_snapshot(
         stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
         row_tracking=plan_row_tracking(snapshot),
         iceberg_compat=iceberg_compat_version(md.configuration),
-        materialize_partitions=bool(md.partition_columns)
-        and materializes_partition_columns(snapshot.protocol.effective_writer_features(), md.configuration),
+        materialize_partitions=materialize,
         purge_min_deleted_share=purge_min_deleted_share,
         zorder_by=zorder,
         clustering=spec,

@@ -274,8 +274,11 @@ def file_action_problem(kind: str, action: dict[str, Any]) -> str | None:
     """What makes an add/remove invalid beyond its field types (a sentence naming the file), or None."""
     path = action.get("path")
     size = action.get("size")
-    if kind == "add" and _is_int(size) and size < 0:
-        return f"'size' must not be negative, not {size} (file {path!r})"
+    if kind == "add":
+        if not _is_int(size):
+            return f"no integer 'size' ({size!r}) (file {path!r})"
+        if size < 0:
+            return f"'size' must not be negative, not {size} (file {path!r})"
     dv = action.get("deletionVector")
     if dv is not None:
         problem = descriptor_problem(dv, action.get("stats"))
@@ -308,8 +311,10 @@ def first_file_problem(kind: str, table: pa.Table | pa.StructArray | pa.ChunkedA
         return None
     suspect = None
     size = _column(table, "size")
-    if kind == "add" and size is not None and size.null_count < len(size) and pc.min(size).as_py() < 0:
-        suspect = pc.less(pc.fill_null(size, int_scalar(0)), int_scalar(0))
+    if kind == "add" and size is None:
+        return f"no integer 'size' (file {_column(table, 'path')[0].as_py()!r})"
+    if kind == "add" and size is not None and (size.null_count or pc.min(size).as_py() < 0):
+        suspect = pc.less(pc.fill_null(size, int_scalar(-1)), int_scalar(0))
     dv = _column(table, "deletionVector")
     if dv is not None and dv.null_count < len(dv):
         flagged = suspect_descriptors(dv, _column(table, "stats"))

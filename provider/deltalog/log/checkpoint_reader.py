@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog._arrow_utils import conform
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, DeltaLogError
 from deltalog.log.action_checks import check_action, check_file_action, check_file_table, check_table_metadata
-from deltalog.log.actions import Metadata
+from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE, Metadata
 from deltalog.log.commit_lines import check_commits, parse_action, parse_commit
 from deltalog.log.listing import Checkpoint, LogListing, LogSegment, build_segment
 from deltalog.log.load import snapshot_at
@@ -250,4 +251,8 @@ def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str) -> 
         table = pf.read_row_group(g, columns=columns)
         column = table.column(kind).combine_chunks()
         column = column.filter(column.is_valid())
+        # As the snapshot reader types them (a writer may have typed an all-null column as null).
+        typ = ADD_TYPE if kind == "add" else REMOVE_TYPE
+        names = {column.type.field(i).name for i in range(column.type.num_fields)}
+        column = conform(column, pa.struct([f for f in typ if f.name in names]))
         check_file_table(kind, column, f"checkpoint {name}", CorruptCheckpointError)
