@@ -91,6 +91,6 @@ def test_geospatial_table_read_checkpointed_and_vacuumed_by_us(tmp_path, delta_s
         vacuum(path, retention_hours=0, allow_short_retention=True)
         assert spark_rows(delta_spark, path, columns) == before
         with pytest.raises(UnsupportedProtocolError, match="geospatial column"):
-            compact(path, target_size=1 << 20, min_files=1)
+            compact(path, target_size=1 << 20)
     finally:
         delta_spark.conf.unset(key)
