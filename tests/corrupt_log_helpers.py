@@ -165,21 +165,54 @@ def base_table(path: str) -> None:
     put_data_file(Storage(path))
 
 
-def edit_action(path: str, kind: str, edit: Callable[[dict[str, Any]], None]) -> tuple[str, int]:
-    """Apply ``edit`` to the newest ``kind`` action in the commits; its file and line number."""
+def edit_action(
+    path: str, kind: str, edit: Callable[[dict[str, Any]], None], name: str | None = None
+) -> tuple[str, int]:
+    """Apply ``edit`` to the newest ``kind`` action in the commits (or in commit file ``name``); its file and line."""
     log = os.path.join(path, "_delta_log")
-    for name in sorted((n for n in os.listdir(log) if n.endswith(".json") and len(n) == 25), reverse=True):
-        with open(os.path.join(log, name), "rb") as fh:
+    names = (
+        [name] if name else sorted((n for n in os.listdir(log) if n.endswith(".json") and len(n) == 25), reverse=True)
+    )
+    for commit in names:
+        with open(os.path.join(log, commit), "rb") as fh:
             lines = fh.read().split(b"\n")
         for i, line in enumerate(lines):
             if line.startswith(b'{"' + kind.encode() + b'":'):
                 action = json.loads(line)
                 edit(action[kind])
                 lines[i] = json.dumps(action).encode()
-                with open(os.path.join(log, name), "wb") as fh:
+                with open(os.path.join(log, commit), "wb") as fh:
                     fh.write(b"\n".join(lines))
-                return name, i + 1
+                return commit, i + 1
     raise AssertionError(f"no {kind} action in the log")
+
+
+def assert_replay_paths_agree(path: str, monkeypatch: Any) -> str:
+    """The Arrow replay and the exact per-line one refuse ``path`` with the same message; that message."""
+    import deltalog.log.snapshot as snapshot_module
+
+    with pytest.raises(CorruptLogError) as arrow:
+        DeltaTable(path).snapshot()
+    monkeypatch.setattr(snapshot_module, "_replay_commits_arrow", lambda contents: None)
+    with pytest.raises(CorruptLogError) as per_line:
+        DeltaTable(path).snapshot()
+    assert str(arrow.value) == str(per_line.value)
+    return str(arrow.value)
+
+
+def assert_checkpoint_refused(path: str, cp_path: str, kind: str, needle: str) -> None:
+    """Every command refuses ``path`` alike, naming the checkpoint and its invalid ``kind`` action; nothing written."""
+    from deltalog.errors import CorruptCheckpointError
+
+    before = fingerprint(path)
+    messages = refusals(path)
+    assert len(set(messages.values())) == 1, messages
+    message = next(iter(messages.values()))
+    assert message.startswith(f"checkpoint {os.path.basename(cp_path)}: the {kind} action is invalid"), message
+    assert needle in message, message
+    with pytest.raises(CorruptCheckpointError):
+        DeltaTable(path).snapshot()
+    assert fingerprint(path) == before
 
 
 def checkpointed(path: str, drop_commits: bool) -> str:

@@ -26,6 +26,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from corrupt_log_helpers import (
+    assert_checkpoint_refused,
+    assert_replay_paths_agree,
     base_table,
     checkpointed,
     cli_refusals,
@@ -39,7 +41,7 @@ from corrupt_log_helpers import (
 )
 from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
-from deltalog.errors import CorruptCheckpointError, CorruptLogError
+from deltalog.errors import CorruptLogError
 from deltalog.log.action_checks import check_action, check_table_metadata
 from deltalog.log_maintenance import create_checkpoint
 
@@ -124,17 +126,10 @@ def test_every_cli_command_exits_2_with_the_same_line(tmp_path, capsys):
 
 
 def test_the_per_line_path_and_the_arrow_path_agree(tmp_path, monkeypatch):
-    import deltalog.log.snapshot as snapshot_module
-
     path = str(tmp_path / "t")
     base_table(path)
     edit_action(path, "metaData", lambda b: b.update(partitionColumns=["nope"]))
-    with pytest.raises(CorruptLogError) as arrow:
-        DeltaTable(path).snapshot()
-    monkeypatch.setattr(snapshot_module, "_replay_commits_arrow", lambda contents: None)
-    with pytest.raises(CorruptLogError) as per_line:
-        DeltaTable(path).snapshot()
-    assert str(arrow.value) == str(per_line.value)
+    assert "partition column 'nope'" in assert_replay_paths_agree(path, monkeypatch)
 
 
 def test_an_unknown_feature_is_reported_before_an_invalid_action(tmp_path):
@@ -163,25 +158,12 @@ def test_a_superseded_invalid_metadata_makes_only_its_versions_unreadable(tmp_pa
     txn = Transaction(t.storage, snap, operation="SET TBLPROPERTIES", run_hooks=False)
     txn.update_metadata(dataclasses.replace(snap.metadata, configuration={"delta.appendOnly": "false"}))
     txn.commit()
-    edit_action_in(path, "00000000000000000000.json", "metaData", lambda b: b.update(partitionColumns=["gone"]))
+    edit_action(path, "metaData", lambda b: b.update(partitionColumns=["gone"]), "00000000000000000000.json")
     assert DeltaTable(path).snapshot().partition_columns == ["part"]
-    edit_action_in(path, "00000000000000000000.json", "metaData", lambda b: b.update(createdTime="x"))
+    edit_action(path, "metaData", lambda b: b.update(createdTime="x"), "00000000000000000000.json")
     assert DeltaTable(path).snapshot().version == 4
     with pytest.raises(CorruptLogError, match="00000000000000000000.json: line 3: the metaData action is invalid"):
         DeltaTable(path).snapshot(version=3)
-
-
-def edit_action_in(path: str, name: str, kind: str, edit: Callable[[dict[str, Any]], None]) -> None:
-    full = os.path.join(path, "_delta_log", name)
-    with open(full, "rb") as fh:
-        lines = fh.read().split(b"\n")
-    for i, line in enumerate(lines):
-        if line.startswith(b'{"' + kind.encode() + b'":'):
-            action = json.loads(line)
-            edit(action[kind])
-            lines[i] = json.dumps(action).encode()
-    with open(full, "wb") as fh:
-        fh.write(b"\n".join(lines))
 
 
 def test_valid_actions_pass_the_checks():
@@ -229,15 +211,7 @@ def test_an_invalid_action_in_the_only_checkpoint_stops_every_command(tmp_path, 
     path = str(tmp_path / "t")
     cp_path = checkpointed(path, drop_commits=True)
     rewrite_checkpoint_field(cp_path, kind, field, value)
-    before = fingerprint(path)
-    messages = refusals(path)
-    assert len(set(messages.values())) == 1, messages
-    message = next(iter(messages.values()))
-    assert message.startswith(f"checkpoint {os.path.basename(cp_path)}: the {kind} action is invalid"), message
-    assert needle in message
-    with pytest.raises(CorruptCheckpointError):
-        DeltaTable(path).snapshot()
-    assert fingerprint(path) == before
+    assert_checkpoint_refused(path, cp_path, kind, needle)
 
 
 def test_a_checkpoint_with_an_invalid_action_is_skipped_and_rewritten(tmp_path):

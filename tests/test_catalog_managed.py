@@ -27,34 +27,18 @@ from deltalog import DeltaTable
 from deltalog.cli import main
 from deltalog.errors import UnsupportedProtocolError, VersionNotFoundError
 from deltalog.log_maintenance import create_checkpoint
+from handmade_logs import add_action, field, metadata_action, write_commit
 
 CONFIG = {"io.unitycatalog.tableId": "t-123", "delta.enableInCommitTimestamps": "true"}
 
 
-def _commit(path: str, name: str, actions: list[dict]) -> None:
-    with open(os.path.join(path, "_delta_log", name), "w") as fh:
-        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
-
-
 def _add(path: str, i: int) -> dict:
-    name = f"part-{i}.parquet"
-    pq.write_table(pa.table({"id": pa.array([i], pa.int64())}), os.path.join(path, name))
-    size = os.path.getsize(os.path.join(path, name))
-    return {"add": {"path": name, "partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": True}}
+    pq.write_table(pa.table({"id": pa.array([i], pa.int64())}), os.path.join(path, f"part-{i}.parquet"))
+    return add_action(path, f"part-{i}.parquet")
 
 
 def catalog_table(path: str) -> None:
     """Published v0 (create) and v1 (append); v2 staged (ratified, say), v3 staged twice (attempts)."""
-    os.makedirs(os.path.join(path, "_delta_log", "_staged_commits"))
-    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-    meta = {
-        "id": str(uuid.uuid4()),
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(schema),
-        "partitionColumns": [],
-        "configuration": CONFIG,
-        "createdTime": 1,
-    }
     protocol = {
         "minReaderVersion": 3,
         "minWriterVersion": 7,
@@ -63,15 +47,16 @@ def catalog_table(path: str) -> None:
     }
 
     def info(v: int) -> dict:
-        return {
-            "commitInfo": {"inCommitTimestamp": 1_700_000_000_000 + v, "operation": "WRITE", "txnId": str(uuid.uuid4())}
-        }
+        stamp = 1_700_000_000_000 + v
+        return {"commitInfo": {"inCommitTimestamp": stamp, "operation": "WRITE", "txnId": str(uuid.uuid4())}}
 
-    _commit(path, f"{0:020d}.json", [info(0), {"protocol": protocol}, {"metaData": meta}])
-    _commit(path, f"{1:020d}.json", [info(1), _add(path, 1)])
-    _commit(path, f"_staged_commits/{2:020d}.{uuid.uuid4()}.json", [info(2), _add(path, 2)])
+    write_commit(
+        path, 0, [info(0), {"protocol": protocol}, metadata_action([field("id", "long")], configuration=CONFIG)]
+    )
+    write_commit(path, 1, [info(1), _add(path, 1)])
+    write_commit(path, f"_staged_commits/{2:020d}.{uuid.uuid4()}.json", [info(2), _add(path, 2)])
     for _ in range(2):
-        _commit(path, f"_staged_commits/{3:020d}.{uuid.uuid4()}.json", [info(3), _add(path, 3)])
+        write_commit(path, f"_staged_commits/{3:020d}.{uuid.uuid4()}.json", [info(3), _add(path, 3)])
 
 
 def test_the_snapshot_says_it_was_read_without_the_catalog(tmp_path, caplog):

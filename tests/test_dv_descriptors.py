@@ -22,6 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corrupt_log_helpers import (
+    assert_checkpoint_refused,
+    assert_replay_paths_agree,
     base_table,
     checkpointed,
     cli_refusals,
@@ -32,7 +34,6 @@ from corrupt_log_helpers import (
     write_request,
 )
 from deltalog import DeltaTable
-from deltalog.errors import CorruptCheckpointError, CorruptLogError
 from deltalog.log.actions import DELETION_VECTOR
 from deltalog.protocol.deletion_vectors import descriptor_problem, suspect_descriptors
 
@@ -159,15 +160,7 @@ def test_a_malformed_descriptor_in_the_only_checkpoint_stops_every_command(tmp_p
     cp_path = checkpointed(path, drop_commits=True)
     rewrite_checkpoint_field(cp_path, "add", "deletionVector", dv)
     rewrite_checkpoint_field(cp_path, "add", "stats", json.dumps({"numRecords": 3}))
-    before = fingerprint(path)
-    messages = refusals(path)
-    assert len(set(messages.values())) == 1, messages
-    message = next(iter(messages.values()))
-    assert message.startswith(f"checkpoint {os.path.basename(cp_path)}: the add action is invalid: "), message
-    assert needle in message
-    with pytest.raises(CorruptCheckpointError):
-        DeltaTable(path).snapshot()
-    assert fingerprint(path) == before
+    assert_checkpoint_refused(path, cp_path, "add", needle)
 
 
 def test_a_checkpoint_with_a_malformed_descriptor_is_skipped_when_the_commits_rebuild_the_version(tmp_path):
@@ -179,17 +172,10 @@ def test_a_checkpoint_with_a_malformed_descriptor_is_skipped_when_the_commits_re
 
 
 def test_the_per_line_path_and_the_arrow_path_agree(tmp_path, monkeypatch):
-    import deltalog.log.snapshot as snapshot_module
-
     path = str(tmp_path / "t")
     base_table(path)
     edit_action(path, "add", put_dv(MALFORMED["u too short for its UUID"][0]))
-    with pytest.raises(CorruptLogError) as arrow:
-        DeltaTable(path).snapshot()
-    monkeypatch.setattr(snapshot_module, "_replay_commits_arrow", lambda contents: None)
-    with pytest.raises(CorruptLogError) as per_line:
-        DeltaTable(path).snapshot()
-    assert str(arrow.value) == str(per_line.value)
+    assert "too short to end in a Z85-encoded UUID" in assert_replay_paths_agree(path, monkeypatch)
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,15 @@ import os
 
 import pytest
 
-from corrupt_log_helpers import base_table, checkpointed, edit_action, fingerprint, refusals, rewrite_checkpoint_field
+from corrupt_log_helpers import (
+    assert_checkpoint_refused,
+    base_table,
+    checkpointed,
+    edit_action,
+    fingerprint,
+    refusals,
+    rewrite_checkpoint_field,
+)
 from deltalog import DeltaTable
 from deltalog.compaction import compact
 from deltalog.errors import OperationRefusedError
@@ -25,12 +33,7 @@ def test_an_add_without_a_size_in_the_only_checkpoint_stops_every_command(tmp_pa
     path = str(tmp_path / "t")
     cp_path = checkpointed(path, drop_commits=True)
     rewrite_checkpoint_field(cp_path, "add", "size", None)
-    before = fingerprint(path)
-    messages = refusals(path)
-    assert len(set(messages.values())) == 1, messages
-    message = next(iter(messages.values()))
-    assert message.startswith(f"checkpoint {os.path.basename(cp_path)}: the add action is invalid: no integer 'size'")
-    assert fingerprint(path) == before
+    assert_checkpoint_refused(path, cp_path, "add", "no integer 'size'")
 
 
 def test_a_negative_size_stops_every_command(tmp_path):

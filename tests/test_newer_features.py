@@ -31,29 +31,14 @@ from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.vacuuming import vacuum
-
-
-def _write(path: str, version: int, actions: list[dict]) -> None:
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "w") as fh:
-        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
-
-
-def _field(name: str, t: str) -> dict:
-    return {"name": name, "type": t, "nullable": True, "metadata": {}}
+from handmade_logs import add_action, field, metadata_action, write_commit
 
 
 def table_with(
     path: str, fields: list[dict], partition_by: list[str], protocol: dict, config: dict | None = None
 ) -> None:
-    os.makedirs(os.path.join(path, "_delta_log"))
-    meta = {
-        "id": str(uuid.uuid4()),
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps({"type": "struct", "fields": fields}),
-        "partitionColumns": partition_by,
-        "configuration": config or {},
-    }
-    _write(path, 0, [{"commitInfo": {"operation": "CREATE TABLE"}}, {"protocol": protocol}, {"metaData": meta}])
+    create = {"commitInfo": {"operation": "CREATE TABLE"}}
+    write_commit(path, 0, [create, {"protocol": protocol}, metadata_action(fields, partition_by, config)])
 
 
 MATERIALIZE = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["materializePartitionColumns"]}
@@ -62,9 +47,7 @@ PLAIN = {"minReaderVersion": 1, "minWriterVersion": 2}
 
 def partitioned(path: str, protocol: dict, config: dict | None = None, materialized_inputs: bool = True) -> None:
     """(part, id, v) partitioned by part; two commits of one file per partition, partition column in the files."""
-    table_with(
-        path, [_field("part", "string"), _field("id", "long"), _field("v", "double")], ["part"], protocol, config
-    )
+    table_with(path, [field("part", "string"), field("id", "long"), field("v", "double")], ["part"], protocol, config)
     for version in (1, 2):
         actions: list[dict] = [{"commitInfo": {"operation": "WRITE"}}]
         for p in ("p0", "p1"):
@@ -75,11 +58,9 @@ def partitioned(path: str, protocol: dict, config: dict | None = None, materiali
             if materialized_inputs:
                 data["part"] = pa.array([p] * 3)
             pq.write_table(pa.table(data), os.path.join(path, rel))
-            size = os.path.getsize(os.path.join(path, rel))
             stats = {"numRecords": 3, "minValues": {"id": ids[0]}, "maxValues": {"id": ids[-1]}, "nullCount": {"id": 0}}
-            add = {"path": rel, "partitionValues": {"part": p}, "size": size, "modificationTime": 1, "dataChange": True}
-            actions.append({"add": {**add, "stats": json.dumps(stats)}})
-        _write(path, version, actions)
+            actions.append(add_action(path, rel, stats, partitionValues={"part": p}))
+        write_commit(path, version, actions)
 
 
 def rows(path: str) -> list[tuple]:
@@ -147,9 +128,9 @@ POINT = bytes.fromhex("0101000000000000000000F03F0000000000000040")  # WKB POINT
 
 
 def geo_table(path: str, geo: bool = True) -> None:
-    fields = [_field("id", "long")]
+    fields = [field("id", "long")]
     if geo:
-        fields += [_field("g", "geometry(OGC:CRS84)"), _field("h", "geography(OGC:CRS84, SPHERICAL)")]
+        fields += [field("g", "geometry(OGC:CRS84)"), field("h", "geography(OGC:CRS84, SPHERICAL)")]
     table_with(path, fields, [], GEO)
     for version in (1, 2):
         rel = f"part-{uuid.uuid4().hex}.parquet"
@@ -158,9 +139,7 @@ def geo_table(path: str, geo: bool = True) -> None:
             data |= {"g": pa.array([POINT]), "h": pa.array([POINT])}
         pq.write_table(pa.table(data), os.path.join(path, rel))
         stats = {"numRecords": 1, "minValues": {"id": version}, "maxValues": {"id": version}, "nullCount": {"id": 0}}
-        size = os.path.getsize(os.path.join(path, rel))
-        add = {"path": rel, "partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": True}
-        _write(path, version, [{"commitInfo": {}}, {"add": {**add, "stats": json.dumps(stats)}}])
+        write_commit(path, version, [{"commitInfo": {}}, add_action(path, rel, stats)])
 
 
 def test_a_geospatial_table_is_read_and_maintained_without_writing_data(tmp_path):

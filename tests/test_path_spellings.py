@@ -10,7 +10,6 @@ in everything built on them (checkpoint, compaction, vacuum).
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from urllib.parse import quote
@@ -27,6 +26,7 @@ from deltalog.commit.transaction import Transaction
 from deltalog.log.replay import canonical_paths, file_keys
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.protocol.log_paths import canonical_path
+from handmade_logs import add_action, write_commit
 from helpers import make_table
 
 # --- the rule, case by case (Delta Spark: CanonicalPathFunction, then java.net.URI equality) ------------
@@ -82,11 +82,6 @@ def test_the_vectorised_form_is_the_scalar_one(parts):
 # --- a log that adds one spelling and removes another ---------------------------------------------------
 
 
-def _write(path: str, version: int, actions: list[dict]) -> None:
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "w") as fh:
-        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
-
-
 def _put(root: str, rel: str, ids: list[int]) -> int:
     full = os.path.join(root, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -96,31 +91,31 @@ def _put(root: str, rel: str, ids: list[int]) -> int:
 
 def spelled(root: str, rel: str, how: str) -> str:
     encoded = quote(f"{root}/{rel}", safe="/@")
-    return {
-        "bare": encoded,
-        "file:": f"file:{encoded}",
-        "file://": f"file://{encoded}",
-    }[how]
+    return {"bare": encoded, "file:": f"file:{encoded}", "file://": f"file://{encoded}"}[how]
+
+
+def added(root: str, rel: str, ids: list[int], how: str | None = None) -> dict:
+    """Write ``rel`` holding ``ids``; its add action, the path spelled ``how`` (absolute) or as is (None)."""
+    _put(root, rel, ids)
+    action = add_action(root, rel)
+    if how is not None:
+        action["add"]["path"] = spelled(root, rel, how)
+    return action
+
+
+def removed(root: str, rel: str, how: str) -> dict:
+    return {"remove": {"path": spelled(root, rel, how), "deletionTimestamp": 2, "dataChange": True}}
 
 
 def two_spellings(path: str, add_as: str, remove_as: str, rel: str = "with space/p@#h.parquet") -> None:
     """v1 adds ``rel`` (absolute, spelled ``add_as``) and a relative file; v2 removes ``rel`` spelled ``remove_as``."""
     make_table(path)
-    size = _put(path, rel, [1, 2])
-    keep_size = _put(path, "keep.parquet", [3])
-    add = {"path": spelled(path, rel, add_as), "partitionValues": {}, "size": size, "modificationTime": 1}
-    keep = {"path": "keep.parquet", "partitionValues": {}, "size": keep_size, "modificationTime": 1}
-    _write(
+    write_commit(
         path,
         1,
-        [
-            {"commitInfo": {"operation": "WRITE"}},
-            {"add": {**add, "dataChange": True}},
-            {"add": {**keep, "dataChange": True}},
-        ],
+        [{"commitInfo": {"operation": "WRITE"}}, added(path, rel, [1, 2], add_as), added(path, "keep.parquet", [3])],
     )
-    remove = {"path": spelled(path, rel, remove_as), "deletionTimestamp": 2, "dataChange": True}
-    _write(path, 2, [{"commitInfo": {"operation": "DELETE"}}, {"remove": remove}])
+    write_commit(path, 2, [{"commitInfo": {"operation": "DELETE"}}, removed(path, rel, remove_as)])
 
 
 PAIRS = [("bare", "file:"), ("bare", "file://"), ("file:", "bare"), ("file://", "file:"), ("file:", "file://")]
@@ -157,27 +152,20 @@ def test_a_remove_after_a_checkpoint_matches_the_checkpoints_add_spelled_otherwi
     path = str(tmp_path / "t")
     make_table(path)
     rel = "with space/p@#h.parquet"
-    size = _put(path, rel, [1])
-    add = {"path": spelled(path, rel, "file:"), "partitionValues": {}, "size": size, "modificationTime": 1}
-    _write(path, 1, [{"commitInfo": {}}, {"add": {**add, "dataChange": True}}])
+    write_commit(path, 1, [{"commitInfo": {}}, added(path, rel, [1], "file:")])
     create_checkpoint(DeltaTable(path))
-    remove = {"path": spelled(path, rel, "bare"), "deletionTimestamp": 2, "dataChange": True}
-    _write(path, 2, [{"commitInfo": {}}, {"remove": remove}])
+    write_commit(path, 2, [{"commitInfo": {}}, removed(path, rel, "bare")])
     assert DeltaTable(path).snapshot().num_files == 0
 
 
 def test_a_concurrent_remove_spelled_otherwise_conflicts_with_what_we_read(tmp_path):
     path = str(tmp_path / "t")
     make_table(path)
-    rel = "x.parquet"
-    size = _put(path, rel, [1])
-    add = {"path": spelled(path, rel, "bare"), "partitionValues": {}, "size": size, "modificationTime": 1}
-    _write(path, 1, [{"commitInfo": {}}, {"add": {**add, "dataChange": True}}])
+    write_commit(path, 1, [{"commitInfo": {}}, added(path, "x.parquet", [1], "bare")])
     t = DeltaTable(path)
     txn = Transaction(t.storage, t.snapshot(), operation="DELETE", run_hooks=False)
     txn.read_files(txn.snapshot.file_paths())  # spelled as the add spells it
-    remove = {"path": spelled(path, rel, "file://"), "deletionTimestamp": 2, "dataChange": True}
-    _write(path, 2, [{"commitInfo": {"operation": "DELETE"}}, {"remove": remove}])
+    write_commit(path, 2, [{"commitInfo": {"operation": "DELETE"}}, removed(path, "x.parquet", "file://")])
     new = _put(path, "y.parquet", [2])
     txn.add([{"path": "y.parquet", "partitionValues": {}, "size": new, "modificationTime": 1, "dataChange": True}])
     with pytest.raises(ConcurrentDeleteReadError):
@@ -189,11 +177,9 @@ def test_compaction_does_not_rewrite_the_removed_file(tmp_path):
 
     path = str(tmp_path / "t")
     two_spellings(path, "bare", "file:")
-    _put(path, "keep2.parquet", [4])
     t = DeltaTable(path)
     txn = Transaction(t.storage, t.snapshot(), operation="WRITE", run_hooks=False)
-    size = os.path.getsize(os.path.join(path, "keep2.parquet"))
-    txn.add([{"path": "keep2.parquet", "partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": True}])
+    txn.add([added(path, "keep2.parquet", [4])["add"]])
     txn.commit()
     compact(path, target_size=1 << 20)
     snap = DeltaTable(path).snapshot()

@@ -25,19 +25,9 @@ from corrupt_log_helpers import api_commands, base_table, edit_action, fingerpri
 from deltalog import DeltaTable
 from deltalog.errors import CorruptLogError
 from deltalog.log_maintenance import create_checkpoint
+from handmade_logs import add_action, field, metadata_action, write_commit
 
-SCHEMA = {
-    "type": "struct",
-    "fields": [
-        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-        {"name": "s", "type": "string", "nullable": True, "metadata": {}},
-    ],
-}
-
-
-def _write_commit(path: str, version: int, actions: list[dict]) -> None:
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "w") as fh:
-        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
+FIELDS = [field("id", "long"), field("s", "string")]
 
 
 def _data_file(path: str, start: int) -> dict:
@@ -45,45 +35,20 @@ def _data_file(path: str, start: int) -> dict:
     pq.write_table(
         pa.table({"id": pa.array(range(start, start + 3), pa.int64()), "s": ["x", "y", "z"]}), f"{path}/{name}"
     )
-    st = os.stat(f"{path}/{name}")
     stats = {"numRecords": 3, "minValues": {"id": start, "s": "x"}, "maxValues": {"id": start + 2, "s": "z"}}
-    stats["nullCount"] = {"id": 0, "s": 0}
-    return {
-        "add": {
-            "path": name,
-            "partitionValues": {},
-            "size": st.st_size,
-            "modificationTime": int(st.st_mtime * 1000),
-            "dataChange": True,
-            "stats": json.dumps(stats),
-        }
-    }
+    return add_action(path, name, {**stats, "nullCount": {"id": 0, "s": 0}})
 
 
 def placeholder_table(path: str) -> None:
     """v0: protocol + a metaData with a null schemaString; v1: the full metaData; v2, v3: appends."""
-    os.makedirs(os.path.join(path, "_delta_log"))
     table_id = str(uuid.uuid4())
-    meta = {
-        "id": table_id,
-        "format": {"provider": "parquet", "options": {}},
-        "partitionColumns": [],
-        "configuration": {},
-    }
     info = {"commitInfo": {"timestamp": 1, "operation": "CREATE TABLE"}}
-    _write_commit(
-        path,
-        0,
-        [
-            info,
-            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {"metaData": {**meta, "schemaString": None}},
-        ],
-    )
-    full = {**meta, "schemaString": json.dumps(SCHEMA), "createdTime": 1}
-    _write_commit(path, 1, [{"commitInfo": {"timestamp": 2, "operation": "CHANGE COLUMN"}}, {"metaData": full}])
-    _write_commit(path, 2, [{"commitInfo": {"timestamp": 3, "operation": "WRITE"}}, _data_file(path, 0)])
-    _write_commit(path, 3, [{"commitInfo": {"timestamp": 4, "operation": "WRITE"}}, _data_file(path, 3)])
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    write_commit(path, 0, [info, protocol, metadata_action(None, table_id=table_id)])
+    change = {"commitInfo": {"timestamp": 2, "operation": "CHANGE COLUMN"}}
+    write_commit(path, 1, [change, metadata_action(FIELDS, table_id=table_id)])
+    write_commit(path, 2, [{"commitInfo": {"timestamp": 3, "operation": "WRITE"}}, _data_file(path, 0)])
+    write_commit(path, 3, [{"commitInfo": {"timestamp": 4, "operation": "WRITE"}}, _data_file(path, 3)])
 
 
 def ids(path: str, version: int | None = None) -> list[int]:

@@ -27,19 +27,10 @@ from deltalog.ingest import commit_request
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.protocol.schema import void_write_problem
 from deltalog.vacuuming import vacuum
-
-
-def field(name: str, t) -> dict:
-    return {"name": name, "type": t, "nullable": True, "metadata": {}}
-
+from handmade_logs import add_action, field, metadata_action, write_commit
 
 NESTED = {"type": "struct", "fields": [field("a", "long"), field("v", "void")]}
 SCHEMA = {"type": "struct", "fields": [field("id", "long"), field("nothing", "void"), field("s", NESTED)]}
-
-
-def _write(path: str, version: int, actions: list[dict]) -> None:
-    with open(os.path.join(path, "_delta_log", f"{version:020d}.json"), "w") as fh:
-        fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
 
 
 def _file(path: str, ids: list[int]) -> dict:
@@ -49,35 +40,18 @@ def _file(path: str, ids: list[int]) -> dict:
         {"id": pa.array(ids, pa.int64()), "s": pa.array([{"a": i} for i in ids], pa.struct([("a", pa.int64())]))}
     )
     pq.write_table(data, os.path.join(path, name))
-    stats = {"numRecords": len(ids), "nullCount": {"id": 0, "nothing": len(ids), "s": {"a": 0, "v": len(ids)}}}
-    size = os.path.getsize(os.path.join(path, name))
-    return {
-        "add": {
-            "path": name,
-            "partitionValues": {},
-            "size": size,
-            "modificationTime": 1,
-            "dataChange": True,
-            "stats": json.dumps(stats),
-        }
-    }
+    nulls = {"id": 0, "nothing": len(ids), "s": {"a": 0, "v": len(ids)}}
+    return add_action(path, name, {"numRecords": len(ids), "nullCount": nulls})
 
 
 def void_table(path: str, schema: dict = SCHEMA, files: int = 2) -> None:
-    os.makedirs(os.path.join(path, "_delta_log"))
-    meta = {
-        "id": str(uuid.uuid4()),
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(schema),
-        "partitionColumns": [],
-        "configuration": {},
-    }
-    _write(path, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": meta}])
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    write_commit(path, 0, [protocol, metadata_action(schema["fields"])])
     for v in range(1, files + 1):
         actions = [{"commitInfo": {"operation": "WRITE"}}]
         if schema is SCHEMA:
             actions.append(_file(path, [3 * v, 3 * v + 1, 3 * v + 2]))
-        _write(path, v, actions)
+        write_commit(path, v, actions)
 
 
 def test_void_columns_read_as_null_columns(tmp_path):
@@ -105,9 +79,11 @@ def test_compaction_keeps_void_columns_out_of_its_files_and_the_rows_read_the_sa
 def test_log_maintenance_and_vacuum_work_on_void_tables(tmp_path):
     path = str(tmp_path / "t")
     void_table(path)
-    create_checkpoint(DeltaTable(path))
-    compact(path, target_size=1 << 20)
-    vacuum(path, retention_hours=0, allow_short_retention=True)
+    checkpoint = create_checkpoint(DeltaTable(path))
+    assert checkpoint.version == 2 and checkpoint.num_add_files == 2
+    assert len(compact(path, target_size=1 << 20).committed_bins) == 1
+    deleted = vacuum(path, retention_hours=0, allow_short_retention=True)
+    assert deleted.num_deleted_files == 2  # the two files compaction replaced
     assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(3, 9))
 
 
