@@ -198,7 +198,7 @@ def test_delta_spark_reads_the_same_latest_version_before_and_after_our_maintena
     path = str(tmp_path / "t")
     placeholder_table(path)
     read = lambda: sorted(r.id for r in delta_spark.read.format("delta").load(path).collect())  # noqa: E731
-    assert read() == ids(path) == list(range(6))
+    assert read() == list(range(6))  # Delta Spark reads the latest version (deltalake 1.6 refuses the placeholder)
     create_checkpoint(DeltaTable(path))
     compact(path, target_size=1 << 20)
     assert read() == ids(path) == list(range(6))
