@@ -6,8 +6,8 @@ published to ``_delta_log``; some lie as staged commits under
 version, and ``--version 2`` said the version does not exist. Now the snapshot and
 health results carry a warning (also on stderr) naming the catalog and the staged
 commits, a version past the published ones is refused naming the catalog, writes and
-maintenance are refused as the feature table says, and a checkpoint of a published
-version, which PROTOCOL.md allows, is written.
+maintenance (checkpoints included) are refused as the feature table says, nothing
+written.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_a_table_that_is_not_catalog_managed_has_no_warning(tmp_path):
     assert "catalog" not in str(info.value)
 
 
-def test_writes_and_maintenance_are_refused_naming_the_catalog_and_a_checkpoint_is_written(tmp_path):
+def test_writes_and_maintenance_are_refused_naming_the_catalog(tmp_path):
     from deltalog.compaction import compact
     from deltalog.ingest import commit_request
     from deltalog.log_maintenance.log_cleanup import cleanup_log
@@ -122,12 +122,9 @@ def test_writes_and_maintenance_are_refused_naming_the_catalog_and_a_checkpoint_
         "commit": lambda: commit_request(path, {"add": [{"path": "part-2.parquet"}]}),
         "cleanup-log": lambda: cleanup_log(path),
         "manifest": lambda: generate_manifest(path),
+        "checkpoint": lambda: create_checkpoint(DeltaTable(path)),
     }
     for run in refused.values():
         with pytest.raises(UnsupportedProtocolError, match=r"catalog-managed .*Unity Catalog \(table id t-123\)"):
             run()
     assert fingerprint(path) == before
-    result = create_checkpoint(DeltaTable(path))
-    assert result.version == 1 and any("catalog-managed" in w for w in result.warnings)
-    snap = DeltaTable(path).snapshot()
-    assert snap.segment.checkpoint is not None and snap.file_paths() == ["part-1.parquet"]

@@ -290,11 +290,6 @@ FEATURES: dict[str, Feature] = _with_previews(
                 "has not published yet are not seen; a version past the published ones is refused naming the "
                 "catalog"
             ),
-            checkpoint=Cell(
-                SUPPORTED,
-                "checkpoints a published version (deltalog sees no other), the maintenance PROTOCOL.md allows on "
-                "catalog-managed tables without the catalog's permission; the result carries the snapshot's warning",
-            ),
         ),
         # --- writer-only features ---------------------------------------------------------
         _feature(
