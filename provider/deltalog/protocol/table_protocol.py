@@ -14,7 +14,14 @@ from deltalog.errors import UnsupportedProtocolError
 from deltalog.protocol.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
 from deltalog.protocol.schema import geospatial_columns
 
-__all__ = ["FeatureRequirements", "Protocol", "check_readable", "check_writable", "refuse_geospatial_writes"]
+__all__ = [
+    "FeatureRequirements",
+    "Protocol",
+    "check_readable",
+    "check_writable",
+    "commit_coordinator",
+    "refuse_geospatial_writes",
+]
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
