@@ -11,6 +11,7 @@ in everything built on them (checkpoint, compaction, vacuum).
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from urllib.parse import quote
 
@@ -192,6 +193,12 @@ def test_vacuum_deletes_the_expired_file_under_any_spelling(tmp_path):
 
     path = str(tmp_path / "t")
     two_spellings(path, "bare", "file://")
+    # Everything a minute old: commits written within one clock tick get times a millisecond
+    # apart (made monotonic), which may put v2 after a cutoff taken at once.
+    minute_ago = time.time() - 60
+    for folder, _, names in os.walk(path):
+        for name in names:
+            os.utime(os.path.join(folder, name), (minute_ago, minute_ago))
     dry = vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True)
     assert dry.plan.files.column("path").to_pylist() == ["with space/p@#h.parquet"]
 
