@@ -2,7 +2,8 @@
 
 Each case is one a command used to take as it came and fail on halfway, or carry
 into what it writes: an add without a size in a checkpoint (commits already refused
-it), a negative size, and a partition value that files carrying their partition
+it), a negative size, an empty path (the empty URI names the table root: a reader took
+the whole table for one file, and compaction read it so), and a partition value that files carrying their partition
 columns cannot hold (compaction failed that bin after committing the others). Each is
 now one clear error before anything is written.
 """
@@ -16,6 +17,7 @@ import pytest
 
 from corrupt_log_helpers import (
     assert_checkpoint_refused,
+    assert_replay_paths_agree,
     base_table,
     checkpointed,
     edit_action,
@@ -26,6 +28,7 @@ from corrupt_log_helpers import (
 from deltalog import DeltaTable
 from deltalog.compaction import compact
 from deltalog.errors import OperationRefusedError
+from handmade_logs import write_commit
 from test_newer_features import MATERIALIZE, partitioned
 
 
@@ -48,6 +51,36 @@ def test_a_negative_size_stops_every_command(tmp_path):
         iter(messages.values())
     )
     assert fingerprint(path) == before
+
+
+def test_an_add_with_an_empty_path_stops_every_command(tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    base_table(path)
+    name, lineno = edit_action(path, "add", lambda b: b.update(path=""))
+    before = fingerprint(path)
+    messages = refusals(path)
+    expected = f"{name}: line {lineno}: the add action is invalid: an empty 'path' names no file"
+    assert all(expected in m for m in messages.values()), messages
+    assert assert_replay_paths_agree(path, monkeypatch) == expected
+    assert fingerprint(path) == before
+
+
+def test_a_remove_with_an_empty_path_stops_every_command(tmp_path):
+    path = str(tmp_path / "t")
+    base_table(path)
+    write_commit(path, 4, [{"commitInfo": {}}, {"remove": {"path": "", "deletionTimestamp": 1, "dataChange": True}}])
+    before = fingerprint(path)
+    messages = refusals(path)
+    expected = f"{4:020d}.json: line 2: the remove action is invalid: an empty 'path' names no file"
+    assert all(expected in m for m in messages.values()), messages
+    assert fingerprint(path) == before
+
+
+def test_an_add_with_an_empty_path_in_the_only_checkpoint_stops_every_command(tmp_path):
+    path = str(tmp_path / "t")
+    cp_path = checkpointed(path, drop_commits=True)
+    rewrite_checkpoint_field(cp_path, "add", "path", "")
+    assert_checkpoint_refused(path, cp_path, "add", "an empty 'path' names no file")
 
 
 def test_a_partition_value_the_materialized_column_cannot_hold_refuses_compaction_before_writing(tmp_path):

@@ -15,7 +15,8 @@ of the log for their types only, like Delta's own readers.
 
 File actions (add, remove) are typed by their Arrow schema when read; what a type cannot
 say is checked here, per line (:func:`check_file_action`) or vectorised over a table of
-them (:func:`check_file_table`): a non-negative ``size``, and a deletion-vector descriptor
+them (:func:`check_file_table`): a non-empty ``path`` (the empty URI is the table root), a
+non-negative ``size``, and a deletion-vector descriptor
 of PROTOCOL.md's shape (:func:`deltalog.protocol.deletion_vectors.descriptor_problem`).
 A malformed descriptor used to load as a valid snapshot and fail compaction at the bin
 holding its file, after the other bins had committed.
@@ -273,6 +274,9 @@ def check_action(kind: str, action: dict[str, Any], where: str, error: _Error = 
 def file_action_problem(kind: str, action: dict[str, Any]) -> str | None:
     """What makes an add/remove invalid beyond its field types (a sentence naming the file), or None."""
     path = action.get("path")
+    if path == "":
+        # An empty URI names the table root: a reader would take the whole table for one file.
+        return "an empty 'path' names no file"
     size = action.get("size")
     if kind == "add" and "size" in action:  # an add lacking the key: refused by the replay itself
         if not _is_int(size):
@@ -310,10 +314,14 @@ def first_file_problem(kind: str, table: pa.Table | pa.StructArray | pa.ChunkedA
     if len(table) == 0:
         return None
     suspect = None
+    path = _column(table, "path")
+    if path is not None and len(path) > path.null_count and pc.min(pc.utf8_length(path)).as_py() == 0:
+        suspect = pc.equal(pc.utf8_length(path), 0)
     size = _column(table, "size")
     # A reader that projects the columns away (size, stats) has those checks skipped, not failed.
     if kind == "add" and size is not None and (size.null_count or pc.min(size).as_py() < 0):
-        suspect = pc.less(pc.fill_null(size, int_scalar(-1)), int_scalar(0))
+        small = pc.less(pc.fill_null(size, int_scalar(-1)), int_scalar(0))
+        suspect = small if suspect is None else pc.or_(suspect, small)
     dv = _column(table, "deletionVector")
     if dv is not None and dv.null_count < len(dv):
         flagged = suspect_descriptors(dv, _column(table, "stats"))

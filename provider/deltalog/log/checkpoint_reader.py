@@ -183,7 +183,7 @@ def _groups_holding(metadata: pq.FileMetaData, kinds: list[str]) -> list[int]:
 # --- the file actions' checks, without replaying them ---------------------------------------
 
 #: What a file-action line must hold for the checks beyond its types to have anything to say.
-_FILE_CHECK_NEEDED = re.compile(rb'"deletionVector"\s*:\s*(?!null)|"size"\s*:\s*-')
+_FILE_CHECK_NEEDED = re.compile(rb'"deletionVector"\s*:\s*(?!null)|"size"\s*:\s*-|"path"\s*:\s*""')
 
 
 def check_file_actions(storage: Storage, segment: LogSegment) -> None:
@@ -191,8 +191,8 @@ def check_file_actions(storage: Storage, segment: LogSegment) -> None:
 
     Log cleanup reads no file action, yet it must refuse the log every other command
     refuses (and never delete the commits an unreadable checkpoint would need): the few
-    lines that carry a deletion vector or a negative size are parsed and checked, newest
-    first like the snapshot, and the checkpoint's ``deletionVector`` and ``size`` columns
+    lines that carry a deletion vector, a negative size or an empty path are parsed and
+    checked, newest first like the snapshot, and the checkpoint's ``path``, ``deletionVector`` and ``size`` columns
     (its ``stats`` only in row groups that hold deletion vectors) are checked vectorised.
     """
     contents = read_commit_files(storage, segment.commits)
@@ -239,7 +239,7 @@ def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str) -> 
         for c in (f"{kind}.path", f"{kind}.size", f"{kind}.deletionVector")
         if any(p == c or p.startswith(c + ".") for p in paths)
     ]
-    if f"{kind}.path" not in wanted or len(wanted) == 1:
+    if f"{kind}.path" not in wanted:
         return
     for g in range(pf.metadata.num_row_groups):
         group = pf.metadata.row_group(g)
