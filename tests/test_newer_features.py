@@ -6,9 +6,10 @@ partition columns: compaction writes them after the data columns (as Delta Spark
 does, no statistics for them), a commit request's file must carry them, and
 ``delta.writePartitionColumnsToParquet=true`` asks the same without the feature.
 ``geospatial`` (reader-writer, Delta Spark's geometry/geography types): reads, checkpoints,
-log cleanup, vacuum and manifests work without understanding the type; writing data files
-for a schema with such columns is refused with the reason (pyarrow would drop the Parquet
-GEOMETRY/GEOGRAPHY logical type). Delta Spark 4.4 writes both: the spark tests build them.
+log cleanup, vacuum and manifests work without understanding the type; local compaction
+rewrites top-level such columns with the Parquet GEOMETRY/GEOGRAPHY logical type of the
+column's Delta type (pyarrow's geoarrow.wkb extension); nested ones, the Spark engine and
+commit requests are refused with the reason. Delta Spark 4.4 writes both: the spark tests build them.
 """
 
 from __future__ import annotations
@@ -154,18 +155,49 @@ def test_a_geospatial_table_is_read_and_maintained_without_writing_data(tmp_path
     assert DeltaTable(path).snapshot().segment.checkpoint is not None
 
 
-def test_writing_geospatial_columns_is_refused_with_the_reason(tmp_path):
+def test_local_compaction_keeps_geometry_and_geography_annotated(tmp_path):
+    path = str(tmp_path / "t")
+    geo_table(path)  # inputs written as plain binary: the output takes the logical type from the table schema
+    result = compact(path, target_size=1 << 20)
+    assert result.ok and len(result.committed_bins) == 1, result.to_dict()
+    (add,) = DeltaTable(path).snapshot().files.to_pylist()
+    pf = pq.ParquetFile(os.path.join(path, add["path"]))
+    schema = pf.schema
+    types = {schema.column(i).name: str(schema.column(i).logical_type) for i in range(len(schema))}
+    assert types["g"].startswith("Geometry(") and types["h"] == "Geography(crs=, algorithm=spherical)", types
+    table = pf.read()
+    assert table.column("g").to_pylist() == [POINT, POINT] and table.column("h").to_pylist() == [POINT, POINT]
+    stats = json.loads(add["stats"])
+    # No bounds for WKB, as Delta Spark; pyarrow writes no null count for these columns, so none is claimed.
+    assert stats["numRecords"] == 2 and set(stats["minValues"]) == set(stats["nullCount"]) == {"id"}
+
+
+def test_writing_geospatial_columns_elsewhere_is_refused_with_the_reason(tmp_path):
     path = str(tmp_path / "t")
     geo_table(path)
     pq.write_table(pa.table({"id": pa.array([9], pa.int64())}), os.path.join(path, "new.parquet"))
     before = fingerprint(path)
     for run in (
-        lambda: compact(path),
         lambda: compact(path, engine="spark"),
         lambda: commit_request(path, {"add": [{"path": "new.parquet"}]}),
     ):
-        with pytest.raises(UnsupportedProtocolError, match="column 'g' is a geospatial column, and pyarrow reads"):
+        with pytest.raises(UnsupportedProtocolError, match="column 'g' is a geospatial column; refused while"):
             run()
+    assert fingerprint(path) == before
+
+
+def test_a_nested_geospatial_column_refuses_local_compaction(tmp_path):
+    path = str(tmp_path / "t")
+    nested = {"type": "struct", "fields": [field("g", "geometry(OGC:CRS84)")]}
+    table_with(path, [field("id", "long"), field("s", nested)], [], GEO)
+    for version in (1, 2):
+        rel = f"part-{version}.parquet"
+        s = pa.array([{"g": POINT}], pa.struct([pa.field("g", pa.binary())]))
+        pq.write_table(pa.table({"id": pa.array([version], pa.int64()), "s": s}), os.path.join(path, rel))
+        write_commit(path, version, [{"commitInfo": {}}, add_action(path, rel, {"numRecords": 1})])
+    before = fingerprint(path)
+    with pytest.raises(UnsupportedProtocolError, match="column 's.g' is a geospatial column inside a struct"):
+        compact(path, target_size=1 << 20)
     assert fingerprint(path) == before
 
 

@@ -91,6 +91,13 @@ def test_geospatial_table_read_checkpointed_and_vacuumed_by_us(tmp_path, delta_s
         vacuum(path, retention_hours=0, allow_short_retention=True)
         assert spark_rows(delta_spark, path, columns) == before
         with pytest.raises(UnsupportedProtocolError, match="geospatial column"):
-            compact(path, target_size=1 << 20)
+            compact(path, target_size=1 << 20, engine="spark")
+        # Local compaction: the new file keeps the GEOMETRY/GEOGRAPHY logical types Delta Spark reads.
+        delta_spark.sql(f"INSERT INTO {t} SELECT id, ST_GeomFromWKB({point}, 4326), NULL FROM range(6, 8)")
+        before = spark_rows(delta_spark, path, columns)
+        result = compact(path, target_size=1 << 20)
+        assert result.ok and len(result.committed_bins) == 1, result.to_dict()
+        assert DeltaTable(path).snapshot().num_files == 1
+        assert spark_rows(delta_spark, path, columns) == before
     finally:
         delta_spark.conf.unset(key)

@@ -511,7 +511,7 @@ def prepare_actions(
     md = snapshot.metadata
     check_iceberg_schema(md.schema_string, md.partition_columns, iceberg_compat_version(md.configuration))
     if request.add:
-        refuse_geospatial_writes(json.loads(md.schema_string), "add data files")
+        refuse_geospatial_writes(json.loads(md.schema_string), "add data files", Operation.COMMIT_REQUEST)
         void = void_write_problem(json.loads(md.schema_string))
         if void:
             raise OperationRefusedError(

@@ -359,7 +359,8 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
         raise OperationRefusedError(
             f"refusing to compact: {void}, and no data file can be written for such a schema (PROTOCOL.md 'Void Type')"
         )
-    refuse_geospatial_writes(schema, "compact")
+    # Engine None (a plan either engine may run): the local engine's rule; the engine is checked again.
+    refuse_geospatial_writes(schema, "compact", compaction_operation(engine or "local"))
     if engine is not None:
         check_writable(snapshot.protocol, "compact", compaction_operation(engine), config)
         return

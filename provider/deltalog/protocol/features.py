@@ -200,9 +200,14 @@ _MATERIALIZED = Cell(
     "for them (protocol_rfcs/materialize-partition-columns.md; delta.writePartitionColumnsToParquet=true does the same)",
 )
 _GEO_WRITE = _conditional(
-    "refused while the schema holds a geometry or geography column: pyarrow reads such a Parquet column as plain "
-    "binary and would write it back without its GEOMETRY/GEOGRAPHY logical type (CRS, edge algorithm), which Delta "
-    "Spark needs to read it; tables whose geospatial columns were dropped are written as any other"
+    "refused while the schema holds a geometry or geography column: a data file must carry the column's "
+    "GEOMETRY/GEOGRAPHY logical type (CRS, edge algorithm) for Delta Spark to read it, which only local compaction "
+    "writes; tables whose geospatial columns were dropped are written as any other"
+)
+_GEO_LOCAL = _conditional(
+    "top-level geometry and geography columns are rewritten as read (WKB), annotated with the GEOMETRY/GEOGRAPHY "
+    "logical type of the column's CRS and edges as Delta Spark writes them (pyarrow 21 or later, through the "
+    "geoarrow.wkb extension type); refused for such a column inside a struct, array or map, or with an older pyarrow"
 )
 
 #: Preview names Delta Spark wrote before a feature was ratified -> the ratified feature: the
@@ -274,7 +279,7 @@ FEATURES: dict[str, Feature] = _with_previews(
             "reader-writer",
             "geometry and geography columns (WKB in Parquet GEOMETRY/GEOGRAPHY columns)",
             commit_request=_GEO_WRITE,
-            compaction_local=_GEO_WRITE,
+            compaction_local=_GEO_LOCAL,
             compaction_spark=_GEO_WRITE,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,

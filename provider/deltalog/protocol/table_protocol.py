@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from deltalog.errors import UnsupportedProtocolError
 from deltalog.protocol.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
-from deltalog.protocol.schema import geospatial_columns
+from deltalog.protocol.geoarrow import geospatial_writes_supported
+from deltalog.protocol.schema import geospatial_columns, is_geospatial_type
 
 __all__ = [
     "FeatureRequirements",
@@ -173,17 +176,29 @@ def check_writable(
     )
 
 
-def refuse_geospatial_writes(schema: dict[str, Any], operation: str) -> None:
-    """Refuse to write data files for a schema with geometry/geography columns (the geospatial cells' condition)."""
+def refuse_geospatial_writes(schema: dict[str, Any], operation: str, feature_operation: Operation) -> None:
+    """Refuse to write data files for a schema with geometry/geography columns where ``feature_operation`` cannot.
+
+    Local compaction writes top-level ones (:mod:`deltalog.protocol.geoarrow`, pyarrow 21 or
+    later); nested ones, the Spark engine and commit requests stay refused (the geospatial cells).
+    """
     columns = geospatial_columns(schema)
-    if columns:
-        raise UnsupportedProtocolError(
-            f"refusing to {operation}: column {columns[0]!r} is a geospatial column, and "
-            + feature_cell("geospatial", Operation.COMPACTION_LOCAL).reason.removeprefix(
-                "refused while the schema holds a geometry or geography column: "
-            ),
-            ["geospatial"],
+    if not columns:
+        return
+    reason = feature_cell("geospatial", feature_operation).reason
+    if feature_operation is Operation.COMPACTION_LOCAL:
+        top = {f.get("name") for f in schema.get("fields") or [] if is_geospatial_type(f.get("type"))}
+        nested = [c for c in columns if c not in top]
+        if not nested and geospatial_writes_supported():
+            return
+        problem = (
+            f"column {nested[0]!r} is a geospatial column inside a struct, array or map"
+            if nested
+            else f"column {columns[0]!r} is a geospatial column and this pyarrow ({pa.__version__}) is older than 21"
         )
+    else:
+        problem = f"column {columns[0]!r} is a geospatial column"
+    raise UnsupportedProtocolError(f"refusing to {operation}: {problem}; {reason}", ["geospatial"])
 
 
 @dataclass
