@@ -15,8 +15,8 @@ of the log for their types only, like Delta's own readers.
 
 File actions (add, remove) are typed by their Arrow schema when read; what a type cannot
 say is checked here, per line (:func:`check_file_action`) or vectorised over a table of
-them (:func:`check_file_table`): a non-empty ``path`` (the empty URI is the table root), a
-non-negative ``size``, and a deletion-vector descriptor
+them (:func:`check_file_table`): a non-empty ``path`` without NUL (the empty URI is the table
+root; no storage accepts a NUL), a non-negative ``size``, and a deletion-vector descriptor
 of PROTOCOL.md's shape (:func:`deltalog.protocol.deletion_vectors.descriptor_problem`).
 A malformed descriptor used to load as a valid snapshot and fail compaction at the bin
 holding its file, after the other bins had committed.
@@ -277,6 +277,9 @@ def file_action_problem(kind: str, action: dict[str, Any]) -> str | None:
     if path == "":
         # An empty URI names the table root: a reader would take the whole table for one file.
         return "an empty 'path' names no file"
+    if isinstance(path, str) and "\x00" in path:
+        # No URI holds a NUL; every storage refuses it, so the file could never be read.
+        return f"a 'path' holding a NUL character names no file ({path!r})"
     size = action.get("size")
     if kind == "add" and "size" in action:  # an add lacking the key: refused by the replay itself
         if not _is_int(size):
@@ -315,8 +318,10 @@ def first_file_problem(kind: str, table: pa.Table | pa.StructArray | pa.ChunkedA
         return None
     suspect = None
     path = _column(table, "path")
-    if path is not None and len(path) > path.null_count and pc.min(pc.utf8_length(path)).as_py() == 0:
-        suspect = pc.equal(pc.utf8_length(path), 0)
+    if path is not None and len(path) > path.null_count:
+        unusable = pc.or_(pc.equal(pc.utf8_length(path), 0), pc.match_substring(path, "\x00"))
+        if pc.any(unusable).as_py():
+            suspect = unusable
     size = _column(table, "size")
     # A reader that projects the columns away (size, stats) has those checks skipped, not failed.
     if kind == "add" and size is not None and (size.null_count or pc.min(size).as_py() < 0):

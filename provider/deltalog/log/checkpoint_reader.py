@@ -183,7 +183,7 @@ def _groups_holding(metadata: pq.FileMetaData, kinds: list[str]) -> list[int]:
 # --- the file actions' checks, without replaying them ---------------------------------------
 
 #: What a file-action line must hold for the checks beyond its types to have anything to say.
-_FILE_CHECK_NEEDED = re.compile(rb'"deletionVector"\s*:\s*(?!null)|"size"\s*:\s*-|"path"\s*:\s*""')
+_FILE_CHECK_NEEDED = re.compile(rb'"deletionVector"\s*:\s*(?!null)|"size"\s*:\s*-|"path"\s*:\s*"(?:"|[^"]*\\u0000)')
 
 
 def check_file_actions(storage: Storage, segment: LogSegment) -> None:
@@ -191,7 +191,7 @@ def check_file_actions(storage: Storage, segment: LogSegment) -> None:
 
     Log cleanup reads no file action, yet it must refuse the log every other command
     refuses (and never delete the commits an unreadable checkpoint would need): the few
-    lines that carry a deletion vector, a negative size or an empty path are parsed and
+    lines that carry a deletion vector, a negative size or an empty (or NUL-holding) path are parsed and
     checked, newest first like the snapshot, and the checkpoint's ``path``, ``deletionVector`` and ``size`` columns
     (its ``stats`` only in row groups that hold deletion vectors) are checked vectorised.
     """
