@@ -319,7 +319,7 @@ def first_file_problem(kind: str, table: pa.Table | pa.StructArray | pa.ChunkedA
     suspect = None
     path = _column(table, "path")
     if path is not None and len(path) > path.null_count:
-        unusable = pc.or_(pc.equal(pc.utf8_length(path), 0), pc.match_substring(path, "\x00"))
+        unusable = pc.or_(pc.equal(pc.utf8_length(path), int_scalar(0)), pc.match_substring(path, "\x00"))
         if pc.any(unusable).as_py():
             suspect = unusable
     size = _column(table, "size")
