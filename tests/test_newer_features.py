@@ -8,8 +8,8 @@ does, no statistics for them), a commit request's file must carry them, and
 ``geospatial`` (reader-writer, Delta Spark's geometry/geography types): reads, checkpoints,
 log cleanup, vacuum and manifests work without understanding the type; local compaction
 rewrites top-level such columns with the Parquet GEOMETRY/GEOGRAPHY logical type of the
-column's Delta type (pyarrow's geoarrow.wkb extension); nested ones, the Spark engine and
-commit requests are refused with the reason. Delta Spark 4.4 writes both: the spark tests build them.
+column's Delta type (pyarrow's geoarrow.wkb extension); a commit request's file must carry
+that logical type (kind, CRS, edges); nested ones and the Spark engine are refused with the reason. Delta Spark 4.4 writes both: the spark tests build them.
 """
 
 from __future__ import annotations
@@ -172,17 +172,49 @@ def test_local_compaction_keeps_geometry_and_geography_annotated(tmp_path):
     assert stats["numRecords"] == 2 and set(stats["minValues"]) == set(stats["nullCount"]) == {"id"}
 
 
-def test_writing_geospatial_columns_elsewhere_is_refused_with_the_reason(tmp_path):
+def test_the_spark_engine_refuses_geospatial_columns_with_the_reason(tmp_path):
     path = str(tmp_path / "t")
     geo_table(path)
-    pq.write_table(pa.table({"id": pa.array([9], pa.int64())}), os.path.join(path, "new.parquet"))
     before = fingerprint(path)
-    for run in (
-        lambda: compact(path, engine="spark"),
-        lambda: commit_request(path, {"add": [{"path": "new.parquet"}]}),
-    ):
-        with pytest.raises(UnsupportedProtocolError, match="column 'g' is a geospatial column; refused while"):
-            run()
+    with pytest.raises(UnsupportedProtocolError, match="column 'g' is a geospatial column; refused while"):
+        compact(path, engine="spark")
+    assert fingerprint(path) == before
+
+
+def _geo_file(path: str, name: str, g_meta: bytes, h_meta: bytes, annotated: bool = True) -> None:
+    from deltalog.protocol import geoarrow
+
+    geoarrow.register()
+    g, h = pa.array([POINT]), pa.array([POINT])
+    if annotated:
+        g = pa.ExtensionArray.from_storage(geoarrow.WkbType(g_meta), g)
+        h = pa.ExtensionArray.from_storage(geoarrow.WkbType(h_meta), h)
+    pq.write_table(pa.table({"id": pa.array([9], pa.int64()), "g": g, "h": h}), os.path.join(path, name))
+
+
+def test_a_commit_request_adds_a_file_whose_geospatial_columns_carry_their_logical_type(tmp_path):
+    path = str(tmp_path / "t")
+    geo_table(path)
+    _geo_file(path, "new.parquet", b'{"crs":"OGC:CRS84"}', b'{"crs":"OGC:CRS84","edges":"spherical"}')
+    result = commit_request(path, {"add": [{"path": "new.parquet"}]})
+    assert result.version == 3 and "new.parquet" in DeltaTable(path).snapshot().file_paths()
+
+
+@pytest.mark.parametrize(
+    ("g_meta", "h_meta", "annotated", "found"),
+    [
+        (b"{}", b"{}", False, "column g is binary in the file but geometry(OGC:CRS84)"),
+        (b'{"crs":"OGC:CRS84"}', b'{"crs":"OGC:CRS84","edges":"planar"}', True, "column h is geometry(OGC:CRS84) in"),
+        (b'{"crs":"EPSG:3857"}', b'{"crs":"OGC:CRS84","edges":"spherical"}', True, "column g is geometry(EPSG:3857)"),
+    ],
+)
+def test_a_commit_request_file_without_the_columns_logical_type_is_refused(tmp_path, g_meta, h_meta, annotated, found):
+    path = str(tmp_path / "t")
+    geo_table(path)
+    _geo_file(path, "new.parquet", g_meta, h_meta, annotated)
+    before = fingerprint(path)
+    with pytest.raises(DataFileMismatchError, match=found.replace("(", r"\(").replace(")", r"\)")):
+        commit_request(path, {"add": [{"path": "new.parquet"}]})
     assert fingerprint(path) == before
 
 

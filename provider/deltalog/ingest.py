@@ -47,7 +47,7 @@ from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.isolation import ISOLATION_LEVELS
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value, describe_type
 from deltalog.protocol.schema import void_write_problem
-from deltalog.protocol.table_protocol import check_writable, refuse_geospatial_writes
+from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering, identity
@@ -511,7 +511,6 @@ def prepare_actions(
     md = snapshot.metadata
     check_iceberg_schema(md.schema_string, md.partition_columns, iceberg_compat_version(md.configuration))
     if request.add:
-        refuse_geospatial_writes(json.loads(md.schema_string), "add data files", Operation.COMMIT_REQUEST)
         void = void_write_problem(json.loads(md.schema_string))
         if void:
             raise OperationRefusedError(

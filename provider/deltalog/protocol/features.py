@@ -199,10 +199,10 @@ _MATERIALIZED = Cell(
     "new files carry the partition columns after the data columns, as Delta Spark writes them, with no statistics "
     "for them (protocol_rfcs/materialize-partition-columns.md; delta.writePartitionColumnsToParquet=true does the same)",
 )
-_GEO_WRITE = _conditional(
-    "refused while the schema holds a geometry or geography column: a data file must carry the column's "
-    "GEOMETRY/GEOGRAPHY logical type (CRS, edge algorithm) for Delta Spark to read it, which only local compaction "
-    "writes; tables whose geospatial columns were dropped are written as any other"
+_GEO_SPARK = _conditional(
+    "refused while the schema holds a geometry or geography column: the Spark job is not proven to keep the "
+    "GEOMETRY/GEOGRAPHY logical type (CRS, edge algorithm) Delta Spark needs to read the files (the local engine "
+    "keeps it); tables whose geospatial columns were dropped are written as any other"
 )
 _GEO_LOCAL = _conditional(
     "top-level geometry and geography columns are rewritten as read (WKB), annotated with the GEOMETRY/GEOGRAPHY "
@@ -278,9 +278,13 @@ FEATURES: dict[str, Feature] = _with_previews(
             "geospatial",
             "reader-writer",
             "geometry and geography columns (WKB in Parquet GEOMETRY/GEOGRAPHY columns)",
-            commit_request=_GEO_WRITE,
+            commit_request=_conditional(
+                "a new file's geometry or geography column must be WKB with the Parquet GEOMETRY/GEOGRAPHY logical "
+                "type of the column's CRS and edges, as Delta Spark writes it (its footer proves it); refused naming "
+                "the column otherwise"
+            ),
             compaction_local=_GEO_LOCAL,
-            compaction_spark=_GEO_WRITE,
+            compaction_spark=_GEO_SPARK,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

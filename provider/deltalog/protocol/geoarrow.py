@@ -20,13 +20,27 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["EXTENSION_NAME", "WkbType", "geospatial_writes_supported", "register", "wkb_storage", "wkb_type"]
+__all__ = [
+    "DEFAULT_CRS",
+    "EXTENSION_NAME",
+    "WkbType",
+    "geospatial_parts",
+    "geospatial_writes_supported",
+    "parquet_geospatial_parts",
+    "register",
+    "wkb_storage",
+    "wkb_type",
+]
 
 #: The GeoArrow extension name Arrow's Parquet writer maps to the GEOMETRY/GEOGRAPHY logical types.
 EXTENSION_NAME = "geoarrow.wkb"
 #: pyarrow's first release whose Parquet reader and writer know the GEOMETRY/GEOGRAPHY logical types.
 _FIRST_PYARROW = (21, 0)
 _GEO = re.compile(r"(geometry|geography)\(\s*([^(),]+?)\s*(?:,\s*([^(),]+?)\s*)?\)")
+#: How pyarrow prints a Parquet column's GEOMETRY/GEOGRAPHY logical type (its JSON form omits the edges).
+_PARQUET_GEO = re.compile(r"(Geometry|Geography)\(crs=([^,)]*)(?:, algorithm=([^)]*))?\)")
+#: The CRS a Parquet GEOMETRY/GEOGRAPHY column without one has (the Parquet format's default).
+DEFAULT_CRS = "OGC:CRS84"
 _lock = threading.Lock()
 
 
@@ -60,15 +74,31 @@ def register() -> None:
             pass
 
 
-def wkb_type(delta_type: str) -> pa.DataType:
-    """The Arrow type of a column of Delta type ``geometry(<crs>)`` or ``geography(<crs>, <edges>)``."""
+def geospatial_parts(delta_type: str) -> tuple[str, str, str | None]:
+    """(``geometry``/``geography``, CRS, edges or None) of a Delta geospatial type."""
     m = _GEO.fullmatch(delta_type)
     if m is None:
         raise ValueError(f"{delta_type!r} is not a geometry or geography type")
     kind, crs, edges = m.groups()
+    return kind, crs, (edges or "spherical").lower() if kind == "geography" else None
+
+
+def parquet_geospatial_parts(logical_type: Any) -> tuple[str, str, str | None] | None:
+    """The same parts of a Parquet column's logical type (None when it is not GEOMETRY/GEOGRAPHY)."""
+    m = _PARQUET_GEO.fullmatch(str(logical_type))
+    if m is None:
+        return None
+    kind, crs, edges = m.groups()
+    kind = kind.lower()
+    return kind, crs or DEFAULT_CRS, (edges or "spherical").lower() if kind == "geography" else None
+
+
+def wkb_type(delta_type: str) -> pa.DataType:
+    """The Arrow type of a column of Delta type ``geometry(<crs>)`` or ``geography(<crs>, <edges>)``."""
+    kind, crs, edges = geospatial_parts(delta_type)
     meta: dict[str, Any] = {"crs": crs}
-    if kind == "geography":
-        meta["edges"] = (edges or "spherical").lower()
+    if edges is not None:
+        meta["edges"] = edges
     return WkbType(json.dumps(meta, separators=(",", ":")).encode())
 
 

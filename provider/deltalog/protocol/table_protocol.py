@@ -180,7 +180,8 @@ def refuse_geospatial_writes(schema: dict[str, Any], operation: str, feature_ope
     """Refuse to write data files for a schema with geometry/geography columns where ``feature_operation`` cannot.
 
     Local compaction writes top-level ones (:mod:`deltalog.protocol.geoarrow`, pyarrow 21 or
-    later); nested ones, the Spark engine and commit requests stay refused (the geospatial cells).
+    later); nested ones and the Spark engine stay refused (the geospatial cells). Commit
+    requests write no data file: their files' columns are checked by schema enforcement.
     """
     columns = geospatial_columns(schema)
     if not columns:
