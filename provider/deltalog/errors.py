@@ -16,6 +16,7 @@ __all__ = [
     "DataFileMismatchError",
     "DeltaLogError",
     "EngineError",
+    "HistoryWriteError",
     "InvalidArgumentError",
     "InvalidCommitRequestError",
     "MaintenanceLeaseHeldError",
@@ -109,6 +110,14 @@ class StorageError(DeltaLogError):
     """The storage layer failed in a way that is not a missing file (permissions, network)."""
 
     retryable = True
+
+
+class HistoryWriteError(StorageError):
+    """An operation's rows could not be appended to the maintenance history (the operation itself is done).
+
+    The rows are kept by the recorder and sent again with its next flush, under the same
+    app transaction, so a retry never writes them twice.
+    """
 
 
 # --- refused or conflicting operations (exit 1) ------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
+from deltalog.cli.history_option import add_history_option, recorded
 from deltalog.log.history import format_ms
 from deltalog.vacuuming import VacuumResult, vacuum
 from deltalog.vacuuming.plan import DEFAULT_MAX_WORKERS, MODES
@@ -49,6 +50,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         "--max-workers", type=int, default=DEFAULT_MAX_WORKERS, metavar="N", help="parallel listing/deleting workers"
     )
     p.add_argument("--no-file-list", action="store_true", help="with --json: omit the per-file list")
+    add_history_option(p)
     p.set_defaults(handler=cmd_vacuum)
 
 
@@ -71,7 +73,16 @@ def _human(r: VacuumResult) -> str:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> None:
-    result = vacuum(
+    with recorded(args, args.table, "vacuum", skip=args.dry_run) as op:
+        result = op.result = _vacuum(args)
+    if args.json:
+        emit(args, result.to_dict(include_files=not args.no_file_list))
+    else:
+        emit(args, result, _human)
+
+
+def _vacuum(args: argparse.Namespace) -> VacuumResult:
+    return vacuum(
         args.table,
         retention_hours=args.retention_hours,
         mode=args.mode,
@@ -82,7 +93,3 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
         full_fallback=args.full_fallback,
         storage_options=args.storage_options,
     )
-    if args.json:
-        emit(args, result.to_dict(include_files=not args.no_file_list))
-    else:
-        emit(args, result, _human)
