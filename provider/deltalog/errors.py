@@ -21,6 +21,7 @@ __all__ = [
     "InvalidCommitRequestError",
     "MaintenanceLeaseHeldError",
     "MissingCommitError",
+    "MissingDataFileError",
     "NoMetadataError",
     "NoProtocolError",
     "NonAtomicStorageError",
@@ -132,6 +133,14 @@ class CommitFailedError(DeltaLogError):
     """A commit could not be made (conflict or attempts exhausted); nothing was written."""
 
     exit_code = 1
+
+
+class MissingDataFileError(OperationRefusedError):
+    """A data file the log references is not on storage: the table is missing a file.
+
+    Compaction stops at the first bin whose input is missing (any further bin would most
+    likely fail the same way); bins it committed before stay, and it says which.
+    """
 
 
 class TableAlreadyExistsError(OperationRefusedError):

@@ -174,9 +174,13 @@ def cmd_compact(args: argparse.Namespace) -> None:
         raise CommitFailedError(f"compaction stopped after {len(result.commits)} commit(s): {result.error}")
     failed = [s for s in result.skipped if s.kind == "error"]
     if failed:
-        raise EngineError(
-            f"{len(failed)} bin(s) could not be rewritten (first: {failed[0].reason}); the rest committed"
+        committed = result.committed_bins
+        landed = (
+            f"{len(committed)} other bin(s) committed in version(s) {[c.version for c in result.commits]}"
+            if committed
+            else "no bin was committed"
         )
+        raise EngineError(f"{len(failed)} bin(s) could not be rewritten (first: {failed[0].reason}); {landed}")
 
 
 def _human_convert(r: ConvertResult) -> str:

@@ -31,7 +31,14 @@ from deltalog.errors import (
     NoMetadataError,
     NoProtocolError,
 )
-from deltalog.log.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
+from deltalog.log.action_checks import (
+    check_action,
+    check_file_action,
+    check_file_table,
+    check_protocol,
+    check_sidecar,
+    check_table_metadata,
+)
 from deltalog.log.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
@@ -46,6 +53,7 @@ from deltalog.log.replay import (
     FILE_LINE_PREFIXES,
     empty_table,
     file_keys,
+    has_absolute_keys,
     newest_per_key,
     parse_file_lines,
     string_array,
@@ -70,6 +78,8 @@ class Snapshot:
     domain_metadata: dict[str, dict[str, Any]]
     segment: LogSegment = field(repr=False)
     storage: Storage = field(repr=False)
+    #: What a reader should know about this state (a catalog-managed table read without its catalog).
+    warnings: tuple[str, ...] = ()
 
     @property
     def partition_columns(self) -> list[str]:
@@ -120,6 +130,7 @@ class Snapshot:
             "num_files": self.num_files,
             "size_in_bytes": self.size_in_bytes,
             "app_transactions": {k: v.get("version") for k, v in self.app_transactions.items()},
+            "warnings": list(self.warnings),
         }
         if include_files:
             paths = self.files.column("path").to_pylist()
@@ -182,6 +193,28 @@ def _read_local(path: str) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _superseded(state: Any, kind: str, action: dict[str, Any]) -> bool:
+    """Whether a newer action replaced ``action`` for the version read (``state``: what replay kept, newest first).
+
+    A protocol or metaData is replaced by any newer one, a txn by a newer one of its
+    appId, a domainMetadata by a newer one of its domain. Delta Spark and deltalake read
+    the latest version of a table whose first metaData is a placeholder (a null
+    ``schemaString``) replaced in the next commit; so does deltalog: only the versions an
+    invalid action governs are unreadable, never the table.
+    """
+    if kind == "metaData":
+        return state.metadata is not None
+    if kind == "protocol":
+        return state.protocol is not None
+    if kind == "txn":
+        app = action.get("appId")
+        return isinstance(app, str) and app in state.txns
+    if kind == "domainMetadata":
+        domain = action.get("domain")
+        return isinstance(domain, str) and domain in state.domains
+    return False
+
+
 @dataclass
 class _Replay:
     """Accumulates reconciled state while commits are replayed newest first."""
@@ -202,9 +235,17 @@ class _Replay:
     def file_action(self, kind: str, action: Any, where: str) -> None:
         if not isinstance(action, dict) or not isinstance(action.get("path"), str):
             raise CorruptLogError(f"{where}: {kind} action without a string 'path'")
+        try:
+            check_file_action(kind, action, where)  # every one, superseded or not, as the Arrow path does
+        except CorruptLogError as exc:
+            if not self.defer:
+                raise
+            if self.action_error is None:  # raised after the protocol checks, like the other actions'
+                self.action_error = exc
+            return
         path = action["path"]
         dv = action.get("deletionVector")
-        key = path if not dv else file_key(path, dv)
+        key = file_key(path, dv)
         if key in self.seen:
             return
         self.seen.add(key)
@@ -226,6 +267,8 @@ class _Replay:
             return
         if not isinstance(action, dict):
             raise CorruptLogError(f"{where}: {kind} action is not an object")
+        if _superseded(self, kind, action):
+            return  # it governs only older versions: they cannot be read if it is invalid, this one can
         try:
             if kind == "metaData" and self.metadata is None:
                 check_table_metadata(action, where)
@@ -418,18 +461,35 @@ _CHECKPOINT_BATCH_ROWS = 16_384
 _READ_BUFFER = 1 << 20
 
 
-def _filter_superseded(table: pa.Table, keys: pa.Array | None) -> pa.Table:
+@dataclass(frozen=True)
+class _Superseded:
+    """The file keys newer JSON commits decided, and whether any is absolute (then rows are compared canonical)."""
+
+    keys: pa.Array
+    absolute: bool
+
+    @classmethod
+    def of(cls, keys: pa.Array | None) -> _Superseded | None:
+        if keys is None or len(keys) == 0:
+            return None
+        return cls(keys, has_absolute_keys(keys))
+
+
+def _filter_superseded(table: pa.Table, superseded_keys: _Superseded | None) -> pa.Table:
     """Drop checkpoint rows whose file key a newer JSON commit already decided."""
-    if keys is None or len(keys) == 0 or table.num_rows == 0:
+    if superseded_keys is None or table.num_rows == 0:
         return table
-    row_keys = file_keys(table.column("path"), table.column("deletionVector"))
+    keys = superseded_keys.keys
+    # Relative paths (nearly all) are canonical as written: rows are canonicalised only when an
+    # absolute key could match one of theirs.
+    row_keys = file_keys(table.column("path"), table.column("deletionVector"), canonical=superseded_keys.absolute)
     superseded = pc.is_in(row_keys, value_set=keys)
     if not pc.any(superseded).as_py():
         return table
     return table.filter(pc.invert(superseded))
 
 
-def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: pa.Array | None) -> _CheckpointState:
+def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: _Superseded | None) -> _CheckpointState:
     """Stream the action columns deltalog needs from one checkpoint/sidecar Parquet file.
 
     Only the known add/remove fields are read (never ``stats_parsed`` or
@@ -463,7 +523,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
             found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
             # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
             # large hash set per batch: filter groups of batches at least 4x that set's size then.
-            group_rows = 4 * len(exclude_keys) if exclude_keys is not None else 0
+            group_rows = 4 * len(exclude_keys.keys) if exclude_keys is not None else 0
             grouped = group_rows > _CHECKPOINT_BATCH_ROWS
             pending: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
 
@@ -478,6 +538,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
                     part = _struct_to_table(table, kind, schema)
+                    check_file_table(kind, part, f"checkpoint {name}", CorruptCheckpointError)
                     if not grouped:
                         part = _filter_superseded(part, exclude_keys)
                     part = _share_null_columns(part)
@@ -557,7 +618,7 @@ class _CheckpointState:
             self.small.setdefault(k, []).extend(values)
 
 
-def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array | None) -> _CheckpointState:
+def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: _Superseded | None) -> _CheckpointState:
     actions = parse_commit(storage.read_bytes(f.path), f.name)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
@@ -567,16 +628,16 @@ def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array 
         if kind in _CHECKPOINT_ACTIONS:
             state.small.setdefault(kind, []).append(body)
     try:
-        state.adds.append(
-            _filter_superseded(table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA), exclude_keys)
-        )
-        state.removes.append(
-            _filter_superseded(table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA), exclude_keys)
-        )
+        add_table = table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA)
+        remove_table = table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CorruptCheckpointError(
             f"checkpoint file {f.name} has a file action with a field of the wrong type: {exc}"
         ) from None
+    check_file_table("add", add_table, f"checkpoint {f.name}", CorruptCheckpointError)
+    check_file_table("remove", remove_table, f"checkpoint {f.name}", CorruptCheckpointError)
+    state.adds.append(_filter_superseded(add_table, exclude_keys))
+    state.removes.append(_filter_superseded(remove_table, exclude_keys))
     return state
 
 
@@ -593,11 +654,12 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
     reading, so superseded rows never occupy memory.
     """
     state = _CheckpointState()
+    superseded = _Superseded.of(exclude_keys)
     for f in checkpoint.files:
         if f.name.endswith(".json"):
-            state.take(_read_json_checkpoint(storage, f, exclude_keys))
+            state.take(_read_json_checkpoint(storage, f, superseded))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys))
+            state.take(_read_parquet_actions(storage, f.path, f.name, superseded))
     sidecars = state.small.get("sidecar", [])
     if sidecars:
         for s in sidecars:
@@ -609,7 +671,7 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
                 raise CorruptLogError(
                     f"checkpoint {checkpoint.files[0].name} references sidecar {p.rsplit('/', 1)[-1]} which is missing"
                 )
-            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys)
+            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], superseded)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
             for parsed in pool.map(load, paths):
@@ -660,7 +722,8 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
     if cp_state is not None:
         for kind in ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata"):
             for action in cp_state.small.get(kind, []):
-                check_action(kind, action, in_checkpoint, CorruptCheckpointError)
+                if not (isinstance(action, dict) and _superseded(replay, kind, action)):
+                    check_action(kind, action, in_checkpoint, CorruptCheckpointError)
         # Only checked actions are keyed by their appId / domain.
         for t in cp_state.small.get("txn", []):
             replay.txns.setdefault(t["appId"], t)

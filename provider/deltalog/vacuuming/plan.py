@@ -465,7 +465,7 @@ def plan_vacuum(
             effective_mode = "full"
     if effective_mode == "full":
         if inventory is not None:
-            file_listing = read_inventory(storage, inventory, rule, plausible_times(snapshot, listing))
+            file_listing = read_inventory(storage, inventory, rule, plausible_times())
         else:
             file_listing = list_table_files(storage, rule, max_workers)
         # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
