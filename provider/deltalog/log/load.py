@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
+from deltalog.log.actions import ALL_FILE_COLUMNS, FileColumns
 from deltalog.log.history import CommitTimestamps, ict_enablement_version, parse_timestamp
 from deltalog.log.listing import LogListing, build_segment, list_log
 from deltalog.log.snapshot import Snapshot, load_snapshot
@@ -25,8 +26,12 @@ def snapshot_at(
     timestamp: str | int | dt.datetime | None = None,
     *,
     listing: LogListing | None = None,
+    columns: FileColumns = ALL_FILE_COLUMNS,
 ) -> Snapshot:
-    """The table state at ``version`` or at ``timestamp`` (default: the latest), from ``listing`` if given."""
+    """The table state at ``version`` or at ``timestamp`` (default: the latest), from ``listing`` if given.
+
+    ``columns``: the add/remove fields to hold (:class:`~deltalog.log.actions.FileColumns`; all by default).
+    """
     if version is not None and timestamp is not None:
         raise InvalidArgumentError("give either a version or a timestamp, not both")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
@@ -34,20 +39,20 @@ def snapshot_at(
     listing = listing or list_log(storage)
     if timestamp is not None:
         ts = parse_timestamp(timestamp)
-        latest = _load(storage, listing, None)
+        latest = _load(storage, listing, None, columns)
         ict_from = ict_enablement_version(latest.metadata.configuration)
         version = CommitTimestamps(storage, listing, ict_from).version_at(ts)
         if version == latest.version:
             return latest
-    return _load(storage, listing, version)
+    return _load(storage, listing, version, columns)
 
 
-def _load(storage: Storage, listing: LogListing, version: int | None) -> Snapshot:
+def _load(storage: Storage, listing: LogListing, version: int | None, columns: FileColumns) -> Snapshot:
     excluded: set[int] = set()
     while True:
         segment = build_segment(listing, version, exclude_checkpoints=excluded)
         try:
-            return load_snapshot(storage, segment)
+            return load_snapshot(storage, segment, columns)
         except CorruptCheckpointError as exc:
             # An unreadable checkpoint is skipped when an older one (or commit 0) can
             # rebuild the same version; otherwise the error stands.

@@ -35,8 +35,10 @@ from deltalog.log.action_checks import check_action, check_protocol, check_sidec
 from deltalog.log.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
+    ALL_FILE_COLUMNS,
     REMOVE_SCHEMA,
     REMOVE_TYPE,
+    FileColumns,
     Metadata,
     file_key,
 )
@@ -70,6 +72,8 @@ class Snapshot:
     domain_metadata: dict[str, dict[str, Any]]
     segment: LogSegment = field(repr=False)
     storage: Storage = field(repr=False)
+    #: The add/remove fields ``files`` and ``tombstones`` hold (all of them unless a reader asked for fewer).
+    columns: FileColumns = field(default=ALL_FILE_COLUMNS, repr=False)
 
     @property
     def partition_columns(self) -> list[str]:
@@ -123,9 +127,13 @@ class Snapshot:
         }
         if include_files:
             paths = self.files.column("path").to_pylist()
-            sizes = self.files.column("size").to_pylist()
-            pvs = _maps_as_dicts(self.files.column("partitionValues"))
-            out["files"] = [{"path": p, "size": s, "partitionValues": pv} for p, s, pv in zip(paths, sizes, pvs)]
+            names = self.files.schema.names
+            sizes = self.files.column("size").to_pylist() if "size" in names else [None] * len(paths)
+            if "partitionValues" in names:
+                pvs = _maps_as_dicts(self.files.column("partitionValues"))
+                out["files"] = [{"path": p, "size": s, "partitionValues": pv} for p, s, pv in zip(paths, sizes, pvs)]
+            else:  # a projection without them (see ``columns``)
+                out["files"] = [{"path": p, "size": s} for p, s in zip(paths, sizes)]
         return out
 
 
@@ -429,10 +437,16 @@ def _filter_superseded(table: pa.Table, keys: pa.Array | None) -> pa.Table:
     return table.filter(pc.invert(superseded))
 
 
-def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: pa.Array | None) -> _CheckpointState:
+def _read_parquet_actions(
+    storage: Storage,
+    path: str,
+    name: str,
+    exclude_keys: pa.Array | None,
+    columns: FileColumns = ALL_FILE_COLUMNS,
+) -> _CheckpointState:
     """Stream the action columns deltalog needs from one checkpoint/sidecar Parquet file.
 
-    Only the known add/remove fields are read (never ``stats_parsed`` or
+    Only the known add/remove fields of ``columns`` are read (never ``stats_parsed`` or
     ``partitionValues_parsed``), and rows superseded by newer commits are dropped
     batch by batch.
     """
@@ -445,20 +459,20 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
         with contextlib.nullcontext(path) if storage.is_local else storage.open_input(path) as source:
             pf = pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=not storage.is_local)
             top = {f.name: f for f in pf.schema_arrow}
-            columns: list[str] = []
+            read: list[str] = []
             kinds = []
-            for kind, typ, schema in (("add", ADD_TYPE, ADD_SCHEMA), ("remove", REMOVE_TYPE, REMOVE_SCHEMA)):
+            for kind, schema in (("add", columns.add), ("remove", columns.remove)):
                 if kind not in top or not pa.types.is_struct(top[kind].type):
                     continue
                 present = {top[kind].type.field(i).name for i in range(top[kind].type.num_fields)}
-                wanted = [n for n in (f.name for f in typ) if n in present]
+                wanted = [n for n in schema.names if n in present]
                 if "path" not in wanted:
                     continue
-                columns += [f"{kind}.{n}" for n in wanted]
+                read += [f"{kind}.{n}" for n in wanted]
                 kinds.append((kind, schema))
             small = [k for k in _CHECKPOINT_ACTIONS if k in top]
-            columns += small
-            if not columns:
+            read += small
+            if not read:
                 return state
             found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
             # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
@@ -474,7 +488,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
                     if part.num_rows:
                         found[kind].append(part)
 
-            for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=columns):
+            for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=read):
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
                     part = _struct_to_table(table, kind, schema)
@@ -557,7 +571,9 @@ class _CheckpointState:
             self.small.setdefault(k, []).extend(values)
 
 
-def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array | None) -> _CheckpointState:
+def _read_json_checkpoint(
+    storage: Storage, f: FileInfo, exclude_keys: pa.Array | None, columns: FileColumns = ALL_FILE_COLUMNS
+) -> _CheckpointState:
     actions = parse_commit(storage.read_bytes(f.path), f.name)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
@@ -568,10 +584,10 @@ def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: pa.Array 
             state.small.setdefault(kind, []).append(body)
     try:
         state.adds.append(
-            _filter_superseded(table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA), exclude_keys)
+            _filter_superseded(table_from_struct(pa.array(adds, type=ADD_TYPE), columns.add), exclude_keys)
         )
         state.removes.append(
-            _filter_superseded(table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA), exclude_keys)
+            _filter_superseded(table_from_struct(pa.array(removes, type=REMOVE_TYPE), columns.remove), exclude_keys)
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CorruptCheckpointError(
@@ -586,18 +602,23 @@ def sidecar_path(storage: Storage, path: str) -> str:
     return storage.join("_delta_log", SIDECARS_DIR, path)
 
 
-def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.Array | None = None) -> _CheckpointState:
+def read_checkpoint(
+    storage: Storage,
+    checkpoint: Checkpoint,
+    exclude_keys: pa.Array | None = None,
+    columns: FileColumns = ALL_FILE_COLUMNS,
+) -> _CheckpointState:
     """The actions of a complete checkpoint (all parts, all sidecars).
 
     ``exclude_keys``: file keys decided by newer commits; their rows are dropped while
-    reading, so superseded rows never occupy memory.
+    reading, so superseded rows never occupy memory. ``columns``: the add/remove fields read.
     """
     state = _CheckpointState()
     for f in checkpoint.files:
         if f.name.endswith(".json"):
-            state.take(_read_json_checkpoint(storage, f, exclude_keys))
+            state.take(_read_json_checkpoint(storage, f, exclude_keys, columns))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys))
+            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys, columns))
     sidecars = state.small.get("sidecar", [])
     if sidecars:
         for s in sidecars:
@@ -609,7 +630,7 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
                 raise CorruptLogError(
                     f"checkpoint {checkpoint.files[0].name} references sidecar {p.rsplit('/', 1)[-1]} which is missing"
                 )
-            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys)
+            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys, columns)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
             for parsed in pool.map(load, paths):
@@ -620,11 +641,18 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
 # --- putting it together --------------------------------------------------------------
 
 
-def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
-    """Reconstruct the snapshot of ``segment`` (checkpoint + commits)."""
-    replay = _replay_commits(storage, segment)
+def load_snapshot(storage: Storage, segment: LogSegment, columns: FileColumns = ALL_FILE_COLUMNS) -> Snapshot:
+    """Reconstruct the snapshot of ``segment`` (checkpoint + commits).
 
-    cp_state = read_checkpoint(storage, segment.checkpoint, replay.keys) if segment.checkpoint else None
+    ``columns``: the add/remove fields the snapshot holds (a projection reads fewer
+    checkpoint columns; every action is checked as in a full load).
+    """
+    replay = _replay_commits(storage, segment)
+    if not columns.is_full:  # the commits are parsed in full (line checks), then projected
+        replay.adds = replay.adds.select(columns.add.names)
+        replay.removes = replay.removes.select(columns.remove.names)
+
+    cp_state = read_checkpoint(storage, segment.checkpoint, replay.keys, columns) if segment.checkpoint else None
     cp_name = segment.checkpoint.files[0].name if segment.checkpoint else None
 
     protocol_action = replay.protocol
@@ -691,4 +719,5 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
         domain_metadata=domains,
         segment=segment,
         storage=storage,
+        columns=columns,
     )

@@ -10,10 +10,12 @@ protocol, retention, modification times, and the retained versions.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,16 +29,18 @@ from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
+from deltalog.log.replay import empty_table
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.vacuuming.inventory import read_inventory
+from deltalog.vacuuming.inventory import newest_per_path, scan_inventory
 from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
+from deltalog.vacuuming.path_set import PathSet
 from deltalog.vacuuming.paths import PathResolver
-from deltalog.vacuuming.retained import RetainedState, retained_state, scan_commits
+from deltalog.vacuuming.retained import VACUUM_COLUMNS, RetainedState, retained_state, scan_commits
 from deltalog.vacuuming.retention import Retention, resolve_retention
 from deltalog.vacuuming.times import FLOOR_MS, plausible_times
 from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
@@ -158,6 +162,19 @@ def partition_dir_names(snapshot: Snapshot) -> list[str]:
     return hidden_partition_dir_names(snapshot.metadata)
 
 
+def without_file_lists(snapshot: Snapshot) -> Snapshot:
+    """``snapshot``'s version, protocol, metadata and log segment, without its file lists.
+
+    What a plan keeps of its snapshot (executing it writes commitInfo-only commits):
+    a plan of a ten-million-file table must not hold the table's state.
+    """
+    if not snapshot.files.num_rows and not snapshot.tombstones.num_rows:
+        return snapshot
+    return dataclasses.replace(
+        snapshot, files=empty_table(snapshot.files.schema), tombstones=empty_table(snapshot.tombstones.schema)
+    )
+
+
 def cursor_path(storage: Storage) -> str:
     return storage.join("_delta_log", LAST_VACUUM_INFO)
 
@@ -216,7 +233,7 @@ def _protect_through_links(storage: Storage, retained: RetainedState, links: lis
         return
     inside, outside = through_links(storage, retained.protected, links)
     if inside:
-        retained.protected = pc.unique(pa.concat_arrays([retained.protected, pa.array(inside, pa.string())]))
+        retained.protected = pa.chunked_array([*retained.protected.chunks, pa.array(inside, pa.string())])
     note = (
         f"; {len(outside)} referenced file(s) lie behind links leading out of the table root, where vacuum "
         "neither lists nor deletes anything"
@@ -247,19 +264,45 @@ def _drop_links(storage: Storage, paths: list[str], warnings: list[str]) -> set[
 # --- the two modes -------------------------------------------------------------------------
 
 
+@dataclass
+class Unreferenced:
+    """The listed files no retained version references, and how many were listed and protected."""
+
+    files: pa.Table
+    listed: int = 0
+    protected: int = 0
+
+
+def unreferenced(parts: Iterable[pa.Table], protected: PathSet) -> Unreferenced:
+    """The rows of ``parts`` (``LISTING_SCHEMA`` tables: a listing, or an inventory a batch at a time)
+    whose path is not in ``protected``; only those rows are kept, so an inventory is never held whole."""
+    keep: list[pa.Table] = []
+    out = Unreferenced(LISTING_SCHEMA.empty_table())
+    for part in parts:
+        out.listed += part.num_rows
+        if not part.num_rows:
+            continue
+        hit = protected.contains(part.column("path"))
+        found = count_true(hit)
+        out.protected += found
+        if found < part.num_rows:
+            keep.append(part.filter(pc.invert(hit)) if found else part)
+    if keep:
+        out.files = pa.concat_tables(keep) if len(keep) > 1 else keep[0]
+    return out
+
+
 def _plan_full(
     storage: Storage,
     retained: RetainedState,
-    rule: HiddenRule,
     listing: FileListing,
+    diff: Unreferenced,
     max_workers: int,
     warnings: list[str],
 ) -> tuple[pa.Table, list[str], str, dict[str, int]]:
-    """Diff the listing against the protected set; stat only what is not protected."""
-    files = listing.files
+    """Turn the unreferenced files into the plan: stat them (local listings), keep the recent and implausible ones."""
     cutoff = retained.cutoff_ms
-    protected = pc.is_in(files.column("path"), value_set=retained.protected)
-    candidates = files.filter(pc.invert(protected))
+    candidates = diff.files
     if not listing.has_stats:
         candidates = fill_stats(storage, candidates, max_workers)
     mtime = candidates.column("modificationTime")
@@ -284,8 +327,8 @@ def _plan_full(
     plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
 
     stats = {
-        "files_listed": files.num_rows,
-        "files_protected": count_true(protected),
+        "files_listed": diff.listed,
+        "files_protected": diff.protected,
         "files_too_new": count_true(pc.and_(known, pc.greater_equal(mtime, cutoff))),
         "files_without_modification_time": count_true(pc.invert(known)),
         "files_with_implausible_time": count_true(implausible),
@@ -426,7 +469,7 @@ def plan_vacuum(
         raise InvalidArgumentError(f"now_ms must be milliseconds since the epoch (an int), got {now_ms!r}")
     storage = table_storage(table, storage_options)
     listing = list_log(storage)
-    snapshot = snapshot_at(storage, listing=listing)
+    snapshot = snapshot_at(storage, listing=listing, columns=VACUUM_COLUMNS)
     check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
     rule = HiddenRule.for_metadata(snapshot.metadata)
@@ -461,19 +504,32 @@ def plan_vacuum(
                 raise
             warnings.append(f"{exc}; falling back to a full vacuum as requested")
             effective_mode = "full"
+    protected_count = len(retained.protected)
     if effective_mode == "full":
+        window = plausible_times(snapshot, listing) if inventory is not None else None
+        # From here on the file lists live on only as the protected paths (and their fingerprints).
+        snapshot = retained.snapshot = without_file_lists(snapshot)
         if inventory is not None:
-            file_listing = read_inventory(storage, inventory, rule, plausible_times(snapshot, listing))
+            scan = scan_inventory(storage, inventory, rule, window)
+            # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
+            if storage.is_local:
+                _protect_through_links(storage, retained, scan_links(storage, retained.protected), warnings)
         else:
             file_listing = list_table_files(storage, rule, max_workers)
-        # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
-        links = file_listing.links
-        if inventory is not None and storage.is_local:
-            links = scan_links(storage, retained.protected)
-        _protect_through_links(storage, retained, links, warnings)
-        files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers, warnings)
+            _protect_through_links(storage, retained, file_listing.links, warnings)
+        protected = PathSet(retained.protected)
+        protected_count = len(retained.protected)
+        retained.protected = pa.chunked_array([], pa.string())  # the paths' memory goes to the listing
+        if inventory is not None:
+            diff = unreferenced(scan.parts(), protected)
+            scan.finish()
+            diff.files = newest_per_path(diff.files)
+            file_listing = FileListing(diff.files, {}, scan.hidden, scan.outside, source="inventory")
+        else:
+            diff = unreferenced([file_listing.files], protected)
+        files, dirs, source, stats = _plan_full(storage, retained, file_listing, diff, max_workers, warnings)
     stats["commits_read_for_window"] = retained.commits_read
-    stats["protected_paths"] = len(retained.protected)
+    stats["protected_paths"] = protected_count
     cursor = retained.window_start if retained.window_start is not None else previous_cursor
     if cursor is not None and previous_cursor is not None and cursor < previous_cursor:
         cursor = previous_cursor
@@ -493,7 +549,7 @@ def plan_vacuum(
         stats=stats,
         warnings=warnings,
         planning_seconds=time.perf_counter() - t0,
-        snapshot=snapshot,
+        snapshot=without_file_lists(snapshot),
     )
     for w in warnings:
         log.warning("vacuum %s: %s", storage.uri, w)
