@@ -180,13 +180,13 @@ class InventoryScan:
     batches: Iterator[pa.RecordBatch]
     rule: HiddenRule
     window: PlausibleTimes | None = None
-    #: Rows read, rows that are files (not ``isDir``), files outside the table root, hidden files.
+    #: Rows read, and the empty values per column among them (refused by :meth:`finish`).
     rows: int = 0
+    nulls: dict[str, int] = field(default_factory=dict)
+    #: Rows that are files (not ``isDir``), files outside the table root, hidden files.
     file_rows: int = 0
     outside: int = 0
     hidden: int = 0
-    #: Empty values per column (refused by :meth:`finish`).
-    nulls: dict[str, int] = field(default_factory=dict)
 
     @property
     def size_name(self) -> str:
