@@ -9,15 +9,19 @@ the same version, so every caller gets the same recovery, not only the facade's.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from typing import TypeVar
 
 from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
 from deltalog.log.actions import ALL_FILE_COLUMNS, FileColumns
 from deltalog.log.history import CommitTimestamps, ict_enablement_version, parse_timestamp
-from deltalog.log.listing import LogListing, build_segment, list_log
-from deltalog.log.snapshot import Snapshot, load_snapshot
+from deltalog.log.listing import LogListing, LogSegment, build_segment, list_log
+from deltalog.log.snapshot import Snapshot, SnapshotHead, load_snapshot, load_snapshot_head
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["snapshot_at"]
+__all__ = ["snapshot_at", "snapshot_head_at"]
+
+_T = TypeVar("_T")
 
 
 def snapshot_at(
@@ -47,12 +51,22 @@ def snapshot_at(
     return _load(storage, listing, version, columns)
 
 
+def snapshot_head_at(storage: Storage, listing: LogListing, columns: FileColumns = ALL_FILE_COLUMNS) -> SnapshotHead:
+    """The latest version's :class:`~deltalog.log.snapshot.SnapshotHead` (the Parquet checkpoint files' file actions
+    left unread), with the same recovery from an unreadable checkpoint as :func:`snapshot_at`."""
+    return _with_recovery(listing, None, lambda segment: load_snapshot_head(storage, segment, columns))
+
+
 def _load(storage: Storage, listing: LogListing, version: int | None, columns: FileColumns) -> Snapshot:
+    return _with_recovery(listing, version, lambda segment: load_snapshot(storage, segment, columns))
+
+
+def _with_recovery(listing: LogListing, version: int | None, load: Callable[[LogSegment], _T]) -> _T:
     excluded: set[int] = set()
     while True:
         segment = build_segment(listing, version, exclude_checkpoints=excluded)
         try:
-            return load_snapshot(storage, segment, columns)
+            return load(segment)
         except CorruptCheckpointError as exc:
             # An unreadable checkpoint is skipped when an older one (or commit 0) can
             # rebuild the same version; otherwise the error stands.

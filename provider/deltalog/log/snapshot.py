@@ -56,7 +56,7 @@ from deltalog.log.replay import (
 from deltalog.protocol.table_protocol import Protocol, check_readable
 from deltalog.storage.filesystem import FileInfo, Storage
 
-__all__ = ["Snapshot", "load_snapshot", "read_commit_files"]
+__all__ = ["Snapshot", "SnapshotHead", "load_snapshot", "load_snapshot_head", "read_commit_files"]
 
 
 @dataclass(frozen=True)
@@ -443,12 +443,13 @@ def _read_parquet_actions(
     name: str,
     exclude_keys: pa.Array | None,
     columns: FileColumns = ALL_FILE_COLUMNS,
+    file_actions: bool = True,
 ) -> _CheckpointState:
     """Stream the action columns deltalog needs from one checkpoint/sidecar Parquet file.
 
     Only the known add/remove fields of ``columns`` are read (never ``stats_parsed`` or
     ``partitionValues_parsed``), and rows superseded by newer commits are dropped
-    batch by batch.
+    batch by batch. ``file_actions=False`` reads the other actions only.
     """
     state = _CheckpointState()
     try:
@@ -461,7 +462,7 @@ def _read_parquet_actions(
             top = {f.name: f for f in pf.schema_arrow}
             read: list[str] = []
             kinds = []
-            for kind, schema in (("add", columns.add), ("remove", columns.remove)):
+            for kind, schema in (("add", columns.add), ("remove", columns.remove)) if file_actions else ():
                 if kind not in top or not pa.types.is_struct(top[kind].type):
                     continue
                 present = {top[kind].type.field(i).name for i in range(top[kind].type.num_fields)}
@@ -563,10 +564,13 @@ class _CheckpointState:
     adds: list[pa.Table] = field(default_factory=list)
     removes: list[pa.Table] = field(default_factory=list)
     small: dict[str, list[Any]] = field(default_factory=dict)
+    #: Parquet files whose file actions were left for someone else to read (``file_actions=False``).
+    deferred: list[FileInfo] = field(default_factory=list)
 
     def take(self, other: _CheckpointState) -> None:
         self.adds += other.adds
         self.removes += other.removes
+        self.deferred += other.deferred
         for k, values in other.small.items():
             self.small.setdefault(k, []).extend(values)
 
@@ -607,18 +611,23 @@ def read_checkpoint(
     checkpoint: Checkpoint,
     exclude_keys: pa.Array | None = None,
     columns: FileColumns = ALL_FILE_COLUMNS,
+    parquet_file_actions: bool = True,
 ) -> _CheckpointState:
     """The actions of a complete checkpoint (all parts, all sidecars).
 
     ``exclude_keys``: file keys decided by newer commits; their rows are dropped while
     reading, so superseded rows never occupy memory. ``columns``: the add/remove fields read.
+    ``parquet_file_actions=False``: the file actions of Parquet files (parts, sidecars) are
+    not read; those files are listed in ``deferred`` (a JSON checkpoint is read whole).
     """
     state = _CheckpointState()
     for f in checkpoint.files:
         if f.name.endswith(".json"):
             state.take(_read_json_checkpoint(storage, f, exclude_keys, columns))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys, columns))
+            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys, columns, parquet_file_actions))
+            if not parquet_file_actions:
+                state.deferred.append(f)
     sidecars = state.small.get("sidecar", [])
     if sidecars:
         for s in sidecars:
@@ -630,6 +639,8 @@ def read_checkpoint(
                 raise CorruptLogError(
                     f"checkpoint {checkpoint.files[0].name} references sidecar {p.rsplit('/', 1)[-1]} which is missing"
                 )
+            if not parquet_file_actions:  # a sidecar holds file actions only
+                return _CheckpointState(deferred=[storage.info(p)])
             return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys, columns)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
@@ -647,12 +658,43 @@ def load_snapshot(storage: Storage, segment: LogSegment, columns: FileColumns = 
     ``columns``: the add/remove fields the snapshot holds (a projection reads fewer
     checkpoint columns; every action is checked as in a full load).
     """
+    return _load(storage, segment, columns, True).snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotHead:
+    """A version's state but for the file actions of its Parquet checkpoint files, which someone else reads.
+
+    What a distributed reader (the Spark vacuum) needs from the driver: the version,
+    protocol and metadata, checked as a snapshot load checks them; in ``snapshot.files`` /
+    ``tombstones`` the newest file actions of the JSON commits after the checkpoint (and
+    of a JSON checkpoint); ``decided_keys``, the file keys those commits decided (a
+    checkpoint row with one of them is superseded); ``deferred``, the Parquet checkpoint
+    files (parts, sidecars) whose add/remove rows were not read. ``snapshot`` is *not* the
+    table's file list unless ``deferred`` is empty.
+    """
+
+    snapshot: Snapshot
+    decided_keys: pa.Array
+    deferred: list[FileInfo]
+
+
+def load_snapshot_head(storage: Storage, segment: LogSegment, columns: FileColumns = ALL_FILE_COLUMNS) -> SnapshotHead:
+    """:class:`SnapshotHead` of ``segment``: a snapshot load that leaves the Parquet checkpoint files' file actions unread."""
+    return _load(storage, segment, columns, False)
+
+
+def _load(storage: Storage, segment: LogSegment, columns: FileColumns, parquet_file_actions: bool) -> SnapshotHead:
     replay = _replay_commits(storage, segment)
     if not columns.is_full:  # the commits are parsed in full (line checks), then projected
         replay.adds = replay.adds.select(columns.add.names)
         replay.removes = replay.removes.select(columns.remove.names)
 
-    cp_state = read_checkpoint(storage, segment.checkpoint, replay.keys, columns) if segment.checkpoint else None
+    cp_state = (
+        read_checkpoint(storage, segment.checkpoint, replay.keys, columns, parquet_file_actions)
+        if segment.checkpoint
+        else None
+    )
     cp_name = segment.checkpoint.files[0].name if segment.checkpoint else None
 
     protocol_action = replay.protocol
@@ -709,7 +751,7 @@ def load_snapshot(storage: Storage, segment: LogSegment, columns: FileColumns = 
     tombstones = pa.concat_tables(remove_tables) if len(remove_tables) > 1 else remove_tables[0]
 
     domains = {k: v for k, v in replay.domains.items() if not v.get("removed")}
-    return Snapshot(
+    snapshot = Snapshot(
         version=segment.version,
         protocol=protocol,
         metadata=metadata,
@@ -721,3 +763,4 @@ def load_snapshot(storage: Storage, segment: LogSegment, columns: FileColumns = 
         storage=storage,
         columns=columns,
     )
+    return SnapshotHead(snapshot, replay.keys, cp_state.deferred if cp_state is not None else [])
