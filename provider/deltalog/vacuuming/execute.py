@@ -109,6 +109,40 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
     return advanced, PathResolver(storage).resolve(refs.all_paths(), strict=True)
 
 
+#: Plan paths that could leave the table root or name it: absolute, dot segments, doubled slashes, empty.
+_OUTSIDE = r"^$|^/|(^|/)\.{1,2}(/|$)|//"
+
+
+class _Checked:
+    """A planned batch as it may be deleted: refused if it names a hidden path or one outside the table
+    root, without the files that commits since planning reference (counted)."""
+
+    def __init__(self, rule: HiddenRule, newly_referenced: pa.Array) -> None:
+        self.rule = rule
+        self.newly_referenced = newly_referenced
+        self.kept = self.count = self.size = 0
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        paths = batch.column("path")
+        # Defence in depth: a plan never holds these, and a corrupted (or hand-made) one must not delete them.
+        if pc.any(self.rule.hidden_mask(paths.combine_chunks())).as_py():
+            raise OperationRefusedError("the vacuum plan names hidden paths (such as _delta_log); refusing to run it")
+        if pc.any(pc.match_substring_regex(paths, _OUTSIDE)).as_py():
+            raise OperationRefusedError(
+                "the vacuum plan names a path that is not a plain path inside the table root (absolute, '..' "
+                "or empty); refusing to run it"
+            )
+        if len(self.newly_referenced):
+            keep = pc.is_in(paths, value_set=self.newly_referenced)
+            kept = count_true(keep)
+            if kept:
+                self.kept += kept
+                batch = batch.filter(pc.invert(keep))
+        self.count += batch.num_rows
+        self.size += column_sum(batch, "size")
+        return batch
+
+
 def _commit_marker(
     storage: Storage, view: Snapshot, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]
 ) -> CommitResult:
@@ -152,23 +186,16 @@ def execute_vacuum(
     if storage.uri != plan.table_uri:
         raise OperationRefusedError(f"the plan was made for {plan.table_uri}, not {storage.uri}")
     rule = HiddenRule.for_metadata(plan.snapshot.metadata)
-    files = plan.files
-    paths = files.column("path").combine_chunks() if files.num_rows else pa.array([], pa.string())
-    # Defence in depth: the plan never holds these, and a corrupted plan must not delete them.
-    if len(paths) and pc.any(rule.hidden_mask(paths)).as_py():
-        raise OperationRefusedError("the vacuum plan names hidden paths (such as _delta_log); refusing to run it")
-
     view, newly_referenced = _advance(storage, plan.snapshot, plan, before_delete=True)
-    kept = 0
-    if len(newly_referenced) and len(paths):
-        keep = pc.is_in(paths, value_set=newly_referenced)
-        kept = count_true(keep)
-        if kept:
-            log.warning("vacuum: %d planned files were referenced by commits made since planning; keeping them", kept)
-            files = files.filter(pc.invert(keep))
-            paths = files.column("path").combine_chunks()
-    to_delete = paths.to_pylist()
-    size = column_sum(files, "size")
+    checked = _Checked(rule, newly_referenced)
+    # First pass: every planned path is checked (and counted) before the first deletion. A plan
+    # in memory is kept as checked; a spilled one (millions of files) is read again to delete.
+    batches = [checked(b) for b in plan.file_batches()]
+    kept, total, size = checked.kept, checked.count, checked.size
+    if kept:
+        log.warning("vacuum: %d planned files were referenced by commits made since planning; keeping them", kept)
+    if plan.files_location:
+        batches = []
 
     retention = plan.retention
     parameters: dict[str, Any] = {
@@ -178,29 +205,35 @@ def execute_vacuum(
     }
     if retention.specified:
         parameters["specifiedRetentionMillis"] = retention.retention_ms
-    start = _commit_marker(
-        storage, view, START, parameters, {"numFilesToDelete": len(to_delete), "sizeOfDataToDelete": size}
-    )
+    start = _commit_marker(storage, view, START, parameters, {"numFilesToDelete": total, "sizeOfDataToDelete": size})
     log.info(
         "vacuum of %s: %s at version %d, deleting %d files (%d bytes)",
         storage.uri,
         START,
         start.version,
-        len(to_delete),
+        total,
         size,
     )
 
     status = COMPLETED
     failure: BaseException | None = None
-    progress = Progress(len(to_delete), cancel)
+    progress = Progress(total, cancel)
+    parents: set[str] = set()
     try:
-        delete_files(storage, to_delete, max_workers, progress)
+        # In parallel batches: each batch's files by the bounded pool, batch after batch.
+        for batch in batches or (_Checked(rule, newly_referenced)(b) for b in plan.file_batches()):
+            if progress.halted():
+                break
+            paths = batch.column("path").to_pylist()
+            delete_files(storage, paths, max_workers, progress)
+            if storage.is_local and not (plan.mode == "full" and plan.source == "listing"):
+                parents.update(ancestors(paths))
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised as a StorageError
         status, failure = FAILED, exc
     if failure is None and progress.cancelled:
         status, failure = FAILED, OperationCancelledError("cancelled")
     deleted, gone = progress.deleted, progress.gone
-    dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else ancestors(to_delete)
+    dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else sorted(parents)
     num_dirs = remove_empty_dirs(storage, dirs, rule) if failure is None else 0
 
     warnings = list(plan.warnings)
@@ -221,12 +254,11 @@ def execute_vacuum(
         log.warning("vacuum of %s: %s", storage.uri, warnings[-1])
     if isinstance(failure, OperationCancelledError):
         raise OperationCancelledError(
-            f"vacuum of {storage.uri} was cancelled after deleting {deleted} of {len(to_delete)} files; "
-            "run it again to finish"
+            f"vacuum of {storage.uri} was cancelled after deleting {deleted} of {total} files; run it again to finish"
         )
     if failure is not None:
         raise StorageError(
-            f"vacuum of {storage.uri} stopped after deleting {deleted} of {len(to_delete)} files "
+            f"vacuum of {storage.uri} stopped after deleting {deleted} of {total} files "
             f"({type(failure).__name__}: {failure}); run it again to finish"
         ) from failure
     if plan.cursor is not None and (plan.previous_cursor is None or plan.cursor > plan.previous_cursor):
@@ -242,7 +274,7 @@ def execute_vacuum(
         result_of_plan(plan, plan.planning_seconds + time.perf_counter() - t0),
         dry_run=False,
         status=status,
-        num_files_to_delete=len(to_delete),
+        num_files_to_delete=total,
         size_of_data_to_delete=size,
         num_deleted_files=deleted,
         num_already_gone=gone,

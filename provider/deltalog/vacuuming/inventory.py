@@ -187,6 +187,7 @@ class InventoryScan:
     file_rows: int = 0
     outside: int = 0
     hidden: int = 0
+    _resolver: PathResolver | None = field(default=None, repr=False)
 
     @property
     def size_name(self) -> str:
@@ -195,44 +196,53 @@ class InventoryScan:
 
     def parts(self) -> Iterator[pa.Table]:
         """Table-relative, non-hidden rows (``LISTING_SCHEMA``), one table per batch, times checked."""
+        for batch in self.batches:
+            part = self.part(batch)
+            if part is not None:
+                yield part
+
+    def part(self, batch: pa.RecordBatch) -> pa.Table | None:
+        """One batch's rows inside the table (None once an empty value was seen: :meth:`finish` refuses).
+
+        What :meth:`parts` does per batch; the Spark engine calls it on its own batches.
+        """
         names = set(self.schema.names)
         size_name = self.size_name
-        resolver = PathResolver(self.storage)
         columns = ["path", size_name, "modificationTime"] + (["isDir"] if "isDir" in names else [])
-        self.nulls = dict.fromkeys(columns, 0)
-        for batch in self.batches:
-            batch = batch.select(columns)
-            self.rows += batch.num_rows
-            for c in columns:
-                self.nulls[c] += batch.column(c).null_count
-            if any(self.nulls.values()) or not batch.num_rows:
-                continue  # refused by finish(), once every empty value is counted
-            if "isDir" in names:
-                batch = batch.filter(pc.invert(batch.column("isDir")))
-            path = pc.cast(batch.column("path"), pa.string())
-            mtime = _as_millis(batch.column("modificationTime"), self.source)
-            # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
-            # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
-            special = pc.match_substring_regex(path, _SPECIAL_ROW)
-            if pc.any(special).as_py():
-                path = _relativise(path, special, resolver)
-            inside = path.is_valid()
-            self.file_rows += len(path)
-            outside = len(path) - count_true(inside)
-            self.outside += outside
-            part = pa.Table.from_arrays(
-                [path, pc.cast(batch.column(size_name), pa.int64()), mtime], schema=LISTING_SCHEMA
-            )
-            if outside:
-                part = part.filter(inside)
-            hidden = self.rule.hidden_mask(part.column("path").combine_chunks())
-            num_hidden = count_true(hidden)
-            self.hidden += num_hidden
-            if num_hidden:
-                part = part.filter(pc.invert(hidden))
-            if self.window is not None:
-                _check_times(part, self.window, self.source)
-            yield part
+        if not self.nulls:
+            self.nulls = dict.fromkeys(columns, 0)
+        if self._resolver is None:
+            self._resolver = PathResolver(self.storage)
+        batch = batch.select(columns)
+        self.rows += batch.num_rows
+        for c in columns:
+            self.nulls[c] += batch.column(c).null_count
+        if any(self.nulls.values()) or not batch.num_rows:
+            return None  # refused by finish(), once every empty value is counted
+        if "isDir" in names:
+            batch = batch.filter(pc.invert(batch.column("isDir")))
+        path = pc.cast(batch.column("path"), pa.string())
+        mtime = _as_millis(batch.column("modificationTime"), self.source)
+        # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
+        # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
+        special = pc.match_substring_regex(path, _SPECIAL_ROW)
+        if pc.any(special).as_py():
+            path = _relativise(path, special, self._resolver)
+        inside = path.is_valid()
+        self.file_rows += len(path)
+        outside = len(path) - count_true(inside)
+        self.outside += outside
+        part = pa.Table.from_arrays([path, pc.cast(batch.column(size_name), pa.int64()), mtime], schema=LISTING_SCHEMA)
+        if outside:
+            part = part.filter(inside)
+        hidden = self.rule.hidden_mask(part.column("path").combine_chunks())
+        num_hidden = count_true(hidden)
+        self.hidden += num_hidden
+        if num_hidden:
+            part = part.filter(pc.invert(hidden))
+        if self.window is not None:
+            _check_times(part, self.window, self.source)
+        return part
 
     def finish(self) -> None:
         """Refuse what only the whole inventory shows (call after the last part)."""

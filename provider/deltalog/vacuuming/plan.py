@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +71,8 @@ REASON_CDC = "change data file of a commit before the cutoff"
 REASON_LITE_REMOVED = "removed by a commit before the cutoff"
 
 PLAN_SCHEMA = pa.schema([*LISTING_SCHEMA, ("reason", pa.string())])
+#: Rows per batch when a spilled plan is read back (about 100 MB of paths).
+SPILL_BATCH_ROWS = 1_000_000
 
 
 class LiteVacuumUnavailableError(OperationRefusedError):
@@ -85,6 +87,11 @@ class VacuumPlan:
     ``modificationTime`` and ``reason``. ``directories`` are the directories expected
     to be left empty (local filesystems only; removed deepest first). ``cursor`` is
     the value ``_last_vacuum_info`` takes once the plan has been executed.
+
+    ``engine``: which engine planned (``local`` or ``spark``). A plan too large to hold
+    in memory (the Spark engine's, past a million files) keeps its file list as Parquet
+    files at ``files_location`` (``files`` is then empty, ``spilled`` holds the count and
+    bytes); :meth:`file_batches` reads either kind a batch at a time.
     """
 
     table_uri: str
@@ -103,14 +110,41 @@ class VacuumPlan:
     warnings: list[str] = field(default_factory=list)
     planning_seconds: float = 0.0
     snapshot: Snapshot | None = field(default=None, repr=False)
+    engine: str = "local"
+    files_location: str | None = None
+    spilled: tuple[int, int] = (0, 0)
+    #: What keeps ``files_location`` alive (a temporary directory, removed with the plan).
+    workspace: Any = field(default=None, repr=False, compare=False)
 
     @property
     def num_files(self) -> int:
-        return self.files.num_rows
+        return self.spilled[0] if self.files_location else self.files.num_rows
 
     @property
     def size_in_bytes(self) -> int:
-        return column_sum(self.files, "size")
+        return self.spilled[1] if self.files_location else column_sum(self.files, "size")
+
+    def file_batches(self, batch_rows: int = SPILL_BATCH_ROWS) -> Iterator[pa.Table]:
+        """The planned files (``PLAN_SCHEMA``), a batch at a time: from memory, or streamed from ``files_location``."""
+        if not self.files_location:
+            if self.files.num_rows:
+                yield self.files
+            return
+        import pyarrow.dataset as ds
+
+        dataset = ds.dataset(self.files_location, format="parquet")
+        for batch in dataset.to_batches(columns=PLAN_SCHEMA.names, batch_size=batch_rows):
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch]).cast(PLAN_SCHEMA)
+
+    def head(self, n: int) -> pa.Table:
+        """The first ``n`` planned files (for showing a plan)."""
+        rows: list[pa.Table] = []
+        for batch in self.file_batches(max(1, n)):
+            rows.append(batch.slice(0, n - sum(t.num_rows for t in rows)))
+            if sum(t.num_rows for t in rows) >= n:
+                break
+        return pa.concat_tables(rows) if rows else PLAN_SCHEMA.empty_table()
 
     @property
     def cutoff_ms(self) -> int:
@@ -147,9 +181,12 @@ class VacuumPlan:
             "stats": dict(self.stats),
             "warnings": list(self.warnings),
             "planning_seconds": round(self.planning_seconds, 3),
+            "engine": self.engine,
+            "files_location": self.files_location,
         }
         if include_files:
-            out["files"] = self.files.to_pylist()
+            # A spilled plan's millions of files stay where they are (``files_location``).
+            out["files"] = None if self.files_location else self.files.to_pylist()
             out["directories"] = list(self.directories)
         return out
 
@@ -219,12 +256,26 @@ def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) 
     return sorted(eligible, key=lambda p: (-p.count("/"), p))
 
 
-def _reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
+def reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
+    """Why each planned file goes; ``expired``: a mask, true where the path is an expired tombstone's."""
     reason = pa.array([REASON_UNTRACKED] * len(paths), pa.string())
     reason = pc.if_else(pc.starts_with(paths, CHANGE_DATA_DIR + "/"), REASON_CDC, reason)
     is_dv = pc.and_(pc.match_substring(paths, "deletion_vector_"), pc.ends_with(paths, ".bin"))
     reason = pc.if_else(is_dv, REASON_DV, reason)
-    return pc.if_else(pc.is_in(paths, value_set=expired), REASON_TOMBSTONE, reason)
+    return pc.if_else(pc.fill_null(expired, False), REASON_TOMBSTONE, reason)
+
+
+def age_masks(mtime: pa.Array | pa.ChunkedArray, cutoff_ms: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """(known, implausible, old) per unreferenced file, from its modification time.
+
+    Known: storage reported a time (0 means it did not). Implausible: before 2000, no time a
+    Delta writer wrote a file (a broken clock, a unit error): kept. Old: known, plausible and
+    before the cutoff: deleted. Everything else (too new: an in-flight writer's) is kept.
+    """
+    known = pc.greater(mtime, 0)
+    implausible = pc.and_(known, pc.less(mtime, FLOOR_MS))
+    old = pc.and_(pc.and_(known, pc.invert(implausible)), pc.less(mtime, cutoff_ms))
+    return known, implausible, old
 
 
 def _protect_through_links(storage: Storage, retained: RetainedState, links: list[str], warnings: list[str]) -> None:
@@ -306,10 +357,7 @@ def _plan_full(
     if not listing.has_stats:
         candidates = fill_stats(storage, candidates, max_workers)
     mtime = candidates.column("modificationTime")
-    known = pc.greater(mtime, 0)
-    # A time before 2000 is no time a Delta writer wrote a file (a broken clock, a unit error): keep the file.
-    implausible = pc.and_(known, pc.less(mtime, FLOOR_MS))
-    old = pc.and_(pc.and_(known, pc.invert(implausible)), pc.less(mtime, cutoff))
+    known, implausible, old = age_masks(mtime, cutoff)
     if count_true(implausible):
         shown = candidates.filter(implausible).column("path").to_pylist()[:5]
         warnings.append(
@@ -324,7 +372,8 @@ def _plan_full(
             to_delete = to_delete.filter(pc.invert(pc.is_in(to_delete.column("path"), pa.array(sorted(linked)))))
             links_skipped += len(linked)
     del_paths = to_delete.column("path").combine_chunks()
-    plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
+    expired = pc.is_in(del_paths, value_set=retained.expired_tombstones)
+    plan = to_delete.append_column("reason", reasons(del_paths, expired))
 
     stats = {
         "files_listed": diff.listed,

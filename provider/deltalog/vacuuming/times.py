@@ -66,6 +66,19 @@ class PlausibleTimes:
     latest_ms: int
     earliest_basis: str
 
+    def widened_to(self, oldest_live_ms: int | None) -> PlausibleTimes:
+        """The window once a live file of ``oldest_live_ms`` is known (one :func:`plausible_times` could not see).
+
+        For a reader that learns the table's oldest live file apart (the Spark engine reads the
+        checkpoint's files in its job): the same rule as :func:`plausible_times`, applied late.
+        """
+        if oldest_live_ms is None or oldest_live_ms < FLOOR_MS:
+            return self
+        earliest = max(FLOOR_MS, oldest_live_ms - SLACK_MS)
+        if earliest >= self.earliest_ms:
+            return self
+        return PlausibleTimes(earliest, self.latest_ms, "the oldest live file of the table less a day")
+
     def why_implausible(self, ms: int) -> str | None:
         """Why ``ms`` cannot be a modification time of this table's files, or None when it can (0 = unknown)."""
         if ms == 0:
