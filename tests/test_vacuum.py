@@ -34,7 +34,7 @@ from deltalog.protocol.properties import parse_interval_ms
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.vacuuming import LiteVacuumUnavailableError, execute_vacuum, plan_vacuum, vacuum
 from deltalog.vacuuming.paths import PathResolver, dv_file_path, z85_decode
-from deltalog.vacuuming.plan import read_cursor
+from deltalog.vacuuming.vacuum_plan import read_cursor
 from deltalog.write_checks.hidden_paths import HiddenRule
 from helpers import rows, write_data_file
 from shared_data import golden_copy

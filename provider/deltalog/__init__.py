@@ -94,6 +94,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         vacuum,
     )
     from deltalog.vacuuming.retention import Retention
+    from deltalog.vacuuming.spark import vacuum_job_script
 
 #: Public names -> the package (or module) that exports them, imported on first use so
 #: ``import deltalog`` stays cheap (``tests/test_public_api.py`` keeps this complete).
@@ -199,6 +200,8 @@ _LAZY = {
     "vacuum": "deltalog.vacuuming",
     # deltalog.vacuuming.retention
     "Retention": "deltalog.vacuuming.retention",
+    # deltalog.vacuuming.spark
+    "vacuum_job_script": "deltalog.vacuuming.spark",
 }
 
 
@@ -298,6 +301,7 @@ __all__ = [
     "snapshot_at",
     "spark_job_script",
     "vacuum",
+    "vacuum_job_script",
     "write_ingest",
     "__version__",
 ]

@@ -226,14 +226,14 @@ def execute_vacuum(
                 break
             paths = batch.column("path").to_pylist()
             delete_files(storage, paths, max_workers, progress)
-            if storage.is_local and not (plan.mode == "full" and plan.source == "listing"):
+            if storage.is_local and not plan.knows_directories:
                 parents.update(ancestors(paths))
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised as a StorageError
         status, failure = FAILED, exc
     if failure is None and progress.cancelled:
         status, failure = FAILED, OperationCancelledError("cancelled")
     deleted, gone = progress.deleted, progress.gone
-    dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else sorted(parents)
+    dirs = plan.directories if plan.knows_directories else sorted(parents)
     num_dirs = remove_empty_dirs(storage, dirs, rule) if failure is None else 0
 
     warnings = list(plan.warnings)
@@ -296,13 +296,16 @@ def vacuum(
     inventory: str | pa.Table | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
+    engine: str = "local",
+    spark_options: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
     cancel: threading.Event | None = None,
 ) -> VacuumResult:
     """Delete the files no version inside the retention window needs (see :func:`plan_vacuum` for the checks).
 
     ``dry_run`` returns the plan without deleting or writing anything; ``cancel``: see
-    :func:`execute_vacuum`.
+    :func:`execute_vacuum` (it also stops a Spark job). ``engine`` / ``spark_options``: where
+    the plan is made (:func:`plan_vacuum`); the deletion is this process's either way.
     """
     t0 = time.perf_counter()
     require_bools(dry_run=dry_run, allow_short_retention=allow_short_retention, full_fallback=full_fallback)
@@ -315,6 +318,9 @@ def vacuum(
         inventory=inventory,
         max_workers=max_workers,
         full_fallback=full_fallback,
+        engine=engine,
+        spark_options=spark_options,
+        cancel=cancel,
     )
     if dry_run:
         return result_of_plan(plan, time.perf_counter() - t0)

@@ -10,26 +10,24 @@ protocol, retention, modification times, and the retained versions.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog._arrow_utils import column_sum, count_true
+from deltalog._arrow_utils import count_true
 from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
-from deltalog.log.replay import empty_table
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import check_writable
@@ -41,9 +39,29 @@ from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, 
 from deltalog.vacuuming.path_set import PathSet
 from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.retained import VACUUM_COLUMNS, RetainedState, retained_state, scan_commits
-from deltalog.vacuuming.retention import Retention, resolve_retention
+from deltalog.vacuuming.retention import resolve_retention
 from deltalog.vacuuming.times import FLOOR_MS, plausible_times
-from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
+from deltalog.vacuuming.vacuum_plan import (
+    CURSOR_KEY,
+    DEFAULT_MAX_WORKERS,
+    ENGINES,
+    LAST_VACUUM_INFO,
+    MODES,
+    VacuumPlan,
+    cursor_path,
+    next_cursor,
+    previous_cursor_of,
+    without_file_lists,
+)
+from deltalog.vacuuming.verdict import (
+    PLAN_SCHEMA,
+    REASON_CDC,
+    REASON_DV,
+    REASON_LITE_REMOVED,
+    age_masks,
+    reasons,
+)
+from deltalog.write_checks.hidden_paths import HiddenRule
 from deltalog.write_checks.hidden_paths import partition_dir_names as hidden_partition_dir_names
 
 __all__ = [
@@ -59,136 +77,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MODES = ("full", "lite")
-DEFAULT_MAX_WORKERS = 8
-LAST_VACUUM_INFO = "_last_vacuum_info"
-CURSOR_KEY = "latestCommitVersionOutsideOfRetentionWindow"
-
-REASON_TOMBSTONE = "expired tombstone: removed before the cutoff"
-REASON_UNTRACKED = "not referenced by any retained version"
-REASON_DV = "deletion vector not used by any retained version"
-REASON_CDC = "change data file of a commit before the cutoff"
-REASON_LITE_REMOVED = "removed by a commit before the cutoff"
-
-PLAN_SCHEMA = pa.schema([*LISTING_SCHEMA, ("reason", pa.string())])
-#: Rows per batch when a spilled plan is read back (about 100 MB of paths).
-SPILL_BATCH_ROWS = 1_000_000
-
 
 class LiteVacuumUnavailableError(OperationRefusedError):
     """Lite mode needs commits that log cleanup already removed; only a full vacuum can proceed."""
-
-
-@dataclass(frozen=True)
-class VacuumPlan:
-    """What a vacuum would delete, checked against every safety rule, and why.
-
-    ``files`` has one row per file to delete: table-relative ``path``, ``size``,
-    ``modificationTime`` and ``reason``. ``directories`` are the directories expected
-    to be left empty (local filesystems only; removed deepest first). ``cursor`` is
-    the value ``_last_vacuum_info`` takes once the plan has been executed.
-
-    ``engine``: which engine planned (``local`` or ``spark``). A plan too large to hold
-    in memory (the Spark engine's, past a million files) keeps its file list as Parquet
-    files at ``files_location`` (``files`` is then empty, ``spilled`` holds the count and
-    bytes); :meth:`file_batches` reads either kind a batch at a time.
-    """
-
-    table_uri: str
-    mode: str
-    version: int
-    retention: Retention
-    fully_readable_from: int
-    window_start: int | None
-    files: pa.Table
-    directories: list[str]
-    source: str
-    cursor: int | None
-    previous_cursor: int | None
-    lite_range: tuple[int, int] | None = None
-    stats: dict[str, int] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    planning_seconds: float = 0.0
-    snapshot: Snapshot | None = field(default=None, repr=False)
-    engine: str = "local"
-    files_location: str | None = None
-    spilled: tuple[int, int] = (0, 0)
-    #: What keeps ``files_location`` alive (a temporary directory, removed with the plan).
-    workspace: Any = field(default=None, repr=False, compare=False)
-
-    @property
-    def num_files(self) -> int:
-        return self.spilled[0] if self.files_location else self.files.num_rows
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self.spilled[1] if self.files_location else column_sum(self.files, "size")
-
-    def file_batches(self, batch_rows: int = SPILL_BATCH_ROWS) -> Iterator[pa.Table]:
-        """The planned files (``PLAN_SCHEMA``), a batch at a time: from memory, or streamed from ``files_location``."""
-        if not self.files_location:
-            if self.files.num_rows:
-                yield self.files
-            return
-        import pyarrow.dataset as ds
-
-        dataset = ds.dataset(self.files_location, format="parquet")
-        for batch in dataset.to_batches(columns=PLAN_SCHEMA.names, batch_size=batch_rows):
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch]).cast(PLAN_SCHEMA)
-
-    def head(self, n: int) -> pa.Table:
-        """The first ``n`` planned files (for showing a plan)."""
-        rows: list[pa.Table] = []
-        for batch in self.file_batches(max(1, n)):
-            rows.append(batch.slice(0, n - sum(t.num_rows for t in rows)))
-            if sum(t.num_rows for t in rows) >= n:
-                break
-        return pa.concat_tables(rows) if rows else PLAN_SCHEMA.empty_table()
-
-    @property
-    def cutoff_ms(self) -> int:
-        return self.retention.cutoff_ms
-
-    def readable_versions(self) -> str:
-        return f"{self.fully_readable_from}..{self.version}"
-
-    def summary_line(self) -> str:
-        """One line for logs and the CLI: what the vacuum would delete and what stays readable."""
-        return (
-            f"{self.mode} vacuum plan for {self.table_uri} at version {self.version}: {self.num_files} files "
-            f"({self.size_in_bytes} bytes) to delete; versions {self.readable_versions()} (and later) keep all "
-            "their files"
-        )
-
-    def to_dict(self, include_files: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "table": self.table_uri,
-            "mode": self.mode,
-            "version": self.version,
-            "cutoff": format_ms(self.cutoff_ms),
-            **self.retention.to_dict(),
-            "fully_readable_from_version": self.fully_readable_from,
-            "fully_readable_versions": self.readable_versions(),
-            "window_start_version": self.window_start,
-            "num_files_to_delete": self.num_files,
-            "size_of_data_to_delete": self.size_in_bytes,
-            "num_directories_to_delete": len(self.directories),
-            "source": self.source,
-            "cursor": self.cursor,
-            "previous_cursor": self.previous_cursor,
-            "lite_range": list(self.lite_range) if self.lite_range else None,
-            "stats": dict(self.stats),
-            "warnings": list(self.warnings),
-            "planning_seconds": round(self.planning_seconds, 3),
-            "engine": self.engine,
-            "files_location": self.files_location,
-        }
-        if include_files:
-            # A spilled plan's millions of files stay where they are (``files_location``).
-            out["files"] = None if self.files_location else self.files.to_pylist()
-            out["directories"] = list(self.directories)
-        return out
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -197,33 +88,6 @@ class VacuumPlan:
 def partition_dir_names(snapshot: Snapshot) -> list[str]:
     """Partition column names as directories may carry them (the shared rule of :mod:`deltalog.write_checks.hidden_paths`)."""
     return hidden_partition_dir_names(snapshot.metadata)
-
-
-def without_file_lists(snapshot: Snapshot) -> Snapshot:
-    """``snapshot``'s version, protocol, metadata and log segment, without its file lists.
-
-    What a plan keeps of its snapshot (executing it writes commitInfo-only commits):
-    a plan of a ten-million-file table must not hold the table's state.
-    """
-    if not snapshot.files.num_rows and not snapshot.tombstones.num_rows:
-        return snapshot
-    return dataclasses.replace(
-        snapshot, files=empty_table(snapshot.files.schema), tombstones=empty_table(snapshot.tombstones.schema)
-    )
-
-
-def cursor_path(storage: Storage) -> str:
-    return storage.join("_delta_log", LAST_VACUUM_INFO)
-
-
-def read_cursor(storage: Storage) -> int | None:
-    """The version the previous vacuum covered, from ``_delta_log/_last_vacuum_info`` (None if absent or unreadable)."""
-    try:
-        doc = json.loads(storage.read_bytes(cursor_path(storage)))
-    except (OSError, ValueError):
-        return None
-    value = doc.get(CURSOR_KEY) if isinstance(doc, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) -> list[str]:
@@ -254,28 +118,6 @@ def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) 
         if gone or 0 < listing.directories[d] < cutoff_ms:
             eligible.add(d)
     return sorted(eligible, key=lambda p: (-p.count("/"), p))
-
-
-def reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
-    """Why each planned file goes; ``expired``: a mask, true where the path is an expired tombstone's."""
-    reason = pa.array([REASON_UNTRACKED] * len(paths), pa.string())
-    reason = pc.if_else(pc.starts_with(paths, CHANGE_DATA_DIR + "/"), REASON_CDC, reason)
-    is_dv = pc.and_(pc.match_substring(paths, "deletion_vector_"), pc.ends_with(paths, ".bin"))
-    reason = pc.if_else(is_dv, REASON_DV, reason)
-    return pc.if_else(pc.fill_null(expired, False), REASON_TOMBSTONE, reason)
-
-
-def age_masks(mtime: pa.Array | pa.ChunkedArray, cutoff_ms: int) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """(known, implausible, old) per unreferenced file, from its modification time.
-
-    Known: storage reported a time (0 means it did not). Implausible: before 2000, no time a
-    Delta writer wrote a file (a broken clock, a unit error): kept. Old: known, plausible and
-    before the cutoff: deleted. Everything else (too new: an in-flight writer's) is kept.
-    """
-    known = pc.greater(mtime, 0)
-    implausible = pc.and_(known, pc.less(mtime, FLOOR_MS))
-    old = pc.and_(pc.and_(known, pc.invert(implausible)), pc.less(mtime, cutoff_ms))
-    return known, implausible, old
 
 
 def _protect_through_links(storage: Storage, retained: RetainedState, links: list[str], warnings: list[str]) -> None:
@@ -492,13 +334,22 @@ def plan_vacuum(
     inventory: str | pa.Table | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
+    engine: str = "local",
+    spark_options: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
     now_ms: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> VacuumPlan:
     """Plan a vacuum: every check of a real run, nothing deleted, nothing written.
 
     ``now_ms`` fixes the clock the cutoff is computed from (``now - retention``); tests
     use it to compare plans with Delta Spark's at one exact cutoff.
+
+    ``engine``: ``"local"`` (this process: a path-only replay of the log, the inventory
+    streamed) or ``"spark"`` (full mode: the anti-join of storage against every protected
+    path runs as a Spark job, :mod:`deltalog.vacuuming.spark`; ``spark_options``: its
+    ``master``, ``spark_submit``, ``conf``, ``timeout``, ``work_dir``, or a ``session`` to run
+    in). ``cancel`` stops a Spark job.
 
     Raises InvalidArgumentError (bad parameters, malformed inventory or retention
     property), OperationRefusedError (retention shorter than the table's without
@@ -516,8 +367,27 @@ def plan_vacuum(
     require_workers(max_workers)
     if now_ms is not None and (isinstance(now_ms, bool) or not isinstance(now_ms, int)):
         raise InvalidArgumentError(f"now_ms must be milliseconds since the epoch (an int), got {now_ms!r}")
+    if engine not in ENGINES:
+        raise InvalidArgumentError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if spark_options is not None and engine != "spark":
+        raise InvalidArgumentError("spark_options are for engine='spark'")
     storage = table_storage(table, storage_options)
     listing = list_log(storage)
+    if engine == "spark":
+        from deltalog.vacuuming.spark.driver import plan_on_spark
+
+        return plan_on_spark(
+            storage,
+            listing,
+            mode=mode,
+            retention_hours=retention_hours,
+            allow_short_retention=allow_short_retention,
+            now_ms=now_ms,
+            inventory=inventory,
+            spark_options=spark_options,
+            cancel=cancel,
+            started=t0,
+        )
     snapshot = snapshot_at(storage, listing=listing, columns=VACUUM_COLUMNS)
     check_writable(snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration)
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
@@ -532,13 +402,7 @@ def plan_vacuum(
     )
     retained = retained_state(snapshot, listing, retention.cutoff_ms)
     warnings = list(retention.warnings) + retained.warnings
-    previous_cursor = read_cursor(storage)
-    if previous_cursor is not None and previous_cursor > snapshot.version:
-        warnings.append(
-            f"_delta_log/{LAST_VACUUM_INFO} says version {previous_cursor} was vacuumed, but the table is at version "
-            f"{snapshot.version} (re-created?); ignoring it"
-        )
-        previous_cursor = None
+    previous_cursor = previous_cursor_of(storage, snapshot.version, warnings)
     lite_range: tuple[int, int] | None = None
     dirs: list[str] = []
     effective_mode = mode
@@ -579,9 +443,7 @@ def plan_vacuum(
         files, dirs, source, stats = _plan_full(storage, retained, file_listing, diff, max_workers, warnings)
     stats["commits_read_for_window"] = retained.commits_read
     stats["protected_paths"] = protected_count
-    cursor = retained.window_start if retained.window_start is not None else previous_cursor
-    if cursor is not None and previous_cursor is not None and cursor < previous_cursor:
-        cursor = previous_cursor
+    cursor = next_cursor(retained.window_start, previous_cursor)
     plan = VacuumPlan(
         table_uri=storage.uri,
         mode=effective_mode,
