@@ -94,6 +94,14 @@ class PathSet:
     def __len__(self) -> int:
         return self.size
 
+    @property
+    def distinct(self) -> int:
+        """How many different paths the set holds (by fingerprint above :data:`EXACT_UP_TO`)."""
+        if self._exact is not None:
+            return int(pc.count_distinct(self._exact).as_py())
+        values = self._sorted
+        return int(np.count_nonzero(values[1:] != values[:-1]) + 1) if len(values) else 0
+
     def contains(self, paths: pa.Array | pa.ChunkedArray) -> pa.Array:
         """A boolean per path: whether it (or a path with the same fingerprint) is in the set."""
         n = len(paths)

@@ -290,10 +290,11 @@ def _plan_lite(
         (resolver.resolve(refs.cdc, strict=True), REASON_CDC),
     ]
     reasons: dict[str, str] = {}
+    protected = PathSet(retained.protected)
     for arr, why in kinds:
         if len(arr) == 0:
             continue
-        keep = pc.is_in(arr, value_set=retained.protected)
+        keep = protected.contains(arr)
         hidden = rule.hidden_mask(arr)
         for p in arr.filter(pc.invert(pc.or_(keep, hidden))).to_pylist():
             reasons.setdefault(p, why)
@@ -318,6 +319,7 @@ def _plan_lite(
         "files_too_new": sum(1 for r in found if r[2] >= retained.cutoff_ms),
         "files_with_implausible_time": len(implausible),
         "links_skipped": len(linked),
+        "protected_paths": protected.distinct,
     }
     return table, (start, end), stats
 
@@ -417,7 +419,7 @@ def plan_vacuum(
                 raise
             warnings.append(f"{exc}; falling back to a full vacuum as requested")
             effective_mode = "full"
-    protected_count = len(retained.protected)
+    protected_count = 0
     if effective_mode == "full":
         window = plausible_times(snapshot, listing) if inventory is not None else None
         # From here on the file lists live on only as the protected paths (and their fingerprints).
@@ -431,7 +433,7 @@ def plan_vacuum(
             file_listing = list_table_files(storage, rule, max_workers)
             _protect_through_links(storage, retained, file_listing.links, warnings)
         protected = PathSet(retained.protected)
-        protected_count = len(retained.protected)
+        protected_count = protected.distinct
         retained.protected = pa.chunked_array([], pa.string())  # the paths' memory goes to the listing
         if inventory is not None:
             diff = unreferenced(scan.parts(), protected)
@@ -442,7 +444,7 @@ def plan_vacuum(
             diff = unreferenced([file_listing.files], protected)
         files, dirs, source, stats = _plan_full(storage, retained, file_listing, diff, max_workers, warnings)
     stats["commits_read_for_window"] = retained.commits_read
-    stats["protected_paths"] = protected_count
+    stats.setdefault("protected_paths", protected_count)
     cursor = next_cursor(retained.window_start, previous_cursor)
     plan = VacuumPlan(
         table_uri=storage.uri,

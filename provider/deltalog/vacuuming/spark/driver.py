@@ -144,8 +144,8 @@ def _spec(
     source: str,
     window: PlausibleTimes | None,
     work: str,
-) -> tuple[VacuumJobSpec, int]:
-    """The job's spec and its side files in ``work``; also how many files the root holds (listed here)."""
+) -> tuple[VacuumJobSpec, dict[str, int]]:
+    """The job's spec and its side files in ``work``; also what listing the root (here) counted."""
     decided = None
     if len(head.decided_keys):
         decided = _write(pa.table({"key": head.decided_keys}), os.path.join(work, "decided.parquet"))
@@ -154,7 +154,7 @@ def _spec(
     checkpoint = [hadoop_uri(storage.full_uri(storage.relative(f.path))) for f in head.deferred]
     listing: list[list[str]] | None = None
     root_files: str | None = None
-    listed_root = 0
+    counts: dict[str, int] = {}
     if inventory is None:
         top, subdirs = top_level(storage, rule)
         if top.links:
@@ -173,7 +173,13 @@ def _spec(
             schema=LISTING_SCHEMA,
         )
         root_files = _write(root, os.path.join(work, "root.parquet")) if n else None
-        listed_root = n
+        # Root files are listed (and protected unless the job plans them); hidden entries and folders seen here.
+        counts = {
+            "files_listed": n,
+            "files_protected": n,
+            "hidden_entries_skipped": top.hidden,
+            "directories_listed": len(top.dirs),
+        }
     spec = VacuumJobSpec(
         table_uri=storage.uri,
         table_hadoop_uri=hadoop_uri(storage.uri),
@@ -192,7 +198,7 @@ def _spec(
         iceberg=rule.iceberg,
         window=[window.earliest_ms, window.latest_ms, window.earliest_basis] if window is not None else None,
     )
-    return spec, listed_root
+    return spec, counts
 
 
 def _plan_files(report: JobReport) -> tuple[pa.Table, str | None]:
@@ -269,14 +275,14 @@ def plan_on_spark(
     work = tempfile.mkdtemp(prefix="deltalog-vacuum-", dir=options.get("work_dir"))
     workspace = _Workspace(work)
     try:
-        spec, listed_root = _spec(storage, head, retained, rule, cutoff, inventory, columns, source, window, work)
+        spec, root_counts = _spec(storage, head, retained, rule, cutoff, inventory, columns, source, window, work)
         report = _run(spec, options, os.path.join(work, "spec.json"), cancel)
         if report.error:
             _refuse(report)
         stats = dict(report.stats)
-        # The root's own files were listed here and joined in the job: listed, and protected unless planned.
-        stats["files_listed"] = stats.get("files_listed", 0) + listed_root
-        stats["files_protected"] = stats.get("files_protected", 0) + listed_root
+        # The root was listed here (its files joined in the job): its files, hidden entries and folders count too.
+        for key, n in root_counts.items():
+            stats[key] = stats.get(key, 0) + n
         files, location = _plan_files(report)
     except BaseException:
         workspace.remove()
@@ -289,7 +295,6 @@ def plan_on_spark(
             f"(e.g. {', '.join(report.implausible_examples)}); such a time is not believable, so they are kept"
         )
     stats["commits_read_for_window"] = retained.commits_read
-    stats["protected_paths"] = len(retained.protected)
     previous_cursor = previous_cursor_of(storage, snapshot.version, warnings)
     plan = VacuumPlan(
         table_uri=storage.uri,

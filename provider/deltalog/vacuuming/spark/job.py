@@ -79,7 +79,6 @@ class _Job:
         self.spec = spec
         self.rule = HiddenRule(spec.partition_dirs, spec.iceberg)
         self.counters = spark.sparkContext.accumulator({}, Counters())
-        self.protected_paths = 0
         for k, v in SPARK_CONF.items():
             if k.startswith("spark.sql."):
                 spark.conf.set(k, v)
@@ -157,7 +156,6 @@ class _Job:
         every = protected[0]
         for p in protected[1:]:
             every = every.unionByName(p)
-        self.protected_paths = every.count()  # a scan of one Parquet column: what the stats call protected_paths
         unreferenced = self.listed(window).join(every, "path", "left_anti")
         # One row per path: the same object listed twice (merged inventory shards) keeps its newest row.
         unreferenced = unreferenced.groupBy("path").agg(
@@ -222,7 +220,6 @@ class _Job:
             "rows_outside_table": int(value.get("rows_outside_table", 0)),
             "directories_listed": int(value.get("directories_listed", 0)),
             "links_skipped": len(value.get("links") or []),
-            "protected_paths": self.protected_paths,
         }
         if value.get("links"):
             return _links_refused(value["links"], started)
