@@ -100,7 +100,8 @@ class _Job:
         refs = raw.mapInArrow(lambda b: tasks.resolve_refs(b, uri, cutoff, counters), _ddl(tasks.REFS_SCHEMA))
         target = f"{spec.output}/refs"
         refs.write.mode("overwrite").parquet(target)
-        return spark.read.parquet(target)
+        # With the schema: a job that found nothing writes no file to infer one from.
+        return spark.read.schema(_ddl(tasks.REFS_SCHEMA)).parquet(target)
 
     def listed(self, window: PlausibleTimes | None) -> Any:
         """Step 2: the table's files on storage (``path``, ``size``, ``modificationTime``)."""
@@ -198,7 +199,7 @@ class _Job:
                 error_kind="InvalidArgumentError",
                 seconds=time.perf_counter() - started,
             )
-        plan = self.spark.read.parquet(target)
+        plan = self.spark.read.schema(_ddl(tasks.CLASSIFIED_SCHEMA)).parquet(target)
         by_class = {
             r["class"]: (int(r["n"]), int(r["copies"] or 0), int(r["size"] or 0))
             for r in plan.groupBy("class")
