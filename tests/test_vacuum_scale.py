@@ -157,3 +157,15 @@ def test_plans_are_the_same_with_fingerprints_and_a_streamed_inventory(tmp_path,
         == len(rows_) + 3 - sum(1 for r in rows_ if "/_delta_log/" in r["path"])
     )
     assert plans[0].stats["protected_paths"] == plans[2].stats["protected_paths"] > 0
+
+
+def test_local_engine_refuses_a_plan_too_large_to_hold_and_names_the_spark_engine(tmp_path, monkeypatch):
+    from deltalog.errors import OperationRefusedError
+    from deltalog.vacuuming import plan as plan_module
+
+    path = str(tmp_path / "t")
+    _history(path, None)
+    monkeypatch.setattr(plan_module, "LOCAL_CANDIDATES_LIMIT", 2)
+    with pytest.raises(OperationRefusedError, match="engine='spark'") as err:
+        plan_vacuum(path, **SHORT)
+    assert "Nothing was deleted" in str(err.value)

@@ -166,11 +166,20 @@ class Unreferenced:
     protected: int = 0
 
 
+#: The local engine holds its plan in memory (about 100 bytes a file): past this many unreferenced
+#: files it stops and points to the Spark engine, whose plan stays in Parquet and is deleted batch by batch.
+LOCAL_CANDIDATES_LIMIT = 20_000_000
+
+
 def unreferenced(parts: Iterable[pa.Table], protected: PathSet) -> Unreferenced:
     """The rows of ``parts`` (``LISTING_SCHEMA`` tables: a listing, or an inventory a batch at a time)
-    whose path is not in ``protected``; only those rows are kept, so an inventory is never held whole."""
+    whose path is not in ``protected``; only those rows are kept, so an inventory is never held whole.
+
+    Refuses (OperationRefusedError) once more than :data:`LOCAL_CANDIDATES_LIMIT` rows are unreferenced.
+    """
     keep: list[pa.Table] = []
     out = Unreferenced(LISTING_SCHEMA.empty_table())
+    kept = 0
     for part in parts:
         out.listed += part.num_rows
         if not part.num_rows:
@@ -180,6 +189,14 @@ def unreferenced(parts: Iterable[pa.Table], protected: PathSet) -> Unreferenced:
         out.protected += found
         if found < part.num_rows:
             keep.append(part.filter(pc.invert(hit)) if found else part)
+            kept += part.num_rows - found
+            if kept > LOCAL_CANDIDATES_LIMIT:
+                raise OperationRefusedError(
+                    f"more than {LOCAL_CANDIDATES_LIMIT:,} of the {out.listed:,} files listed so far are referenced by "
+                    "no retained version: the local engine holds its plan in memory, so a plan this large is made "
+                    "by the Spark engine (engine='spark'; CLI --engine spark), which keeps it in Parquet and deletes "
+                    "it batch by batch. Nothing was deleted"
+                )
     if keep:
         out.files = pa.concat_tables(keep) if len(keep) > 1 else keep[0]
     return out
