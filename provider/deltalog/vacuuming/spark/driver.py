@@ -187,6 +187,7 @@ def _spec(
         output="file://" + os.path.abspath(os.path.join(work, "out")),
         checkpoint_files=checkpoint,
         decided_keys=decided,
+        decided_count=len(head.decided_keys),
         protected=protected,
         expired=expired,
         inventory=hadoop_uri(inventory) if inventory is not None else None,

@@ -48,7 +48,14 @@ SPARK_CONF = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "131072",
     "spark.sql.files.ignoreMissingFiles": "false",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    # The anti-join of tens of millions of paths: hash each shuffled partition's protected paths
+    # rather than sort both sides (sorting strings dominated a sort-merge join here).
+    "spark.sql.join.preferSortMergeJoin": "false",
 }
+
+#: Up to this many file keys decided by the commits after the checkpoint go to the tasks (an exact
+#: set lookup per batch); more are anti-joined in Spark.
+BROADCAST_KEYS = 100_000
 
 _DV = "struct<storageType:string,pathOrInlineDv:string,offset:int>"
 #: The checkpoint columns read: what vacuum needs of add and remove, nothing else.
@@ -92,16 +99,33 @@ class _Job:
         spec, spark = self.spec, self.spark
         if not spec.checkpoint_files:
             return None
+        from pyspark.sql import functions as F
+
         counters, uri, cutoff = self.counters, spec.table_uri, spec.cutoff_ms
         rows = spark.read.schema(CHECKPOINT_SCHEMA).parquet(*spec.checkpoint_files)
-        raw = rows.mapInArrow(lambda b: tasks.checkpoint_refs(b, counters), _ddl(tasks.RAW_REFS_SCHEMA))
-        if spec.decided_keys:
+        refs_ddl = _ddl(tasks.REFS_SCHEMA)
+        if spec.decided_count > BROADCAST_KEYS:
+            # Many keys decided since the checkpoint (a long tail of commits): an exact anti-join in Spark.
+            raw = rows.mapInArrow(lambda b: tasks.checkpoint_refs(b, counters), _ddl(tasks.RAW_REFS_SCHEMA))
             raw = raw.join(spark.read.parquet(spec.decided_keys), "key", "left_anti")
-        refs = raw.mapInArrow(lambda b: tasks.resolve_refs(b, uri, cutoff, counters), _ddl(tasks.REFS_SCHEMA))
+            refs = raw.mapInArrow(lambda b: tasks.resolve_refs(b, uri, cutoff, counters), refs_ddl)
+        else:
+            decided = _ipc(spark.read.parquet(spec.decided_keys).select("key")) if spec.decided_count else None
+            shared = spark.sparkContext.broadcast(decided)
+            refs = rows.mapInArrow(
+                lambda b: tasks.checkpoint_refs_resolved(b, uri, cutoff, shared.value, counters), refs_ddl
+            )
+        # Protected paths are kept as 64-bit fingerprints (Spark's xxhash64): the anti-join shuffles longs, not
+        # strings. Equal paths hash alike, so a collision can only keep a file, never delete one.
+        refs = refs.select(
+            F.when(F.col("kind") == "p", F.xxhash64("path")).alias("h"),
+            F.when(F.col("kind") == "e", F.col("path")).alias("path"),
+            "kind",
+        )
         target = f"{spec.output}/refs"
         refs.write.mode("overwrite").parquet(target)
         # With the schema: a job that found nothing writes no file to infer one from.
-        return spark.read.schema(_ddl(tasks.REFS_SCHEMA)).parquet(target)
+        return spark.read.schema(f"h bigint, {refs_ddl}").parquet(target)
 
     def listed(self, window: PlausibleTimes | None) -> Any:
         """Step 2: the table's files on storage (``path``, ``size``, ``modificationTime``)."""
@@ -118,18 +142,20 @@ class _Job:
             files = files.unionByName(spark.read.parquet(spec.root_files))
         return files
 
-    def _links(self, refs: Any) -> list[str]:
-        """Local tables: links in a folder holding a protected file make the plan unsafe here (the local engine
-        protects through them); the folders are few (one per partition), so the census runs on the driver."""
-        from pyspark.sql import functions as F
-
-        parents = (
-            refs.filter(F.col("kind") == "p")
-            .select(F.regexp_extract("path", "^(.*)/[^/]*$", 1).alias("dir"))
-            .distinct()
-            .collect()
-        )
-        return _links_in(self.spec.table_uri, [r["dir"] for r in parents])
+    def _links(self) -> list[str]:
+        """Local tables: links in a folder holding a protected file (the tasks report the folders) make the plan
+        unsafe here, as the local engine protects files through them; the census runs on the driver."""
+        value = self.counters.value
+        if value.get("parents_overflow"):
+            self.counters.add(
+                {
+                    "error": f"more than {tasks.MAX_PARENTS:,} folders of this local table hold referenced files: too "
+                    "many to look for symbolic links in; vacuum it with the local engine (engine='local')",
+                    "error_kind": "OperationRefusedError",
+                }
+            )
+            return []
+        return _links_in(self.spec.table_uri, list(value.get("parents") or []))
 
     def run(self) -> JobReport:
         from pyspark.sql import functions as F
@@ -137,27 +163,34 @@ class _Job:
         started = time.perf_counter()
         spec, spark = self.spec, self.spark
         refs = self.refs()
+        log.info("vacuum job: the checkpoint's references written (%.1f s)", time.perf_counter() - started)
         error, kind = self.error()
         if error:
             return JobReport(error=error, error_kind=kind, seconds=time.perf_counter() - started)
         oldest = self.counters.value.get("oldest_live_ms")
         window = PlausibleTimes(*spec.window).widened_to(oldest) if spec.window else None
 
-        protected = [refs.filter(F.col("kind") == "p").select("path")] if refs is not None else []
+        protected = [refs.filter(F.col("kind") == "p").select("h")] if refs is not None else []
         expired = [refs.filter(F.col("kind") == "e").select("path")] if refs is not None else []
         if spec.protected:
-            protected.append(spark.read.parquet(spec.protected).select("path"))
+            protected.append(spark.read.parquet(spec.protected).select(F.xxhash64("path").alias("h")))
         if spec.expired:
             expired.append(spark.read.parquet(spec.expired).select("path"))
 
         if refs is not None and spec.table_uri.startswith("file:"):
-            links = self._links(refs)
+            links = self._links()
+            log.info("vacuum job: link census of the referenced folders (%.1f s)", time.perf_counter() - started)
             if links:
                 return _links_refused(links, started)
-        every = protected[0]
-        for p in protected[1:]:
-            every = every.unionByName(p)
-        unreferenced = self.listed(window).join(every, "path", "left_anti")
+            error, kind = self.error()
+            if error:
+                return JobReport(error=error, error_kind=kind, seconds=time.perf_counter() - started)
+        unreferenced = self.listed(window)
+        if protected:
+            every = protected[0]
+            for p in protected[1:]:
+                every = every.unionByName(p)
+            unreferenced = unreferenced.withColumn("h", F.xxhash64("path")).join(every, "h", "left_anti").drop("h")
         # One row per path: the same object listed twice (merged inventory shards) keeps its newest row.
         unreferenced = unreferenced.groupBy("path").agg(
             F.max("size").alias("size"),
@@ -182,6 +215,7 @@ class _Job:
         classified = unreferenced.mapInArrow(lambda b: tasks.classify(b, cutoff), _ddl(tasks.CLASSIFIED_SCHEMA))
         target = f"{spec.output}/plan"
         classified.write.mode("overwrite").partitionBy("class").parquet(target)
+        log.info("vacuum job: unreferenced files judged and written (%.1f s)", time.perf_counter() - started)
         error, kind = self.error()
         if error:
             return JobReport(error=error, error_kind=kind, seconds=time.perf_counter() - started)
@@ -234,6 +268,17 @@ class _Job:
             oldest_live_ms=value.get("oldest_live_ms"),
             seconds=time.perf_counter() - started,
         )
+
+
+def _ipc(frame: Any) -> bytes:
+    """A one-column DataFrame as Arrow IPC stream bytes (what a broadcast carries to the tasks)."""
+    import pyarrow as pa
+
+    table = frame.toArrow()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _links_refused(links: list[str], started: float) -> JobReport:

@@ -26,7 +26,8 @@ class VacuumJobSpec:
     - ``cutoff_ms``: files modified at or after it are kept; tombstones deleted at or after it protect.
     - ``checkpoint_files``: Hadoop URIs of the Parquet checkpoint files (parts, sidecars) whose
       add/remove rows the job reads; ``decided_keys``: a Parquet file (column ``key``) of the file
-      keys the JSON commits after the checkpoint decided (checkpoint rows with them are superseded).
+      keys the JSON commits after the checkpoint decided (checkpoint rows with them are superseded), and
+      how many (a few go to the tasks, many are anti-joined).
     - ``protected`` / ``expired``: Parquet files (column ``path``) of what the driver already
       resolved: paths the retained versions reference, expired tombstones.
     - ``inventory``: Hadoop URI of a Parquet inventory, read with ``inventory_columns``
@@ -44,6 +45,7 @@ class VacuumJobSpec:
     output: str
     checkpoint_files: list[str] = field(default_factory=list)
     decided_keys: str | None = None
+    decided_count: int = 0
     protected: str | None = None
     expired: str | None = None
     inventory: str | None = None

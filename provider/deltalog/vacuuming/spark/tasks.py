@@ -40,6 +40,7 @@ __all__ = [
     "RAW_REFS_SCHEMA",
     "Counters",
     "checkpoint_refs",
+    "checkpoint_refs_resolved",
     "classify",
     "fill_times",
     "inventory_rows",
@@ -68,9 +69,11 @@ CLASSIFIED_SCHEMA = pa.schema([*PLAN_SCHEMA, ("class", pa.string()), ("copies", 
 DELETE, TOO_NEW, NO_TIME, IMPLAUSIBLE = "delete", "too new", "no time", "implausible"
 
 #: Counters a task reports: sums, except ``error`` / ``error_kind`` (the first), ``oldest_live_ms``
-#: (the smallest) and ``links`` (the first few).
+#: (the smallest), ``links`` (the first few) and ``parents`` (a set: past ``MAX_PARENTS`` folders it is
+#: dropped and ``parents_overflow`` says so).
 _FIRST = ("error", "error_kind")
 _MAX_LINKS = 20
+MAX_PARENTS = 100_000
 
 
 def merge_counters(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -83,6 +86,20 @@ def merge_counters(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             out[k] = v if out.get(k) is None else min(out[k], v)
         elif k == "links":
             out[k] = (list(out.get(k) or []) + list(v))[:_MAX_LINKS]
+        elif k == "parents":
+            if out.get("parents_overflow") or b.get("parents_overflow"):
+                out.pop(k, None)
+                out["parents_overflow"] = 1
+                continue
+            merged = set(out.get(k) or ()) | set(v)
+            if len(merged) > MAX_PARENTS:
+                out.pop(k, None)
+                out["parents_overflow"] = 1
+            else:
+                out[k] = sorted(merged)
+        elif k == "parents_overflow":
+            out.pop("parents", None)
+            out[k] = 1
         else:
             out[k] = out.get(k, 0) + v
     return out
@@ -126,39 +143,100 @@ def _dv_paths(dv: pa.StructArray) -> pa.Array:
     return pa.array(out, pa.string())
 
 
+def _raw_refs(batch: pa.RecordBatch) -> pa.Table:
+    """One :data:`RAW_REFS_SCHEMA` row per file action of a batch of checkpoint rows (``add``/``remove`` structs)."""
+    parts = []
+    for kind in ("add", "remove"):
+        column = batch.column(kind)
+        valid = pc.and_(column.is_valid(), pc.is_valid(pc.struct_field(column, "path")))
+        actions = column.filter(valid)
+        if not len(actions):
+            continue
+        paths, dv = actions.field("path"), actions.field("deletionVector")
+        n = len(actions)
+        times = actions.field("modificationTime" if kind == "add" else "deletionTimestamp")
+        parts.append(
+            pa.table(
+                {
+                    "key": file_keys(paths, dv),
+                    "kind": pa.repeat(pa.scalar(kind), n),
+                    "path": paths,
+                    "dv_path": _dv_paths(dv),
+                    "mtime": times if kind == "add" else pa.nulls(n, pa.int64()),
+                    "deletion_ts": times if kind == "remove" else pa.nulls(n, pa.int64()),
+                },
+                schema=RAW_REFS_SCHEMA,
+            )
+        )
+    return pa.concat_tables(parts) if parts else RAW_REFS_SCHEMA.empty_table()
+
+
 def checkpoint_refs(batches: Iterator[pa.RecordBatch], counters: Any) -> Iterator[pa.RecordBatch]:
     """Checkpoint rows (``add``/``remove`` structs) -> one :data:`RAW_REFS_SCHEMA` row per file action."""
 
     def rows() -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            parts = []
-            for kind in ("add", "remove"):
-                column = batch.column(kind)
-                valid = pc.and_(column.is_valid(), pc.is_valid(pc.struct_field(column, "path")))
-                actions = column.filter(valid)
-                if not len(actions):
-                    continue
-                paths, dv = actions.field("path"), actions.field("deletionVector")
-                n = len(actions)
-                when = "modificationTime" if kind == "add" else "deletionTimestamp"
-                times = actions.field(when)
-                parts.append(
-                    pa.table(
-                        {
-                            "key": file_keys(paths, dv),
-                            "kind": pa.repeat(pa.scalar(kind), n),
-                            "path": paths,
-                            "dv_path": _dv_paths(dv),
-                            "mtime": times if kind == "add" else pa.nulls(n, pa.int64()),
-                            "deletion_ts": times if kind == "remove" else pa.nulls(n, pa.int64()),
-                        },
-                        schema=RAW_REFS_SCHEMA,
-                    )
-                )
-            if parts:
-                yield _batch(pa.concat_tables(parts), RAW_REFS_SCHEMA)
+            raw = _raw_refs(batch)
+            if raw.num_rows:
+                yield _batch(raw, RAW_REFS_SCHEMA)
 
     return _guarded(counters, rows())
+
+
+def checkpoint_refs_resolved(
+    batches: Iterator[pa.RecordBatch], table_uri: str, cutoff_ms: int, decided: bytes | None, counters: Any
+) -> Iterator[pa.RecordBatch]:
+    """:func:`checkpoint_refs` and :func:`resolve_refs` in one pass, the superseded rows dropped here.
+
+    ``decided``: the file keys the commits after the checkpoint decided, as Arrow IPC bytes (a
+    few, compared exactly); the job joins in Spark instead when they are many.
+    """
+
+    def rows() -> Iterator[pa.RecordBatch]:
+        resolver = PathResolver(Storage(table_uri))
+        keys = pa.ipc.open_stream(decided).read_all().column(0).combine_chunks() if decided else None
+        for batch in batches:
+            raw = _raw_refs(batch)
+            if keys is not None and raw.num_rows:
+                raw = raw.filter(pc.invert(pc.fill_null(pc.is_in(raw.column("key"), value_set=keys), False)))
+            if raw.num_rows:
+                yield _resolved(raw, resolver, cutoff_ms, counters)
+
+    return _guarded(counters, rows())
+
+
+def _resolved(rows: pa.RecordBatch | pa.Table, resolver: PathResolver, cutoff_ms: int, counters: Any) -> pa.RecordBatch:
+    """Raw references -> protected (``p``) and expired (``e``) table-relative paths; reports the oldest live file
+    and the protected files' folders."""
+    table = (pa.Table.from_batches([rows]) if isinstance(rows, pa.RecordBatch) else rows).combine_chunks()
+    kind, deletion_ts = table.column("kind"), pc.fill_null(table.column("deletion_ts"), 0)
+    live = pc.or_(pc.equal(kind, "add"), pc.greater_equal(deletion_ts, cutoff_ms))
+    raw = pa.chunked_array([table.column("path").filter(live), table.column("dv_path").filter(live)], pa.string())
+    protected = resolver.resolve(raw, strict=True)
+    expired = resolver.resolve(table.column("path").filter(pc.invert(live)))
+    mtimes = table.column("mtime").filter(pc.equal(kind, "add"))
+    oldest = pc.min(mtimes.filter(pc.greater_equal(pc.fill_null(mtimes, 0), FLOOR_MS))).as_py()
+    update: dict[str, Any] = {"parents": _parents(protected)}
+    if oldest is not None:
+        update["oldest_live_ms"] = int(oldest)
+    counters.add(update)
+    out = pa.table(
+        {
+            "path": pa.concat_arrays([protected, expired]),
+            "kind": pa.concat_arrays(
+                [pa.repeat(pa.scalar("p"), len(protected)), pa.repeat(pa.scalar("e"), len(expired))]
+            ),
+        }
+    )
+    return _batch(out, REFS_SCHEMA)
+
+
+def _parents(paths: pa.Array) -> list[str]:
+    """The folders holding ``paths`` (table-relative; "" is the root), once each: for the link census."""
+    if not len(paths):
+        return []
+    parents = pc.replace_substring_regex(paths, "/[^/]*$|^[^/]*$", "")
+    return pc.unique(parents).to_pylist()
 
 
 def resolve_refs(
@@ -169,30 +247,14 @@ def resolve_refs(
     As :func:`deltalog.vacuuming.retained.retained_state` does for the local engine: an add and
     an unexpired tombstone protect their file and deletion vector (paths that cannot be placed
     inside the root stop the vacuum); an expired tombstone's path is only a reason. Also reports
-    the oldest live file's time (the plausible window of an inventory).
+    the oldest live file's time (the plausible window of an inventory) and the protected files'
+    folders (``parents``: the link census of local tables).
     """
 
     def rows() -> Iterator[pa.RecordBatch]:
         resolver = PathResolver(Storage(table_uri))
         for batch in batches:
-            kind, deletion_ts = batch.column("kind"), pc.fill_null(batch.column("deletion_ts"), 0)
-            live = pc.or_(pc.equal(kind, "add"), pc.greater_equal(deletion_ts, cutoff_ms))
-            raw = pa.concat_arrays([batch.column("path").filter(live), batch.column("dv_path").filter(live)])
-            protected = resolver.resolve(raw, strict=True)
-            expired = resolver.resolve(batch.column("path").filter(pc.invert(live)))
-            mtimes = batch.column("mtime").filter(pc.equal(kind, "add"))
-            oldest = pc.min(mtimes.filter(pc.greater_equal(pc.fill_null(mtimes, 0), FLOOR_MS))).as_py()
-            if oldest is not None:
-                counters.add({"oldest_live_ms": int(oldest)})
-            out = pa.table(
-                {
-                    "path": pa.concat_arrays([protected, expired]),
-                    "kind": pa.concat_arrays(
-                        [pa.repeat(pa.scalar("p"), len(protected)), pa.repeat(pa.scalar("e"), len(expired))]
-                    ),
-                }
-            )
-            yield _batch(out, REFS_SCHEMA)
+            yield _resolved(batch, resolver, cutoff_ms, counters)
 
     return _guarded(counters, rows())
 
