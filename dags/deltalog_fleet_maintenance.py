@@ -48,20 +48,21 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import (
-    DAG,
-    Asset,
-    AssetAlias,
+from airflow.sdk import DAG, Asset, AssetAlias, task
+
+from deltalog_provider.callbacks import log_missed_deadline
+from deltalog_provider.version_compat import (
     AssetOrTimeSchedule,
-    AsyncCallback,
     CronTriggerTimetable,
-    DeadlineAlert,
-    DeadlineReference,
-    task,
+    dag_folder_on_sys_path,
+    deadline_kwargs,
+    inlet_events_after,
 )
 
-from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master
-from deltalog_example.callbacks import log_missed_deadline
+# deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
+dag_folder_on_sys_path(__file__)
+
+from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -77,15 +78,9 @@ CRON = setting("deltalog_fleet_schedule").strip()
 SCHEDULE: Any = (
     AssetOrTimeSchedule(timetable=CronTriggerTimetable(CRON, timezone="UTC"), assets=TABLE_LIST) if CRON else TABLE_LIST
 )
-DEADLINE = (
-    DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(minutes=DEADLINE_MINUTES),
-        callback=AsyncCallback(log_missed_deadline, kwargs={"table": "the fleet", "minutes": DEADLINE_MINUTES}),
-    )
-    if DEADLINE_MINUTES > 0
-    else None
-)
+#: ``DAG(deadline=...)`` where the Airflow release has Deadline Alerts (3.1+); nothing on 3.0, where
+#: the work still keeps to the deadline Variables (``_deadline`` below).
+DEADLINE = deadline_kwargs(DEADLINE_MINUTES, log_missed_deadline, {"table": "the fleet", "minutes": DEADLINE_MINUTES})
 
 
 def _hook() -> Any:
@@ -123,7 +118,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_TASK_ARGS,
-    deadline=DEADLINE,
+    **DEADLINE,
     tags=["deltalog", "example", "maintenance", "fleet"],
     doc_md=__doc__,
 ) as dag:
@@ -137,13 +132,10 @@ with DAG(
         hook = _hook()
         events = context["inlet_events"][TABLE_LIST]
         previous = context.get("prev_start_date_success")  # a lazy proxy: None is falsy through it
-        if previous:
-            events = events.after(previous.isoformat())
-        events = list(events)
+        events = inlet_events_after(events, previous) if previous else list(events)
         if events:
-            from airflow.sdk.exceptions import AirflowFailException
-
             from deltalog_example.fleet_tables import TableListError
+            from deltalog_provider.version_compat import AirflowFailException
 
             try:
                 tables = tables_from_events(
@@ -162,7 +154,7 @@ with DAG(
         log.info("discovered %d tables under %s", len(found.tables), found.root)
         return [t.uri for t in found.tables]
 
-    @task(execution_timeout=timedelta(minutes=30))
+    @task(execution_timeout=timedelta(minutes=30), multiple_outputs=False)
     def measure(tables: list[str], **context: Any) -> dict[str, Any]:
         """Health and due verdict of every table; the due ones ordered by gain per second."""
         from deltalog.fleet.maintain import DEFAULT_THROUGHPUT, order_work
@@ -196,13 +188,14 @@ with DAG(
         retries=0,
         execution_timeout=timedelta(hours=2),
         map_index_template="{{ task.op_kwargs['entry']['uri'].rstrip('/').rsplit('/', 1)[-1] }}",
+        multiple_outputs=False,
     )
     def maintain(entry: dict[str, Any], **context: Any) -> dict[str, Any]:
         """The table's due steps under its lease; fails only this mapped task when the table is broken."""
         from airflow.sdk import Asset
-        from airflow.sdk.exceptions import AirflowFailException
 
         from deltalog.fleet.maintain import maintain_table, settings_for
+        from deltalog_provider.version_compat import AirflowFailException, alias_event_extra
 
         ti = context["ti"]
         mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
@@ -224,12 +217,14 @@ with DAG(
         if outcome.changed:
             context["outlet_events"][FLEET_ALIAS].add(
                 Asset(uri=entry["uri"] if "://" in entry["uri"] else "file://" + entry["uri"]),
-                extra={
-                    "table": entry["uri"],
-                    "version": outcome.version_after,
-                    "operation": "FLEET MAINTENANCE",
-                    "ran": outcome.ran,
-                },
+                extra=alias_event_extra(
+                    {
+                        "table": entry["uri"],
+                        "version": outcome.version_after,
+                        "operation": "FLEET MAINTENANCE",
+                        "ran": outcome.ran,
+                    }
+                ),
             )
         if outcome.status in ("failed", "refused"):
             raise AirflowFailException(f"{entry['uri']}: {outcome.status}: {outcome.error}")
@@ -237,7 +232,7 @@ with DAG(
 
     # No retry: it reads what the run produced; when find_tables or measure failed there is nothing
     # to read (its input cannot resolve) and a retry would only hold the failed run open.
-    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=10))
+    @task(trigger_rule="all_done", retries=0, execution_timeout=timedelta(minutes=10), multiple_outputs=False)
     def summary(measured: dict[str, Any], **context: Any) -> dict[str, Any]:
         """Table of tables in the log, as the return value and as an HTML report next to the demo output."""
         from deltalog.fleet.maintain import TableOutcome, measured_throughput
@@ -281,6 +276,8 @@ with DAG(
         doc["report"] = path
         return doc
 
+    # multiple_outputs=False on the tasks returning a dict: the whole dict is their XCom; Airflow
+    # would otherwise also push each key, and 3.0 refuses a key whose value is None.
     measured = measure(find_tables())
     done = maintain.expand(entry=due_tables(measured))
     done >> summary(measured)

@@ -28,7 +28,14 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
-from deltalog_example import (
+from deltalog_provider.operators.commit import DeltaCommitOperator
+from deltalog_provider.operators.create import DeltaCreateTableOperator
+from deltalog_provider.version_compat import dag_folder_on_sys_path
+
+# deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
+dag_folder_on_sys_path(__file__)
+
+from deltalog_example import (  # noqa: E402
     DEFAULT_TASK_ARGS,
     EVENTS_SCHEMA,
     PARTITION_BY,
@@ -40,8 +47,6 @@ from deltalog_example import (
     setting,
     spark_submit_args,
 )
-from deltalog_provider.operators.commit import DeltaCommitOperator
-from deltalog_provider.operators.create import DeltaCreateTableOperator
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")

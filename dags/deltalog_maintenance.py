@@ -26,9 +26,9 @@ deletes files runs in the ``deltalog_maintenance`` pool (one slot), shared with
 tasks also hold the table's maintenance lease (``deltalog_example.lease``), shared with
 ``deltalog_fleet_maintenance``, so a fleet run never works on the table at the same time.
 
-The SLA is a Deadline Alert (Airflow 3.1+): a run still going
-``deltalog_maintenance_deadline_minutes`` after it was queued fires
-``deltalog_example.callbacks.log_missed_deadline`` in the triggerer. Every task also
+The SLA is a Deadline Alert (Airflow 3.1+; on 3.0 the DAG runs without one and says so
+once in the log): a run still going ``deltalog_maintenance_deadline_minutes`` after it
+was queued fires ``deltalog_provider.callbacks.log_missed_deadline`` in the triggerer. Every task also
 has an ``execution_timeout``.
 """
 
@@ -39,9 +39,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, AsyncCallback, DeadlineAlert, DeadlineReference, task
+from airflow.sdk import DAG, task
 
-from deltalog_example import (
+from deltalog_provider.callbacks import log_missed_deadline
+from deltalog_provider.operators import (
+    DeltaCheckpointOperator,
+    DeltaCompactOperator,
+    DeltaHealthBranchOperator,
+    DeltaLogCleanupOperator,
+    DeltaManifestOperator,
+    DeltaVacuumOperator,
+)
+from deltalog_provider.version_compat import dag_folder_on_sys_path, deadline_kwargs
+
+# deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
+dag_folder_on_sys_path(__file__)
+
+from deltalog_example import (  # noqa: E402
     DEFAULT_TASK_ARGS,
     MAINTENANCE_POOL,
     RUN_KEY,
@@ -55,16 +69,7 @@ from deltalog_example import (
     spark_env,
     zorder_columns,
 )
-from deltalog_example.callbacks import log_missed_deadline
-from deltalog_example.lease import table_lease
-from deltalog_provider.operators import (
-    DeltaCheckpointOperator,
-    DeltaCompactOperator,
-    DeltaHealthBranchOperator,
-    DeltaLogCleanupOperator,
-    DeltaManifestOperator,
-    DeltaVacuumOperator,
-)
+from deltalog_example.lease import table_lease  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +78,8 @@ CONN_ID = setting("deltalog_conn_id")
 #: 0 turns the deadline off: ``airflow dags test`` of a DAG with a deadline crashes after a
 #: successful run in Airflow 3.3.2 (apache/airflow#73428), so the demo and tests use 0.
 DEADLINE_MINUTES = int_setting("deltalog_maintenance_deadline_minutes") or 0
-DEADLINE = (
-    DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(minutes=DEADLINE_MINUTES),
-        callback=AsyncCallback(log_missed_deadline, kwargs={"table": TABLE, "minutes": DEADLINE_MINUTES}),
-    )
-    if DEADLINE_MINUTES > 0
-    else None
-)
+#: ``DAG(deadline=...)`` where the Airflow release has Deadline Alerts (3.1+); nothing on 3.0.
+DEADLINE = deadline_kwargs(DEADLINE_MINUTES, log_missed_deadline, {"table": TABLE, "minutes": DEADLINE_MINUTES})
 #: Runs when at least one upstream path ran and none failed (the other path was skipped).
 AFTER_BRANCH = "none_failed_min_one_success"
 
@@ -93,7 +91,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     default_args=DEFAULT_TASK_ARGS,
-    deadline=DEADLINE,
+    **DEADLINE,
     user_defined_filters=TEMPLATE_FILTERS,
     tags=["deltalog", "example", "maintenance"],
     doc_md=__doc__,
@@ -188,7 +186,7 @@ with DAG(
     log_cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", execution_timeout=timedelta(minutes=15), **common)
     manifest = DeltaManifestOperator(task_id="manifest", execution_timeout=timedelta(minutes=15), **common)
 
-    @task(trigger_rule="none_failed", execution_timeout=timedelta(minutes=5))
+    @task(trigger_rule="none_failed", execution_timeout=timedelta(minutes=5), multiple_outputs=False)
     def summary(table: str, conn_id: str, report: dict[str, Any] | None = None) -> dict[str, Any]:
         """Measure the table again and log a before/after table plus what each operation did."""
         from deltalog_example.report import operations_since, table_report

@@ -26,7 +26,15 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
-from deltalog_example import (
+from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
+from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
+from deltalog_provider.utils.results import table_asset_uri
+from deltalog_provider.version_compat import dag_folder_on_sys_path
+
+# deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
+dag_folder_on_sys_path(__file__)
+
+from deltalog_example import (  # noqa: E402
     DEFAULT_TASK_ARGS,
     MAINTENANCE_POOL,
     health_thresholds,
@@ -34,10 +42,7 @@ from deltalog_example import (
     optional_setting,
     setting,
 )
-from deltalog_example.lease import table_lease
-from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
-from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
-from deltalog_provider.utils.results import table_asset_uri
+from deltalog_example.lease import table_lease  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +87,7 @@ with DAG(
         task_id="checkpoint", emit_asset=False, execution_timeout=timedelta(minutes=15), **common
     )
 
-    @task(execution_timeout=timedelta(minutes=5))
+    @task(execution_timeout=timedelta(minutes=5), multiple_outputs=False)
     def report(table: str, conn_id: str, health: dict[str, Any]) -> dict[str, Any]:
         """Log the table's state after the run next to the health that triggered it."""
         from deltalog_example.report import table_report

@@ -315,8 +315,6 @@ class AirflowStack:
                 "AIRFLOW__API_AUTH__JWT_SECRET": "deltalog-system-test-jwt-secret",
                 "AIRFLOW__API__SECRET_KEY": "deltalog-system-test-api-secret",
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-                # As in docker-compose.yml: the triggerer imports the deadline callback from the dags folder.
-                "PYTHONPATH": str(REPO / "dags"),
                 "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
                 "PYTHONWARNINGS": "ignore",
             }

@@ -7,13 +7,23 @@ Registered as a pytest plugin from ``conftest.py``. Fixtures:
   from the cache ``scripts/spark_jars.py`` fills).
 - ``delta_corpus`` (session): one small table per feature Delta Spark can enable,
   each with a real history (appends, UPDATE, DELETE, MERGE, OPTIMIZE, RESTORE,
-  checkpoints), built in that session and cached per table in
-  ``~/.cache/deltalog/corpus-<delta version>/<name>-<key>`` (the key hashes that
-  table's recipe and history, so changing one recipe rebuilds one table). Next to
-  each table, ``<name>-<key>.json`` keeps, per version, the row count and an
+  checkpoints). Each table comes, in this order, from the repo's copy
+  (``tests/data/delta_spark_corpus/<name>``, see ``corpus_store.py``) when its key
+  and Delta Spark version are today's, copied once per machine to
+  ``~/.cache/deltalog/corpus-<delta version>/<name>-<key>-stored-<digest>``; else
+  from the per-table cache ``~/.cache/deltalog/corpus-<delta version>/<name>-<key>``;
+  else it is built in that session into that cache (the key hashes that table's
+  recipe and history, so changing one recipe rebuilds one table). Next to each
+  table, ``<name>-<key>[...].json`` keeps, per version, the row count and an
   order-independent content hash Delta Spark computed and Delta Spark's replay of
   the version (live files, protocol, metadata); or the error when Delta Spark could
   not build the table.
+
+The tables keep the times they were built at (commit and file times, in-commit
+timestamps, tombstones' deletion times), which may be weeks old in a stored copy. So
+the oracle session lets Delta Spark time travel past ``delta.deletedFileRetentionDuration``
+(a read policy: a table just built is inside it), and checks whose answer depends on
+the clock take it from the table (:func:`fresh_clock_ms`), not from the wall.
 
 Content hash: ``sum(xxhash64(to_json(struct(*))))`` over the rows Delta Spark
 reads, as a decimal, plus the row count; equal multisets of rows give equal hashes,
@@ -36,9 +46,13 @@ from typing import Any
 
 import pytest
 
-from deltalog.engines.spark_packages import DELTA_SPARK_VERSION, cache_root, spark_conf
+from corpus_store import REGENERATE, STORE_ROOT, StoredTable, materialize, read_stored, stale_reason
+from deltalog.engines.spark_packages import DELTA_SPARK_VERSION, SPARK_VERSION, cache_root, spark_conf
 
 log = logging.getLogger(__name__)
+
+#: Delta Spark's policy of refusing time travel beyond ``delta.deletedFileRetentionDuration``.
+TIME_TRAVEL_CHECK = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
 
 #: Session settings for the oracle: tiny, quiet, deterministic, and short retention allowed
 #: (the tests pick retention themselves).
@@ -55,6 +69,11 @@ ORACLE_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "1",
     "spark.driver.memory": "1g",
     "spark.sql.session.timeZone": "UTC",
+    # Reads of every version must not depend on the table's age: the corpus keeps the times it
+    # was built at (a stored copy's may be months old), and past the 7-day file retention Delta
+    # Spark refuses time travel by policy (DELTA_UNSUPPORTED_TIME_TRAVEL_BEYOND_DELETED_FILE_
+    # RETENTION_DURATION), although every file is there. The checks read the files themselves.
+    TIME_TRAVEL_CHECK: "false",
 }
 
 
@@ -264,19 +283,6 @@ def table_key(recipe: Recipe) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def legacy_corpus_hash() -> str:
-    """The whole-corpus key of the cache layout before per-table keys (entry format 2).
-
-    Tables cached under it (``corpus-<delta>-<hash>[.partial|-<subset>]``) are adopted,
-    copied, while it still equals the hash of today's recipes: the switch to per-table
-    keys rebuilds nothing.
-    """
-    text = json.dumps(
-        [2, COMMON_PROPERTIES] + [[repr(r), create_sql(r, "T"), history(r)] for r in RECIPES], sort_keys=True
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def content_hash(spark: Any, path: str, version: int) -> tuple[int, str]:
     """(row count, order-independent hash) of what Delta Spark reads at ``version``."""
     from oracle_checks import content_hashes
@@ -329,8 +335,8 @@ class Corpus:
     not_built: list[dict[str, str]]
     #: Tables this run built, and the seconds each took (a warm run builds none).
     built: dict[str, float] = field(default_factory=dict)
-    #: Tables this run copied from the cache layout before per-table keys.
-    adopted: tuple[str, ...] = ()
+    #: Tables (and recorded failures) taken from the repo's copy (tests/data/delta_spark_corpus).
+    stored: tuple[str, ...] = ()
 
     def path(self, name: str) -> str:
         return str(self.dirs[name])
@@ -371,94 +377,143 @@ def corpus_cache() -> Path:
     return cache_root() / f"corpus-{DELTA_SPARK_VERSION}"
 
 
-def _entry_file(recipe: Recipe) -> Path:
-    return corpus_cache() / f"{recipe.name}-{table_key(recipe)}.json"
+def _entry_file(recipe: Recipe, cache: Path | None = None) -> Path:
+    return (cache or corpus_cache()) / f"{recipe.name}-{table_key(recipe)}.json"
 
 
-def ensure_table(recipe: Recipe, spark: Callable[[], Any]) -> tuple[dict[str, Any], str]:
-    """The table's entry from the cache, adopted from the old layout, or built now (``spark()`` gives the
-    session); and how it was had: ``cached``, ``adopted`` or ``built``.
+#: The engines a stored table must have been written by (with its key) to stand for a build today.
+def engine_versions() -> dict[str, str]:
+    return {"delta_spark": DELTA_SPARK_VERSION, "spark": SPARK_VERSION}
+
+
+def usable_stored(recipe: Recipe) -> StoredTable | None:
+    """The repo's copy of ``recipe``'s table when it is the one today's recipe and Delta Spark would
+    build (else None: the cache or a build serves, and ``tests/test_corpus_store.py`` fails)."""
+    stored = read_stored(recipe.name)
+    if stored is None:
+        return None
+    why = stale_reason(stored, table_key(recipe), engine_versions())
+    if why:
+        log.warning("corpus: the stored %s is not used: %s (regenerate: %s)", recipe.name, why, REGENERATE)
+        return None
+    return stored
+
+
+@dataclass(frozen=True)
+class CorpusTable:
+    """One corpus table as a run has it: its entry, its folder (None if not built) and where it came from."""
+
+    entry: dict[str, Any]
+    path: Path | None
+    #: ``stored`` (the repo's copy), ``cached`` (the per-table cache) or ``built`` (by this run).
+    how: str
+
+
+def ensure_table(recipe: Recipe, spark: Callable[[], Any]) -> CorpusTable:
+    """The table from the repo's copy, the cache, or built now (``spark()`` gives the session).
 
     Per table: a lock (runs building different tables do not wait for each other), the
-    table built into ``<name>-<key>.partial`` and renamed, the entry written last. A
-    table Delta Spark cannot build is recorded with its error, never dropped.
+    table copied or built into a ``.partial`` folder and renamed, the entry written last.
+    A table Delta Spark cannot build is recorded with its error, never dropped.
     """
+    stored = usable_stored(recipe)
+    if stored is not None:
+        return _stored_table(recipe, stored)
+    return _cached_or_built(recipe, spark)
+
+
+def _locked(entry_file: Path) -> Any:
     import fcntl
 
-    entry_file = _entry_file(recipe)
-    final = entry_file.with_suffix("")
     entry_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(entry_file.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if entry_file.exists():
-            return json.loads(entry_file.read_text()), "cached"
-        how = "adopted"
-        entry = _adopt_legacy(recipe, final)
-        if entry is None:
-            how = "built"
-            partial = final.with_name(final.name + ".partial")
-            shutil.rmtree(partial, ignore_errors=True)  # an interrupted attempt
-            t0 = time.perf_counter()
-            try:
-                entry = build_table(spark(), recipe, str(partial))
-                entry["seconds"] = round(time.perf_counter() - t0, 1)
-                shutil.rmtree(final, ignore_errors=True)
-                partial.rename(final)
-                log.info("corpus: %s built in %.1fs (%d versions)", recipe.name, entry["seconds"], entry["latest"] + 1)
-            except Exception as exc:  # noqa: BLE001 - a feature this release cannot write is recorded, not fatal
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-                entry = {"name": recipe.name, "feature": recipe.feature, "error": first}
-                shutil.rmtree(partial, ignore_errors=True)
-                log.warning("corpus: %s not built: %s", recipe.name, first)
-        entry["key"] = table_key(recipe)
-        tmp = entry_file.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(entry))
-        tmp.rename(entry_file)
-        return entry, how
+    lock = open(entry_file.with_suffix(".lock"), "w")  # noqa: SIM115 - closed by the caller's with
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
 
 
-def _adopt_legacy(recipe: Recipe, final: Path) -> dict[str, Any] | None:
-    """Copy ``recipe``'s table from the whole-corpus cache of the same recipes, if one has it."""
-    prefix = f"corpus-{DELTA_SPARK_VERSION}-{legacy_corpus_hash()}"
-    sources = sorted(cache_root().glob(prefix + "*"), key=lambda p: (p.name != prefix, p.name))
-    for source in sources:
-        if not source.is_dir():
-            continue
-        entry = None
-        if (source / "manifest.json").exists():
-            doc = json.loads((source / "manifest.json").read_text())
-            entry = next((t for t in doc["tables"] + doc["not_built"] if t["name"] == recipe.name), None)
-        elif (source / f"{recipe.name}.entry.json").exists():
-            entry = json.loads((source / f"{recipe.name}.entry.json").read_text())
-        if entry is None:
-            continue
-        if "error" not in entry:
+def _write_entry(entry_file: Path, entry: dict[str, Any]) -> None:
+    tmp = entry_file.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(entry))
+    tmp.rename(entry_file)
+
+
+def _stored_table(recipe: Recipe, stored: StoredTable) -> CorpusTable:
+    """The repo's copy, copied once per machine into the cache (with the build's file times) under a
+    name of its own: a copy never replaces a folder another run may be reading."""
+    if not stored.built:
+        return CorpusTable(stored.entry, None, "stored")
+    entry_file = corpus_cache() / f"{recipe.name}-{table_key(recipe)}-stored-{stored.digest}.json"
+    final = entry_file.with_suffix("")
+    with _locked(entry_file):
+        if not entry_file.exists():
             partial = final.with_name(final.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(source / recipe.name, partial)
+            materialize(stored, partial)
             shutil.rmtree(final, ignore_errors=True)
             partial.rename(final)
-        entry["adopted_from"] = source.name
-        log.info("corpus: %s adopted from %s", recipe.name, source)
-        return entry
-    return None
+            _write_entry(entry_file, stored.entry)
+            log.info("corpus: %s copied from the repo (%s)", recipe.name, stored.root)
+        return CorpusTable(json.loads(entry_file.read_text()), final, "stored")
+
+
+def _cached_or_built(recipe: Recipe, spark: Callable[[], Any], cache: Path | None = None) -> CorpusTable:
+    """The table from the per-table cache (``cache``: another folder than the machine's), or built into it."""
+    entry_file = _entry_file(recipe, cache)
+    final = entry_file.with_suffix("")
+    with _locked(entry_file):
+        if entry_file.exists():
+            entry = json.loads(entry_file.read_text())
+            return CorpusTable(entry, None if "error" in entry else final, "cached")
+        partial = final.with_name(final.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)  # an interrupted attempt
+        t0 = time.perf_counter()
+        try:
+            entry = build_table(spark(), recipe, str(partial))
+            entry["seconds"] = round(time.perf_counter() - t0, 1)
+            shutil.rmtree(final, ignore_errors=True)
+            partial.rename(final)
+            log.info("corpus: %s built in %.1fs (%d versions)", recipe.name, entry["seconds"], entry["latest"] + 1)
+        except Exception as exc:  # noqa: BLE001 - a feature this release cannot write is recorded, not fatal
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            entry = {"name": recipe.name, "feature": recipe.feature, "error": first}
+            shutil.rmtree(partial, ignore_errors=True)
+            log.warning("corpus: %s not built: %s", recipe.name, first)
+        entry["key"] = table_key(recipe)
+        entry.update(engine_versions())
+        _write_entry(entry_file, entry)
+        return CorpusTable(entry, None if "error" in entry else final, "built")
 
 
 def load_corpus(spark: Callable[[], Any]) -> Corpus:
-    """Every selected table, from the cache or built now (only the missing ones are built)."""
-    dirs, tables, not_built, built, adopted = {}, [], [], {}, []
+    """Every selected table, from the repo's copy, the cache or built now (only the missing ones are built)."""
+    dirs, tables, not_built, built, stored = {}, [], [], {}, []
     for recipe in selected_recipes():
-        entry, how = ensure_table(recipe, spark)
-        if how == "built" and "error" not in entry:
+        got = ensure_table(recipe, spark)
+        entry = got.entry
+        if got.how == "built" and "error" not in entry:
             built[recipe.name] = entry["seconds"]
-        if how == "adopted":
-            adopted.append(recipe.name)
-        if "error" in entry:
+        if got.how == "stored":
+            stored.append(recipe.name)
+        if got.path is None:
             not_built.append(entry)
         else:
-            dirs[recipe.name] = _entry_file(recipe).with_suffix("")
+            dirs[recipe.name] = got.path
             tables.append(entry)
-    return Corpus(dirs, tables, not_built, built, tuple(adopted))
+    return Corpus(dirs, tables, not_built, built, tuple(stored))
+
+
+def fresh_clock_ms(path: str | Path) -> int:
+    """The clock as it was an hour after the table was built: its newest file time + 1 hour.
+
+    For checks whose answer depends on ``now`` (retention windows): a table's files, commit
+    times and tombstones keep the time it was built at, a stored or long-cached copy's weeks
+    back, so the wall clock would push every window past the whole history. This clock gives
+    every copy the answers of a table built an hour ago.
+    """
+    newest = max(
+        (os.stat(os.path.join(here, n)).st_mtime_ns for here, _, names in os.walk(path) for n in names), default=0
+    )
+    return newest // 1_000_000 + 3600 * 1000
 
 
 # --- fixtures ----------------------------------------------------------------------------
@@ -493,13 +548,18 @@ def delta_corpus(delta_spark: Any) -> Corpus:
 def corpus_summary(corpus: Corpus) -> str:
     """One paragraph for the terminal: where the tables came from and what building them costs cold."""
     cold = ", ".join(f"{t['name']} {t.get('seconds', 0):g}" for t in corpus.tables)
+    stored = set(corpus.stored)
+    cached = [n for n in corpus.dirs if n not in stored and n not in corpus.built]
     lines = [
-        f"{len(corpus.tables)} tables in {corpus_cache()} ({len(corpus.built)} built by this run in "
-        f"{corpus.build_seconds}s, {len(corpus.adopted)} adopted from the old layout, "
-        f"{len(corpus.tables) - len(corpus.built) - len(corpus.adopted)} cached); "
-        f"{len(corpus.not_built)} Delta Spark could not build.",
+        f"{len(corpus.tables)} tables: {len(stored & set(corpus.dirs))} from the repo's copy ({STORE_ROOT}), "
+        f"{len(cached)} cached in {corpus_cache()}, {len(corpus.built)} built by this run in "
+        f"{corpus.build_seconds}s; {len(corpus.not_built)} Delta Spark could not build.",
         f"Cold build of these tables: {corpus.cold_seconds}s in all (s per table as recorded when built: {cold}).",
     ]
+    if cached or corpus.built:
+        lines.append(
+            f"Tables not from the repo's copy: {', '.join(cached + list(corpus.built))} (store them: {REGENERATE})."
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -20,18 +20,18 @@ from deltalog.compaction import compact
 
 pytest.importorskip("pyspark")
 
-from delta_spark import RECIPES, _entry_file, content_hash, ensure_table, spark_sql  # noqa: E402
+from delta_spark import RECIPES, content_hash, ensure_table, spark_sql  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def corpus_clustering_table(spark, dest: Path) -> tuple[str, dict]:
-    """A private copy of the corpus's clustering table (from the per-table cache, else built now) and its entry."""
+    """A private copy of the corpus's clustering table (the repo's copy, the cache, else built now) and its entry."""
     recipe = next(r for r in RECIPES if r.name == "clustering")
-    entry, _ = ensure_table(recipe, lambda: spark)
-    assert "error" not in entry, entry
-    shutil.copytree(_entry_file(recipe).with_suffix(""), dest / "clustering")
-    return str(dest / "clustering"), entry
+    got = ensure_table(recipe, lambda: spark)
+    assert got.path is not None, got.entry
+    shutil.copytree(got.path, dest / "clustering")
+    return str(dest / "clustering"), got.entry
 
 
 def latest_hash(spark, path: str) -> tuple[int, str]:

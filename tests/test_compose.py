@@ -259,7 +259,7 @@ def test_deltalog_connection_resolves_to_minio_storage_options(services: dict[st
     code = (
         "import json, sys\n"
         "from airflow.models.connection import Connection\n"
-        "from deltalog_provider.hooks.delta_table import settings_from_connection\n"
+        "from deltalog_provider.hooks.connection import settings_from_connection\n"
         "conn = Connection.from_json(sys.argv[1], conn_id='deltalog_default')\n"
         "s = settings_from_connection(conn)\n"
         "print(json.dumps({'root': s.root, 'options': s.storage_options, 'table': s.resolve(sys.argv[2])}))\n"

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from delta_spark import Corpus, content_hash
+from delta_spark import TIME_TRAVEL_CHECK, Corpus, content_hash, fresh_clock_ms
 from deltalog import DeltaTable
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from oracle_checks import deltalog_state, state_differences
@@ -148,7 +148,9 @@ def _midnight(ms: int) -> int:
 def run_twin(spark: Any, corpus: Corpus, name: str, scenario: str, split: int | None, tmp: Path) -> Twin:
     ours = corpus.copy(name, tmp / "ours")
     theirs = corpus.copy(name, tmp / "theirs")
-    real_now = int(time.time() * 1000)
+    # The clock of a table built an hour ago: the corpus keeps its build times (in-commit
+    # timestamps included), which in a stored copy may lie weeks back.
+    real_now = fresh_clock_ms(ours)
     if split is None:
         now = real_now + 40 * DAY_MS
     else:
@@ -212,15 +214,17 @@ def test_log_cleanup_never_deletes_what_delta_spark_keeps(
 ) -> None:
     """Twin copies, the same clock and retention: deltalog's deletions are a subset of Delta Spark's."""
     # The spread log times put the versions days in the past: Delta Spark would refuse time travel
-    # beyond delta.deletedFileRetentionDuration, a read policy beside the point here.
+    # beyond delta.deletedFileRetentionDuration, a read policy beside the point here (the oracle
+    # session turns it off; this test does not depend on that).
+    before = delta_spark.conf.get(TIME_TRAVEL_CHECK, None)
     delta_spark.conf.set(TIME_TRAVEL_CHECK, "false")
     try:
         _compare_cleanups(delta_spark, delta_corpus, tmp_path_factory)
     finally:
-        delta_spark.conf.unset(TIME_TRAVEL_CHECK)
-
-
-TIME_TRAVEL_CHECK = "spark.databricks.delta.vacuum.enforceTimeTravelWithinDeletedFileRetentionDuration"
+        if before is None:
+            delta_spark.conf.unset(TIME_TRAVEL_CHECK)
+        else:
+            delta_spark.conf.set(TIME_TRAVEL_CHECK, before)
 
 
 def _compare_cleanups(delta_spark: Any, delta_corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> None:

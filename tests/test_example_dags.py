@@ -139,7 +139,9 @@ print(json.dumps(out))
     assert info["no_timeout"] == []
     assert set(info["max_active_runs"].values()) == {1}
     assert info["rewrite_pools"] and set(info["rewrite_pools"].values()) == {info["pool"]}
-    assert info["deadline"] == [["DagRunQueuedAtDeadline", 45 * 60.0, "deltalog_example.callbacks.log_missed_deadline"]]
+    assert info["deadline"] == [
+        ["DagRunQueuedAtDeadline", 45 * 60.0, "deltalog_provider.callbacks.log_missed_deadline"]
+    ]
     # The on-change DAG listens to exactly the asset the ingest commit emits.
     assert info["commit_outlets"] == ["file:///data/events"]
     assert info["on_change_schedule"] == ["file:///data/events"]
@@ -213,7 +215,7 @@ def test_templates_render_with_and_without_a_logical_date(home: str, logical_dat
 def test_deadline_callback_logs_the_missed_run(caplog: pytest.LogCaptureFixture) -> None:
     import asyncio
 
-    from deltalog_example.callbacks import log_missed_deadline
+    from deltalog_provider.callbacks import log_missed_deadline
 
     context = {"dag_run": {"run_id": "scheduled__2026-11-21", "dag_id": "deltalog_maintenance"}}
     with caplog.at_level("WARNING", logger="deltalog.maintenance.deadline"):
@@ -226,7 +228,7 @@ def test_deadline_callback_reads_the_run_id_airflow_passes(tmp_path: Path) -> No
     """Issue 15 fault 4: Airflow 3.3.2 passes the run as DAGRunResponse JSON, whose run id is ``dag_run_id``."""
     import asyncio
 
-    from deltalog_example.callbacks import log_missed_deadline
+    from deltalog_provider.callbacks import log_missed_deadline
 
     # The payload's shape, from the installed Airflow (in a subprocess: importing Airflow configures it).
     code = (

@@ -1,5 +1,6 @@
 """The Delta Spark oracle's own logic, without Spark: the agreement rule between the report and the feature
-table, which versions an operation makes Delta Spark re-read, and the per-table corpus cache.
+table, which versions an operation makes Delta Spark re-read, and the per-table corpus cache key
+(the repo's copy of the corpus: tests/test_corpus_store.py).
 
 These decide what the slow oracle suite (tests/test_delta_spark_oracle.py) checks, so each is shown to
 fail where it must.
@@ -8,7 +9,6 @@ fail where it must.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
@@ -89,23 +89,3 @@ def test_corpus_cache_is_keyed_per_table(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(delta_spark, "RECIPES", recipes)
     after = {r.name: delta_spark.table_key(r) for r in recipes}
     assert {n for n in keys if keys[n] != after[n]} == {changed.name}
-
-
-def test_tables_of_the_whole_corpus_cache_are_adopted_without_spark(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("DELTALOG_CACHE", str(tmp_path))
-    recipe = delta_spark.RECIPES[0]
-    old = tmp_path / f"corpus-{delta_spark.DELTA_SPARK_VERSION}-{delta_spark.legacy_corpus_hash()}"
-    (old / recipe.name / "_delta_log").mkdir(parents=True)
-    (old / recipe.name / "_delta_log" / "00000000000000000000.json").write_text("{}\n")
-    entry = {"name": recipe.name, "feature": recipe.feature, "latest": 0, "hashes": {}, "states": {}, "seconds": 9}
-    (old / "manifest.json").write_text(json.dumps({"tables": [entry], "not_built": []}))
-
-    def no_spark():
-        raise AssertionError("an adopted table needs no Spark")
-
-    got, how = delta_spark.ensure_table(recipe, no_spark)
-    assert how == "adopted" and got["seconds"] == 9 and got["key"] == delta_spark.table_key(recipe)
-    table = tmp_path / f"corpus-{delta_spark.DELTA_SPARK_VERSION}" / f"{recipe.name}-{got['key']}"
-    assert (table / "_delta_log" / "00000000000000000000.json").exists()
-    assert (old / recipe.name).exists()  # copied: runs of older code keep their cache
-    assert delta_spark.ensure_table(recipe, no_spark)[1] == "cached"

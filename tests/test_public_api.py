@@ -28,7 +28,7 @@ import deltalog
 from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
 from deltalog.compaction import CompactionOptions, commit_outputs, compact, plan_compaction
-from deltalog.compaction.spark import commit_spark_result
+from deltalog.compaction.spark import commit_spark_result, compact_with_spark_job, write_compaction_plan
 from deltalog.convert import convert_to_delta
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
@@ -124,6 +124,8 @@ OPENERS = [
     maintain_table,
     acquire_lease,
     commit_spark_result,
+    compact_with_spark_job,
+    write_compaction_plan,
 ]
 
 

@@ -79,6 +79,24 @@ def test_decimals_keep_exact_digits(tmp_path) -> None:
     assert json.loads(text, parse_float=decimal.Decimal)["maxValues"]["x"] == decimal.Decimal("12345678901234567.89")
 
 
+def test_decimals_stored_as_integers(tmp_path) -> None:
+    """Compaction writes decimals of precision <= 18 as INT32/INT64: their stats are read raw and scaled
+    (pyarrow before 23 cannot convert them; the Airflow 3.0 matrix venv runs pyarrow 18)."""
+    t = pa.table(
+        {
+            "small": pa.array([decimal.Decimal("-3.5"), decimal.Decimal("12.0")], pa.decimal128(5, 1)),
+            "wide": pa.array([decimal.Decimal("0.001"), decimal.Decimal("-99999999999.999")], pa.decimal128(14, 3)),
+        }
+    )
+    meta = footer(tmp_path, t, store_decimal_as_integer=True)
+    assert [meta.row_group(0).column(i).physical_type for i in range(2)] == ["INT32", "INT64"]
+    stats = stats_from_parquet_metadata(meta, t.schema)
+    assert stats["minValues"] == {"small": decimal.Decimal("-3.5"), "wide": decimal.Decimal("-99999999999.999")}
+    assert stats["maxValues"] == {"small": decimal.Decimal("12.0"), "wide": decimal.Decimal("0.001")}
+    text = stats_json(stats)
+    assert '"minValues":{"small":-3.5,"wide":-99999999999.999}' in text
+
+
 def test_all_null_row_group_and_missing_column(tmp_path) -> None:
     t = pa.table({"a": pa.array([None, None, 1, 2], pa.int64())})
     schema = t.schema.append(pa.field("later", pa.string()))

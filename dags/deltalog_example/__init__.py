@@ -152,7 +152,7 @@ def spark_conf(**overrides: str) -> dict[str, str]:
 
 def spark_master() -> str:
     """The master URL of the ``spark_conn_id`` connection, built as SparkSubmitHook builds it (host, port)."""
-    from airflow.sdk import BaseHook
+    from deltalog_provider.version_compat import BaseHook
 
     conn = BaseHook.get_connection(setting("spark_conn_id"))
     master = conn.host or "yarn"

@@ -49,7 +49,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.compaction.liquid import ClusteringSpec
     from deltalog.compaction.plan import PlanFile
-    from deltalog.compaction.spark import commit_spark_result, read_spark_request, spark_job_script
+    from deltalog.compaction.spark import (
+        SparkHandoff,
+        commit_spark_result,
+        compact_with_spark_job,
+        read_spark_request,
+        spark_job_script,
+        write_compaction_plan,
+    )
     from deltalog.convert import ConvertResult, convert_to_delta
     from deltalog.create import choose_protocol, create_table, required_features
     from deltalog.engines.spark import IngestResult, WrittenFile, write_ingest
@@ -82,7 +89,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         last_checkpoint_checksum,
     )
     from deltalog.maintenance import MaintenanceDue, TableHealth, compute_health, maintenance_due
-    from deltalog.protocol import Feature, Operation, Protocol, parse_schema_string
+    from deltalog.protocol import Feature, Operation, Protocol, arrow_schema_to_schema_string, parse_schema_string
     from deltalog.protocol.features import Cell
     from deltalog.storage import FileInfo, Storage, is_remote
     from deltalog.vacuuming import (
@@ -123,9 +130,12 @@ _LAZY = {
     # deltalog.compaction.plan
     "PlanFile": "deltalog.compaction.plan",
     # deltalog.compaction.spark
+    "SparkHandoff": "deltalog.compaction.spark",
     "commit_spark_result": "deltalog.compaction.spark",
+    "compact_with_spark_job": "deltalog.compaction.spark",
     "read_spark_request": "deltalog.compaction.spark",
     "spark_job_script": "deltalog.compaction.spark",
+    "write_compaction_plan": "deltalog.compaction.spark",
     # deltalog.convert
     "ConvertResult": "deltalog.convert",
     "convert_to_delta": "deltalog.convert",
@@ -184,6 +194,7 @@ _LAZY = {
     "Feature": "deltalog.protocol",
     "Operation": "deltalog.protocol",
     "Protocol": "deltalog.protocol",
+    "arrow_schema_to_schema_string": "deltalog.protocol",
     "parse_schema_string": "deltalog.protocol",
     # deltalog.protocol.features
     "Cell": "deltalog.protocol.features",
@@ -258,6 +269,7 @@ __all__ = [
     "Protocol",
     "Retention",
     "Snapshot",
+    "SparkHandoff",
     "Storage",
     "TableHealth",
     "TableOutcome",
@@ -274,6 +286,7 @@ __all__ = [
     "commit_request",
     "commit_spark_result",
     "compact",
+    "compact_with_spark_job",
     "compute_health",
     "convert_to_delta",
     "create_checkpoint",
@@ -291,6 +304,7 @@ __all__ = [
     "load_commit_request",
     "maintain_table",
     "maintenance_due",
+    "arrow_schema_to_schema_string",
     "parse_schema_string",
     "plan_compaction",
     "plan_vacuum",
@@ -302,6 +316,7 @@ __all__ = [
     "spark_job_script",
     "vacuum",
     "vacuum_job_script",
+    "write_compaction_plan",
     "write_ingest",
     "__version__",
 ]

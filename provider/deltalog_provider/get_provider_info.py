@@ -13,9 +13,13 @@ from deltalog import __version__
 
 PACKAGE_NAME = "airflow-provider-deltalog"
 INTEGRATION = "Delta Lake (deltalog)"
-#: The reference the provider implements; shown by the UI's and REST API's provider list,
-#: which fails without a ``documentation-url``. The provider's own guide is docs/provider.md.
-DOCUMENTATION_URL = "https://github.com/delta-io/delta/blob/master/PROTOCOL.md"
+#: This project's home (the same URLs as pyproject.toml's [project.urls]; a test holds them equal).
+SOURCE_URL = "https://github.com/deltalog/airflow-provider-deltalog"
+#: The provider's guide; shown by the UI's and REST API's provider list, which fails without a
+#: ``documentation-url`` (Airflow 3.3 reads the distribution's Project-URL "Documentation" instead).
+DOCUMENTATION_URL = f"{SOURCE_URL}/blob/main/docs/provider.md"
+#: The protocol the integration implements: the integration's external documentation.
+PROTOCOL_URL = "https://github.com/delta-io/delta/blob/master/PROTOCOL.md"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -31,7 +35,7 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [
             {
                 "integration-name": INTEGRATION,
-                "external-doc-url": DOCUMENTATION_URL,
+                "external-doc-url": PROTOCOL_URL,
                 "tags": ["software"],
             }
         ],

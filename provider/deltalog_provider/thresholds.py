@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from deltalog_provider._compat import BaseOperatorMeta
 from deltalog_provider.utils.checks import MaintenanceThresholds
 from deltalog_provider.utils.coerce import optional_int
+from deltalog_provider.version_compat import BaseOperatorMeta
 
 THRESHOLD_FIELDS = (
     "max_small_file_share",

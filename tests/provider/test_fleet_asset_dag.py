@@ -49,7 +49,10 @@ def _forget_table_list_events() -> None:
 
     with create_session() as session:
         asset_ids = select(AssetModel.id).where(AssetModel.name == "deltalog_fleet_tables")
-        session.execute(delete(AssetEvent).where(AssetEvent.asset_id.in_(asset_ids)))
+        # synchronize_session=False: SQLAlchemy 1.4 (Airflow 3.0) cannot evaluate the subquery in Python.
+        session.execute(
+            delete(AssetEvent).where(AssetEvent.asset_id.in_(asset_ids)).execution_options(synchronize_session=False)
+        )
 
 
 @pytest.fixture

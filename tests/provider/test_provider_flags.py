@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
-from deltalog_provider._compat import AirflowFailException
 from deltalog_provider.operators import (
     DeltaCommitOperator,
     DeltaCompactOperator,
@@ -27,6 +26,7 @@ from deltalog_provider.operators import (
 )
 from deltalog_provider.sensors import DeltaTableVersionSensor
 from deltalog_provider.utils.coerce import strict_bool
+from deltalog_provider.version_compat import AirflowFailException
 from helpers import append, make_table, rows
 
 pytestmark = pytest.mark.airflow

@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from airflow_helpers import run_dag, task_instance, task_states, write_dag_file
+from airflow_helpers import run_dag, run_output, task_instance, task_states, write_dag_file
 
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from helpers import append, make_table, rows, write_data_file
@@ -48,7 +48,7 @@ def write_unsupported_table(path: str) -> None:
         fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
 
 
-def test_refusals_fail_without_retry(airflow_db, tmp_path, capfd):
+def test_refusals_fail_without_retry(airflow_db, tmp_path, capfd, caplog):
     good = str(tmp_path / "good")
     table = make_table(good)
     for i in range(3):
@@ -85,7 +85,7 @@ def test_refusals_fail_without_retry(airflow_db, tmp_path, capfd):
         """,
     )
     dr = run_dag(dag_file, "deltalog_refusals")
-    out = capfd.readouterr().out
+    out = run_output(dr, capfd, caplog)
 
     assert str(dr.state) == "failed"
     states = task_states(dr)

@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -21,20 +20,15 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from airflow_helpers import airflow_cli_json
 
 from deltalog import DeltaTable
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, StorageError
 from deltalog.log import activity
 from deltalog.maintenance.health import compute_health
-from deltalog_provider._compat import (
-    AirflowException,
-    AirflowFailException,
-    AirflowNotFoundException,
-    Asset,
-    AssetAlias,
-)
-from deltalog_provider.failures import deltalog_errors_as_task_failures
-from deltalog_provider.hooks.delta_table import DeltaTableHook, resolve_table_uri, settings_from_connection
+from deltalog_provider.hooks.connection import resolve_table_uri, settings_from_connection
+from deltalog_provider.hooks.delta_table import DeltaTableHook
+from deltalog_provider.hooks.retry_policy import deltalog_errors_as_task_failures
 from deltalog_provider.operators import (
     DeltaCommitOperator,
     DeltaCompactOperator,
@@ -42,12 +36,20 @@ from deltalog_provider.operators import (
     DeltaHealthCheckOperator,
     DeltaVacuumOperator,
 )
-from deltalog_provider.operators.base import call_core
-from deltalog_provider.operators.commit import derive_app_id, derive_txn_version, load_request
+from deltalog_provider.operators.cancel import call_core
 from deltalog_provider.sensors import DeltaMaintenanceDueSensor, DeltaTableVersionSensor
 from deltalog_provider.triggers import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 from deltalog_provider.utils import checks
 from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
+from deltalog_provider.utils.commit_requests import derive_app_id, derive_txn_version, load_request
+from deltalog_provider.version_compat import (
+    AIRFLOW_V_3_2_PLUS,
+    AirflowException,
+    AirflowFailException,
+    AirflowNotFoundException,
+    Asset,
+    AssetAlias,
+)
 from helpers import append, make_table, rows, write_data_file
 
 pytestmark = pytest.mark.airflow
@@ -72,29 +74,27 @@ class FakeTI:
 # --- discovery --------------------------------------------------------------------------
 
 
-def test_providers_manager_discovers_provider_hook_and_connection_type():
-    from airflow.providers_manager import ProvidersManager
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
-
-    pm = ProvidersManager()
-    info = pm.providers["airflow-provider-deltalog"]
-    assert info.data["package-name"] == "airflow-provider-deltalog"
-    hook = ProvidersManagerTaskRuntime().hooks["deltalog"]
-    assert hook.hook_class_name == "deltalog_provider.hooks.delta_table.DeltaTableHook"
-    assert hook.connection_id_attribute_name == "deltalog_conn_id" and hook.connection_testable
-    assert pm.field_behaviours["deltalog"]["relabeling"]["host"] == "Table root (URI or path)"
-    assert any(t.trigger_class_name.startswith("deltalog_provider.triggers") for t in pm.trigger)
+def test_airflow_discovers_provider_hook_connection_type_and_triggers():
+    """``airflow providers hooks`` imports every hook: ours must be listed with its class, not an error."""
+    hooks = {h["connection_type"]: h for h in airflow_cli_json("providers", "hooks")}
+    ours = hooks["deltalog"]  # an import error would show as "Error when importing hook!" in its fields
+    assert ours["class"] == "deltalog_provider.hooks.delta_table.DeltaTableHook"
+    assert ours["conn_id_attribute_name"] == "deltalog_conn_id"
+    assert ours["package_name"] == "airflow-provider-deltalog"
+    # The connection form's field behaviours: the CLI lists them from 3.2 (from get_provider_info);
+    # 3.0 and 3.1 list none for any provider and ask the hook class when the form is shown.
+    behaviours = airflow_cli_json("providers", "behaviours")
+    if AIRFLOW_V_3_2_PLUS:
+        assert any("deltalog" in json.dumps(b) for b in behaviours)
+    assert DeltaTableHook.get_ui_field_behaviour()["relabeling"]["host"] == "Table root (URI or path)"
+    triggers = [
+        t for t in airflow_cli_json("providers", "triggers") if t["package_name"] == "airflow-provider-deltalog"
+    ]
+    assert triggers and all("deltalog_provider.triggers" in json.dumps(t) for t in triggers)
 
 
 def test_cli_lists_the_provider():
-    proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "airflow"), "providers", "list", "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    listed = {p["package_name"]: p for p in json.loads(proc.stdout)}
+    listed = {p["package_name"]: p for p in airflow_cli_json("providers", "list")}
     assert listed["airflow-provider-deltalog"]["version"] == __import__("deltalog").__version__
 
 
@@ -286,11 +286,12 @@ def test_health_thresholds(tmp_path):
 
 
 def _roundtrip(trigger: Any) -> Any:
-    from airflow.sdk._shared.module_loading import import_string
+    import importlib
 
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # stored as JSON by the scheduler
-    clone = import_string(classpath)(**kwargs)
+    module, _, name = classpath.rpartition(".")
+    clone = getattr(importlib.import_module(module), name)(**kwargs)
     assert clone.serialize() == (classpath, kwargs)
     return clone
 
@@ -414,7 +415,7 @@ def test_maintenance_trigger_fires_when_due(tmp_path):
 
 
 def test_deferrable_sensors_defer_with_their_trigger(tmp_path):
-    from airflow.sdk.exceptions import TaskDeferred
+    from deltalog_provider.version_compat import TaskDeferred
 
     table = make_table(str(tmp_path / "t"))
     sensor = DeltaTableVersionSensor(task_id="s", table=str(tmp_path / "t"), deferrable=True, timeout=30)
@@ -441,7 +442,7 @@ def test_deferrable_sensors_defer_with_their_trigger(tmp_path):
 
 
 def test_sensor_deferrable_default_comes_from_config(monkeypatch, tmp_path):
-    from airflow.sdk.configuration import conf
+    from deltalog_provider.version_compat import conf
 
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
     assert conf.getboolean("operators", "default_deferrable") is True
@@ -771,26 +772,27 @@ def test_aws_conn_id_without_the_amazon_provider_is_one_clear_error(monkeypatch)
         DeltaTableHook(deltalog_conn_id="deltalog_aws3").get_table("events")
 
 
-def test_provider_info_serves_the_rest_providers_list():
-    """Issue 15 fault 10: without ``documentation-url`` the UI's and REST API's provider list fails."""
-    from airflow.api_fastapi.core_api.services.public.providers import _provider_mapper
-    from airflow.providers_manager import ProvidersManager
+def test_provider_documentation_url_is_the_distributions():
+    """Issue 15 fault 10: the UI's and REST API's provider list needs a ``documentation-url``.
 
-    info = ProvidersManager().providers["airflow-provider-deltalog"]
-    response = _provider_mapper(info)
-    from deltalog_provider.get_provider_info import DOCUMENTATION_URL
+    Airflow 3.3 reads it from the distribution's Project-URL "Documentation", older releases from
+    get_provider_info(): both must name the same page (schema validity: test_provider_info_schema).
+    """
+    import importlib.metadata
 
-    # Airflow 3.3 reads it from the distribution's Project-URL "Documentation" (pyproject [project.urls]).
-    assert response.documentation_url == DOCUMENTATION_URL
-    assert response.package_name == "airflow-provider-deltalog"
-    fields = ProvidersManager().hooks["deltalog"]
-    assert (
-        fields is not None
-        and "aws_conn_id"
-        in __import__("deltalog_provider.get_provider_info", fromlist=["x"]).get_provider_info()["connection-types"][0][
-            "conn-fields"
-        ]
+    from deltalog_provider.get_provider_info import DOCUMENTATION_URL, get_provider_info
+
+    urls = dict(
+        (label.strip(), url.strip())
+        for label, _, url in (
+            entry.partition(",")
+            for entry in importlib.metadata.metadata("airflow-provider-deltalog").get_all("Project-URL") or []
+        )
     )
+    assert urls["Documentation"] == DOCUMENTATION_URL == get_provider_info()["documentation-url"]
+    assert urls["Changelog"].endswith("/CHANGELOG.md") and urls["Source"]
+    listed = airflow_cli_json("providers", "get", "airflow-provider-deltalog")
+    assert listed and listed[0]["Version"] == __import__("deltalog").__version__
 
 
 def test_kill_during_vacuum_deletes_stops_between_files(tmp_path, monkeypatch):
@@ -902,3 +904,87 @@ def test_operators_log_the_core_results_own_summary_line(tmp_path, capfd):
     metrics = DeltaCompactOperator(task_id="c2", table=table.uri).execute({})
     out = capfd.readouterr().out
     assert "-> 1 files" in out and f"in versions {metrics['versions']}" in out
+
+
+# --- copies, pickles, serialization (Airflow 3.0's `dags test` deep-copies the DAG) ----------------
+
+
+def test_operators_sensors_and_triggers_deep_copy_and_pickle(tmp_path):
+    """Nothing a task holds before it runs is a lock, a thread or a pyarrow buffer."""
+    import copy
+    import datetime as dt
+    import pickle
+
+    from airflow.sdk import DAG
+
+    from deltalog_provider.operators import DeltaCreateTableOperator
+
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz="UTC"))])
+    with DAG("copyable", schedule=None, start_date=dt.datetime(2026, 1, 1)) as dag:
+        tasks = [
+            DeltaCreateTableOperator(task_id="create", table=path, schema=schema, if_exists="ignore"),
+            DeltaCompactOperator(task_id="compact", table=path, deadline_margin=dt.timedelta(minutes=5)),
+            DeltaVacuumOperator(task_id="vacuum", table=path, dry_run=True),
+            DeltaHealthBranchOperator(task_id="branch", table=path, follow_task_ids_if_due="compact"),
+            DeltaTableVersionSensor(task_id="version", table=path, deferrable=True),
+            DeltaMaintenanceDueSensor(task_id="due", table=path, max_small_file_share=0.5, mode="reschedule"),
+        ]
+    assert set(copy.deepcopy(dag).task_dict) == {t.task_id for t in tasks}
+    for task in tasks:
+        clone = pickle.loads(pickle.dumps(task))
+        assert clone.task_id == task.task_id and clone.table == path
+    # The schema is kept as Delta schema JSON (text a serialized DAG can hold), and creates the same table.
+    create = tasks[0]
+    assert isinstance(create.schema, str) and json.loads(create.schema)["type"] == "struct"
+    create.execute({})
+    assert DeltaTable(path).snapshot().metadata.schema == schema
+
+    # A deep copy is the same task: it shares the cancel event; a pickle starts with a fresh one.
+    compact = tasks[1]
+    compact.on_kill()
+    assert copy.deepcopy(compact)._cancel is compact._cancel and compact._cancel.is_set()
+    assert not pickle.loads(pickle.dumps(compact))._cancel.is_set()
+
+    for trigger in (
+        DeltaTableVersionTrigger(table_uri=path, after_version=0, poke_interval=1),
+        DeltaMaintenanceDueTrigger(
+            table_uri=path, thresholds=MaintenanceThresholds(max_commits_since_checkpoint=1).to_dict()
+        ),
+    ):
+        assert pickle.loads(pickle.dumps(trigger)).serialize() == trigger.serialize()
+        assert copy.deepcopy(trigger).serialize() == trigger.serialize()
+
+
+def test_alias_event_extras_are_flat_where_airflow_needs_it(monkeypatch, caplog):
+    """Airflow 3.0 hashes the extra of an alias-added event: nested values become JSON text there."""
+    import deltalog_provider.version_compat as compat
+
+    extra = {"table": "file:///t", "version": 3, "metrics": {"num_files": 2}, "ran": ["compaction"]}
+    monkeypatch.setattr(compat, "AIRFLOW_V_3_1_PLUS", True)
+    assert compat.alias_event_extra(extra) is extra
+    monkeypatch.setattr(compat, "AIRFLOW_V_3_1_PLUS", False)
+    monkeypatch.setattr(compat, "_said", set())
+    with caplog.at_level("WARNING", logger="deltalog_provider.version_compat"):
+        flat = compat.alias_event_extra(extra)
+        compat.alias_event_extra(extra)
+    assert flat == {"table": "file:///t", "version": 3, "metrics": '{"num_files": 2}', "ran": '["compaction"]'}
+    assert frozenset(flat.items())  # what Airflow 3.0 does with it
+    assert len([r for r in caplog.records if "alias" in r.getMessage()]) == 1
+
+
+def test_inlet_events_after_filters_where_airflow_cannot(monkeypatch):
+    """From 3.2 the accessor's .after() filters on the server; before, the event timestamps are compared here."""
+    import datetime as dt
+
+    from deltalog_provider.version_compat import inlet_events_after
+
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    events = [types.SimpleNamespace(timestamp=start + dt.timedelta(hours=h), extra={"h": h}) for h in range(4)]
+    assert [e.extra["h"] for e in inlet_events_after(events, start + dt.timedelta(hours=1))] == [2, 3]
+
+    class Accessor(list):
+        def after(self, when: str) -> list:
+            return [e for e in self if e.timestamp > dt.datetime.fromisoformat(when)]
+
+    assert [e.extra["h"] for e in inlet_events_after(Accessor(events), start)] == [1, 2, 3]

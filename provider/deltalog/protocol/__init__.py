@@ -15,7 +15,7 @@
 """
 
 from deltalog.protocol.features import FEATURES, Feature, Operation
-from deltalog.protocol.schema import parse_schema_string
+from deltalog.protocol.schema import arrow_schema_to_schema_string, parse_schema_string
 from deltalog.protocol.table_protocol import Protocol
 
-__all__ = ["FEATURES", "Feature", "Operation", "Protocol", "parse_schema_string"]
+__all__ = ["FEATURES", "Feature", "Operation", "Protocol", "arrow_schema_to_schema_string", "parse_schema_string"]

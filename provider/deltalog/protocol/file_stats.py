@@ -99,6 +99,21 @@ def _timestamp_unit(column: pq.ColumnChunkMetaData) -> str | None:
     return None
 
 
+def _integer_decimal_scale(column: pq.ColumnChunkMetaData) -> int | None:
+    """The scale of a decimal stored as INT32/INT64 (None for any other column).
+
+    pyarrow before 23 cannot turn such statistics into Decimals (``Statistics.min`` raises
+    ArrowNotImplementedError), so they are read raw and scaled here.
+    """
+    if column.physical_type not in ("INT32", "INT64"):
+        return None
+    try:
+        info = json.loads(column.statistics.logical_type.to_json())
+    except (AttributeError, ValueError, TypeError):
+        return None
+    return int(info["scale"]) if info.get("Type") == "Decimal" and "scale" in info else None
+
+
 def _fold(acc: _Acc, column: pq.ColumnChunkMetaData, num_rows: int) -> None:
     s = column.statistics
     acc.seen = True
@@ -122,6 +137,8 @@ def _fold(acc: _Acc, column: pq.ColumnChunkMetaData, num_rows: int) -> None:
             acc.min_max_ok = False
             return
         lo, hi = s.min_raw // _UNIT_PER_MS[unit], s.max_raw // _UNIT_PER_MS[unit]
+    elif acc.kind == "decimal" and (scale := _integer_decimal_scale(column)) is not None:
+        lo, hi = decimal.Decimal(s.min_raw).scaleb(-scale), decimal.Decimal(s.max_raw).scaleb(-scale)
     else:
         lo, hi = s.min, s.max
         if acc.kind == "string" and (not isinstance(lo, str) or not isinstance(hi, str)):

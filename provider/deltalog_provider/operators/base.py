@@ -5,50 +5,42 @@ A subclass only says which core function to call with which arguments
 which numbers describe its output for OpenLineage (``output_statistics``). This
 base class owns the rest, identically for every operation:
 
-* resolving the table (name under the connection root, URI or path) through the hook;
-* turning deltalog's refusals (``retryable = False``) into failures Airflow does not
-  retry, and everything else into ordinary, retryable failures;
+* the hook, kept for the task (``hook``, a cached property): the connection is fetched
+  and logged once; the table is resolved through it (a name under the connection root,
+  a URI or a path);
+* the transient-error policy of the hook: reads (``read``: planning, checks, dry runs)
+  are retried in place through storage blips; writes (``call``) are tried once. Refusals
+  (``retryable = False``) fail the task without Airflow's retries, everything else fails it
+  as an ordinary, retryable failure;
 * the XCom value (the result's ``to_dict()``), the asset event on the table's Asset
-  with the version and metrics as extra, and the OpenLineage facets;
-* cancellation: ``on_kill`` sets an event the core checks at safe points (compaction
-  between bins, vacuum between delete chunks; see ``call_core``), so a killed task stops
-  between steps instead of being cut off in the middle of a write.
+  with the version and metrics as extra (``outlets.py``), and the OpenLineage facets;
+* cancellation: ``on_kill`` sets an event the core checks at safe points (``cancel.py``).
 """
 
 from __future__ import annotations
 
-import inspect
-import threading
 from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowException, Asset, AssetAlias, BaseOperator
-from deltalog_provider.failures import deltalog_errors_as_task_failures
-from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
+from deltalog_provider.hooks.delta_table import DeltaTableHook
+from deltalog_provider.hooks.retry_policy import (
+    DEFAULT_RETRY_DELAY,
+    DEFAULT_RETRY_LIMIT,
+    deltalog_errors_as_task_failures,
+)
+from deltalog_provider.operators.cancel import CancelEvent, with_cancel
+from deltalog_provider.operators.outlets import declare_table_outlet, record_table_event, without_assets
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.lineage import build_operator_lineage
-from deltalog_provider.utils.results import event_extra, is_templated, jsonable, table_asset_uri
+from deltalog_provider.utils.results import event_extra, is_templated, jsonable
+from deltalog_provider.version_compat import AirflowException, BaseOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-
-def call_core(fn: Callable[..., Any], *args: Any, cancel: threading.Event | None = None, **kwargs: Any) -> Any:
-    """Call a core entry point, passing the cancel event when it takes one (``cancel=``).
-
-    Those that do stop at their safe points: ``compact`` between bins, ``vacuum`` /
-    ``execute_vacuum`` between files and delete chunks. The others are short, or write
-    once at the end, and run to completion.
-    """
-    if cancel is not None:
-        try:
-            accepts = "cancel" in inspect.signature(fn).parameters
-        except (TypeError, ValueError):  # builtins without a signature
-            accepts = False
-        if accepts:
-            kwargs["cancel"] = cancel
-    return fn(*args, **kwargs)
+__all__ = ["DeltaTableOperator"]
 
 
 class DeltaTableOperator(BaseOperator):
@@ -62,6 +54,10 @@ class DeltaTableOperator(BaseOperator):
         a literal URI/path becomes ``Asset(uri)``; a templated one or a bare name (only known
         at run time) is declared through an ``AssetAlias`` named ``deltalog:<dag>.<task>``,
         which still produces the event on the concrete ``Asset(uri)``.
+    :param deltalog_retry_limit: transient failures in a row a read of the table is retried
+        through in place (the hook's policy; the task's own ``retries`` come after).
+    :param deltalog_retry_delay: seconds before the first of those retries; each next one
+        waits twice as long.
     """
 
     template_fields: Sequence[str] = ("table", "deltalog_conn_id")
@@ -84,22 +80,34 @@ class DeltaTableOperator(BaseOperator):
         table: str,
         deltalog_conn_id: str = DeltaTableHook.default_conn_name,
         emit_asset: bool = True,
+        deltalog_retry_limit: int = DEFAULT_RETRY_LIMIT,
+        deltalog_retry_delay: float = DEFAULT_RETRY_DELAY,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.deltalog_conn_id = deltalog_conn_id
         self.emit_asset = emit_asset
+        self.deltalog_retry_limit = deltalog_retry_limit
+        self.deltalog_retry_delay = deltalog_retry_delay
         for name in self.bool_fields:
             value = getattr(self, name)
             if not is_templated(value):
                 setattr(self, name, strict_bool(value, name))
-        self._cancel = threading.Event()
+        self._cancel = CancelEvent()
         self._table_uri: str | None = None
         self._metrics: dict[str, Any] | None = None
         self._version: int | None = None
         if emit_asset and self.changes_table():
-            self._declare_outlet()
+            owner = f"{self.dag.dag_id}." if self.has_dag() else ""
+            self.outlets = declare_table_outlet(list(self.outlets or []), self.table, f"deltalog:{owner}{self.task_id}")
+
+    @cached_property
+    def hook(self) -> DeltaTableHook:
+        """The task's hook, made on first use (after templates are rendered) and kept for the task."""
+        return DeltaTableHook(
+            self.deltalog_conn_id, retry_limit=self.deltalog_retry_limit, retry_delay=self.deltalog_retry_delay
+        )
 
     def flag(self, name: str) -> bool | None:
         """A yes/no parameter, or None while it is a template not rendered yet."""
@@ -112,8 +120,8 @@ class DeltaTableOperator(BaseOperator):
         """Whether this task (as configured) may write to the table; dry runs and plans do not."""
         return True
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        """Call the core operation; return its result object (anything with ``to_dict()``)."""
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
+        """Call the core operation (``self.read`` / ``self.call``); return its result (anything with ``to_dict()``)."""
         raise NotImplementedError
 
     def result_metrics(self, result: Any) -> dict[str, Any]:
@@ -139,72 +147,47 @@ class DeltaTableOperator(BaseOperator):
         for a DAG scheduled on the table to react to)."""
         return False
 
-    # --- outlets --------------------------------------------------------------------
-
-    def _declare_outlet(self) -> None:
-        """Add the table's Asset (or an alias when the table is only known at run time) to outlets."""
-        outlets = list(self.outlets or [])
-        table = self.table
-        if isinstance(table, str) and not is_templated(table) and is_absolute_location(table):
-            uri = table_asset_uri(table)
-            if not any(isinstance(o, Asset) and o.uri == uri for o in outlets):
-                outlets.append(Asset(uri=uri))
-        elif not any(isinstance(o, AssetAlias) for o in outlets):
-            owner = f"{self.dag.dag_id}." if self.has_dag() else ""
-            outlets.append(AssetAlias(f"deltalog:{owner}{self.task_id}"))
-        self.outlets = outlets
-
-    def _record_asset_event(self, context: Context, extra: dict[str, Any]) -> None:
-        """Put ``extra`` on the event of the table's Asset (direct outlet, else through an alias)."""
-        events = context.get("outlet_events") if hasattr(context, "get") else None
-        if events is None or not self.outlets:
-            return
-        uri = extra["table"]
-        for outlet in self.outlets:
-            if isinstance(outlet, Asset) and outlet.uri == uri:
-                events[outlet].extra = extra
-                return
-        for outlet in self.outlets:
-            if isinstance(outlet, AssetAlias):
-                events[outlet].add(Asset(uri=uri), extra=extra)
-                return
-        self.log.debug("no outlet matches table asset %s; no event extra recorded", uri)
-
     # --- execution ------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        hook = DeltaTableHook(deltalog_conn_id=self.deltalog_conn_id)
         with deltalog_errors_as_task_failures():
             for name in self.bool_fields:  # rendered by now: strict parse, never truthiness
                 setattr(self, name, strict_bool(getattr(self, name), name))
-            table = hook.get_table(self.table)
+            table = self.hook.get_table(self.table)
             self._table_uri = table.uri
             self.raise_if_cancelled()
             self.log.info("%s on %s", self.operation_name, self._table_uri)
-            result = self.run_operation(hook, table, context)
+            result = self.run_operation(table, context)
+            # The operation ran: what records it (history, metrics) goes here, before it is reported.
             metrics = self.result_metrics(result)
             version = self.result_version(metrics)
             if version is None:
-                version = table.version()
+                version = self.read(table.version)
         self._metrics, self._version = metrics, version
         self.log.info("%s", self.summarize(result, metrics))
         if self.emit_asset and self.changes_table():
-            if self.is_noop(metrics):
-                self._drop_asset_outlets()
-            else:
-                self._record_asset_event(context, event_extra(self._table_uri, self.operation_name, version, metrics))
+            self._report_asset_event(context, metrics, version)
         return metrics
 
-    def _drop_asset_outlets(self) -> None:
-        """Emit no asset event for this run: Airflow records one per ``Asset`` outlet of a successful
-        task, read after ``execute`` returns, so the concrete assets leave the outlets (an alias
-        records only what was added to it, which is nothing)."""
-        self.log.info("%s changed nothing on %s: no asset event", self.operation_name, self._table_uri)
-        self.outlets = [o for o in self.outlets or [] if not isinstance(o, Asset)]
+    def _report_asset_event(self, context: Context, metrics: dict[str, Any], version: int | None) -> None:
+        """The run's event on the table's Asset, or none at all when the run changed nothing."""
+        if self.is_noop(metrics):
+            self.log.info("%s changed nothing on %s: no asset event", self.operation_name, self._table_uri)
+            self.outlets = without_assets(list(self.outlets or []))
+            return
+        extra = event_extra(self._table_uri or "", self.operation_name, version, metrics)
+        events = context.get("outlet_events") if hasattr(context, "get") else None
+        if events is not None and self.outlets and not record_table_event(list(self.outlets), events, extra):
+            self.log.debug("no outlet matches table asset %s; no event extra recorded", extra["table"])
+
+    def read(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A core entry point that only reads (planning, checks, dry runs): retried through transient failures."""
+        return self.hook.run(with_cancel(fn, self._cancel), *args, **kwargs)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call a core entry point with this task's cancel event (when the entry point takes one)."""
-        return call_core(fn, *args, cancel=self._cancel, **kwargs)
+        """A core entry point that writes: tried once (a transient failure goes to the task's retries,
+        which plan again from the table's state), with this task's cancel event when it takes one."""
+        return with_cancel(fn, self._cancel)(*args, **kwargs)
 
     def raise_if_cancelled(self) -> None:
         if self._cancel.is_set():

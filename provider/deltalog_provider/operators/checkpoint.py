@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+__all__ = ["DeltaCheckpointOperator"]
 
 
 class DeltaCheckpointOperator(DeltaTableOperator):
@@ -28,7 +29,7 @@ class DeltaCheckpointOperator(DeltaTableOperator):
         self.version = version
         super().__init__(**kwargs)
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
         from deltalog import create_checkpoint
 
         return self.call(create_checkpoint, table, version=optional_int(self.version, "version"))

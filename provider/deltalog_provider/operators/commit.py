@@ -1,117 +1,24 @@
-"""``DeltaCommitOperator``: turn a commit request (from a Spark job) into one Delta commit.
-
-The commit carries an application transaction (``txn``) whose id names the task and the
-run (its logical date, else its run id), so an Airflow retry after a lost response (the
-commit landed, the task did not hear back) or a cleared run commits nothing the second
-time, while every other run, older dates (backfills) included, commits its own data once.
-"""
+"""``DeltaCommitOperator``: turn a commit request (from a Spark job) into one Delta commit, once per run."""
 
 from __future__ import annotations
 
-import ast
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog.errors import InvalidArgumentError
-from deltalog_provider._compat import AirflowFailException
-from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import first_number, optional_int, optional_str
+from deltalog_provider.utils.coerce import first_count
+from deltalog_provider.utils.commit_requests import app_transaction, load_request
+from deltalog_provider.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-
-def run_key(context: Context) -> str:
-    """What identifies the run's data: its logical date (ISO 8601) when it has one, else its run id.
-
-    Keyed by the logical date, a cleared, re-triggered or backfilled run of the same date
-    is recognised as the same run; a run without a logical date (the Airflow 3 default for
-    manual and REST triggers) is identified by its run id, the same for every try.
-    """
-    moment = context.get("logical_date")
-    if moment is not None:
-        return moment.isoformat()
-    dag_run = context.get("dag_run")
-    run_id = context.get("run_id") or getattr(dag_run, "run_id", None)
-    if not run_id:
-        raise InvalidArgumentError("the run has neither a logical date nor a run id: pass app_id explicitly")
-    return str(run_id)
-
-
-def derive_app_id(context: Context) -> str:
-    """``airflow:<dag_id>:<task_id>[:<map_index>]:<run key>``: one app transaction per run.
-
-    Stable across retries of a run, and distinct between runs, so each run commits its own
-    data exactly once in whatever order runs happen (a backfill of an older date after
-    newer runs included). One app id for all runs would make an older run look superseded.
-    """
-    ti = context["ti"]
-    app_id = f"airflow:{ti.dag_id}:{ti.task_id}"
-    map_index = getattr(ti, "map_index", -1)
-    if map_index is not None and map_index >= 0:
-        app_id += f":{map_index}"
-    return f"{app_id}:{run_key(context)}"
-
-
-def derive_txn_version(context: Context) -> int:
-    """Milliseconds since the epoch of the run's logical date (its ``run_after`` when it has none).
-
-    The same for every try of a run (so a retry is recognised).
-    """
-    moment = context.get("logical_date")
-    if moment is None:
-        dag_run = context.get("dag_run")
-        moment = getattr(dag_run, "run_after", None) or getattr(dag_run, "start_date", None)
-    if moment is None:
-        raise InvalidArgumentError("the run has neither a logical date nor run_after: pass txn_version explicitly")
-    return int(moment.timestamp() * 1000)
-
-
-def load_request(request: Any, hook: DeltaTableHook, table_uri: str) -> dict[str, Any]:
-    """The commit request as a dict, from a dict, a JSON string, or a file path/URI.
-
-    A relative path is read relative to the table root (where Spark jobs write their
-    requests); URIs are read with the connection's storage options.
-    """
-    if isinstance(request, dict):
-        return request
-    if not isinstance(request, str) or not request.strip():
-        raise InvalidArgumentError(f"request must be a dict, a JSON object or a file path, got {request!r}")
-    text = request.strip()
-    if text.startswith("{"):
-        try:
-            value = json.loads(text)
-        except RecursionError:
-            raise InvalidArgumentError("request is nested too deeply to be a commit request") from None
-        except ValueError:
-            try:  # a dict rendered by Jinja without render_template_as_native_obj
-                value = ast.literal_eval(text)
-            except (ValueError, SyntaxError, RecursionError, MemoryError):
-                raise InvalidArgumentError("request looks like JSON but cannot be parsed") from None
-        if not isinstance(value, dict):
-            raise InvalidArgumentError("request JSON must be an object")
-        return value
-    import fsspec
-
-    location = text if is_absolute_location(text) else table_uri.rstrip("/") + "/" + text
-    options = hook.storage_options_for(location)
-    try:
-        with fsspec.open(location, "rb", **options) as fh:
-            value = json.loads(fh.read())
-    except FileNotFoundError:
-        raise InvalidArgumentError(f"commit request file not found: {location}") from None
-    except (ValueError, RecursionError):
-        raise InvalidArgumentError(f"commit request file is not valid JSON: {location}") from None
-    if not isinstance(value, dict):
-        raise InvalidArgumentError(f"commit request file must hold a JSON object: {location}")
-    return value
+__all__ = ["DeltaCommitOperator"]
 
 
 class DeltaCommitOperator(DeltaTableOperator):
-    """Commit the files of a commit request, exactly once per run.
+    """Commit the files of a commit request, exactly once per run (``utils/commit_requests.py``).
 
     :param table: table name, URI or path (templated).
     :param request: the commit request: a dict (e.g. ``spark_task.output``, an XComArg), a
@@ -155,24 +62,19 @@ class DeltaCommitOperator(DeltaTableOperator):
         self.fail_if_superseded = fail_if_superseded
         super().__init__(**kwargs)
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.ingest import commit_request
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
+        from deltalog import commit_request
 
-        request = load_request(self.request, hook, table.uri)
-        app_id, txn_version = self._app_transaction(request, context)
+        request = self.read(load_request, self.request, self.hook, table.uri)
+        app_id, txn_version = app_transaction(self.app_id, self.txn_version, request, context)
         self.log.info("app transaction %s version %d", app_id, txn_version)
         # A request naming its own app transaction keeps it, unless the task names one too
         # (then the core checks both agree).
         own = request.get("appId") is not None and self.app_id is None and self.txn_version is None
-        result = self.call(
-            commit_request,
-            table,
-            request,
-            app_id=None if own else app_id,
-            txn_version=None if own else txn_version,
-        )
-        if getattr(result, "noop", False):
-            recorded = table.snapshot().app_transaction_version(app_id)
+        txn = {"app_id": None, "txn_version": None} if own else {"app_id": app_id, "txn_version": txn_version}
+        result = self.call(commit_request, table, request, **txn)
+        if result.noop:
+            recorded = self.read(table.snapshot).app_transaction_version(app_id)
             if self.fail_if_superseded and recorded is not None and recorded > txn_version:
                 raise AirflowFailException(
                     f"nothing committed: the table already records app transaction {app_id!r} at version "
@@ -180,14 +82,6 @@ class DeltaCommitOperator(DeltaTableOperator):
                 )
             self.log.warning("nothing committed: %s", getattr(result, "reason", "already applied"))
         return result
-
-    def _app_transaction(self, request: dict[str, Any], context: Context) -> tuple[str, int]:
-        """Explicit parameters, else the request's own ``appId``/``txnVersion``, else derived from the run."""
-        app_id = optional_str(self.app_id)
-        txn_version = optional_int(self.txn_version, "txn_version")
-        if app_id is None and txn_version is None and request.get("appId") is not None:
-            return str(request["appId"]), optional_int(request.get("txnVersion"), "txnVersion") or 0
-        return app_id or derive_app_id(context), txn_version if txn_version is not None else derive_txn_version(context)
 
     def summarize(self, result: Any, metrics: dict[str, Any]) -> str:
         """The commit's own summary line; a no-op says it is a retry's (the data landed earlier)."""
@@ -205,11 +99,7 @@ class DeltaCommitOperator(DeltaTableOperator):
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:
         m = metrics.get("operation_metrics") or {}
         return {
-            "file_count": _as_int(first_number(m, "numFiles", "numAddedFiles")),
-            "size": _as_int(first_number(m, "numOutputBytes", "numAddedBytes")),
-            "row_count": _as_int(first_number(m, "numOutputRows")),
+            "file_count": first_count(m, "numFiles", "numAddedFiles"),
+            "size": first_count(m, "numOutputBytes", "numAddedBytes"),
+            "row_count": first_count(m, "numOutputRows"),
         }
-
-
-def _as_int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) else None

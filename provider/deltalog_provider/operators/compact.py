@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import sys
-import time
-import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from deltalog import CompactionOptions, DeltaTable
-from deltalog.errors import DeltaLogError, InvalidArgumentError
-from deltalog_provider._compat import AirflowException
-from deltalog_provider.hooks.delta_table import DeltaTableHook, is_absolute_location
+from deltalog import CompactionOptions, CompactionPlan, DeltaTable
+from deltalog.errors import InvalidArgumentError
+from deltalog_provider.deadlines import check_margin, work_deadline
+from deltalog_provider.hooks.spark_submit import SparkJobSubmitter
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import optional_int, optional_size, optional_str
-from deltalog_provider.utils.results import jsonable
+from deltalog_provider.version_compat import AirflowException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Hidden folder of the table (readers and vacuum ignore it) for the Spark job's plan and request.
-WORK_DIR = "_compaction"
+__all__ = ["DeltaCompactOperator"]
 
 
 class DeltaCompactOperator(DeltaTableOperator):
@@ -40,10 +36,10 @@ class DeltaCompactOperator(DeltaTableOperator):
     :param where: partition predicate restricting the compaction, e.g. ``"day >= '2024-05-01'"``
         (templated).
     :param engine: ``"local"`` (pyarrow, in the task) or ``"spark"`` (templated): the whole
-        Spark compaction in this one task: plan, write the plan under the table's hidden
-        ``_compaction/`` folder, submit deltalog's Spark job through the apache-spark
-        provider's ``SparkSubmitHook`` (``spark_conn_id``; ``on_kill`` kills the job), then
-        commit its files bin by bin (``deltalog.compaction.spark.commit_spark_result``).
+        Spark compaction in this one task (``deltalog.compact_with_spark_job``): plan, write the
+        plan under the table's hidden ``_compaction/`` folder, submit deltalog's Spark job
+        through the apache-spark provider's ``SparkSubmitHook`` (``spark_conn_id``; ``on_kill``
+        kills the job), then commit its files bin by bin.
     :param plan_only: plan without rewriting (no asset event is declared).
     :param plan_path: where to write the plan JSON (templated): a path relative to the table
         root (written with the table's storage options) or an absolute path/URI.
@@ -54,6 +50,7 @@ class DeltaCompactOperator(DeltaTableOperator):
         run's queuing (``DeadlineReference.DAGRUN_QUEUED_AT``), start no bin later than this
         long before the deadline; finished bins are committed, the rest is reported as
         ``deferred`` and planned again by the next run (a ``timedelta``; refused with Spark).
+        On Airflow 3.0 (no Deadline Alerts) the budget is ``execution_timeout`` minus the margin.
     :param purge_deletion_vectors: a real bool (not templated): rewrite instead the files whose
         deletion vector hides more than ``min_deleted_share`` of their rows (default 0: any DV),
         applying it, committed as Delta Spark's ``REORG ... APPLY (PURGE)``; either engine.
@@ -123,191 +120,87 @@ class DeltaCompactOperator(DeltaTableOperator):
         self.bins_per_commit = bins_per_commit
         self.spark_conn_id = spark_conn_id
         self.spark_options = spark_options
-        if deadline_margin is not None and not isinstance(deadline_margin, timedelta):
-            raise InvalidArgumentError(f"deadline_margin must be a timedelta, got {deadline_margin!r}")
-        self.deadline_margin = deadline_margin
-        self._spark_hook: Any = None
+        self.deadline_margin = check_margin(deadline_margin)
+        self._spark: SparkJobSubmitter | None = None
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
         return self.flag("plan_only") is not True  # a templated plan_only may still rewrite
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.compaction import compact, plan_compaction
-
+    def options(self) -> CompactionOptions:
+        """The rendered parameters as the core's options (checked there)."""
         engine = optional_str(self.engine) or "local"
         if engine == "spark" and self.deadline_margin is not None:
             raise InvalidArgumentError("deadline_margin stops between bins of the local engine only, not Spark")
-        if engine == "spark":
-            self._spark_options()  # bad options fail before anything is planned
-        options = CompactionOptions(
+        return CompactionOptions(
             target_size=optional_size(self.target_size, "target_size"),
             where=optional_str(self.where),
             min_files=self.min_files,
             max_bins=optional_int(self.max_bins, "max_bins"),
+            bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
+            plan_only=self.plan_only,
+            engine=engine,
             purge_deletion_vectors=self.purge_deletion_vectors,
             min_deleted_share=self.min_deleted_share,
             zorder_by=self.zorder_by,
             full=self.full,
-            engine=engine,
         )
-        plan = self.call(plan_compaction, table, options=options)
+
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
+        from deltalog import compact, compact_with_spark_job, plan_compaction, write_compaction_plan
+
+        options = self.options()
+        if options.engine == "spark":  # bad Spark options fail before anything is planned
+            self._spark = SparkJobSubmitter(self.spark_conn_id, self.spark_options)
+        plan: CompactionPlan = self.read(plan_compaction, table, options=options)
         self.log.info("compaction plan: %d bins over %d candidate files", len(plan.bins), plan.num_candidate_files)
         plan_path = optional_str(self.plan_path)
-        if engine == "spark" and not self.plan_only and plan.bins:
-            return self._compact_with_spark(hook, table, plan, plan_path)
+        plan_options = self.hook.storage_options_for(plan_path) if plan_path else None
+        if self._spark is not None and not options.plan_only and plan.bins:
+            spark = {
+                "plan_path": plan_path,
+                "plan_storage_options": plan_options,
+                "bins_per_commit": options.bins_per_commit,
+            }
+            return self._checked(self.call(compact_with_spark_job, table, plan, self._spark, **spark))
         if plan_path:
-            self._write_plan(hook, table, plan_path, plan.to_json())
+            write_compaction_plan(table, plan, plan_path, plan_storage_options=plan_options)
         self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
-        result = self.call(
-            compact,
-            table,
-            options=options,
-            plan=plan,
-            plan_only=self.plan_only,
-            bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
-            deadline=None if self.plan_only else self.work_deadline(context),
-        )
-        return self._checked(table, result)
+        deadline = None if options.plan_only else self.work_deadline(context)
+        return self._checked(self.call(compact, table, options=options, plan=plan, deadline=deadline))
 
     def work_deadline(self, context: Context) -> float | None:
-        """The DAG's run deadline minus ``deadline_margin``, as a ``time.monotonic()`` value (or None).
+        """The DAG's run deadline minus ``deadline_margin`` (``deltalog_provider.deadlines``), or None."""
+        return work_deadline(self, self.deadline_margin, context, self.log)
 
-        Counted from the run's queue time when the context has it, else its start.
+    def _checked(self, result: Any) -> Any:
+        """Bins lost to a concurrent writer are normal; a failed rewrite or commit, or a kill, fail the task.
+
+        Whatever committed stays committed; a retry re-plans what is left.
         """
-        if self.deadline_margin is None or not self.has_dag():
-            return None
-        alerts = self.dag.deadline or []
-        intervals = [
-            a.interval
-            for a in (alerts if isinstance(alerts, list) else [alerts])
-            if type(a.reference).__name__ == "DagRunQueuedAtDeadline"
-        ]
-        dag_run = context.get("dag_run") if hasattr(context, "get") else None
-        start = getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
-        if not intervals or start is None:
-            return None
-        end = start + min(intervals) - self.deadline_margin
-        left = (end - datetime.now(UTC)).total_seconds()
-        self.log.info("time budget: %.0f s left before the run's deadline minus %s", left, self.deadline_margin)
-        return time.monotonic() + left
-
-    def _checked(self, table: DeltaTable, result: Any) -> Any:
-        if not result.ok and result.error != "cancelled":
-            # Bins lost to a concurrent writer are normal; a failed rewrite or commit is not.
-            # Whatever committed stays committed; a retry re-plans what is left.
-            errors = [s.reason for s in result.skipped if s.kind == "error"]
-            raise AirflowException(
-                f"compaction of {table.uri} did not complete: {result.error or '; '.join(errors[:3])} "
-                f"(committed versions: {[c.version for c in result.commits]})"
-            )
-        if result.error == "cancelled":
-            raise AirflowException(
-                f"compaction of {table.uri} was cancelled (committed versions: {[c.version for c in result.commits]})"
-            )
+        if not result.ok:
+            errors = "; ".join([s.reason for s in result.skipped if s.kind == "error"][:3])
+            what = "was cancelled" if result.error == "cancelled" else f"did not complete: {result.error or errors}"
+            committed = [c.version for c in result.commits]
+            raise AirflowException(f"compaction of {self._table_uri} {what} (committed versions: {committed})")
         return result
-
-    def _spark_options(self) -> dict[str, Any]:
-        """``spark_options`` as ``SparkSubmitHook`` arguments; the local runner's own keys are refused."""
-        options = dict(self.spark_options or {})
-        local_only = sorted(set(options) & {"master", "spark_submit", "timeout"})
-        if local_only:
-            raise InvalidArgumentError(
-                f"spark_options {local_only} are not SparkSubmitHook arguments: the Spark connection "
-                f"({self.spark_conn_id!r}) names the master and execution_timeout bounds the task"
-            )
-        return options
-
-    def _compact_with_spark(self, hook: DeltaTableHook, table: DeltaTable, plan: Any, plan_path: str | None) -> Any:
-        """Plan file -> deltalog's Spark job through ``SparkSubmitHook`` -> commit its request bin by bin."""
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        from deltalog.compaction.spark import DEFAULT_CONF, commit_spark_result, read_spark_request, spark_job_script
-
-        options = self._spark_options()
-        run = uuid.uuid4().hex[:12]
-        plan_rel = plan_path or f"{WORK_DIR}/plan-{run}.json"
-        request_rel = f"{WORK_DIR}/request-{run}.json"
-        plan_location = self._write_plan(hook, table, plan_rel, plan.to_json())
-        request_location = table.storage.join(*request_rel.split("/"))
-        env_vars = {"PYSPARK_DRIVER_PYTHON": sys.executable, **(options.pop("env_vars", None) or {})}
-        self._spark_hook = SparkSubmitHook(
-            conn_id=self.spark_conn_id,
-            conf={**DEFAULT_CONF, **(options.pop("conf", None) or {})},
-            env_vars=env_vars,
-            name=options.pop("name", f"deltalog-compact-{run}"),
-            application_args=[
-                "--table",
-                table.uri,
-                "--plan",
-                plan_location if is_absolute_location(plan_location) else table.storage.full_uri(plan_rel),
-                "--output-request",
-                table.storage.full_uri(request_rel),
-            ],
-            **options,
-        )
-        self.raise_if_cancelled()  # the safe point: planned, nothing rewritten yet
-        started = time.perf_counter()
-        try:
-            self._spark_hook.submit(spark_job_script())
-            self.raise_if_cancelled()
-            request = read_spark_request(table.storage, request_location)
-            result = self.call(
-                commit_spark_result,
-                table,
-                plan,
-                request,
-                bins_per_commit=optional_int(self.bins_per_commit, "bins_per_commit"),
-                engine_seconds=time.perf_counter() - started,
-            )
-        finally:
-            self._spark_hook = None
-            # Our scratch files; the plan is kept when the caller named its path.
-            self._remove_quietly(table, [request_location] + ([] if plan_path else [plan_location]))
-        return self._checked(table, result)
-
-    def _remove_quietly(self, table: DeltaTable, locations: list[str]) -> None:
-        for location in locations:
-            try:
-                table.storage.delete(location)
-            except DeltaLogError as exc:  # leftovers sit in a hidden folder; never mask the real outcome
-                self.log.warning("could not remove %s: %s", location, exc)
 
     def on_kill(self) -> None:
         """Stop at the next safe point, and kill the Spark job when one is running."""
         super().on_kill()
-        spark = self._spark_hook
-        if spark is not None:
-            spark.on_kill()
-
-    def _write_plan(self, hook: DeltaTableHook, table: DeltaTable, plan_path: str, text: str) -> str:
-        """Write the plan where the Spark job reads it; return where that is."""
-        if is_absolute_location(plan_path):
-            import fsspec
-
-            options = hook.storage_options_for(plan_path)
-            with fsspec.open(plan_path, "w", auto_mkdir=True, **options) as fh:
-                fh.write(text)
-            location = plan_path
-        else:
-            location = table.storage.join(*plan_path.strip("/").split("/"))
-            table.storage.makedirs(location.rsplit("/", 1)[0])
-            table.storage.write_atomic(location, text.encode("utf-8"))
-        self.log.info("compaction plan written to %s", location)
-        return location
+        if self._spark is not None:
+            self._spark.kill()
 
     def result_metrics(self, result: Any) -> dict[str, Any]:
-        metrics = jsonable(result)
+        metrics = super().result_metrics(result)
         if self.plan_path:
             metrics["plan_path"] = optional_str(self.plan_path)
         return metrics
 
     def result_version(self, metrics: dict[str, Any]) -> int | None:
         versions = metrics.get("versions") or []
-        if versions:
-            return int(versions[-1])
         snapshot_version = metrics.get("snapshot_version")
-        return snapshot_version if isinstance(snapshot_version, int) else None
+        return int(versions[-1]) if versions else snapshot_version if isinstance(snapshot_version, int) else None
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return bool(metrics.get("noop"))

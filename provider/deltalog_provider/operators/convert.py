@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog.errors import InvalidArgumentError
-from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
+from deltalog_provider.utils.coerce import json_value
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-
-def _partition_spec(value: Any) -> Any:
-    """``partition_by`` as the core takes it; a rendered JSON list/object is parsed back first."""
-    if isinstance(value, tuple):
-        return list(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if text in ("", "None", "null"):
-            return None
-        if text[0] in "[{":
-            try:
-                return json.loads(text)
-            except ValueError:
-                raise InvalidArgumentError(f"partition_by is not valid JSON: {value!r}") from None
-        return text
-    return value
+__all__ = ["DeltaConvertOperator"]
 
 
 class DeltaConvertOperator(DeltaTableOperator):
@@ -52,14 +35,14 @@ class DeltaConvertOperator(DeltaTableOperator):
         self.partition_by = partition_by
         super().__init__(**kwargs)
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.convert import convert_to_delta
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
+        from deltalog import convert_to_delta
 
         return self.call(
             convert_to_delta,
             table.uri,
-            partition_by=_partition_spec(self.partition_by),
-            storage_options=hook.storage_options_for(table.uri) or None,
+            partition_by=json_value(self.partition_by, "partition_by"),
+            storage_options=self.hook.storage_options_for(table.uri) or None,
         )
 
     def output_statistics(self, metrics: dict[str, Any]) -> dict[str, int | None]:

@@ -2,50 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from deltalog import DeltaTable, parse_schema_string
+from deltalog import DeltaTable, arrow_schema_to_schema_string
 from deltalog.errors import InvalidArgumentError, TableAlreadyExistsError
-from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
-from deltalog_provider.utils.coerce import optional_list, optional_str
+from deltalog_provider.utils.coerce import arrow_schema, optional_list, optional_mapping, optional_str
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+__all__ = ["DeltaCreateTableOperator"]
+
 IF_EXISTS = ("error", "ignore")
-
-
-def _schema(value: Any) -> pa.Schema:
-    """A ``pyarrow.Schema``, or a Delta schema (``schemaString`` JSON text or its parsed dict)."""
-    if isinstance(value, pa.Schema):
-        return value
-    if isinstance(value, dict):
-        value = json.dumps(value)
-    if isinstance(value, str) and value.strip():
-        return parse_schema_string(value)
-    raise InvalidArgumentError(f"schema must be a pyarrow.Schema or a Delta schema JSON, got {type(value).__name__}")
-
-
-def _configuration(value: Any) -> dict[str, Any] | None:
-    """Table properties as a dict; a rendered JSON object is parsed back first."""
-    if value is None or isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        text = value.strip()
-        if text in ("", "None", "null"):
-            return None
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            raise InvalidArgumentError(f"configuration is not a JSON object: {value!r}") from None
-        if isinstance(parsed, dict):
-            return parsed
-    raise InvalidArgumentError(f"configuration must be a mapping of table properties, got {value!r}")
 
 
 class DeltaCreateTableOperator(DeltaTableOperator):
@@ -56,7 +28,8 @@ class DeltaCreateTableOperator(DeltaTableOperator):
     written. The XCom value is the commit (``version`` 0) plus ``created``.
 
     :param table: table name, URI or path (templated).
-    :param schema: a ``pyarrow.Schema``, or a Delta schema as JSON text or dict (templated).
+    :param schema: a ``pyarrow.Schema`` (stored as its Delta schema JSON, checked when the task is
+        defined), or a Delta schema as JSON text or dict (templated).
     :param partition_by: partition columns: a list, a JSON list or ``"a,b"`` (templated).
     :param configuration: table properties (``delta.*``), a dict or JSON object (templated).
     :param name: the table's ``name`` in its metadata.
@@ -87,7 +60,10 @@ class DeltaCreateTableOperator(DeltaTableOperator):
         if_exists: str = "error",
         **kwargs: Any,
     ) -> None:
-        self.schema = schema
+        # Kept as Delta schema JSON text, never a pyarrow.Schema: the schema is a template field, and
+        # Airflow stores template fields in the serialized DAG, which a pyarrow object (its metadata
+        # buffers) cannot enter (the DAG processor then drops the whole DAG).
+        self.schema = arrow_schema_to_schema_string(schema) if isinstance(schema, pa.Schema) else schema
         self.partition_by = partition_by
         self.configuration = configuration
         self.name = name
@@ -95,31 +71,27 @@ class DeltaCreateTableOperator(DeltaTableOperator):
         self.if_exists = if_exists
         super().__init__(**kwargs)
 
-    def _if_exists(self) -> str:
-        value = optional_str(self.if_exists) or "error"
-        if value not in IF_EXISTS:
-            raise InvalidArgumentError(f"if_exists must be one of {', '.join(IF_EXISTS)}, got {value!r}")
-        return value
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
+        from deltalog import create_table
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
-        from deltalog.create import create_table
-
-        if_exists = self._if_exists()
+        if_exists = optional_str(self.if_exists) or "error"
+        if if_exists not in IF_EXISTS:
+            raise InvalidArgumentError(f"if_exists must be one of {', '.join(IF_EXISTS)}, got {if_exists!r}")
         try:
             result = self.call(
                 create_table,
                 table.uri,
-                _schema(self.schema),
+                arrow_schema(self.schema, "schema"),
                 partition_by=optional_list(self.partition_by, "partition_by"),
-                configuration=_configuration(self.configuration),
-                storage_options=hook.storage_options_for(table.uri) or None,
+                configuration=optional_mapping(self.configuration, "configuration"),
+                storage_options=self.hook.storage_options_for(table.uri) or None,
                 name=self.name,
                 description=self.description,
             )
         except TableAlreadyExistsError:
             if if_exists == "error":
                 raise
-            return {"table": table.uri, "created": False, "version": table.version()}
+            return {"table": table.uri, "created": False, "version": self.read(table.version)}
         return {"table": table.uri, "created": True, **result.to_dict()}
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:

@@ -14,16 +14,17 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider._compat import AirflowFailException, BranchMixIn
-from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.thresholds import THRESHOLD_FIELDS, HealthThresholdsMixin
 from deltalog_provider.utils.checks import CHECK_OPERATION, HealthReport, evaluate_health
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.utils.results import is_templated
+from deltalog_provider.version_compat import AirflowFailException, BranchMixIn
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+__all__ = ["DeltaHealthBranchOperator", "DeltaHealthCheckOperator"]
 
 
 class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):
@@ -55,8 +56,8 @@ class DeltaHealthCheckOperator(HealthThresholdsMixin, DeltaTableOperator):
     def changes_table(self) -> bool:
         return False
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> HealthReport:
-        report = evaluate_health(table, self.thresholds(), self.rendered_target_file_size())
+    def run_operation(self, table: DeltaTable, context: Context) -> HealthReport:
+        report = self.read(evaluate_health, table, self.thresholds(), self.rendered_target_file_size())
         self.on_report(report)
         return report
 

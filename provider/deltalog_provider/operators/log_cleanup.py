@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+__all__ = ["DeltaLogCleanupOperator"]
 
 
 class DeltaLogCleanupOperator(DeltaTableOperator):
@@ -32,10 +33,10 @@ class DeltaLogCleanupOperator(DeltaTableOperator):
     def changes_table(self) -> bool:
         return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
         from deltalog import cleanup_log
 
-        return self.call(cleanup_log, table, dry_run=self.dry_run)
+        return (self.read if self.dry_run else self.call)(cleanup_log, table, dry_run=self.dry_run)
 
     def is_noop(self, metrics: dict[str, Any]) -> bool:
         return not metrics.get("num_deleted")

@@ -6,13 +6,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
-from deltalog_provider.hooks.delta_table import DeltaTableHook
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import human_bytes, optional_float, optional_str
 from deltalog_provider.utils.results import jsonable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+__all__ = ["DeltaVacuumOperator"]
 
 
 class DeltaVacuumOperator(DeltaTableOperator):
@@ -81,7 +82,7 @@ class DeltaVacuumOperator(DeltaTableOperator):
     def changes_table(self) -> bool:
         return self.flag("dry_run") is not True  # a templated dry_run may still delete
 
-    def run_operation(self, hook: DeltaTableHook, table: DeltaTable, context: Context) -> Any:
+    def run_operation(self, table: DeltaTable, context: Context) -> Any:
         from deltalog.vacuuming import execute_vacuum, plan_vacuum, vacuum
 
         options = {
@@ -91,9 +92,9 @@ class DeltaVacuumOperator(DeltaTableOperator):
             "inventory": optional_str(self.inventory),
             "full_fallback": self.full_fallback,
         }
-        if self.dry_run:
-            return self.call(vacuum, table, dry_run=True, **options)
-        plan = self.call(plan_vacuum, table, **options)
+        if self.dry_run:  # deletes nothing: a read
+            return self.read(vacuum, table, dry_run=True, **options)
+        plan = self.read(plan_vacuum, table, **options)
         self.log.info("vacuum plan: %d files (%s) to delete", plan.num_files, human_bytes(plan.size_in_bytes))
         self.raise_if_cancelled()  # the safe point: planned, nothing deleted yet
         return self.call(execute_vacuum, table, plan)

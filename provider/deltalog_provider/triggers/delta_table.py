@@ -1,62 +1,69 @@
 """Triggers behind the deferrable sensors; they run in the triggerer's event loop.
 
 Every deltalog call (listing the log, reading commits, replaying a snapshot) is
-blocking I/O, so it runs in a worker thread (``asyncio.to_thread``) and the loop
-only sleeps between polls. The serialized kwargs hold the table URI and the
-connection id, never storage options: credentials are fetched again in the
-triggerer, asynchronously, from the connection.
+blocking I/O, so it runs in a worker thread and the loop only sleeps between polls.
+The serialized kwargs hold the table URI and the connection id, never storage
+options: credentials are fetched again in the triggerer, asynchronously, from the
+connection. Each poll asks the question the sensor's poke asks
+(``deltalog_provider.utils.checks``) under the hook's transient-error policy
+(``DeltaTableHook.arun``), so poke and deferrable modes ride out the same blips and
+fail on the same errors.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from functools import cached_property
 from typing import Any
 
 from deltalog import DeltaTable
-from deltalog.errors import DeltaLogError
-from deltalog_provider._compat import BaseTrigger, TriggerEvent
 from deltalog_provider.hooks.delta_table import DeltaTableHook
+from deltalog_provider.hooks.retry_policy import DEFAULT_RETRY_DELAY, DEFAULT_RETRY_LIMIT, is_refusal
 from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health, find_new_commit
+from deltalog_provider.version_compat import BaseTrigger, TriggerEvent
+
+__all__ = ["DEFAULT_RETRY_LIMIT", "DeltaMaintenanceDueTrigger", "DeltaTableVersionTrigger", "error_event"]
 
 _MODULE = "deltalog_provider.triggers.delta_table"
 
 
 def error_event(exc: BaseException) -> TriggerEvent:
-    """An error the sensor turns into a failure (retried only when deltalog says it may help)."""
-    retryable = bool(getattr(exc, "retryable", True)) if isinstance(exc, DeltaLogError) else True
-    return TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": retryable})
-
-
-#: Consecutive transient failures (storage blips) a trigger polls through before it reports one.
-DEFAULT_RETRY_LIMIT = 3
-
-
-def is_transient(exc: BaseException) -> bool:
-    """A failure worth polling through: a retryable deltalog error, or a network-level one."""
-    if isinstance(exc, DeltaLogError):
-        return bool(getattr(exc, "retryable", False))
-    return isinstance(exc, ConnectionError | TimeoutError)
+    """An error the sensor turns into a failure (retried by Airflow unless deltalog refused)."""
+    return TriggerEvent(
+        {"status": "error", "message": f"{type(exc).__name__}: {exc}", "retryable": not is_refusal(exc)}
+    )
 
 
 class _PollingTrigger(BaseTrigger):
-    """Poll ``check(table)`` in a thread every ``poke_interval`` seconds until it returns a payload.
+    """Poll ``check(table)`` every ``poke_interval`` seconds until it returns a payload.
 
-    A transient failure (``is_transient``) does not end the wait: the trigger logs it and
-    polls again after ``poke_interval``, up to ``retry_limit`` failures in a row (as the
-    Databricks provider's triggers do); then, or on any other failure, it reports the error.
+    A transient failure of a poll is retried by the hook (``retry_limit`` times in a row,
+    ``retry_delay`` seconds apart, doubling); past that, or on any other failure, the trigger
+    reports the error and the sensor fails as its poke would have.
     """
 
     def __init__(
-        self, *, table_uri: str, deltalog_conn_id: str, poke_interval: float, retry_limit: int = DEFAULT_RETRY_LIMIT
+        self,
+        *,
+        table_uri: str,
+        deltalog_conn_id: str,
+        poke_interval: float,
+        retry_limit: int = DEFAULT_RETRY_LIMIT,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
     ) -> None:
         super().__init__()
         self.table_uri = table_uri
         self.deltalog_conn_id = deltalog_conn_id
         self.poke_interval = float(poke_interval)
         self.retry_limit = int(retry_limit)
+        self.retry_delay = float(retry_delay)
 
-    def _check(self, table: DeltaTable) -> dict[str, Any] | None:
+    @cached_property
+    def hook(self) -> DeltaTableHook:
+        return DeltaTableHook(self.deltalog_conn_id, retry_limit=self.retry_limit, retry_delay=self.retry_delay)
+
+    def poll(self, table: DeltaTable) -> dict[str, Any] | None:
         raise NotImplementedError
 
     def _common_kwargs(self) -> dict[str, Any]:
@@ -65,33 +72,14 @@ class _PollingTrigger(BaseTrigger):
             "deltalog_conn_id": self.deltalog_conn_id,
             "poke_interval": self.poke_interval,
             "retry_limit": self.retry_limit,
+            "retry_delay": self.retry_delay,
         }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            settings = await DeltaTableHook.aget_settings(self.deltalog_conn_id)
-            table = await asyncio.to_thread(DeltaTable, self.table_uri, settings.options_for(self.table_uri))
-            check: Callable[[DeltaTable], dict[str, Any] | None] = self._check
-            failures = 0
+            table = await self.hook.aget_table(self.table_uri)
             while True:
-                try:
-                    payload = await asyncio.to_thread(check, table)
-                except Exception as exc:  # noqa: BLE001 - judged below: polled through or reported
-                    if not is_transient(exc) or failures >= self.retry_limit:
-                        raise
-                    failures += 1
-                    self.log.warning(
-                        "%s: poll failed (%s: %s); retry %d of %d in %.1fs",
-                        self.table_uri,
-                        type(exc).__name__,
-                        exc,
-                        failures,
-                        self.retry_limit,
-                        self.poke_interval,
-                    )
-                    await asyncio.sleep(self.poke_interval)
-                    continue
-                failures = 0
+                payload = await self.hook.arun(self.poll, table)
                 if payload is not None:
                     yield TriggerEvent({"status": "success", **payload})
                     return
@@ -110,7 +98,8 @@ class DeltaTableVersionTrigger(_PollingTrigger):
     :param deltalog_conn_id: connection whose storage options are used.
     :param poke_interval: seconds between polls.
     :param wait_for_creation: a missing table means "not yet" instead of an error.
-    :param retry_limit: transient failures in a row polled through before the error is reported.
+    :param retry_limit: transient failures in a row a poll is retried through before the error is reported.
+    :param retry_delay: seconds before the first of those retries (doubling after each).
     """
 
     def __init__(
@@ -123,9 +112,14 @@ class DeltaTableVersionTrigger(_PollingTrigger):
         poke_interval: float = 60.0,
         wait_for_creation: bool = False,
         retry_limit: int = DEFAULT_RETRY_LIMIT,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
     ) -> None:
         super().__init__(
-            table_uri=table_uri, deltalog_conn_id=deltalog_conn_id, poke_interval=poke_interval, retry_limit=retry_limit
+            table_uri=table_uri,
+            deltalog_conn_id=deltalog_conn_id,
+            poke_interval=poke_interval,
+            retry_limit=retry_limit,
+            retry_delay=retry_delay,
         )
         self.after_version = int(after_version)
         self.operations = list(operations) if operations else None
@@ -142,7 +136,7 @@ class DeltaTableVersionTrigger(_PollingTrigger):
             },
         )
 
-    def _check(self, table: DeltaTable) -> dict[str, Any] | None:
+    def poll(self, table: DeltaTable) -> dict[str, Any] | None:
         return find_new_commit(table, self.after_version, self.operations, missing_ok=self.wait_for_creation)
 
 
@@ -154,7 +148,8 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
     :param target_file_size: size small files are measured against (None: table setting).
     :param deltalog_conn_id: connection whose storage options are used.
     :param poke_interval: seconds between polls.
-    :param retry_limit: transient failures in a row polled through before the error is reported.
+    :param retry_limit: transient failures in a row a poll is retried through before the error is reported.
+    :param retry_delay: seconds before the first of those retries (doubling after each).
     """
 
     def __init__(
@@ -166,9 +161,14 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
         deltalog_conn_id: str = DeltaTableHook.default_conn_name,
         poke_interval: float = 60.0,
         retry_limit: int = DEFAULT_RETRY_LIMIT,
+        retry_delay: float = DEFAULT_RETRY_DELAY,
     ) -> None:
         super().__init__(
-            table_uri=table_uri, deltalog_conn_id=deltalog_conn_id, poke_interval=poke_interval, retry_limit=retry_limit
+            table_uri=table_uri,
+            deltalog_conn_id=deltalog_conn_id,
+            poke_interval=poke_interval,
+            retry_limit=retry_limit,
+            retry_delay=retry_delay,
         )
         self.thresholds = dict(thresholds)
         self.target_file_size = target_file_size
@@ -180,6 +180,6 @@ class DeltaMaintenanceDueTrigger(_PollingTrigger):
             {**self._common_kwargs(), "thresholds": self.thresholds, "target_file_size": self.target_file_size},
         )
 
-    def _check(self, table: DeltaTable) -> dict[str, Any] | None:
+    def poll(self, table: DeltaTable) -> dict[str, Any] | None:
         report = evaluate_health(table, self._thresholds, self.target_file_size)
         return report.to_dict() if report.due else None

@@ -14,13 +14,14 @@ the same answer for the same table:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog import DeltaTable, MaintenanceDue, compute_health, maintenance_due
 from deltalog import find_new_commit as core_find_new_commit
-from deltalog.errors import InvalidArgumentError, NotADeltaTableError
+from deltalog.errors import InvalidArgumentError, NotADeltaTableError, VersionNotFoundError
 from deltalog_provider.utils.coerce import optional_float, optional_int
 
 
@@ -28,6 +29,22 @@ def current_version(table: DeltaTable, *, missing_ok: bool = False) -> int:
     """The latest version from one listing; -1 for a table not created yet when ``missing_ok``."""
     try:
         return table.version()
+    except NotADeltaTableError:
+        if missing_ok:
+            return -1
+        raise
+
+
+def version_at_time(table: DeltaTable, when: dt.datetime, *, missing_ok: bool = False) -> int:
+    """The latest version committed at or before ``when`` (commit timestamps, in-commit ones honoured).
+
+    -1 when the table's first commit is later than ``when`` (created since), or when the
+    table does not exist yet and ``missing_ok``.
+    """
+    try:
+        return table.snapshot(timestamp=when).version
+    except VersionNotFoundError:
+        return -1
     except NotADeltaTableError:
         if missing_ok:
             return -1

@@ -8,10 +8,29 @@ non-retryable task failure) with the parameter's name when a value is malformed.
 
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any
 
+import pyarrow as pa
+
+from deltalog import parse_schema_string
 from deltalog.errors import InvalidArgumentError
+
+__all__ = [
+    "arrow_schema",
+    "first_count",
+    "human_bytes",
+    "json_value",
+    "optional_float",
+    "optional_int",
+    "optional_list",
+    "optional_mapping",
+    "optional_size",
+    "optional_str",
+    "request_document",
+    "strict_bool",
+]
 
 
 def _blank(value: Any) -> bool:
@@ -91,12 +110,64 @@ def optional_list(value: Any, name: str) -> list[str] | None:
     raise InvalidArgumentError(f"{name} must be a list of strings, got {value!r}")
 
 
-def first_number(metrics: dict[str, Any], *keys: str) -> int | float | None:
-    """The first of ``keys`` holding a number (result field names differ between operations)."""
+def json_value(value: Any, name: str) -> Any:
+    """A rendered JSON list or object parsed back (a tuple becomes a list); other text and values as they are."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if _blank(text):
+            return None
+        if text[0] in "[{":
+            try:
+                return json.loads(text)
+            except (ValueError, RecursionError):
+                raise InvalidArgumentError(f"{name} is not valid JSON: {value!r}") from None
+        return text
+    return value
+
+
+def optional_mapping(value: Any, name: str) -> dict[str, Any] | None:
+    """A dict, or a rendered JSON object; blank is None."""
+    parsed = json_value(value, name)
+    if parsed is None or isinstance(parsed, dict):
+        return parsed
+    raise InvalidArgumentError(f"{name} must be a mapping (a dict or a JSON object), got {value!r}")
+
+
+def request_document(text: str, name: str) -> dict[str, Any]:
+    """A JSON object given as text; also a dict Jinja rendered without ``render_template_as_native_obj``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidArgumentError(f"{name} is nested too deeply to be a commit request") from None
+    except ValueError:
+        try:  # a dict rendered by Jinja: its Python repr
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            raise InvalidArgumentError(f"{name} looks like JSON but cannot be parsed") from None
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"{name} JSON must be an object")
+    return value
+
+
+def arrow_schema(value: Any, name: str) -> pa.Schema:
+    """A ``pyarrow.Schema``, or a Delta schema (``schemaString`` JSON text or its parsed dict)."""
+    if isinstance(value, pa.Schema):
+        return value
+    if isinstance(value, dict):
+        value = json.dumps(value)
+    if isinstance(value, str) and value.strip():
+        return parse_schema_string(value)
+    raise InvalidArgumentError(f"{name} must be a pyarrow.Schema or a Delta schema JSON, got {type(value).__name__}")
+
+
+def first_count(metrics: dict[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` holding a number, as an int (result field names differ between operations)."""
     for key in keys:
         value = metrics.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return value
+            return int(value)
     return None
 
 
