@@ -15,7 +15,9 @@ Compaction runs on the engine the single-table DAG would choose: the local pyarr
 engine, or Spark (``spark-submit``, ``spark_options`` of
 :func:`deltalog.compaction.spark.submit.run_spark`) when the table holds at least
 ``spark_min_bytes``. A Spark job is one unit: it starts only while budget is left and
-is not stopped between bins.
+is not stopped between bins. Vacuum likewise runs its plan as a Spark job
+(:mod:`deltalog.vacuuming.spark`) when the table holds at least ``vacuum_spark_min_files``
+live files: its cost grows with the number of files, not with their bytes.
 
 Per-table settings: an entry of the settings mapping (by table URI, else by the
 table folder's name) wins over the table's own properties (``delta.targetFileSize``,
@@ -235,20 +237,22 @@ def maintain_table(
     allow_short_retention: bool = False,
     spark_min_bytes: int | None = None,
     spark_options: dict[str, Any] | None = None,
+    vacuum_spark_min_files: int | None = None,
 ) -> TableOutcome:
     """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
 
     ``spark_min_bytes``: tables at least this large compact with Spark (None: always local).
+    ``vacuum_spark_min_files``: tables with at least this many live files vacuum with Spark
+    (None: always local); both Spark jobs take ``spark_options``.
 
     Never raises for the table's own problems: a refusal, a held lease or a failed
     operation becomes the outcome's status and error line (a fleet run goes on).
     """
     t0 = time.perf_counter()
     require_bools(allow_short_retention=allow_short_retention)  # the caller's mistake, not the table's: raise
-    if spark_min_bytes is not None and (
-        isinstance(spark_min_bytes, bool) or not isinstance(spark_min_bytes, int) or spark_min_bytes < 0
-    ):
-        raise InvalidArgumentError(f"spark_min_bytes must be a non-negative integer, got {spark_min_bytes!r}")
+    for name, value in (("spark_min_bytes", spark_min_bytes), ("vacuum_spark_min_files", vacuum_spark_min_files)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
     settings = settings or TableSettings()
     # The outcome's fields, filled in as the steps run; frozen into a TableOutcome at the end.
     out = SimpleNamespace(**asdict(TableOutcome(uri=uri, settings=settings.to_dict())))
@@ -265,7 +269,7 @@ def maintain_table(
         out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
         return TableOutcome(**vars(out))
     try:
-        engine = _Engine(spark_min_bytes, dict(spark_options or {}))
+        engine = _Engine(spark_min_bytes, dict(spark_options or {}), vacuum_spark_min_files)
         _run_steps(storage, settings, deadline, out, allow_short_retention, engine)
     except DeltaLogError as exc:
         out.status = "refused" if getattr(exc, "exit_code", 2) == 1 and not exc.retryable else "failed"
@@ -281,13 +285,18 @@ def maintain_table(
 
 @dataclass(frozen=True)
 class _Engine:
-    """Where compaction runs: Spark from ``spark_min_bytes`` of table size on, else locally."""
+    """Where compaction runs (Spark from ``spark_min_bytes`` of table size on) and where vacuum plans
+    (Spark from ``vacuum_min_files`` live files on); else locally."""
 
     spark_min_bytes: int | None
     spark_options: dict[str, Any]
+    vacuum_min_files: int | None = None
 
     def for_size(self, size: int) -> str:
         return "spark" if self.spark_min_bytes is not None and size >= self.spark_min_bytes else "local"
+
+    def vacuum_for_files(self, files: int) -> str:
+        return "spark" if self.vacuum_min_files is not None and files >= self.vacuum_min_files else "local"
 
 
 def _run_steps(
@@ -369,9 +378,17 @@ def _run_steps(
             create_checkpoint(storage)
             out.ran.append("checkpoint")
         elif step == "vacuum":
-            vr = vacuum(storage, retention_hours=settings.vacuum_retention_hours, allow_short_retention=allow_short)
+            where = engine.vacuum_for_files(before.num_files)
+            vr = vacuum(
+                storage,
+                retention_hours=settings.vacuum_retention_hours,
+                allow_short_retention=allow_short,
+                engine=where,
+                spark_options=engine.spark_options if where == "spark" else None,
+            )
             out.bytes_reclaimed += vr.size_of_data_to_delete if vr.num_deleted_files else 0
-            out.ran.append(f"vacuum: {vr.num_deleted_files} files")
+            label = "vacuum" if where == "local" else "vacuum (spark)"
+            out.ran.append(f"{label}: {vr.num_deleted_files} files")
         elif step == "log_cleanup":
             lr = cleanup_log(storage)
             out.log_files_deleted = lr.num_deleted

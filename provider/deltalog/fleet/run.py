@@ -96,11 +96,13 @@ def run_fleet(
     reports: list[TableReport] | None = None,
     spark_min_bytes: int | None = None,
     spark_options: dict[str, Any] | None = None,
+    vacuum_spark_min_files: int | None = None,
 ) -> FleetRunResult:
     """Maintain the due tables, best gain per second first, starting nothing once the budget is spent.
 
     ``dry_run`` measures and orders only (nothing is written or deleted). Tables of at least
-    ``spark_min_bytes`` compact with Spark (``spark_options`` of ``run_spark``), as in
+    ``spark_min_bytes`` compact with Spark (``spark_options`` of ``run_spark``), tables of at
+    least ``vacuum_spark_min_files`` live files vacuum with Spark, as in
     :func:`deltalog.fleet.maintain.maintain_table`.
     """
     if time_budget_seconds is not None and (
@@ -143,6 +145,7 @@ def run_fleet(
                     allow_short_retention=allow_short_retention,
                     spark_min_bytes=spark_min_bytes,
                     spark_options=spark_options,
+                    vacuum_spark_min_files=vacuum_spark_min_files,
                 )
             )
     return FleetRunResult(
