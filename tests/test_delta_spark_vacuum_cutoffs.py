@@ -18,6 +18,7 @@ directories (Delta Spark's dry run lists them) are counted apart.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 from urllib.parse import unquote
 

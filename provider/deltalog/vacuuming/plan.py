@@ -49,6 +49,7 @@ from deltalog.vacuuming.vacuum_plan import (
     MODES,
     VacuumPlan,
     cursor_path,
+    log_plan,
     next_cursor,
     previous_cursor_of,
     without_file_lists,
@@ -481,14 +482,5 @@ def plan_vacuum(
         planning_seconds=time.perf_counter() - t0,
         snapshot=without_file_lists(snapshot),
     )
-    for w in warnings:
-        log.warning("vacuum %s: %s", storage.uri, w)
-    log.info(
-        "vacuum plan for %s: %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s)",
-        storage.uri,
-        plan.num_files,
-        plan.size_in_bytes,
-        plan.readable_versions(),
-        plan.planning_seconds,
-    )
+    log_plan(plan)
     return plan

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +32,14 @@ __all__ = [
     "SPILL_BATCH_ROWS",
     "VacuumPlan",
     "cursor_path",
+    "log_plan",
     "next_cursor",
     "previous_cursor_of",
     "read_cursor",
     "without_file_lists",
 ]
+
+log = logging.getLogger(__name__)
 
 MODES = ("full", "lite")
 #: Where the plan is made: this process, or a Spark job (deleting is the core's either way).
@@ -211,3 +215,21 @@ def next_cursor(window_start: int | None, previous: int | None) -> int | None:
     if cursor is not None and previous is not None and cursor < previous:
         cursor = previous
     return cursor
+
+
+def log_plan(plan: VacuumPlan, job_seconds: float | None = None) -> None:
+    """The plan's warnings and its one line in the log (the Spark job's own seconds beside the total)."""
+    for w in plan.warnings:
+        log.warning("vacuum %s: %s", plan.table_uri, w)
+    engine = " (Spark)" if plan.engine == "spark" else ""
+    job = f", job {job_seconds:.2f} s" if job_seconds is not None else ""
+    log.info(
+        "vacuum plan for %s%s: %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s%s)",
+        plan.table_uri,
+        engine,
+        plan.num_files,
+        plan.size_in_bytes,
+        plan.readable_versions(),
+        plan.planning_seconds,
+        job,
+    )

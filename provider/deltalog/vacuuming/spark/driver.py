@@ -51,7 +51,7 @@ from deltalog.vacuuming.retention import resolve_retention
 from deltalog.vacuuming.spark.job import REPORT_PREFIX
 from deltalog.vacuuming.spark.spec import JobReport, VacuumJobSpec
 from deltalog.vacuuming.times import PlausibleTimes, plausible_times
-from deltalog.vacuuming.vacuum_plan import VacuumPlan, next_cursor, previous_cursor_of, without_file_lists
+from deltalog.vacuuming.vacuum_plan import VacuumPlan, log_plan, next_cursor, previous_cursor_of, without_file_lists
 from deltalog.vacuuming.verdict import PLAN_SCHEMA
 from deltalog.write_checks.hidden_paths import HiddenRule, partition_dir_names
 
@@ -318,15 +318,5 @@ def plan_on_spark(
         spilled=(report.num_files, report.size) if location else (0, 0),
         workspace=workspace if location else None,
     )
-    for w in warnings:
-        log.warning("vacuum %s: %s", storage.uri, w)
-    log.info(
-        "vacuum plan for %s (Spark): %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s, job %.2f s)",
-        storage.uri,
-        plan.num_files,
-        plan.size_in_bytes,
-        plan.readable_versions(),
-        plan.planning_seconds,
-        report.seconds,
-    )
+    log_plan(plan, report.seconds)
     return plan
