@@ -21,22 +21,31 @@
    ``deltalog_fleet`` pool across runs. A broken or refused table fails its own mapped task;
    a table whose lease is held is reported as busy.
 4. ``summary`` (runs whatever happened) logs a table of tables, returns it, and writes
-   ``fleet-report.html`` (self-contained, small inline SVG charts) to
+   ``fleet-report.html`` (self-contained, small inline SVG charts, each table linked to its
+   page in the fleet view at ``deltalog_fleet_view_url``, else to a query of the history) to
    ``deltalog_fleet_report_dir``. Each changed table gets an asset event through the
    ``deltalog:fleet`` alias.
+
+Maintenance history: ``measure`` appends a ``measure`` row per table (its state, what is due
+and why, the settings it was measured with) and each ``maintain`` task a row per operation it
+ran, deferred, was refused or failed, to the Delta table at ``deltalog_history_uri`` (empty:
+none), each naming its task instance. The history joins the fleet: it is measured and
+maintained (compacted, checkpointed, its log cleaned) like the other tables.
 
 Deadline: a Deadline Alert fires ``log_missed_deadline`` when a run is still going
 ``deltalog_fleet_deadline_minutes`` after it was queued; the work itself stops starting
 new steps ``deltalog_fleet_deadline_margin_minutes`` before that (a running compaction stops
 between bins, finished bins committed) and the summary lists what was deferred.
 
-Per-table settings, in order of precedence: the table's entry in the
-``deltalog_fleet_table_settings`` Variable (by URI, else by folder name), then the table's
-properties (``delta.targetFileSize``, ``delta.deletedFileRetentionDuration``), then the
-defaults. Layout keys of an entry: ``zorder_by`` (a list of columns: a due compaction is a
-Z-order of the partitions) and ``max_dv_hidden_share`` (a number: a deletion-vector purge is
-due once DVs hide more than that share of the table's rows); a clustered table is always
-clustered by its own ``CLUSTER BY`` columns, and a ``zorder_by`` for it fails its task.
+Per-table settings: the ``deltalog_fleet_table_settings`` Variable is the maintenance settings
+file of docs/fleet.md (``defaults``, path ``prefixes``, per-table ``tables`` entries by URI or
+folder name). A setting comes from the table's entry, else the table's own properties
+(``delta.targetFileSize``, ``delta.checkpointInterval``, ``delta.deletedFileRetentionDuration``),
+else the longest matching prefix, else the defaults. Layout keys: ``zorder_by`` (a list of
+columns: a due compaction is a Z-order of the partitions) and ``max_dv_hidden_share`` (a
+number: a deletion-vector purge is due once DVs hide more than that share of the table's
+rows); a clustered table is always clustered by its own ``CLUSTER BY`` columns, and a
+``zorder_by`` for it fails its task.
 """
 
 from __future__ import annotations
@@ -154,18 +163,35 @@ with DAG(
         log.info("discovered %d tables under %s", len(found.tables), found.root)
         return [t.uri for t in found.tables]
 
+    @task(execution_timeout=timedelta(minutes=1))
+    def with_history(tables: list[str]) -> list[str]:
+        """The maintenance history joins the fleet: measured and maintained like the other tables."""
+        from deltalog.storage.filesystem import canonical_uri
+        from deltalog_example.history import history_uri
+
+        history = history_uri()
+        known = {canonical_uri(t) for t in tables}
+        return tables if history is None or canonical_uri(history) in known else [*tables, history]
+
     @task(execution_timeout=timedelta(minutes=30), multiple_outputs=False)
     def measure(tables: list[str], **context: Any) -> dict[str, Any]:
         """Health and due verdict of every table; the due ones ordered by gain per second."""
+        from deltalog import FleetPolicy, measurement_rows
         from deltalog.fleet.maintain import DEFAULT_THROUGHPUT, order_work
         from deltalog.fleet.ranking import fleet_health
         from deltalog.fleet.run import previous_throughput
+        from deltalog.journal.record import utc_now
+        from deltalog_example.history import history_recorder
 
         previous = context["ti"].xcom_pull(task_ids="summary", include_prior_dates=True)
         throughput = previous_throughput(previous if isinstance(previous, dict) else None) or DEFAULT_THROUGHPUT
-        reports = fleet_health(tables, storage_options=_hook().storage_options)
-        mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
-        planned = order_work(reports, throughput, mapping)
+        policy = FleetPolicy.parse(json.loads(setting("deltalog_fleet_table_settings") or "{}"))
+        history = history_recorder(context, _hook().storage_options)
+        started = utc_now()
+        reports = fleet_health(tables, storage_options=_hook().storage_options, settings=policy)
+        if history is not None:  # a row per table: its state, what is due and why, its settings
+            history.record(measurement_rows(reports, history, started))
+        planned = order_work(reports, throughput)
         sizes = {r.uri: r.health.size_in_bytes for r in reports if r.health is not None}
         files = {r.uri: r.health.num_files for r in reports if r.health is not None}
         # Refused and unreadable tables get a mapped task too, which fails: visible per table.
@@ -198,11 +224,13 @@ with DAG(
         """The table's due steps under its lease; fails only this mapped task when the table is broken."""
         from airflow.sdk import Asset
 
-        from deltalog.fleet.maintain import maintain_table, settings_for
+        from deltalog import FleetPolicy
+        from deltalog.fleet.maintain import maintain_table
+        from deltalog_example.history import history_recorder
         from deltalog_provider.version_compat import AirflowFailException, alias_event_extra
 
         ti = context["ti"]
-        mapping = json.loads(setting("deltalog_fleet_table_settings") or "{}")
+        policy = FleetPolicy.parse(json.loads(setting("deltalog_fleet_table_settings") or "{}"))
         # Compaction engine by size, as in deltalog_maintenance: Spark (the spark_conn_id connection's
         # master) from deltalog_spark_compaction_min_bytes on; the connection is only looked up then.
         threshold = int_setting("deltalog_spark_compaction_min_bytes")
@@ -213,12 +241,14 @@ with DAG(
         outcome = maintain_table(
             entry["uri"],
             storage_options=_hook().storage_options,
-            settings=settings_for(entry["uri"], mapping),
+            settings=policy,
             deadline=_deadline(context),
             owner=f"{ti.dag_id}/{ti.run_id}/{ti.map_index}",
             spark_min_bytes=threshold if spark else None,
             vacuum_spark_min_files=vacuum_files if spark_vacuum else None,
             spark_options={"master": spark_master(), "conf": spark_conf()} if spark or spark_vacuum else None,
+            history=history_recorder(context, _hook().storage_options),
+            due_operations=[op for op, flag in (entry.get("due") or {}).items() if flag],
         )
         doc = outcome.to_dict()
         ti.xcom_push(key="outcome", value=doc)  # the summary reads it even when this task fails
@@ -236,6 +266,8 @@ with DAG(
             )
         if outcome.status in ("failed", "refused"):
             raise AirflowFailException(f"{entry['uri']}: {outcome.status}: {outcome.error}")
+        if outcome.history_error:  # the work is done; the missing rows fail the task, visibly
+            raise AirflowFailException(outcome.history_error)
         return doc
 
     # No retry: it reads what the run produced; when find_tables or measure failed there is nothing
@@ -278,14 +310,18 @@ with DAG(
         report_dir = setting("deltalog_fleet_report_dir")
         os.makedirs(report_dir, exist_ok=True)
         path = os.path.join(report_dir, "fleet-report.html")
+        from deltalog_example.history import history_uri
+
+        doc["history"] = history_uri()
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render_html(doc, f"deltalog fleet maintenance, run {context['run_id']}"))
+            title = f"deltalog fleet maintenance, run {context['run_id']}"
+            fh.write(render_html(doc, title, view_url=setting("deltalog_fleet_view_url") or None))
         log.info("HTML report: %s", path)
         doc["report"] = path
         return doc
 
     # multiple_outputs=False on the tasks returning a dict: the whole dict is their XCom; Airflow
     # would otherwise also push each key, and 3.0 refuses a key whose value is None.
-    measured = measure(find_tables())
+    measured = measure(with_history(find_tables()))
     done = maintain.expand(entry=due_tables(measured))
     done >> summary(measured)

@@ -47,6 +47,7 @@ from deltalog_example import (  # noqa: E402
     setting,
     spark_submit_args,
 )
+from deltalog_example.history import history_uri  # noqa: E402
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
@@ -98,6 +99,7 @@ with DAG(
         app_id=APP_ID,
         txn_version=1,
         execution_timeout=timedelta(minutes=10),
+        history_uri=history_uri(),  # the commit's row in the maintenance history (empty: none)
     )
 
     ensure_table >> ingest >> commit

@@ -69,6 +69,7 @@ from deltalog_example import (  # noqa: E402
     spark_env,
     zorder_columns,
 )
+from deltalog_example.history import history_uri  # noqa: E402
 from deltalog_example.lease import table_lease  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,8 @@ with DAG(
     tags=["deltalog", "example", "maintenance"],
     doc_md=__doc__,
 ) as dag:
-    common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID}
+    # Every operation appends its row to the maintenance history (deltalog_history_uri; empty: none).
+    common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID, "history_uri": history_uri()}
 
     health = DeltaHealthBranchOperator(
         task_id="health_check",

@@ -42,6 +42,7 @@ from deltalog_example import (  # noqa: E402
     optional_setting,
     setting,
 )
+from deltalog_example.history import history_uri  # noqa: E402
 from deltalog_example.lease import table_lease  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,15 @@ with DAG(
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=1),
         **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
+        history_uri=history_uri(),
         **common,
     )
     checkpoint = DeltaCheckpointOperator(
-        task_id="checkpoint", emit_asset=False, execution_timeout=timedelta(minutes=15), **common
+        task_id="checkpoint",
+        emit_asset=False,
+        execution_timeout=timedelta(minutes=15),
+        history_uri=history_uri(),
+        **common,
     )
 
     @task(execution_timeout=timedelta(minutes=5), multiple_outputs=False)

@@ -36,6 +36,21 @@ if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl 
   fi
 fi
 
+# Headless Chromium and its driver (Debian packages chromium, chromium-driver) for the fleet
+# view's browser test (tests/provider/test_fleet_view_browser.py); nothing else uses them.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  log "Chromium not found: installing the Debian packages chromium and chromium-driver"
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+  if command -v apt-get >/dev/null 2>&1; then
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null \
+      || log "warning: chromium could not be installed; the fleet view's browser test will fail"
+  else
+    log "no apt-get on this machine: install Chromium and chromedriver by hand for the browser test"
+  fi
+fi
+
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($PYTHON --version)"

@@ -13,7 +13,8 @@
 6. Fleet mode: seeds ``.demo/fleet`` with four tables of different needs (healthy, small
    files, an expired log, a protocol feature deltalog refuses), runs
    ``airflow dags test deltalog_fleet_maintenance`` and prints the fleet summary
-   (also written as ``.demo/fleet-report.html``).
+   (also written as ``.demo/fleet-report.html``) and what the DAG runs appended to the
+   maintenance history (``.demo/_deltalog/history``, read back with deltalake).
 
 Exit status 0 only if every run succeeded, every task did (in the fleet run, all but the
 refused table's), and the rows read back are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
@@ -144,6 +145,7 @@ def deltalake_rows(table: str) -> tuple[int, int]:
 
 def run(keep_home: bool = False) -> int:
     started = time.perf_counter()
+    demo_started = dt.datetime.now(dt.UTC)
     demo_dir = os.path.join(REPO, ".demo")
     table = os.path.join(demo_dir, "events")
     logs = os.path.join(demo_dir, "logs")
@@ -196,7 +198,7 @@ def run(keep_home: bool = False) -> int:
 
         fleet_root = os.path.join(demo_dir, "fleet")
         print(f"\n[6/6] fleet mode: four tables with different needs under {fleet_root}")
-        run_fleet_demo(home, env, fleet_root, demo_dir, logs)
+        run_fleet_demo(home, env, fleet_root, demo_dir, logs, demo_started)
     finally:
         if keep_home:
             print(f"Airflow home kept at {home}")
@@ -206,7 +208,7 @@ def run(keep_home: bool = False) -> int:
     return 0
 
 
-def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, logs: str) -> None:
+def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, logs: str, since: dt.datetime) -> None:
     """Seed the demo fleet, run the fleet DAG, check it and print its summary."""
     sys.path.insert(0, os.path.join(REPO, "tests"))
     from deltalog.fleet.report import format_summary
@@ -243,6 +245,34 @@ def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, l
     )
     print(format_summary(doc))
     print(f"\nHTML report: {doc.get('report')}")
+    print_history(doc, since)
+
+
+def print_history(doc: dict[str, Any], since: dt.datetime) -> None:
+    """What this demo's DAG runs appended to the maintenance history, read back with deltalake."""
+    history = doc.get("history")
+    if not history:
+        print("maintenance history: off (the deltalog_history_uri Variable is empty)")
+        return
+    from deltalake import DeltaTable as RsTable
+
+    rows = RsTable(history).to_pyarrow_table().to_pylist()
+    mine = [r for r in rows if r["started_at"] >= since]
+    if not any(r["operation"] == "measure" for r in mine) or not any(
+        r["airflow_dag_id"] == "deltalog_maintenance" for r in mine
+    ):
+        raise DemoError(f"the DAG runs did not record their operations in the maintenance history {history}")
+    print(f"\nmaintenance history {history} (read with deltalake): {len(rows)} rows, {len(mine)} from this demo:")
+    by_dag: dict[str, dict[str, int]] = {}
+    for r in mine:
+        counts = by_dag.setdefault(r["airflow_dag_id"] or "-", {})
+        key = f"{r['operation']} {r['status']}"
+        counts[key] = counts.get(key, 0) + 1
+    for dag, counts in sorted(by_dag.items()):
+        print(f"  {dag}: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    print(
+        "  the Airflow page (plugin 'deltalog', [deltalog] history_uri) reads it; docs/history.md says how to query it"
+    )
 
 
 def print_report(table: str, before: TableReport, after: TableReport, rows: int, log_removed: int) -> None:

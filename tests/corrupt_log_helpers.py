@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -143,8 +144,6 @@ def cli_refusals(table: str, request: str, capsys: Any) -> set[str]:
 
 def write_request(path: str) -> str:
     """A commit request adding NEW_FILE, written to ``path``."""
-    import json
-
     with open(path, "w") as fh:
         json.dump({"add": [{"path": NEW_FILE, "partitionValues": {"part": "a"}}]}, fh)
     return path
@@ -155,3 +154,92 @@ def copy_to_s3(local: str, uri: str, options: dict[str, Any]) -> Any:
     fs = Storage(uri, options).fs
     fs.put(local + "/", uri.removeprefix("s3://") + "/", recursive=True)
     return fs
+
+
+def base_table(path: str) -> None:
+    """v0 create (partitioned by ``part``), v1 and v2 append, v3 records app transaction ("app", 7)."""
+    t = two_appends(path)
+    txn = Transaction(t.storage, t.snapshot(), operation="WRITE", run_hooks=False)
+    txn.set_app_transaction("app", 7)
+    txn.commit()
+    put_data_file(Storage(path))
+
+
+def edit_action(
+    path: str, kind: str, edit: Callable[[dict[str, Any]], None], name: str | None = None
+) -> tuple[str, int]:
+    """Apply ``edit`` to the newest ``kind`` action in the commits (or in commit file ``name``); its file and line."""
+    log = os.path.join(path, "_delta_log")
+    names = (
+        [name] if name else sorted((n for n in os.listdir(log) if n.endswith(".json") and len(n) == 25), reverse=True)
+    )
+    for commit in names:
+        with open(os.path.join(log, commit), "rb") as fh:
+            lines = fh.read().split(b"\n")
+        for i, line in enumerate(lines):
+            if line.startswith(b'{"' + kind.encode() + b'":'):
+                action = json.loads(line)
+                edit(action[kind])
+                lines[i] = json.dumps(action).encode()
+                with open(os.path.join(log, commit), "wb") as fh:
+                    fh.write(b"\n".join(lines))
+                return commit, i + 1
+    raise AssertionError(f"no {kind} action in the log")
+
+
+def assert_replay_paths_agree(path: str, monkeypatch: Any) -> str:
+    """The Arrow replay and the exact per-line one refuse ``path`` with the same message; that message."""
+    import deltalog.log.snapshot as snapshot_module
+
+    with pytest.raises(CorruptLogError) as arrow:
+        DeltaTable(path).snapshot()
+    monkeypatch.setattr(snapshot_module, "_replay_commits_arrow", lambda contents: None)
+    with pytest.raises(CorruptLogError) as per_line:
+        DeltaTable(path).snapshot()
+    assert str(arrow.value) == str(per_line.value)
+    return str(arrow.value)
+
+
+def assert_checkpoint_refused(path: str, cp_path: str, kind: str, needle: str) -> None:
+    """Every command refuses ``path`` alike, naming the checkpoint and its invalid ``kind`` action; nothing written."""
+    from deltalog.errors import CorruptCheckpointError
+
+    before = fingerprint(path)
+    messages = refusals(path)
+    assert len(set(messages.values())) == 1, messages
+    message = next(iter(messages.values()))
+    assert message.startswith(f"checkpoint {os.path.basename(cp_path)}: the {kind} action is invalid"), message
+    assert needle in message, message
+    with pytest.raises(CorruptCheckpointError):
+        DeltaTable(path).snapshot()
+    assert fingerprint(path) == before
+
+
+def checkpointed(path: str, drop_commits: bool) -> str:
+    """``base_table`` plus a deltalog checkpoint at v3; with ``drop_commits`` the commits before it are gone."""
+    base_table(path)
+    create_checkpoint(DeltaTable(path))
+    log = os.path.join(path, "_delta_log")
+    (cp,) = [n for n in os.listdir(log) if ".checkpoint." in n]
+    if drop_commits:
+        for v in range(3):
+            os.unlink(os.path.join(log, f"{v:020d}.json"))
+    return os.path.join(log, cp)
+
+
+def rewrite_checkpoint_field(cp_path: str, kind: str, field: str, value: Any) -> None:
+    """Set ``kind.field`` to ``value`` in every checkpoint row that holds a ``kind`` action."""
+    table = pq.read_table(cp_path)
+    column = table.column(kind).combine_chunks()
+    values = [value if valid else None for valid in column.is_valid().to_pylist()]
+    children, names = [], []
+    for i in range(column.type.num_fields):
+        name = column.type.field(i).name
+        names.append(name)
+        children.append(pa.array(values) if name == field else column.field(i))
+    if field not in names:
+        names.append(field)
+        children.append(pa.array(values))
+    struct = pa.StructArray.from_arrays(children, names=names, mask=column.is_null())
+    table = table.set_column(table.schema.get_field_index(kind), kind, struct)
+    pq.write_table(table, cp_path)

@@ -96,6 +96,17 @@ def spark_state(spark: Any, path: str, version: int) -> dict[str, Any]:
 HASH_COLUMNS = ("count(*) AS n", "sum(cast(xxhash64(to_json(struct(*))) AS DECIMAL(38, 0))) AS h")
 
 
+def hashable(df: Any) -> Any:
+    """``df`` with its geometry and geography columns as hex WKB (``to_json`` has no form for them).
+
+    Tables without such columns are returned as they are, so their hashes stay what they were.
+    """
+    geo = {f.name for f in df.schema.fields if f.dataType.typeName() in ("geometry", "geography")}
+    if not geo:
+        return df
+    return df.selectExpr(*(f"hex(ST_AsBinary(`{c}`)) AS `{c}`" if c in geo else f"`{c}`" for c in df.columns))
+
+
 def content_hashes(spark: Any, path: str, versions: list[int] | set[int]) -> dict[int, tuple[int, str]]:
     """(row count, content hash) of each version Delta Spark reads, in one Spark job.
 
@@ -109,7 +120,7 @@ def content_hashes(spark: Any, path: str, versions: list[int] | set[int]) -> dic
 
     def frame(v: int) -> DataFrame:
         df = spark.read.format("delta").option("versionAsOf", v).load(path)
-        return df.selectExpr(f"{int(v)} AS version", *HASH_COLUMNS)
+        return hashable(df).selectExpr(f"{int(v)} AS version", *HASH_COLUMNS)
 
     def pair(r: Any) -> tuple[int, str]:
         return int(r["n"]), str(r["h"] or 0)
@@ -272,10 +283,12 @@ def commit_request_step(spark: Any, path: str) -> Step:
     copy = (folder + "/" if folder else "") + f"part-deltalog-{uuid.uuid4().hex[:8]}-{name.split('-', 1)[-1]}"
     version = DeltaTable(path).snapshot().version
     row = (
-        spark.read.format("delta")
-        .option("versionAsOf", version)
-        .load(path)
-        .where(f"_metadata.file_name = '{name}'")
+        hashable(
+            spark.read.format("delta")
+            .option("versionAsOf", version)
+            .load(path)
+            .where(f"_metadata.file_name = '{name}'")
+        )
         .selectExpr(*HASH_COLUMNS)
         .collect()[0]
     )
@@ -573,7 +586,10 @@ def canonical_hashes(spark: Any, frames: dict[str, Any]) -> dict[str, Hash]:
 
     from pyspark.sql import DataFrame
 
-    parts = [df.select(*sorted(df.columns)).selectExpr(f"'{key}' AS key", *HASH_COLUMNS) for key, df in frames.items()]
+    parts = [
+        hashable(df.select(*sorted(df.columns))).selectExpr(f"'{key}' AS key", *HASH_COLUMNS)
+        for key, df in frames.items()
+    ]
     return {r["key"]: (int(r["n"]), str(r["h"] or 0)) for r in reduce(DataFrame.unionAll, parts).collect()}
 
 

@@ -27,6 +27,10 @@ from deltalog.log.snapshot import _maps_as_dicts, _replay_commits_arrow, _replay
 from deltalog.storage.filesystem import FileInfo, Storage
 
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+#: Deletion-vector ids of the shape PROTOCOL.md gives (a prefix and a Z85 UUID; 4 bytes of inline Z85).
+U_AB = "ab^-aqEH.-t@S}K{vb[*k^"
+U_CD = "cd^-aqEH.-t@S}K{vb[*k^"
+INLINE = "wi5b="
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "a", "type": "long", "nullable": True, "metadata": {}}]})
 
 
@@ -157,8 +161,8 @@ def test_tags_stats_and_several_partition_columns():
 
 
 def test_deletion_vectors_are_part_of_the_key():
-    dv1 = {"storageType": "u", "pathOrInlineDv": "ab", "offset": 1, "sizeInBytes": 4, "cardinality": 1}
-    dv2 = {"storageType": "i", "pathOrInlineDv": "cd", "sizeInBytes": 4, "cardinality": 2}
+    dv1 = {"storageType": "u", "pathOrInlineDv": U_AB, "offset": 1, "sizeInBytes": 4, "cardinality": 1}
+    dv2 = {"storageType": "i", "pathOrInlineDv": INLINE, "sizeInBytes": 4, "cardinality": 2}
     assert_same(
         [
             [PROTOCOL, metadata()],
@@ -194,7 +198,7 @@ def test_many_parser_blocks(monkeypatch):
     import deltalog.log.replay as arrow_replay
 
     monkeypatch.setattr(arrow_replay, "_BLOCK_SIZE", 400)
-    dv = {"storageType": "u", "pathOrInlineDv": "ab", "offset": 1, "sizeInBytes": 4, "cardinality": 1}
+    dv = {"storageType": "u", "pathOrInlineDv": U_AB, "offset": 1, "sizeInBytes": 4, "cardinality": 1}
     commits: list[list] = [[PROTOCOL, metadata(["p"])]]
     for v in range(30):
         commit = [add(f"f{v}", partitionValues={"p": None if v % 7 == 0 else str(v % 3)})]
@@ -216,9 +220,15 @@ PARTS = st.one_of(st.none(), st.dictionaries(st.sampled_from(["p", "q"]), st.one
 DVS = st.one_of(
     st.none(),
     st.builds(
-        lambda t, p, o: {"storageType": t, "pathOrInlineDv": p, "offset": o, "sizeInBytes": 1, "cardinality": 1},
+        lambda t, p, o: {
+            "storageType": t,
+            "pathOrInlineDv": p if t == "u" else INLINE,
+            "offset": o if t == "u" else None,
+            "sizeInBytes": 1,
+            "cardinality": 1,
+        },
         st.sampled_from(["u", "i"]),
-        st.sampled_from(["x", "y"]),
+        st.sampled_from([U_AB, U_CD]),
         st.one_of(st.none(), st.integers(0, 3)),
     ),
 )
@@ -291,8 +301,8 @@ def test_differently_spaced_file_action_declines_but_reads_the_same():
 def test_file_keys_match_the_scalar_definition():
     dvs = [
         None,
-        {"storageType": "u", "pathOrInlineDv": "ab", "offset": 7, "sizeInBytes": 1, "cardinality": 1},
-        {"storageType": "i", "pathOrInlineDv": "cd", "offset": None, "sizeInBytes": 1, "cardinality": 1},
+        {"storageType": "u", "pathOrInlineDv": U_AB, "offset": 7, "sizeInBytes": 1, "cardinality": 1},
+        {"storageType": "i", "pathOrInlineDv": INLINE, "offset": None, "sizeInBytes": 1, "cardinality": 1},
     ]
     paths = ["p1", "p2", "p3"]
     from deltalog.log.actions import DELETION_VECTOR

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corrupt_log_helpers import (
+    assert_replay_paths_agree,
     cli_refusals,
     copy_to_s3,
     fingerprint,
@@ -205,17 +206,10 @@ def test_no_traceback_from_a_fresh_process(tmp_path):
 
 def test_the_per_line_path_and_the_arrow_path_agree(tmp_path, monkeypatch):
     """The exact per-line replay (taken for unusual logs) refuses the same line with the same message."""
-    import deltalog.log.snapshot as snapshot_module
-
     path = str(tmp_path / "t")
     three_versions(path)
     commit_info_merged_with_the_add(path)
-    with pytest.raises(CorruptLogError) as arrow:
-        DeltaTable(path).snapshot()
-    monkeypatch.setattr(snapshot_module, "_replay_commits_arrow", lambda contents: None)
-    with pytest.raises(CorruptLogError) as per_line:
-        DeltaTable(path).snapshot()
-    assert str(arrow.value) == str(per_line.value)
+    assert_replay_paths_agree(path, monkeypatch)
 
 
 def test_a_winning_commit_with_a_torn_line_fails_the_conflict_check(tmp_path):

@@ -67,13 +67,15 @@ def test_compact_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path):
 def test_compact_reports_failed_bins_with_exit_1(tmp_path):
     path = make_rich_table(str(tmp_path / "t"), True, appends=2, rows_per_append=5)
     victim = next(p for p in DeltaTable(path).snapshot().file_paths() if p.startswith("part=a/"))
-    os.remove(os.path.join(path, victim))
+    with open(os.path.join(path, victim), "wb") as fh:  # unreadable; a missing file stops the run instead
+        fh.write(b"not parquet")
     proc = run("compact", path, "--json")
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["ok"] is False and doc["num_bins_committed"] == 1
     assert doc["skipped"][0]["kind"] == "error"
     assert proc.stderr.startswith("error: 1 bin(s) could not be rewritten") and "Traceback" not in proc.stderr
+    assert f"; 1 other bin(s) committed in version(s) {doc['versions']}" in proc.stderr
 
 
 def test_convert_cli(tmp_path):

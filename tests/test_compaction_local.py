@@ -323,21 +323,6 @@ def test_workers_share_the_memory_budget(tmp_path):
     assert min(shared) >= 1.6 * max(alone), (alone, shared)  # half the budget each: about twice as many
 
 
-def test_a_missing_input_file_fails_only_its_bin(tmp_path):
-    path = make_rich_table(str(tmp_path / "t"), True, appends=3, rows_per_append=10)
-    snap = DeltaTable(path).snapshot()
-    victim = next(p for p in snap.file_paths() if p.startswith("part=a/"))
-    os.remove(os.path.join(path, victim))
-    result = compact(path)
-    assert not result.ok
-    (skipped,) = result.skipped
-    assert skipped.kind == "error" and "does not exist" in skipped.reason
-    assert [b.partition_values for b in result.plan.bins if b.id in result.committed_bins] == [{"part": "b"}]
-    on_disk = {os.path.join("part=a", n) for n in os.listdir(os.path.join(path, "part=a"))}
-    live = set(DeltaTable(path).snapshot().file_paths())
-    assert on_disk <= live  # the failed bin left no half-written file behind
-
-
 def test_a_file_without_any_current_column_keeps_its_rows(tmp_path):
     """Rows of a file whose columns were all dropped since are rows of nulls, not lost rows."""
     path = str(tmp_path / "t")

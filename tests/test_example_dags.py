@@ -76,9 +76,12 @@ def pipeline(home: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             "AIRFLOW_VAR_DELTALOG_INGEST_FILES": str(INGEST_FILES),
             # Every table counts as large: exercise the Spark compaction path.
             "AIRFLOW_VAR_DELTALOG_SPARK_COMPACTION_MIN_BYTES": "0",
+            # Every operation of the example DAGs records its row here.
+            "AIRFLOW_VAR_DELTALOG_HISTORY_URI": str(tmp_path_factory.mktemp("lake") / "_deltalog" / "history"),
         }
     )
     out: dict[str, Any] = {"table": table, "seeded": seeded, "seeded_rows": _rows(table).num_rows}
+    out["history"] = env["AIRFLOW_VAR_DELTALOG_HISTORY_URI"]
     started = time.monotonic()
     _airflow(env, "dags", "test", "deltalog_ingest", TODAY.isoformat())
     out["ingest_seconds"] = time.monotonic() - started
@@ -325,6 +328,29 @@ def test_manifest_lists_the_live_files(pipeline: dict[str, Any]) -> None:
     live = DeltaTable(pipeline["table"]).snapshot().files.column("path").to_pylist()
     assert len(listed) == len(live)
     assert all(any(entry.endswith(p) for entry in listed) for p in live)
+
+
+def test_the_example_dags_record_every_operation_in_the_history(pipeline: dict[str, Any]) -> None:
+    """The ingest's commit and each maintenance operation, one row each, naming its task (read by deltalake)."""
+    rows = _rows(pipeline["history"]).to_pylist()
+    done = {(r["airflow_dag_id"], r["airflow_task_id"]): r for r in rows}
+    commit = done[("deltalog_ingest", "commit")]
+    assert commit["operation"] == "commit" and commit["status"] == "done" and commit["files_written"] == INGEST_FILES
+    expected = {
+        "compact_spark": "compaction",
+        "checkpoint": "checkpoint",
+        "vacuum": "vacuum",
+        "log_cleanup": "log_cleanup",
+        "manifest": "manifest",
+    }
+    for task, operation in expected.items():
+        row = done[("deltalog_maintenance", task)]
+        assert (row["operation"], row["status"]) == (operation, "done"), row
+        assert row["airflow_try_number"] == 1 and row["airflow_map_index"] == -1
+    assert done[("deltalog_maintenance", "compact_spark")]["engine"] == "spark"
+    assert done[("deltalog_maintenance", "vacuum")]["files_removed"] == 3  # the re-ingested day and the orphan
+    assert done[("deltalog_maintenance", "log_cleanup")]["log_files_removed"] >= 10
+    assert {r["table_uri"] for r in rows} == {"file://" + pipeline["table"]}
 
 
 def test_on_change_dag_compacts_and_checkpoints_a_due_table(home: str, tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ def test_fleet_dag_over_50_tables(tmp_path):
             "AIRFLOW_VAR_DELTALOG_FLEET_REPORT_DIR": str(tmp_path / "report"),
             "AIRFLOW_VAR_DELTALOG_FLEET_DEADLINE_MINUTES": "0",
             "AIRFLOW_VAR_DELTALOG_FLEET_TABLE_SETTINGS": json.dumps({"t01": {"target_file_size": "64m"}}),
+            "AIRFLOW_VAR_DELTALOG_HISTORY_URI": str(tmp_path / "_deltalog" / "history"),
         }
     )
     _airflow(env, "db", "migrate")
@@ -76,7 +77,8 @@ def test_fleet_dag_over_50_tables(tmp_path):
         ).fetchall()
     states = {(t, r or str(m)): s for t, m, r, s in tis}
     mapped = {r: s for (t, r), s in states.items() if t == "maintain"}
-    # 23 tables with small files, the demo's small_files and expired_log, and the refused one.
+    # 23 tables with small files, the demo's small_files and expired_log, and the refused one (the
+    # history, one commit old, is measured and healthy).
     assert len(mapped) == 26, (mapped, proc.stdout[-3000:], proc.stderr[-3000:])
     assert mapped.pop("refused_protocol") == "failed"
     assert set(mapped.values()) == {"success"}, mapped
@@ -95,5 +97,29 @@ def test_fleet_dag_over_50_tables(tmp_path):
         )
     page = (tmp_path / "report" / "fleet-report.html").read_text()
     assert "the task ended without a result" not in page
-    assert page.count("<td>refused_protocol</td>") == 1 and page.count("<td>t01</td>") == 1
+    # One row per table, its name linked to its history (here: the query of the history's rows).
+    assert page.count("<td>refused_protocol<details>") == 1 and page.count("<td>t01<details>") == 1
     assert "<svg" in page and "refused_protocol" in page and "catalogManaged" in page and "t45" in page
+
+    # The maintenance history, read by deltalake: a measure row per table (the history's own too),
+    # a row per operation each mapped task ran, each naming its task instance; one run id for the run.
+    history = str(tmp_path / "_deltalog" / "history")
+    recorded = deltalake.DeltaTable(history).to_pyarrow_table().to_pylist()
+    measured = [r for r in recorded if r["operation"] == "measure"]
+    assert len(measured) == 51 and {r["airflow_task_id"] for r in measured} == {"measure"}
+    assert {r["table_uri"] for r in measured} >= {"file://" + history, "file://" + str(root / "demo" / "healthy")}
+    assert {r["run_id"] for r in recorded} == {f"airflow/deltalog_fleet_maintenance/{recorded[0]['airflow_run_id']}"}
+    refused = next(r for r in measured if r["table_uri"].endswith("/refused_protocol"))
+    assert refused["status"] == "refused" and "catalogManaged" in refused["reason"]
+    ops = [r for r in recorded if r["operation"] != "measure"]
+    assert {r["airflow_task_id"] for r in ops} == {"maintain"} and {r["airflow_try_number"] for r in ops} == {1}
+    assert len({r["airflow_map_index"] for r in ops}) == 25  # every maintained table but the refused one
+    compactions = [r for r in ops if r["operation"] == "compaction"]
+    assert len(compactions) == 24 and {r["status"] for r in compactions} == {"done"}
+    t01 = next(r for r in compactions if r["table_uri"].endswith("/t01"))
+    assert json.loads(t01["policy"])["target_file_size"] == {
+        "value": 64 << 20,
+        "source": "per-table override",
+        "detail": "tables['t01']",
+    }
+    assert "SELECT * FROM delta.`" + history in page.replace("&#x27;", "'")

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from deltalog import DeltaTable
+from deltalog import DeltaTable, settings_for
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
-from deltalog.fleet.maintain import maintain_table, order_work, settings_for
+from deltalog.fleet.maintain import maintain_table, order_work
 from deltalog.fleet.ranking import fleet_health
 from deltalog.log.listing import commit_name
 from test_compaction_support import RICH_SCHEMA, add_deletion_vector, make_rich_table, read_multiset

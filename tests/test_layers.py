@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("engines", ["engines"]),
     ("operations", ["vacuuming", "compaction", "convert", "create", "ingest"]),
     ("maintenance", ["maintenance"]),
+    ("journal", ["journal"]),  # the maintenance history: records what the operations did, read by the fleet
     ("fleet", ["fleet"]),
     ("facade", ["table"]),  # DeltaTable: only the CLI, the package root, the provider and users import it
     ("interface", ["cli", "__main__", ""]),  # "": the package itself (deltalog/__init__.py)
@@ -45,7 +46,8 @@ UPWARD: dict[tuple[str, str], str] = {}
 
 #: The provider's layers, lowest first: the version-compat seam and what Airflow reads at start-up;
 #: the hooks (connection mapping, retry policy, Spark submission); Airflow-free helpers; what
-#: operators and sensors share; the triggers; the operators and sensors; the package itself.
+#: operators and sensors share; the triggers; the operators and sensors; the fleet view plugin
+#: (the API server's pages); the package itself.
 PROVIDER_LAYERS: list[tuple[str, list[str]]] = [
     ("seam", ["version_compat", "get_provider_info", "callbacks"]),
     ("hooks", ["hooks"]),
@@ -53,6 +55,7 @@ PROVIDER_LAYERS: list[tuple[str, list[str]]] = [
     ("shared", ["thresholds", "deadlines"]),
     ("triggers", ["triggers"]),
     ("tasks", ["operators", "sensors"]),
+    ("views", ["fleet_view"]),  # the API server's plugin: reads the history through a hook, runs no task
     ("interface", [""]),
 ]
 

@@ -92,14 +92,15 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     from deltalog.convert import convert_to_delta
     from deltalog.engines.spark.ingest import IngestResult, WrittenFile
     from deltalog.fleet.discover import discover_tables
-    from deltalog.fleet.maintain import settings_for
     from deltalog.fleet.ranking import fleet_health
     from deltalog.fleet.run import run_fleet
+    from deltalog.journal import HistoryRecorder, RunContext, fleet_overview, read_history, table_state
     from deltalog.log.activity import find_new_commit
     from deltalog.log_maintenance import create_checkpoint
     from deltalog.log_maintenance.log_cleanup import cleanup_log
     from deltalog.log_maintenance.manifest import generate_manifest
     from deltalog.maintenance.due import maintenance_due
+    from deltalog.maintenance.policy import due_rules, settings_for
     from deltalog.protocol.features import FEATURES
     from deltalog.vacuuming import plan_vacuum, vacuum
     from test_compaction_clustering import clustered
@@ -127,7 +128,11 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         append(due, rows(3, i * 3))
     hooked = Transaction(due.storage, due.snapshot(), operation="WRITE", post_commit_hooks=[PostCommitHook("n", _hook)])
     produced.append(hooked.commit())
-    produced.append(settings_for(due.uri, None))
+    resolved = settings_for(due.uri, {"defaults": {"target_file_size": "1m"}}, due.snapshot().metadata.configuration)
+    produced += [resolved, *resolved.explained]
+    reports = fleet_health([due.uri])
+    assert reports[0].health is not None and reports[0].due is not None
+    produced += list(due_rules(reports[0].due, reports[0].health, resolved))
     found = discover_tables(str(root / "fleet"))
     produced += [found, *fleet_health(found.tables)]
     produced.append(run_fleet(found.tables, dry_run=True))
@@ -138,6 +143,11 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     produced.append(convert_to_delta(str(plain)))
     produced.append(plan_compaction(clustered(str(root / "clustered"), ["x", "y"], files=3, rows=20)))
     produced.append(IngestResult("t", "t/_requests/r.json", "r", [WrittenFile("a.parquet", 1, {"part": "a"}, 0)]))
+    recorder = HistoryRecorder(str(root / "history"), context=RunContext(dag_id="d", airflow_run_id="r", task_id="t"))
+    with recorder.operation(table, "checkpoint") as op:
+        op.result = create_checkpoint(table)
+    produced += [*recorder.appends, *recorder.recorded, recorder.context, table_state(table.snapshot())]
+    produced += fleet_overview(read_history(str(root / "history")))
     seen: dict[type, Any] = {}
     for value in produced:
         _instances_in(value, seen)
@@ -172,6 +182,7 @@ def test_the_key_check_catches_camel_case():
 def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
     """The public functions and DeltaTable methods that return results."""
     from deltalog import ingest as commit_request
+    from deltalog import journal
     from deltalog.compaction import commit_outputs, purge
     from deltalog.compaction.spark.commit import commit_spark_result
     from deltalog.engines.spark.ingest import write_ingest
@@ -197,6 +208,9 @@ def _entry_points() -> list[tuple[str, Callable[..., Any]]]:
         ("fleet_health", fleet_health.fleet_health),
         ("maintain_table", maintain.maintain_table),
         ("run_fleet", run.run_fleet),
+        ("append_rows", journal.append_rows),
+        ("table_state", journal.table_state),
+        ("fleet_overview", journal.fleet_overview),
     ]
     return [(n, f) for n, f in out if inspect.isfunction(f)]
 

@@ -103,6 +103,12 @@ DEFAULTS: dict[str, Any] = {
     "deltalog_fleet_deadline_minutes": "60",
     "deltalog_fleet_deadline_margin_minutes": "5",
     "deltalog_fleet_report_dir": os.path.join(REPO_ROOT, ".demo"),
+    # The fleet view's address (the plugin's /deltalog/ page): the fleet report links each table to
+    # its page there; empty: to a query of the maintenance history instead.
+    "deltalog_fleet_view_url": "",
+    # The maintenance history (a Delta table every example DAG appends a row per operation to; the
+    # fleet view's [deltalog] history_uri); empty: none recorded.
+    "deltalog_history_uri": os.path.join(REPO_ROOT, ".demo", "_deltalog", "history"),
     # Cron schedule of the daily DAGs; empty = triggered runs only (the system test uses that).
     "deltalog_ingest_schedule": "@daily",
     "deltalog_maintenance_schedule": "@daily",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import re
 from collections.abc import Iterable
 
@@ -67,3 +68,21 @@ def any_substring(arr: pa.Array, needles: Iterable[str], prefixes: Iterable[str]
     alternatives = [re.escape(n) for n in needles] + ["^" + re.escape(p) for p in prefixes]
     assert alternatives, "nothing to look for"
     return pc.fill_null(pc.match_substring_regex(arr, "|".join(alternatives)), False)
+
+
+# pyarrow converts a Python constant (``pc.equal(x, "u")``, ``pc.add(x, 1)``) through a check that
+# imports pandas on first use (0.3 s, 40 MB); the hot paths build their constants from buffers.
+
+
+def int_scalar(value: int, typ: pa.DataType | None = None) -> pa.Scalar:
+    """An int64 (or ``typ``: int32) scalar, without pyarrow's Python-object conversion."""
+    typ = typ or pa.int64()
+    buf = array.array("q" if typ.bit_width == 64 else "i", [value])
+    return pa.Array.from_buffers(typ, 1, [None, pa.py_buffer(buf)])[0]
+
+
+def string_scalar(value: str) -> pa.Scalar:
+    """A string scalar, without pyarrow's Python-object conversion."""
+    data = value.encode()
+    offsets = pa.py_buffer(array.array("i", [0, len(data)]))
+    return pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(data)])[0]

@@ -16,10 +16,12 @@ __all__ = [
     "DataFileMismatchError",
     "DeltaLogError",
     "EngineError",
+    "HistoryWriteError",
     "InvalidArgumentError",
     "InvalidCommitRequestError",
     "MaintenanceLeaseHeldError",
     "MissingCommitError",
+    "MissingDataFileError",
     "NoMetadataError",
     "NoProtocolError",
     "NonAtomicStorageError",
@@ -110,6 +112,14 @@ class StorageError(DeltaLogError):
     retryable = True
 
 
+class HistoryWriteError(StorageError):
+    """An operation's rows could not be appended to the maintenance history (the operation itself is done).
+
+    The rows are kept by the recorder and sent again with its next flush, under the same
+    app transaction, so a retry never writes them twice.
+    """
+
+
 # --- refused or conflicting operations (exit 1) ------------------------------------
 
 
@@ -123,6 +133,14 @@ class CommitFailedError(DeltaLogError):
     """A commit could not be made (conflict or attempts exhausted); nothing was written."""
 
     exit_code = 1
+
+
+class MissingDataFileError(OperationRefusedError):
+    """A data file the log references is not on storage: the table is missing a file.
+
+    Compaction stops at the first bin whose input is missing (any further bin would most
+    likely fail the same way); bins it committed before stay, and it says which.
+    """
 
 
 class TableAlreadyExistsError(OperationRefusedError):

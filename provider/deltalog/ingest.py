@@ -39,13 +39,14 @@ import pyarrow.parquet as pq
 from deltalog._flags import require_bools
 from deltalog.commit.result import CommitResult
 from deltalog.commit.transaction import DEFAULT_MAX_ATTEMPTS, Transaction, partition_keys
-from deltalog.errors import InvalidCommitRequestError, StorageError
+from deltalog.errors import InvalidCommitRequestError, OperationRefusedError, StorageError
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.isolation import ISOLATION_LEVELS
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value, describe_type
+from deltalog.protocol.schema import void_write_problem
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
@@ -509,6 +510,13 @@ def prepare_actions(
     """Validate ``request`` against the table and build its add and remove actions (nothing is written)."""
     md = snapshot.metadata
     check_iceberg_schema(md.schema_string, md.partition_columns, iceberg_compat_version(md.configuration))
+    if request.add:
+        void = void_write_problem(json.loads(md.schema_string))
+        if void:
+            raise OperationRefusedError(
+                f"refusing to add data files: {void}, and no data file can be written for such a schema (PROTOCOL.md "
+                "'Void Type'); change the column's type first"
+            )
     view = _view(snapshot)
     rels = [_relative(storage, a.path, view.hidden) for a in request.add]
     _no_duplicates(rels, "add")

@@ -25,7 +25,15 @@ Airflow's private modules. The releases differ in:
 * the task state store (a sensor's memory across reschedules): 3.3 only
   (``task_state_store``, ``first_reschedule_date``);
 * the DAGs folder on ``sys.path``: 3.0's CLI does not put it there
-  (``dag_folder_on_sys_path``).
+  (``dag_folder_on_sys_path``);
+* the metrics facade ``Stats``: ``airflow.sdk.observability.stats`` in the newer releases,
+  ``airflow.stats`` (deprecated since) before; ``metrics_enabled`` reads ``[metrics]``;
+* what the fleet view (the plugin, run by the API server only) needs, imported on first use
+  so that workers never load the API server: ``AirflowPlugin`` (``airflow.sdk.plugins_manager``
+  in 3.3, ``airflow.plugins_manager`` before), and the two names Airflow's plugin
+  documentation gives a FastAPI app for its authentication, the same on every 3.x release:
+  ``get_user`` (``airflow.api_fastapi.core_api.security``, the signed-in user from the JWT
+  header or the UI's cookie) and ``get_auth_manager`` (``airflow.api_fastapi.app``).
 
 The releases this is tested on are the ones in ``airflow-releases.toml`` at the
 repository root (the lock's release plus the newest patch of every other 3.x minor).
@@ -65,6 +73,9 @@ AIRFLOW_V_3_2_PLUS: bool = AIRFLOW_VERSION >= (3, 2, 0)
 AIRFLOW_V_3_3_PLUS: bool = AIRFLOW_VERSION >= (3, 3, 0)
 
 if TYPE_CHECKING:  # the names as the lock's release (the newest) spells them
+    # get_auth_manager, get_user, AirflowPlugin: the API server's, imported on first use (``_LAZY``).
+    from airflow.api_fastapi.app import get_auth_manager  # noqa: F401
+    from airflow.api_fastapi.core_api.security import get_user  # noqa: F401
     from airflow.sdk import AssetOrTimeSchedule, BaseHook, BranchMixIn, CronTriggerTimetable, conf
     from airflow.sdk.definitions.callback import AsyncCallback
     from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
@@ -75,6 +86,8 @@ if TYPE_CHECKING:  # the names as the lock's release (the newest) spells them
         AirflowSkipException,
         TaskDeferred,
     )
+    from airflow.sdk.observability.stats import Stats
+    from airflow.sdk.plugins_manager import AirflowPlugin  # noqa: F401
 else:
     try:  # Airflow >= 3.2
         from airflow.sdk.exceptions import (
@@ -114,6 +127,11 @@ else:
         from airflow.timetables.assets import AssetOrTimeSchedule
         from airflow.timetables.trigger import CronTriggerTimetable
 
+    try:  # the Task SDK's metrics facade (newer releases)
+        from airflow.sdk.observability.stats import Stats
+    except ImportError:  # older releases
+        from airflow.stats import Stats
+
     try:  # Airflow >= 3.2
         from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
     except ImportError:
@@ -134,6 +152,51 @@ def degraded(feature: str, message: str) -> None:
         return
     _said.add(feature)
     log.warning("Airflow %s: %s", AIRFLOW_VERSION_STRING, message)
+
+
+def _airflow_plugin() -> Any:
+    try:  # Airflow 3.3: the Task SDK's plugin base
+        from airflow.sdk.plugins_manager import AirflowPlugin
+    except ImportError:  # Airflow 3.0-3.2
+        from airflow.plugins_manager import AirflowPlugin  # type: ignore[assignment]
+    return AirflowPlugin
+
+
+def _get_user() -> Any:
+    from airflow.api_fastapi.core_api.security import get_user
+
+    return get_user
+
+
+def _get_auth_manager() -> Any:
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return get_auth_manager
+
+
+#: Names imported on first use (PEP 562): the API server's, which workers never need. They are
+#: imported by name (``from deltalog_provider.version_compat import get_user``) and left out of
+#: ``__all__``, so that a star import (the ``_compat`` shim's) does not load the API server.
+_LAZY: dict[str, Callable[[], Any]] = {
+    "AirflowPlugin": _airflow_plugin,
+    "get_user": _get_user,
+    "get_auth_manager": _get_auth_manager,
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = _LAZY[name]()
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def metrics_enabled() -> bool:
+    """Whether the deployment sends metrics anywhere (StatsD, DogStatsD or OpenTelemetry, ``[metrics]``)."""
+    return any(
+        conf.getboolean("metrics", name, fallback=False) for name in ("statsd_on", "statsd_datadog_enabled", "otel_on")
+    )
 
 
 def default_deferrable() -> bool:
@@ -294,6 +357,7 @@ __all__ = [
     "DeadlineAlert",
     "DeadlineReference",
     "PokeReturnValue",
+    "Stats",
     "TaskDeferred",
     "TriggerEvent",
     "aget_connection",
@@ -303,6 +367,7 @@ __all__ = [
     "dag_folder_on_sys_path",
     "first_reschedule_date",
     "inlet_events_after",
+    "metrics_enabled",
     "deadline_kwargs",
     "default_deferrable",
     "degraded",

@@ -4,7 +4,9 @@ The run: commit a request from a file, commit one handed over by XCom, a commit 
 first try "loses the response" after committing (its retry must commit nothing),
 a compaction plan for Spark and a local compaction, checkpoint (through a connection's
 table root, so the asset comes through an alias), log cleanup, manifest, a dry-run
-vacuum and a real one, and a conversion of a Parquet folder.
+vacuum and a real one, and a conversion of a Parquet folder. Each operation (not the plan,
+not the dry run) appends its row to the maintenance history, given as an operator argument
+or as the connection's extra, naming its task instance and try.
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
         append(table, rows(2, start=100 + i * 2, part="e"), {"part": "e"})  # versions 2..4
     flaky_add = write_data_file(table_path, rows(3, start=30, part="d"), {"part": "d"})
 
-    monkeypatch.setenv("AIRFLOW_CONN_DELTALOG_WAREHOUSE", json.dumps({"conn_type": "deltalog", "host": str(warehouse)}))
+    history = str(tmp_path / "_deltalog" / "history")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_DELTALOG_WAREHOUSE",
+        json.dumps({"conn_type": "deltalog", "host": str(warehouse), "extra": {"history_uri": history}}),
+    )
     dag_file = write_dag_file(
         "deltalog_ops",
         f'''
@@ -55,6 +61,7 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
             DeltaLogCleanupOperator, DeltaManifestOperator, DeltaVacuumOperator)
 
         TABLE = {table_path!r}
+        HISTORY = {history!r}
 
         class FlakyCommit(DeltaCommitOperator):
             """Commits, then fails its first try as if the response had been lost."""
@@ -70,22 +77,25 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
             def make_request():
                 return {{"add": [{{"path": {xcom_add["path"]!r}}}], "operation": "WRITE"}}
 
-            commit_file = DeltaCommitOperator(task_id="commit_file", table=TABLE, request="_requests/one.json")
+            commit_file = DeltaCommitOperator(task_id="commit_file", table=TABLE, request="_requests/one.json",
+                                              history_uri=HISTORY)
             commit_xcom = DeltaCommitOperator(task_id="commit_xcom", table=TABLE, request=make_request())
             commit_flaky = FlakyCommit(task_id="commit_flaky", table=TABLE,
-                                       request={{"add": [{{"path": {flaky_add["path"]!r}}}]}})
+                                       request={{"add": [{{"path": {flaky_add["path"]!r}}}]}}, history_uri=HISTORY)
             plan = DeltaCompactOperator(task_id="plan", table=TABLE, plan_only=True,
-                                        plan_path="_compaction/plan-{{{{ ts_nodash }}}}.json")
-            compact = DeltaCompactOperator(task_id="compact", table=TABLE, target_size="{{{{ 64 * 1024 * 1024 }}}}")
-            convert = DeltaConvertOperator(task_id="convert", table={str(plain)!r}, partition_by="part string")
+                                        plan_path="_compaction/plan-{{{{ ts_nodash }}}}.json", history_uri=HISTORY)
+            compact = DeltaCompactOperator(task_id="compact", table=TABLE, target_size="{{{{ 64 * 1024 * 1024 }}}}",
+                                           history_uri="{{{{ '" + HISTORY + "' }}}}")
+            convert = DeltaConvertOperator(task_id="convert", table={str(plain)!r}, partition_by="part string",
+                                           history_uri=HISTORY)
             checkpoint = DeltaCheckpointOperator(task_id="checkpoint", table="events",
                                                  deltalog_conn_id="deltalog_warehouse")
-            cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", table=TABLE)
-            manifest = DeltaManifestOperator(task_id="manifest", table=TABLE, full=True)
+            cleanup = DeltaLogCleanupOperator(task_id="log_cleanup", table=TABLE, history_uri=HISTORY)
+            manifest = DeltaManifestOperator(task_id="manifest", table=TABLE, full=True, history_uri=HISTORY)
             vacuum_dry = DeltaVacuumOperator(task_id="vacuum_dry", table=TABLE, retention_hours=0,
-                                             allow_short_retention=True, dry_run=True)
+                                             allow_short_retention=True, dry_run=True, history_uri=HISTORY)
             vacuum = DeltaVacuumOperator(task_id="vacuum", table=TABLE, retention_hours="{{{{ 0 }}}}",
-                                         allow_short_retention=True)
+                                         allow_short_retention=True, history_uri=HISTORY)
             (commit_file >> commit_xcom >> commit_flaky >> plan >> compact >> checkpoint >> cleanup >> manifest
              >> vacuum_dry >> vacuum)
         ''',
@@ -158,3 +168,27 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     assert deltalake.DeltaTable(str(plain)).to_pyarrow_table().num_rows == 6
     (event,) = asset_events(dr, "file://" + str(plain))
     assert event["task_id"] == "convert" and event["extra"]["operation"] == "CONVERT"
+
+    # The maintenance history, read by deltalake: a row per operation, in order; the plan and the dry
+    # run wrote none, nor did commit_xcom (no history given); the flaky commit recorded each try.
+    recorded = deltalake.DeltaTable(history).to_pyarrow_table().to_pylist()
+    recorded.sort(key=lambda r: (r["airflow_task_id"], r["airflow_try_number"]))
+    assert [(r["airflow_task_id"], r["airflow_try_number"], r["operation"], r["status"]) for r in recorded] == [
+        ("checkpoint", 1, "checkpoint", "done"),  # the connection's extra
+        ("commit_file", 1, "commit", "done"),
+        ("commit_flaky", 1, "commit", "done"),
+        ("commit_flaky", 2, "commit", "nothing_due"),
+        ("compact", 1, "compaction", "done"),
+        ("convert", 1, "convert", "done"),
+        ("log_cleanup", 1, "log_cleanup", "nothing_due"),
+        ("manifest", 1, "manifest", "done"),
+        ("vacuum", 1, "vacuum", "done"),
+    ]
+    assert {r["run_id"] for r in recorded} == {f"airflow/deltalog_ops/{dr.run_id}"}
+    assert {(r["airflow_dag_id"], r["airflow_run_id"], r["airflow_map_index"]) for r in recorded} == {
+        ("deltalog_ops", dr.run_id, -1)
+    }
+    by_op = {r["operation"]: r for r in recorded}
+    assert by_op["compaction"]["files_read"] == 3 and by_op["compaction"]["live_files_after"] == len(paths)
+    assert by_op["vacuum"]["files_removed"] == 4 and by_op["vacuum"]["bytes_reclaimed"] > 0
+    assert by_op["convert"]["table_uri"] == "file://" + str(plain) and by_op["convert"]["live_files_after"] == 2

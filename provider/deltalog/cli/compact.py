@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from deltalog.cli import emit, key_values
+from deltalog.cli.history_option import add_history_option, recorded
 from deltalog.compaction import CompactionOptions, CompactionPlan, CompactionResult, compact
 from deltalog.compaction.options import ENGINES
 from deltalog.convert import ConvertResult, convert_to_delta
@@ -85,6 +86,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     )
     p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
     p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
+    add_history_option(p)
     p.set_defaults(handler=cmd_compact)
 
     p = sub.add_parser(
@@ -99,6 +101,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument(
         "--partition-by", metavar="'COL TYPE, ...'", help='hive-style partition columns, e.g. "year int, region string"'
     )
+    add_history_option(p)
     p.set_defaults(handler=cmd_convert)
 
 
@@ -163,15 +166,21 @@ def cmd_compact(args: argparse.Namespace) -> None:
     if args.engine == "spark":
         given["spark_options"] = {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
     options = CompactionOptions(deadline=_deadline(args.time_budget), **given)
-    result = compact(args.table, options=options, plan=plan, storage_options=args.storage_options)
+    operation = "purge" if options.purge_deletion_vectors else "compaction"
+    with recorded(args, args.table, operation, engine=options.engine, skip=options.plan_only) as op:
+        result = op.result = compact(args.table, options=options, plan=plan, storage_options=args.storage_options)
     emit(args, result, _human)
     if result.error:
         raise CommitFailedError(f"compaction stopped after {len(result.commits)} commit(s): {result.error}")
     failed = [s for s in result.skipped if s.kind == "error"]
     if failed:
-        raise EngineError(
-            f"{len(failed)} bin(s) could not be rewritten (first: {failed[0].reason}); the rest committed"
+        committed = result.committed_bins
+        landed = (
+            f"{len(committed)} other bin(s) committed in version(s) {[c.version for c in result.commits]}"
+            if committed
+            else "no bin was committed"
         )
+        raise EngineError(f"{len(failed)} bin(s) could not be rewritten (first: {failed[0].reason}); {landed}")
 
 
 def _human_convert(r: ConvertResult) -> str:
@@ -179,5 +188,8 @@ def _human_convert(r: ConvertResult) -> str:
 
 
 def cmd_convert(args: argparse.Namespace) -> None:
-    result = convert_to_delta(args.path, partition_by=args.partition_by, storage_options=args.storage_options)
+    with recorded(args, args.path, "convert", measure_before=False) as op:
+        result = op.result = convert_to_delta(
+            args.path, partition_by=args.partition_by, storage_options=args.storage_options
+        )
     emit(args, result, _human_convert)

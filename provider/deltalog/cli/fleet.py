@@ -1,21 +1,26 @@
-"""Fleet commands: ``discover``, ``health`` (one table, several, or every table under a root), ``maintain``."""
+"""Fleet commands: ``discover``, ``health`` (one table, several, or every table under a root), ``maintain``,
+``policy`` (a table's settings, where each came from, and why each operation is due or not)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any
 
 from deltalog._flags import require_workers
 from deltalog.cli import emit
+from deltalog.cli.history_option import add_history_option, recorder_for
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
 from deltalog.fleet.ranking import TableReport, fleet_health
 from deltalog.fleet.report import format_summary, render_html
 from deltalog.fleet.run import run_fleet
+from deltalog.log.load import snapshot_at
 from deltalog.maintenance.due import maintenance_due
 from deltalog.maintenance.health import compute_health
+from deltalog.maintenance.policy import FleetPolicy, due_rules, due_under
 from deltalog.table import DeltaTable
 
 __all__ = ["register"]
@@ -56,6 +61,19 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.set_defaults(handler=cmd_health)
     _register_maintain(sub, parent)
 
+    p = sub.add_parser(
+        "policy",
+        parents=[parent],
+        help="a table's maintenance settings, where each value came from, and why each operation is due or not",
+        description="Resolve the table's settings through the layers of docs/fleet.md (fleet defaults, path-prefix "
+        "rules, the table's own delta.* properties, per-table overrides) and print each effective value with its "
+        "source and the values it overrode; then each maintenance operation's rule: due or not, and the numbers "
+        "that decide it.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument("--settings", metavar="FILE", help="the maintenance settings file (JSON; see docs/fleet.md)")
+    p.set_defaults(handler=cmd_policy)
+
 
 def _register_maintain(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
@@ -70,7 +88,9 @@ def _register_maintain(sub: argparse._SubParsersAction, parent: argparse.Argumen
     p.add_argument("table", nargs="*", help="table paths or URIs")
     _add_source(p)
     p.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop starting work after this long")
-    p.add_argument("--settings", metavar="FILE", help="JSON mapping of table URI or name to per-table settings")
+    p.add_argument(
+        "--settings", metavar="FILE", help="maintenance settings file: defaults, path-prefix rules, per-table overrides"
+    )
     p.add_argument(
         "--results",
         metavar="FILE",
@@ -82,6 +102,13 @@ def _register_maintain(sub: argparse._SubParsersAction, parent: argparse.Argumen
         "--allow-short-retention",
         action="store_true",
         help="let a per-table vacuum_retention_hours go below the table's retention",
+    )
+    add_history_option(p)
+    p.add_argument(
+        "--history-view-url",
+        metavar="URL",
+        help="the fleet view's address (e.g. https://airflow.example.com/deltalog/): the HTML report links each "
+        "table to its page there; without it, to a query of the history",
     )
     p.set_defaults(handler=cmd_maintain)
 
@@ -111,16 +138,19 @@ def cmd_maintain(args: argparse.Namespace) -> None:
     _check_source(args, args.table)
     settings = _read_json(args.settings, "settings file") if args.settings else None
     previous = _read_json(args.results, "results file", missing_ok=True) if args.results else None
+    policy = FleetPolicy.parse(settings)  # a bad settings file fails before any work
+    history = None if args.dry_run else recorder_for(args)
     tables, errors = _tables_from(args)
     result = run_fleet(
         tables,
         storage_options=args.storage_options,
         time_budget_seconds=args.time_budget,
-        settings=settings,
+        settings=policy,
         previous_results=previous,
         owner="deltalog maintain (CLI)",
         dry_run=args.dry_run,
         allow_short_retention=args.allow_short_retention,
+        history=history,
     )
     result = dataclasses.replace(result, unreadable=[*result.unreadable, *errors])
     doc = result.to_dict()
@@ -129,7 +159,9 @@ def cmd_maintain(args: argparse.Namespace) -> None:
             json.dump(doc, fh, indent=1, default=str)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as fh:
-            fh.write(render_html(doc))
+            fh.write(render_html(doc, view_url=args.history_view_url))
+    if result.history_error:
+        print(f"warning: {result.history_error}", file=sys.stderr)
 
     def human(d: dict[str, Any]) -> str:
         if args.dry_run:
@@ -221,3 +253,41 @@ def format_ranking(reports: list[TableReport], errors: list[dict[str, str]]) -> 
     lines += [f"error: {e['uri']}: {e['error']}" for e in errors]
     lines.append(f"{len(reports)} tables, {sum(r.any_due for r in reports)} due")
     return "\n".join(lines)
+
+
+def cmd_policy(args: argparse.Namespace) -> None:
+    policy = FleetPolicy.parse(_read_json(args.settings, "settings file") if args.settings else None)
+    table = DeltaTable(args.table, args.storage_options)
+    snapshot = snapshot_at(table.storage)
+    settings = policy.resolve(table.uri, snapshot.metadata.configuration)
+    health = compute_health(snapshot, target=settings.target_file_size)
+    due = due_under(settings, table.storage, snapshot)
+    rules = due_rules(due, health, settings)
+    doc = {
+        "table": table.uri,
+        "version": snapshot.version,
+        "settings": [e.to_dict() for e in settings.explained],
+        "due": [r.to_dict() for r in rules],
+        "refused": due.refused,
+    }
+
+    def human(d: dict[str, Any]) -> str:
+        lines = [f"{d['table']} (version {d['version']})", "", "setting                  value                source"]
+        for e in d["settings"]:
+            where = f"{e['source']} {e['detail']}".strip() + ("" if e["settable"] else " (the table decides)")
+            lines.append(f"{e['name']:<24} {_shown(e['value']):<20} {where}")
+            for o in e["overridden"]:
+                lines.append(f"{'':<24}   over {_shown(o['value'])} from {(o['source'] + ' ' + o['detail']).strip()}")
+        lines += ["", "due rules:"]
+        lines += [f"  {r['operation']:<12} {'DUE' if r['due'] else 'not due':<8} {r['why']}" for r in d["due"]]
+        return "\n".join(lines)
+
+    emit(args, doc, human)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit
+from deltalog.cli.history_option import add_history_option, recorded
 from deltalog.log_maintenance import CheckpointResult, create_checkpoint
 from deltalog.log_maintenance.log_cleanup import LogCleanupResult, cleanup_log
 from deltalog.log_maintenance.manifest import ManifestResult, generate_manifest
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     )
     p.add_argument("table", help="table path or URI")
     p.add_argument("--version", type=int, metavar="N", help="checkpoint this version instead of the latest")
+    add_history_option(p)
     p.set_defaults(handler=cmd_checkpoint)
 
     p = sub.add_parser(
@@ -36,6 +38,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("table", help="table path or URI")
     p.add_argument("--dry-run", action="store_true", help="show what would be deleted; delete nothing")
     p.add_argument("--no-file-list", action="store_true", help="with --json: omit the per-file list")
+    add_history_option(p)
     p.set_defaults(handler=cmd_cleanup_log)
 
     p = sub.add_parser(
@@ -48,11 +51,13 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("table", help="table path or URI")
     p.add_argument("--full", action="store_true", help="rewrite every manifest and delete stale ones")
     p.add_argument("--dry-run", action="store_true", help="show what would be written and deleted; change nothing")
+    add_history_option(p)
     p.set_defaults(handler=cmd_manifest)
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> None:
-    result = create_checkpoint(DeltaTable(args.table, args.storage_options), version=args.version)
+    with recorded(args, args.table, "checkpoint") as op:
+        result = op.result = create_checkpoint(DeltaTable(args.table, args.storage_options), version=args.version)
 
     def human(r: CheckpointResult) -> str:
         lines = [
@@ -66,7 +71,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> None:
 
 
 def cmd_cleanup_log(args: argparse.Namespace) -> None:
-    result = cleanup_log(DeltaTable(args.table, args.storage_options), dry_run=args.dry_run)
+    with recorded(args, args.table, "log_cleanup", skip=args.dry_run) as op:
+        result = op.result = cleanup_log(DeltaTable(args.table, args.storage_options), dry_run=args.dry_run)
 
     def human(r: LogCleanupResult) -> str:
         if r.skipped_reason:
@@ -85,6 +91,8 @@ def cmd_cleanup_log(args: argparse.Namespace) -> None:
 
 
 def cmd_manifest(args: argparse.Namespace) -> None:
-    result = generate_manifest(DeltaTable(args.table, args.storage_options), full=args.full, dry_run=args.dry_run)
+    with recorded(args, args.table, "manifest", skip=args.dry_run) as op:
+        table = DeltaTable(args.table, args.storage_options)
+        result = op.result = generate_manifest(table, full=args.full, dry_run=args.dry_run)
 
     emit(args, result, ManifestResult.summary_line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from deltalog.cli import emit, key_values
+from deltalog.cli.history_option import add_history_option, recorded
 from deltalog.log.history import format_ms
 from deltalog.vacuuming import VacuumResult, vacuum
 from deltalog.vacuuming.vacuum_plan import DEFAULT_MAX_WORKERS, ENGINES, MODES
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
     p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
     p.add_argument("--no-file-list", action="store_true", help="with --json: omit the per-file list")
+    add_history_option(p)
     p.set_defaults(handler=cmd_vacuum)
 
 
@@ -80,7 +82,16 @@ def _human(r: VacuumResult) -> str:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> None:
-    result = vacuum(
+    with recorded(args, args.table, "vacuum", skip=args.dry_run) as op:
+        result = op.result = _vacuum(args)
+    if args.json:
+        emit(args, result.to_dict(include_files=not args.no_file_list))
+    else:
+        emit(args, result, _human)
+
+
+def _vacuum(args: argparse.Namespace) -> VacuumResult:
+    return vacuum(
         args.table,
         retention_hours=args.retention_hours,
         mode=args.mode,
@@ -97,7 +108,3 @@ def cmd_vacuum(args: argparse.Namespace) -> None:
         ),
         storage_options=args.storage_options,
     )
-    if args.json:
-        emit(args, result.to_dict(include_files=not args.no_file_list))
-    else:
-        emit(args, result, _human)

@@ -8,6 +8,7 @@ import fsspec
 import pyarrow.parquet as pq
 
 from deltalog.cli import emit, key_values
+from deltalog.cli.history_option import add_history_option, recorded
 from deltalog.commit.result import CommitResult
 from deltalog.errors import InvalidArgumentError
 
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         action="store_true",
         help="allow committing on a filesystem without atomic put-if-absent (only if nothing else writes)",
     )
+    add_history_option(p)
     p.set_defaults(handler=cmd_commit)
 
     p = sub.add_parser("create", parents=[parent], help="create an empty table with the schema of a Parquet file")
@@ -57,14 +59,15 @@ def cmd_commit(args: argparse.Namespace) -> None:
 
     if (args.app_id is None) != (args.txn_version is None):
         raise InvalidArgumentError("give both --app-id and --txn-version, or neither")
-    result = commit_request(
-        args.table,
-        args.request,
-        app_id=args.app_id,
-        txn_version=args.txn_version,
-        single_writer=args.single_writer,
-        storage_options=args.storage_options,
-    )
+    with recorded(args, args.table, "commit") as op:
+        result = op.result = commit_request(
+            args.table,
+            args.request,
+            app_id=args.app_id,
+            txn_version=args.txn_version,
+            single_writer=args.single_writer,
+            storage_options=args.storage_options,
+        )
     emit(args, result, _human)
 
 

@@ -33,6 +33,7 @@ from deltalog.log.commit_lines import parse_commit
 from deltalog.log.listing import commit_name
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION
+from deltalog.protocol.log_paths import canonical_path
 from deltalog.storage.filesystem import Storage
 
 __all__ = ["ConcurrentDeleteDeleteError", "ConcurrentDeleteReadError", "ReadPredicate", "check_conflicts", "read_fresh"]
@@ -310,17 +311,20 @@ def _check_one(txn: PendingCommit, w: WinningCommit) -> None:
                         w.version,
                         [path],
                     )
-    ours_removed = {r["path"] for r in txn.removes}
+    # Paths compared in their canonical form: one file spelled two ways is one file.
+    ours_removed = {canonical_path(r["path"]) for r in txn.removes}
+    read = {canonical_path(p) for p in txn.read_file_paths} if not txn.read_whole_table else set()
     for path, data_change in w.removes:
         # A dataChange=false remove (compaction) keeps the rows in another file, so
         # what we read is still valid; removing the same file twice never is.
-        if data_change and path not in ours_removed and (txn.read_whole_table or path in txn.read_file_paths):
+        key = canonical_path(path)
+        if data_change and key not in ours_removed and (txn.read_whole_table or key in read):
             raise ConcurrentDeleteReadError(
                 f"{w.where} removed {path!r}, which this {txn.operation} read; re-read the table and retry",
                 w.version,
                 [path],
             )
-    both = [path for path, _ in w.removes if path in ours_removed]
+    both = [path for path, _ in w.removes if canonical_path(path) in ours_removed]
     if both:
         raise ConcurrentDeleteDeleteError(
             f"{w.where} removed {both[0]!r}"

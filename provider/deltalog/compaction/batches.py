@@ -4,7 +4,11 @@ A batch's bins are rewritten (the local engine, here, just before) or already wr
 (an engine that runs elsewhere, such as the Spark job), then committed together in one
 OPTIMIZE commit (:func:`deltalog.compaction.commit.commit_bins`, with its per-bin conflict
 handling). A failed commit keeps what earlier batches committed and stops; a cancel stops
-before the next batch; a passed deadline defers the batches not rewritten yet.
+before the next batch; a passed deadline defers the batches not rewritten yet. A bin whose
+input file is missing stops the run before anything more is committed: its batch's
+rewritten files are deleted, later batches are not attempted, and the result (or, when
+nothing was committed, the error) says which bins committed before, which file was
+missing and how many bins were left.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from deltalog.compaction.local import run_local
 from deltalog.compaction.options import LocalOptions
 from deltalog.compaction.plan import Bin, CompactionPlan
 from deltalog.compaction.result import CompactionProgress, CompactionResult
-from deltalog.errors import DeltaLogError, OperationCancelledError
+from deltalog.errors import DeltaLogError, MissingDataFileError, OperationCancelledError
 from deltalog.log.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
@@ -93,6 +97,8 @@ def commit_work(
     passed ``deadline`` defers the batches not rewritten yet to the next run.
     """
     for i, (batch, ready) in enumerate(work):
+        if _stop_for_missing_input(storage, work, i, result):
+            return
         if ready is None and deadline is not None and time.monotonic() >= deadline:
             later = [b for bins, _ in work[i:] for b in bins]
             result.skipped.extend(BinSkipped(b.id, "deferred: the time budget is spent", "deferred") for b in later)
@@ -109,6 +115,10 @@ def commit_work(
             ready, skipped = run_local(storage, plan, batch, options, cancel=cancel)
             result.engine_seconds += time.perf_counter() - t0
             result.skipped.extend(skipped)
+            if any(s.kind == "missing" for s in skipped):
+                work[i] = (batch, ready)
+                _stop_for_missing_input(storage, work, i, result)
+                return
         if not ready:
             continue
         try:
@@ -128,6 +138,49 @@ def commit_work(
         if record is not None:
             result.commits.append(record)
             result.outputs.extend(o for o in ready if o.bin_id in record.bins)
+
+
+def _stop_for_missing_input(
+    storage: Storage,
+    work: list[tuple[list[Bin], list[BinOutput] | None]],
+    i: int,
+    result: CompactionProgress,
+) -> bool:
+    """Stop before batch ``i`` is committed when a bin's input is missing: report exactly, raise if nothing landed.
+
+    The bin found missing is already in ``result.skipped`` (kind ``missing``). Every bin of
+    batches ``i`` onwards that is not reported yet is reported as not committed, and the
+    files rewritten for them are deleted.
+    """
+    missing = [s for s in result.skipped if s.kind == "missing"]
+    if not missing:
+        return False
+    reported = {s.bin_id for s in result.skipped}
+    first = missing[0]
+    rewritten = {o.bin_id for o in work[i][1] or []}
+    discard(storage, [o for _, outs in work[i:] if outs for o in outs])
+    left = [b for later, _ in work[i:] for b in later if b.id not in reported]
+    for b in left:
+        reason = (
+            "rewritten but not committed" if b.id in rewritten else "not attempted"
+        ) + f": bin {first.bin_id}'s input is missing"
+        result.skipped.append(BinSkipped(b.id, reason, "aborted"))
+    others = sum(len(later) for later, _ in work[i:]) - 1
+    versions = [c.version for c in result.commits]
+    committed = sorted(b for c in result.commits for b in c.bins)
+    if not committed:
+        message = (
+            f"compaction of {storage.uri} stopped at bin {first.bin_id} and committed nothing: {first.reason}; "
+            f"{others} other bin(s) not committed"
+        )
+        log.warning(message)
+        raise MissingDataFileError(message)
+    result.error = (
+        f"bin {first.bin_id}: {first.reason}; {len(committed)} bin(s) committed before it in version(s) "
+        f"{versions}; {others} other bin(s) not committed"
+    )
+    log.warning("compaction of %s stopped: %s", storage.uri, result.error)
+    return True
 
 
 def _stop(

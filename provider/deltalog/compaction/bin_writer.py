@@ -37,7 +37,8 @@ from deltalog.compaction.engine_output import BinOutput
 from deltalog.compaction.file_names import output_dir, output_file_name
 from deltalog.compaction.options import LocalOptions
 from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
-from deltalog.errors import OperationRefusedError
+from deltalog.errors import MissingDataFileError, OperationRefusedError
+from deltalog.protocol import geoarrow
 from deltalog.protocol.deletion_vectors import read_deletion_vector
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
 from deltalog.protocol.parquet_layout import (
@@ -46,9 +47,11 @@ from deltalog.protocol.parquet_layout import (
     iceberg_data_schema,
     is_absolute,
     physical_data_schema,
+    physical_data_schema_json,
     to_log_path,
 )
-from deltalog.protocol.schema import parse_schema_string
+from deltalog.protocol.partition_values import partition_value_array
+from deltalog.protocol.schema import is_geospatial_type, parse_schema_string
 from deltalog.storage.filesystem import Storage, is_remote
 
 __all__ = ["BinWriter", "DictionaryChoice", "dictionary_columns", "open_parquet_writer"]
@@ -237,17 +240,33 @@ class BinWriter:
         self._row_bytes = 0.0
         self.logical = parse_schema_string(plan.schema_string)
         self.id_mode = plan.column_mapping_mode == "id"
-        #: Iceberg compatibility: partition columns are written into the file (physical name -> logical name).
+        #: Partition columns written into the file (physical name -> logical name): Iceberg compatibility,
+        #: or the materializePartitionColumns feature / delta.writePartitionColumnsToParquet.
         self.materialized: dict[str, str] = {}
         self.consts: dict[str, str | None] = {}
-        if plan.iceberg_compat:
-            self.target = iceberg_data_schema(plan.schema_string, plan.partition_columns)
+        if plan.iceberg_compat or plan.materialize_partitions:
             for f in json.loads(plan.schema_string).get("fields", []):
                 if f["name"] in plan.partition_columns:
                     physical = (f.get("metadata") or {}).get("delta.columnMapping.physicalName") or f["name"]
                     self.materialized[physical] = f["name"]
+        if plan.iceberg_compat:
+            self.target = iceberg_data_schema(plan.schema_string, plan.partition_columns)
         else:
-            self.target = physical_data_schema(plan.schema_string, plan.partition_columns, plan.column_mapping_mode)
+            self.target = physical_data_schema(
+                plan.schema_string,
+                plan.partition_columns,
+                plan.column_mapping_mode,
+                materialize_partitions=plan.materialize_partitions,
+            )
+        #: Geometry/geography columns (physical name -> geoarrow.wkb type of their CRS and edges): read
+        #: and written annotated, so the new file keeps the GEOMETRY/GEOGRAPHY logical type Delta Spark reads.
+        self.geo = self._geospatial_types(plan)
+        if self.geo:
+            geoarrow.register()
+            self.target = pa.schema(
+                [f.with_type(self.geo[f.name]) if f.name in self.geo else f for f in self.target],
+                metadata=self.target.metadata,
+            )
         #: Row tracking enabled: every row's stable row ID and commit version go into these hidden columns.
         self.rt_columns: tuple[str, str] | None = None
         self.output = self.target
@@ -256,6 +275,24 @@ class BinWriter:
             self.output = self.target.append(pa.field(self.rt_columns[0], pa.int64())).append(
                 pa.field(self.rt_columns[1], pa.int64())
             )
+
+    def _geospatial_types(self, plan: CompactionPlan) -> dict[str, pa.DataType]:
+        """The top-level geospatial columns of the files written, by physical name, with their Arrow types.
+
+        Nested ones never get here: :func:`deltalog.protocol.table_protocol.refuse_geospatial_writes`
+        refuses such a table before planning.
+        """
+        doc = physical_data_schema_json(
+            plan.schema_string,
+            plan.partition_columns,
+            plan.column_mapping_mode,
+            materialize_partitions=plan.materialize_partitions,
+        )
+        geo = {f["name"]: geoarrow.wkb_type(f["type"]) for f in doc["fields"] if is_geospatial_type(f["type"])}
+        missing = sorted(set(geo) - set(self.target.names))
+        if missing:
+            raise OperationRefusedError(f"geospatial column {missing[0]!r} has no place in the files written")
+        return geo
 
     # --- reading --------------------------------------------------------------------
 
@@ -285,7 +322,10 @@ class BinWriter:
             if f.name in self.materialized:  # the bin's partition value, the same in every row
                 # partitionValues are keyed by physical name under column mapping.
                 value = self.consts.get(f.name, self.consts.get(self.materialized[f.name]))
-                arr: pa.Array = pa.nulls(n, f.type) if value is None else pa.array([value] * n).cast(f.type)
+                arr: pa.Array = partition_value_array(value, n, f.type)
+            elif f.name in self.geo:  # WKB as read, annotated with the table's CRS (and edges)
+                wkb = pa.nulls(n, pa.binary()) if src is None else geoarrow.wkb_storage(batch.column(src))
+                arr = pa.ExtensionArray.from_storage(f.type, wkb)
             elif src is None:
                 arr = pa.nulls(n, f.type)
             else:
@@ -352,9 +392,11 @@ class BinWriter:
         else:
             source = path if self.storage.is_local or is_absolute(f.path) else self.storage.open_input(path)
         try:
-            pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=True)
+            # Geospatial columns read as geoarrow.wkb (their logical type kept), only when the table has some.
+            extensions = {"arrow_extensions_enabled": True} if self.geo else {}
+            pf = pq.ParquetFile(source, coerce_int96_timestamp_unit="us", pre_buffer=True, **extensions)
         except FileNotFoundError:
-            raise OperationRefusedError(f"data file {f.path} does not exist; the table is missing a file") from None
+            raise MissingDataFileError(f"data file {f.path} does not exist; the table is missing a file") from None
         except (pa.ArrowInvalid, OSError) as exc:
             raise OperationRefusedError(f"data file {f.path} is not readable Parquet: {exc}") from None
         counters["rows_in"] += pf.metadata.num_rows

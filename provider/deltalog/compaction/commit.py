@@ -36,8 +36,9 @@ from deltalog.errors import CommitOutcomeUnknownError, OperationRefusedError
 from deltalog.log.actions import dv_unique_id
 from deltalog.log.listing import list_log
 from deltalog.log.load import snapshot_at
-from deltalog.log.replay import string_array
+from deltalog.log.replay import canonical_paths, string_array
 from deltalog.log.snapshot import Snapshot
+from deltalog.protocol.log_paths import canonical_path
 from deltalog.protocol.parquet_layout import iceberg_compat_version
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
@@ -167,9 +168,11 @@ def live_keys(snapshot: Snapshot, paths: list[str]) -> dict[str, str | None]:
     files = snapshot.files
     if not files.num_rows or not paths:
         return {}
-    hit = files.filter(pc.is_in(files.column("path"), value_set=string_array(paths)))
+    wanted = {canonical_path(p): p for p in paths}  # one file spelled two ways is one file
+    mask = pc.is_in(canonical_paths(files.column("path")), value_set=string_array(list(wanted)))
+    hit = files.filter(mask)
     return {
-        p: dv_unique_id({k: v for k, v in dv.items() if v is not None} if dv else None)
+        wanted[canonical_path(p)]: dv_unique_id({k: v for k, v in dv.items() if v is not None} if dv else None)
         for p, dv in zip(hit.column("path").to_pylist(), hit.column("deletionVector").to_pylist())
     }
 

@@ -56,8 +56,9 @@ class BinSkipped:
 
     bin_id: int
     reason: str
-    #: "conflict" (a concurrent commit took an input), "error" (the rewrite failed), "aborted",
-    #: "deferred" (not started: the time budget was spent)
+    #: "conflict" (a concurrent commit took an input), "error" (the rewrite failed), "missing" (an
+    #: input file is not on storage: the run stops), "aborted", "deferred" (not started: the time
+    #: budget was spent)
     kind: str
     paths: list[str] = field(default_factory=list)
 

@@ -30,15 +30,17 @@ from deltalog.compaction.options import CompactionOptions
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import purge_mask
 from deltalog.compaction.zorder import check_zorder_columns
-from deltalog.errors import InvalidArgumentError, UnsupportedProtocolError
-from deltalog.log.actions import dv_unique_id
+from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
+from deltalog.log.actions import Metadata, dv_unique_id
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import int64_array
 from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
-from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version
+from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version, materializes_partition_columns
+from deltalog.protocol.partition_values import PartitionValueError, partition_value_array
+from deltalog.protocol.schema import void_write_problem
 from deltalog.protocol.sizes import DEFAULT_TARGET_FILE_SIZE, parse_size, target_file_size
-from deltalog.protocol.table_protocol import check_writable
+from deltalog.protocol.table_protocol import check_writable, refuse_geospatial_writes
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering
 
@@ -144,6 +146,9 @@ class CompactionPlan:
     #: The Iceberg compatibility version the table enables: new files follow its rules
     #: (partition values materialised, field ids on every column, nested ids for V2).
     iceberg_compat: int | None = None
+    #: New files carry the partition columns after the data columns (the ``materializePartitionColumns``
+    #: writer feature, or ``delta.writePartitionColumnsToParquet=true``), as Delta Spark writes them.
+    materialize_partitions: bool = False
     #: A deletion-vector purge (REORG ... APPLY (PURGE)): files whose DV hides more than this share.
     purge_min_deleted_share: float | None = None
     #: Z-order columns (OPTIMIZE ... ZORDER BY): every file of a partition is rewritten along the curve.
@@ -217,6 +222,7 @@ class CompactionPlan:
             "stats_configuration": dict(self.stats_configuration),
             "row_tracking": dict(self.row_tracking) if self.row_tracking else None,
             "iceberg_compat": self.iceberg_compat,
+            "materialize_partitions": self.materialize_partitions,
             "purge_min_deleted_share": self.purge_min_deleted_share,
             "zorder_by": list(self.zorder_by),
             "clustering": self.clustering.to_dict() if self.clustering else None,
@@ -267,6 +273,7 @@ class CompactionPlan:
                 stats_configuration={str(k): str(v) for k, v in (doc.get("stats_configuration") or {}).items()},
                 row_tracking=_row_tracking_doc(doc.get("row_tracking")),
                 iceberg_compat=None if doc.get("iceberg_compat") is None else int(doc["iceberg_compat"]),
+                materialize_partitions=doc.get("materialize_partitions") is True,
                 purge_min_deleted_share=(
                     None if doc.get("purge_min_deleted_share") is None else float(doc["purge_min_deleted_share"])
                 ),
@@ -346,6 +353,14 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
     compact the table; the engine is checked again before it runs and at commit.
     """
     config = snapshot.metadata.configuration
+    schema = json.loads(snapshot.metadata.schema_string)
+    void = void_write_problem(schema)
+    if void:
+        raise OperationRefusedError(
+            f"refusing to compact: {void}, and no data file can be written for such a schema (PROTOCOL.md 'Void Type')"
+        )
+    # Engine None (a plan either engine may run): the local engine's rule; the engine is checked again.
+    refuse_geospatial_writes(schema, "compact", compaction_operation(engine or "local"))
     if engine is not None:
         check_writable(snapshot.protocol, "compact", compaction_operation(engine), config)
         return
@@ -353,6 +368,32 @@ def check_compactable(snapshot: Snapshot, engine: str | None) -> None:
         check_writable(snapshot.protocol, "compact", Operation.COMPACTION_LOCAL, config)
     except UnsupportedProtocolError:
         check_writable(snapshot.protocol, "compact", Operation.COMPACTION_SPARK, config)
+
+
+def _check_materialized_values(md: Metadata, bins: list[Bin]) -> None:
+    """Refuse, before any file is written, a partition value the new files cannot carry as its column's type.
+
+    Files that carry their partition columns hold each bin's partition value as a value of
+    the column's type; one that does not parse (``"abc"`` for an int column) would fail its
+    bin after the others had committed.
+    """
+    types = {}
+    for f in md.schema:
+        if f.name in md.partition_columns:
+            physical = (f.metadata or {}).get(b"delta.columnMapping.physicalName", f.name.encode()).decode()
+            types[physical] = (f.name, f.type)
+    for b in bins:
+        for key, value in b.partition_values.items():
+            if key not in types:
+                continue
+            name, dtype = types[key]
+            try:
+                partition_value_array(value, 1, dtype)
+            except PartitionValueError as exc:
+                raise OperationRefusedError(
+                    f"refusing to compact: the new files must carry partition column {name!r}, and the partition "
+                    f"value of {b.files[0].path} cannot be one: {exc}"
+                ) from None
 
 
 def plan_from_snapshot(
@@ -472,6 +513,11 @@ def plan_from_snapshot(
         deferred = len(packed) - max_bins
         packed = [packed[i] for i in keep]
     bins = [Bin(id=i, partition_values=dict(pvs_by_key[key]), files=fs) for i, (key, fs) in enumerate(packed)]
+    materialize = bool(md.partition_columns) and materializes_partition_columns(
+        snapshot.protocol.effective_writer_features(), md.configuration
+    )
+    if materialize or iceberg_compat_version(md.configuration):
+        _check_materialized_values(md, bins)
     plan = CompactionPlan(
         table_uri=table_uri,
         table_id=md.id,
@@ -489,6 +535,7 @@ def plan_from_snapshot(
         stats_configuration={k: v for k, v in md.configuration.items() if k.startswith("delta.dataSkipping")},
         row_tracking=plan_row_tracking(snapshot),
         iceberg_compat=iceberg_compat_version(md.configuration),
+        materialize_partitions=materialize,
         purge_min_deleted_share=purge_min_deleted_share,
         zorder_by=zorder,
         clustering=spec,

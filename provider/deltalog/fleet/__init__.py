@@ -6,7 +6,7 @@
 | ``ranking`` | ``fleet_health``: every table measured at once, ranked by what maintenance would gain |
 | ``lease`` | the per-table maintenance lease (``_deltalog_maintenance.lease`` in the table root) |
 | ``maintain`` | ``maintain_table``: one table's due operations under its lease; the work order by gain per second |
-| ``run`` | ``run_fleet``: the ranked tables maintained within a time budget |
+| ``run`` | ``run_fleet``: the ranked tables maintained within a time budget, recorded in the maintenance history |
 | ``report`` | the run's text and HTML summary |
 
 See ``docs/fleet.md``.
@@ -14,9 +14,9 @@ See ``docs/fleet.md``.
 
 from deltalog.fleet.discover import DiscoveryResult, FoundTable, discover_tables
 from deltalog.fleet.lease import Lease, acquire_lease
-from deltalog.fleet.maintain import PlannedTable, TableOutcome, TableSettings, maintain_table
+from deltalog.fleet.maintain import PlannedTable, TableOutcome, maintain_table
 from deltalog.fleet.ranking import TableReport, fleet_health
-from deltalog.fleet.run import FleetRunResult, run_fleet
+from deltalog.fleet.run import FleetRunResult, measurement_rows, run_fleet
 
 __all__ = [
     "DiscoveryResult",
@@ -26,10 +26,10 @@ __all__ = [
     "PlannedTable",
     "TableOutcome",
     "TableReport",
-    "TableSettings",
     "acquire_lease",
     "discover_tables",
     "fleet_health",
     "maintain_table",
+    "measurement_rows",
     "run_fleet",
 ]

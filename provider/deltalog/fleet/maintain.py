@@ -19,14 +19,19 @@ is not stopped between bins. Vacuum likewise runs its plan as a Spark job
 (:mod:`deltalog.vacuuming.spark`) when the table holds at least ``vacuum_spark_min_files``
 live files: its cost grows with the number of files, not with their bytes.
 
-Per-table settings: an entry of the settings mapping (by table URI, else by the
-table folder's name) wins over the table's own properties (``delta.targetFileSize``,
-``delta.deletedFileRetentionDuration``), which win over the defaults. Layout settings
-exist only in the mapping: ``zorder_by`` (columns) makes a due compaction a Z-order of
-the table's partitions, ``max_dv_hidden_share`` makes a deletion-vector purge due (and
-run, on the files whose DV hides more than that share) once deletion vectors hide more
-than that share of the table's rows. A table with liquid clustering is always clustered
-by its own clustering columns; a ``zorder_by`` for it is refused (the table's failure).
+Per-table settings come from the maintenance policy (:mod:`deltalog.maintenance.policy`):
+fleet defaults, then path-prefix rules, then the table's own properties
+(``delta.targetFileSize``, ``delta.checkpointInterval``,
+``delta.deletedFileRetentionDuration``), then per-table overrides. Layout settings exist
+only in the settings file: ``zorder_by`` (columns) makes a due compaction a Z-order of the
+table's partitions, ``max_dv_hidden_share`` makes a deletion-vector purge due (and run, on
+the files whose DV hides more than that share) once deletion vectors hide more than that
+share of the table's rows. A table with liquid clustering is always clustered by its own
+clustering columns; a ``zorder_by`` for it is refused (the table's failure).
+
+With a :class:`deltalog.journal.HistoryRecorder`, every step is recorded in the maintenance
+history when it ends (its result, or its refusal or failure, with why it was due), every
+step left for later as ``deferred``; a table's rows are appended together once it is done.
 """
 
 from __future__ import annotations
@@ -34,22 +39,26 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
 from deltalog._flags import require_bools
 from deltalog.compaction.run import compact
-from deltalog.errors import DeltaLogError, InvalidArgumentError, MaintenanceLeaseHeldError
+from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentError, MaintenanceLeaseHeldError
 from deltalog.fleet.lease import acquire_lease
 from deltalog.fleet.ranking import TableReport
+from deltalog.journal import HistoryRecorder, OperationSpan, TableState, table_state
+from deltalog.journal.record import row_for_deferred, utc_now
 from deltalog.log.load import snapshot_at
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
-from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.due import MaintenanceDue
 from deltalog.maintenance.health import compute_health
+from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under, purge_due
 from deltalog.protocol.properties import config_bool
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming import vacuum
@@ -58,11 +67,11 @@ __all__ = [
     "DEFAULT_THROUGHPUT",
     "PlannedTable",
     "TableOutcome",
-    "TableSettings",
     "maintain_table",
     "measured_throughput",
     "order_work",
-    "settings_for",
+    "purge_reason",
+    "step_reason",
     "table_name",
 ]
 
@@ -72,64 +81,27 @@ log = logging.getLogger(__name__)
 DEFAULT_THROUGHPUT = 20 * 1024 * 1024
 #: Fixed seconds per due operation (listing, snapshot, commit) in the time estimate.
 OPERATION_OVERHEAD_SECONDS = 0.5
-SETTING_KEYS = ("target_file_size", "vacuum_retention_hours", "zorder_by", "max_dv_hidden_share")
 
 
-@dataclass(frozen=True)
-class TableSettings:
-    """Per-table overrides; None leaves the decision to the table's properties, then the defaults."""
-
-    target_file_size: int | str | None = None
-    vacuum_retention_hours: float | None = None
-    #: Z-order columns: a due compaction rewrites the partitions along their curve instead of bin-packing.
-    zorder_by: list[str] | None = None
-    #: Share of rows hidden by deletion vectors above which a purge is due (None: never).
-    max_dv_hidden_share: float | None = None
-    source: str = "defaults"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def settings_for(uri: str, mapping: dict[str, Any] | None) -> TableSettings:
-    """The mapping's entry for ``uri`` (exact URI first, then the folder name), validated."""
-    if not mapping:
-        return TableSettings()
-    if not isinstance(mapping, dict):
-        raise InvalidArgumentError("per-table settings must be a mapping of table URI or name to settings")
-    name = uri.rstrip("/").rsplit("/", 1)[-1]
-    entry = mapping.get(uri.rstrip("/"), mapping.get(name))
-    if entry is None:
-        return TableSettings()
-    if not isinstance(entry, dict) or set(entry) - set(SETTING_KEYS):
-        raise InvalidArgumentError(
-            f"settings for {uri} must be a mapping with keys among {', '.join(SETTING_KEYS)}, got {entry!r}"
-        )
-    hours = entry.get("vacuum_retention_hours")
-    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, int | float) or hours < 0):
-        raise InvalidArgumentError(f"vacuum_retention_hours for {uri} must be a non-negative number, got {hours!r}")
-    zorder = entry.get("zorder_by")
-    if zorder is not None and (
-        not isinstance(zorder, list) or not zorder or not all(isinstance(c, str) and c for c in zorder)
-    ):
-        raise InvalidArgumentError(f"zorder_by for {uri} must be a non-empty list of column names, got {zorder!r}")
-    share = entry.get("max_dv_hidden_share")
-    if share is not None and (isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1):
-        raise InvalidArgumentError(f"max_dv_hidden_share for {uri} must be a number from 0 to below 1, got {share!r}")
-    return TableSettings(
-        entry.get("target_file_size"),
-        hours,
-        zorder_by=list(zorder) if zorder is not None else None,
-        max_dv_hidden_share=None if share is None else float(share),
-        source="settings mapping",
+def purge_reason(due: MaintenanceDue, settings: TableSettings) -> str:
+    """Why a purge is due (the history's reason line, after ``purge: ``)."""
+    limit = settings.max_dv_hidden_share or 0.0
+    return (
+        f"deletion vectors hide {due.dv_hidden_share:.2%} of the rows ({due.rows_hidden_by_dvs} rows in "
+        f"{due.files_with_dvs} files), above max_dv_hidden_share {limit:.2%}"
     )
 
 
-def purge_due(due: MaintenanceDue | None, settings: TableSettings) -> bool:
-    """Deletion vectors hide more than the table's ``max_dv_hidden_share`` of its rows."""
-    if due is None or due.refused or settings.max_dv_hidden_share is None:
-        return False
-    return due.rows_hidden_by_dvs > 0 and due.dv_hidden_share > settings.max_dv_hidden_share
+def step_reason(due: MaintenanceDue | None, settings: TableSettings, operation: str) -> str | None:
+    """Why ``operation`` runs: ``due: `` and the due verdict's line for it (a purge: :func:`purge_reason`)."""
+    if due is None:
+        return None
+    if operation == "purge":
+        return "due: " + purge_reason(due, settings)
+    for line in due.reasons:
+        if line.startswith(operation + ": "):
+            return "due: " + line.split(": ", 1)[1]
+    return None
 
 
 # --- ordering ------------------------------------------------------------------------
@@ -157,15 +129,19 @@ class PlannedTable:
 
 
 def order_work(
-    reports: list[TableReport], throughput: float = DEFAULT_THROUGHPUT, settings: dict[str, Any] | None = None
+    reports: list[TableReport],
+    throughput: float = DEFAULT_THROUGHPUT,
+    settings: FleetPolicy | dict[str, Any] | None = None,
 ) -> list[PlannedTable]:
-    """The due tables, highest expected gain per second first (``settings``: the per-table mapping,
-    whose ``max_dv_hidden_share`` makes a purge due)."""
+    """The due tables, highest expected gain per second first. Whether a purge is due follows
+    ``settings`` (the settings file) when given, else the settings a report was measured with."""
+    policy = FleetPolicy.parse(settings)
     planned = []
     for r in reports:
         if r.error is not None:
             continue
-        purge = purge_due(r.due, settings_for(r.uri, settings))
+        own = policy.resolve(r.uri) if settings is not None else r.settings
+        purge = purge_due(r.due, own or TableSettings())
         if not r.any_due and not purge:
             continue
         assert r.due is not None
@@ -200,6 +176,8 @@ class TableOutcome:
     compaction_bytes: int = 0
     compaction_seconds: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
+    #: Set when the table's history rows could not be appended (they are retried with the next append).
+    history_error: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -226,51 +204,127 @@ def _left(deadline: float | None) -> float:
     return float("inf") if deadline is None else deadline - time.monotonic()
 
 
+@dataclass
+class _Steps:
+    """One table's steps as the history sees them: each timed, measured and recorded (nothing without a recorder)."""
+
+    history: HistoryRecorder | None
+    storage: Storage
+    settings: TableSettings
+    due: MaintenanceDue | None = None
+    #: The table's state after the last step (the next step's "before").
+    state: TableState | None = None
+
+    @contextmanager
+    def step(self, operation: str, engine: str | None = None) -> Iterator[Any]:
+        if self.history is None:
+            yield SimpleNamespace(result=None, engine=engine)
+            return
+        with self.history.operation(
+            self.storage,
+            operation,
+            engine=engine,
+            before=self.state,
+            target_size=self.settings.target_file_size,
+            reason=step_reason(self.due, self.settings, operation),
+            policy=self.settings.policy_json(),
+        ) as op:
+            yield op
+        self.state = op.after
+
+    def deferred(self, operations: Sequence[str], reason: str) -> None:
+        if self.history is None or not operations:
+            return
+        context, now, policy = self.history.context, utc_now(), self.settings.policy_json()
+        assert context is not None
+        spans = [OperationSpan(context, self.storage.uri, op, now, now, self.state, self.state) for op in operations]
+        self.history.record([row_for_deferred(span, reason, policy=policy) for span in spans])
+
+
 def maintain_table(
     uri: str,
     *,
     storage_options: dict[str, Any] | None = None,
-    settings: TableSettings | None = None,
+    settings: TableSettings | FleetPolicy | dict[str, Any] | None = None,
     deadline: float | None = None,
     owner: str = "deltalog",
     lease_ttl_seconds: float = 3600.0,
     allow_short_retention: bool = False,
     spark_min_bytes: int | None = None,
     spark_options: dict[str, Any] | None = None,
+    history: HistoryRecorder | None = None,
+    due_operations: Sequence[str] | None = None,
     vacuum_spark_min_files: int | None = None,
 ) -> TableOutcome:
     """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
 
-    ``spark_min_bytes``: tables at least this large compact with Spark (None: always local).
+    ``settings``: the table's resolved settings, or the settings file (a :class:`FleetPolicy`
+    or its mapping), resolved here against the table's properties. ``spark_min_bytes``:
+    tables at least this large compact with Spark (None: always local);
     ``vacuum_spark_min_files``: tables with at least this many live files vacuum with Spark
-    (None: always local); both Spark jobs take ``spark_options``.
+    (None: always local); both Spark jobs take ``spark_options``. ``history``: each
+    step is recorded there (see the module docstring); ``due_operations`` (what the
+    measurement found due) are recorded as deferred when the table is not started (the
+    budget was spent, another maintainer holds its lease).
 
     Never raises for the table's own problems: a refusal, a held lease or a failed
     operation becomes the outcome's status and error line (a fleet run goes on).
     """
-    t0 = time.perf_counter()
     require_bools(allow_short_retention=allow_short_retention)  # the caller's mistake, not the table's: raise
     for name, value in (("spark_min_bytes", spark_min_bytes), ("vacuum_spark_min_files", vacuum_spark_min_files)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
-    settings = settings or TableSettings()
+    if not isinstance(settings, TableSettings):
+        settings = FleetPolicy.parse(settings)
+    run = SimpleNamespace(
+        storage_options=storage_options,
+        deadline=deadline,
+        owner=owner,
+        lease_ttl_seconds=lease_ttl_seconds,
+        allow_short=allow_short_retention,
+        engine=_Engine(spark_min_bytes, dict(spark_options or {}), vacuum_spark_min_files),
+        due_operations=list(due_operations or []),
+    )
+    if history is None:
+        return _maintain(uri, settings, run, None)
+    outcome = TableOutcome(uri=uri, status="failed", error="not started")
+    try:
+        with history.batch():
+            outcome = _maintain(uri, settings, run, history)
+    except HistoryWriteError as exc:
+        log.error("fleet maintenance of %s: %s", uri, exc)
+        outcome = replace(outcome, history_error=str(exc))
+    return outcome
+
+
+def _maintain(
+    uri: str, settings: TableSettings | FleetPolicy, run: SimpleNamespace, history: HistoryRecorder | None
+) -> TableOutcome:
+    t0 = time.perf_counter()
+    shown = settings.to_dict() if isinstance(settings, TableSettings) else {}
     # The outcome's fields, filled in as the steps run; frozen into a TableOutcome at the end.
-    out = SimpleNamespace(**asdict(TableOutcome(uri=uri, settings=settings.to_dict())))
-    if _left(deadline) <= 0:
+    out = SimpleNamespace(**asdict(TableOutcome(uri=uri, settings=shown)))
+    try:
+        storage = Storage(uri, run.storage_options)
+    except DeltaLogError as exc:
+        out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
+        return TableOutcome(**vars(out))
+    early = _Steps(history, storage, settings if isinstance(settings, TableSettings) else TableSettings())
+    if _left(run.deadline) <= 0:
         out.status, out.reasons = "deferred", ["the time budget was spent before this table started"]
+        early.deferred(run.due_operations, "the time budget was spent before this table started")
         return TableOutcome(**vars(out))
     try:
-        storage = Storage(uri, storage_options)
-        lease = acquire_lease(storage, owner, lease_ttl_seconds)
+        lease = acquire_lease(storage, run.owner, run.lease_ttl_seconds)
     except MaintenanceLeaseHeldError as exc:
         out.status, out.error = "busy", str(exc)
+        early.deferred(run.due_operations, f"another maintainer holds the table's lease: {exc}")
         return TableOutcome(**vars(out))
     except DeltaLogError as exc:
         out.status, out.error = "failed", f"{type(exc).__name__}: {exc}"
         return TableOutcome(**vars(out))
     try:
-        engine = _Engine(spark_min_bytes, dict(spark_options or {}), vacuum_spark_min_files)
-        _run_steps(storage, settings, deadline, out, allow_short_retention, engine)
+        _run_steps(storage, settings, run, out, history)
     except DeltaLogError as exc:
         out.status = "refused" if getattr(exc, "exit_code", 2) == 1 and not exc.retryable else "failed"
         out.error = f"{type(exc).__name__}: {exc}"
@@ -301,25 +355,30 @@ class _Engine:
 
 def _run_steps(
     storage: Storage,
-    settings: TableSettings,
-    deadline: float | None,
+    given: TableSettings | FleetPolicy,
+    run: SimpleNamespace,
     out: SimpleNamespace,
-    allow_short: bool,
-    engine: _Engine = _Engine(None, {}),
+    history: HistoryRecorder | None = None,
 ) -> None:
     """Run the due steps, recording into ``out`` (the draft of a :class:`TableOutcome`) as they go."""
     snapshot = snapshot_at(storage)
+    conf = snapshot.metadata.configuration
+    settings = given if isinstance(given, TableSettings) else given.resolve(storage.uri, conf)
+    out.settings = settings.to_dict()
     before = compute_health(snapshot, settings.target_file_size)
     out.version_before = out.version_after = snapshot.version
     out.small_files_before, out.files_before = before.num_small_files, before.num_files
-    due = maintenance_due(storage, snapshot, target_size=settings.target_file_size)
+    due = due_under(settings, storage, snapshot)
+    steps_log = _Steps(history, storage, settings, due)
+    if history is not None:
+        steps_log.state = table_state(snapshot, settings.target_file_size)
     out.reasons = list(due.reasons)
     if due.refused:
         out.status = "refused"
         out.error = due.refused
         out.small_files_after, out.files_after = out.small_files_before, out.files_before
         return
-    manifest = config_bool(snapshot.metadata.configuration, ENABLED_PROPERTY, False)
+    manifest = config_bool(conf, ENABLED_PROPERTY, False)
     steps = [op for op, flag in due.flags().items() if flag]
     if purge_due(due, settings):  # after compaction (which applies the DVs of the files it rewrites)
         steps.insert(1 if steps[:1] == ["compaction"] else 0, "purge")
@@ -327,30 +386,34 @@ def _run_steps(
         out.status = "healthy"
         out.small_files_after, out.files_after = out.small_files_before, out.files_before
         return
+    deadline, engine = run.deadline, run.engine
     for step in steps:
         if _left(deadline) <= 0:
             out.deferred.append(step)
+            steps_log.deferred([step], "the time budget was spent before this step started")
             continue
         if step == "compaction":
             started = time.perf_counter()
             # A Z-order runs on the local engine only; otherwise the engine follows the table's size.
             where = "local" if settings.zorder_by else engine.for_size(before.size_in_bytes)
-            if where == "spark":  # one job: it cannot stop between bins, so no deadline is passed down
-                result = compact(
-                    storage,
-                    target_size=settings.target_file_size,
-                    engine="spark",
-                    spark_options=engine.spark_options,
-                    run_hooks=False,
-                )
-            else:
-                result = compact(
-                    storage,
-                    target_size=settings.target_file_size,
-                    deadline=deadline,
-                    run_hooks=False,
-                    zorder_by=settings.zorder_by,
-                )
+            with steps_log.step("compaction", engine=where) as op:
+                if where == "spark":  # one job: it cannot stop between bins, so no deadline is passed down
+                    result = compact(
+                        storage,
+                        target_size=settings.target_file_size,
+                        engine="spark",
+                        spark_options=engine.spark_options,
+                        run_hooks=False,
+                    )
+                else:
+                    result = compact(
+                        storage,
+                        target_size=settings.target_file_size,
+                        deadline=deadline,
+                        run_hooks=False,
+                        zorder_by=settings.zorder_by,
+                    )
+                op.result = result
             out.compaction_seconds = round(time.perf_counter() - started, 3)
             out.compaction_bytes = int(result.to_dict()["bytes_removed"])
             if not result.ok:
@@ -363,38 +426,43 @@ def _run_steps(
                 label = "compaction" if where == "local" else "compaction (spark)"
                 out.ran.append(f"{label}: {len(result.committed_bins)} bins")
         elif step == "purge":
-            pr = compact(
-                storage,
-                purge_deletion_vectors=True,
-                min_deleted_share=settings.max_dv_hidden_share,
-                target_size=settings.target_file_size,
-                deadline=deadline,
-                run_hooks=False,
-            )
+            with steps_log.step("purge", engine="local") as op:
+                pr = op.result = compact(
+                    storage,
+                    purge_deletion_vectors=True,
+                    min_deleted_share=settings.max_dv_hidden_share,
+                    target_size=settings.target_file_size,
+                    deadline=deadline,
+                    run_hooks=False,
+                )
             if not pr.ok:
                 raise DeltaLogError(pr.error or "purge failed: " + "; ".join(s.reason for s in pr.skipped))
             out.ran.append(f"purge: {len(pr.committed_bins)} bins")
         elif step == "checkpoint":
-            create_checkpoint(storage)
+            with steps_log.step("checkpoint") as op:
+                op.result = create_checkpoint(storage)
             out.ran.append("checkpoint")
         elif step == "vacuum":
             where = engine.vacuum_for_files(before.num_files)
-            vr = vacuum(
-                storage,
-                retention_hours=settings.vacuum_retention_hours,
-                allow_short_retention=allow_short,
-                engine=where,
-                spark_options=engine.spark_options if where == "spark" else None,
-            )
+            with steps_log.step("vacuum", engine=where) as op:
+                vr = op.result = vacuum(
+                    storage,
+                    retention_hours=settings.vacuum_retention_hours,
+                    allow_short_retention=run.allow_short,
+                    engine=where,
+                    spark_options=engine.spark_options if where == "spark" else None,
+                )
             out.bytes_reclaimed += vr.size_of_data_to_delete if vr.num_deleted_files else 0
             label = "vacuum" if where == "local" else "vacuum (spark)"
             out.ran.append(f"{label}: {vr.num_deleted_files} files")
         elif step == "log_cleanup":
-            lr = cleanup_log(storage)
+            with steps_log.step("log_cleanup") as op:
+                lr = op.result = cleanup_log(storage)
             out.log_files_deleted = lr.num_deleted
             out.ran.append(f"log_cleanup: {lr.num_deleted} files")
     if manifest and _left(deadline) > 0 and out.ran:
-        generate_manifest(storage)
+        with steps_log.step("manifest") as op:
+            op.result = generate_manifest(storage)
         out.ran.append("manifest")
     after = compute_health(snapshot_at(storage), settings.target_file_size)
     out.version_after = after.version

@@ -29,8 +29,9 @@ from deltalog.errors import DeltaLogError
 from deltalog.fleet.discover import FoundTable
 from deltalog.log.listing import LogListing
 from deltalog.log.load import snapshot_at
-from deltalog.maintenance.due import MaintenanceDue, maintenance_due
+from deltalog.maintenance.due import MaintenanceDue
 from deltalog.maintenance.health import TableHealth, compute_health
+from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under
 from deltalog.storage.filesystem import Storage
 
 __all__ = ["TableReport", "fleet_health"]
@@ -53,6 +54,10 @@ class TableReport:
     gain: float = 0.0
     error: str | None = None
     seconds: float = 0.0
+    #: The table's metaData id (the history keeps it: it stays when the table moves).
+    table_id: str | None = None
+    #: The settings the table was measured with (its policy, each value explained).
+    settings: TableSettings | None = None
 
     @property
     def any_due(self) -> bool:
@@ -76,6 +81,8 @@ class TableReport:
             out["health"]["num_dv_files"] = self.num_dv_files
         if self.due is not None:
             out.update(self.due.to_dict())
+        if self.settings is not None:
+            out["settings"] = self.settings.to_dict()
         out["seconds"] = round(self.seconds, 3)
         return out
 
@@ -100,17 +107,22 @@ def measure_table(
     *,
     target_size: int | str | None = None,
     listing: LogListing | None = None,
+    policy: FleetPolicy | None = None,
 ) -> TableReport:
     """Health and due verdict of one table; any deltalog or storage error becomes the report's ``error``.
 
-    ``listing`` (from discovery) saves listing the log again.
+    ``listing`` (from discovery) saves listing the log again. ``policy``: the table's settings
+    (target size, checkpoint interval, vacuum retention) come from it, resolved against the
+    table's properties; ``target_size`` still wins (a run's explicit override).
     """
     t0 = time.perf_counter()
     try:
         storage = Storage(uri, storage_options)
         snapshot = snapshot_at(storage, listing=listing)
-        health = compute_health(snapshot, target=target_size)
-        due = maintenance_due(storage, snapshot, target_size=target_size)
+        settings = (policy or FleetPolicy()).resolve(storage.uri, snapshot.metadata.configuration)
+        target = target_size if target_size is not None else settings.target_file_size
+        health = compute_health(snapshot, target=target)
+        due = due_under(settings, storage, snapshot, target_size=target)
         dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
         num_dv = int(pc.sum(pc.is_valid(dv)).as_py() or 0) if dv is not None else 0
     except (DeltaLogError, OSError) as exc:
@@ -123,6 +135,8 @@ def measure_table(
         num_dv_files=num_dv,
         gain=gain_score(due, health, num_dv),
         seconds=time.perf_counter() - t0,
+        table_id=snapshot.metadata.id,
+        settings=settings,
     )
 
 
@@ -132,16 +146,19 @@ def fleet_health(
     storage_options: dict[str, Any] | None = None,
     target_size: int | str | None = None,
     max_workers: int = DEFAULT_WORKERS,
+    settings: FleetPolicy | dict[str, Any] | None = None,
 ) -> list[TableReport]:
     """Every table (URIs, or discovered tables with their listings) measured concurrently.
 
-    Ranked by gain (highest first), unreadable tables last.
+    Ranked by gain (highest first), unreadable tables last. ``settings``: the maintenance
+    settings file (:mod:`deltalog.maintenance.policy`) each table is measured with.
     """
+    policy = FleetPolicy.parse(settings)
 
     def one(t: str | FoundTable) -> TableReport:
         if isinstance(t, FoundTable):
-            return measure_table(t.uri, storage_options, target_size=target_size, listing=t.listing)
-        return measure_table(t, storage_options, target_size=target_size)
+            return measure_table(t.uri, storage_options, target_size=target_size, listing=t.listing, policy=policy)
+        return measure_table(t, storage_options, target_size=target_size, policy=policy)
 
     require_workers(max_workers)  # the one rule for worker counts: 0 is refused, not quietly made 1
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="deltalog-health") as pool:

@@ -1,7 +1,10 @@
 """The fleet summary for people: a text table for logs and terminals, a self-contained HTML page.
 
 The HTML report has no external assets (inline CSS and SVG), so it can be attached
-to an alert, archived next to the run's results or opened from a bucket as is.
+to an alert, archived next to the run's results or opened from a bucket as is. Each
+table links to its history: its page in the fleet view (Airflow's "Delta tables" page)
+when the view's address is given, else the query that reads its rows from the
+maintenance history the run recorded into.
 """
 
 from __future__ import annotations
@@ -9,16 +12,23 @@ from __future__ import annotations
 import html
 import time
 from typing import Any
+from urllib.parse import quote
 
 from deltalog.fleet.maintain import table_name
+from deltalog.storage.filesystem import canonical_uri
 
-__all__ = ["format_summary", "render_html"]
+__all__ = ["format_summary", "history_link", "history_query", "render_html"]
 
 COLUMNS = ("table", "status", "versions", "small files", "files", "reclaimed", "ran", "deferred / refused / error")
 
 
 def _rows(result: dict[str, Any]) -> list[list[str]]:
-    rows = []
+    return [cells for _, cells in _table_rows(result)]
+
+
+def _table_rows(result: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(table URI, the summary's cells) per table."""
+    rows: list[tuple[str, list[str]]] = []
     for t in result.get("tables", []):
         versions = f"{t.get('version_before')} -> {t.get('version_after')}" if t.get("version_after") else "-"
         small = (
@@ -30,13 +40,45 @@ def _rows(result: dict[str, Any]) -> list[list[str]]:
         reclaimed = f"{t.get('bytes_reclaimed', 0)} B, {t.get('log_files_deleted', 0)} log"
         notes = "; ".join(t.get("deferred") or []) or (t.get("error") or "")
         rows.append(
-            [table_name(t["uri"]), t["status"], versions, small, files, reclaimed, "; ".join(t.get("ran") or []), notes]
+            (
+                t["uri"],
+                [
+                    table_name(t["uri"]),
+                    t["status"],
+                    versions,
+                    small,
+                    files,
+                    reclaimed,
+                    "; ".join(t.get("ran") or []),
+                    notes,
+                ],
+            )
         )
     for uri in result.get("healthy", []):
-        rows.append([table_name(uri), "healthy", "-", "-", "-", "-", "", "nothing due"])
+        rows.append((uri, [table_name(uri), "healthy", "-", "-", "-", "-", "", "nothing due"]))
     for u in result.get("unreadable", []):
-        rows.append([table_name(u["uri"]), "unreadable", "-", "-", "-", "-", "", u.get("error", "")])
+        rows.append((u["uri"], [table_name(u["uri"]), "unreadable", "-", "-", "-", "-", "", u.get("error", "")]))
     return rows
+
+
+def history_query(history: str, uri: str) -> str:
+    """The SQL (Spark SQL; DuckDB's ``delta_scan`` reads the same) that lists a table's history rows."""
+    quoted = canonical_uri(uri).replace("'", "''")
+    return f"SELECT * FROM delta.`{history}` WHERE table_uri = '{quoted}' ORDER BY started_at"
+
+
+def history_link(uri: str, view_url: str) -> str:
+    """The table's page in the fleet view at ``view_url`` (the plugin's ``/deltalog/`` address)."""
+    return f"{view_url.rstrip('/')}/table?uri={quote(canonical_uri(uri), safe='')}"
+
+
+def _name_cell(uri: str, name: str, result: dict[str, Any], view_url: str | None) -> str:
+    if view_url:
+        return f'<a href="{html.escape(history_link(uri, view_url))}">{html.escape(name)}</a>'
+    if result.get("history"):
+        query = history_query(str(result["history"]), uri)
+        return f"{html.escape(name)}<details><summary>history</summary><code>{html.escape(query)}</code></details>"
+    return html.escape(name)
 
 
 def format_summary(result: dict[str, Any]) -> str:
@@ -77,8 +119,11 @@ def _bar_chart(title: str, bars: list[tuple[str, float, float]], unit: str) -> s
     return "".join(parts)
 
 
-def render_html(result: dict[str, Any], title: str = "deltalog fleet maintenance") -> str:
-    """The summary as one self-contained HTML page: counts, two charts, the table of tables."""
+def render_html(
+    result: dict[str, Any], title: str = "deltalog fleet maintenance", *, view_url: str | None = None
+) -> str:
+    """The summary as one self-contained HTML page: counts, two charts, the table of tables, each table
+    linked to its history (its page at ``view_url``, else the query of the run's history)."""
     tables = result.get("tables", [])
     small = [
         (table_name(t["uri"]), float(t["small_files_before"] or 0), float(t["small_files_after"] or 0))
@@ -89,7 +134,25 @@ def render_html(result: dict[str, Any], title: str = "deltalog fleet maintenance
         (table_name(t["uri"]), float(t.get("bytes_reclaimed") or 0), 0.0) for t in tables if t.get("bytes_reclaimed")
     ]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in _rows(result))
+    body = "".join(
+        "<tr>"
+        + f"<td>{_name_cell(uri, row[0], result, view_url)}</td>"
+        + "".join(f"<td>{html.escape(c)}</td>" for c in row[1:])
+        + "</tr>"
+        for uri, row in _table_rows(result)
+    )
+    history = (
+        f"<p>maintenance history: <code>{html.escape(str(result['history']))}</code>"
+        + (f' (<a href="{html.escape(view_url)}">fleet view</a>)' if view_url else "")
+        + "</p>"
+        if result.get("history")
+        else ""
+    )
+    warning = (
+        f"<p><strong>history not fully written:</strong> {html.escape(str(result['history_error']))}</p>"
+        if result.get("history_error")
+        else ""
+    )
     counts = ", ".join(f"{v} {html.escape(k)}" for k, v in sorted(result.get("counts", {}).items()) if v)
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.get("started_at") or time.time()))
     return f"""<!doctype html>
@@ -99,6 +162,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left}}th{{background:#ee
 <body><h1>{html.escape(title)}</h1>
 <p>run started {when}; {counts}; {result.get("seconds", 0):.1f} s
 {f"(budget {result['time_budget_seconds']:g} s)" if result.get("time_budget_seconds") else ""}</p>
+{history}{warning}
 {_bar_chart("small files: before (grey) / after (blue)", small, "files")}
 {_bar_chart("bytes reclaimed by vacuum", reclaimed, "B")}
 <table><tr>{head}</tr>{body}</table>

@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltalog.protocol.log_paths import canonical_path
 from deltalog.protocol.schema import parse_schema_string
 
 __all__ = [
@@ -141,7 +142,8 @@ def dv_unique_id(dv: dict[str, Any] | None) -> str | None:
 
 
 def file_key(path: str, dv: dict[str, Any] | None) -> str:
-    """Reconciliation key of a logical file: its path plus its deletion vector id."""
+    """Reconciliation key of a logical file: its canonical path plus its deletion vector id."""
+    path = canonical_path(path)
     uid = dv_unique_id(dv)
     return path if uid is None else f"{path}\x00{uid}"
 

@@ -7,23 +7,25 @@ read only what log maintenance and post-commit hooks need, cheaply.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from deltalog._arrow_utils import conform
 from deltalog.errors import CorruptCheckpointError, CorruptLogError, DeltaLogError
-from deltalog.log.action_checks import check_action, check_table_metadata
-from deltalog.log.actions import Metadata
+from deltalog.log.action_checks import check_action, check_file_action, check_file_table, check_table_metadata
+from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE, Metadata
 from deltalog.log.commit_lines import check_commits, parse_action, parse_commit
-from deltalog.log.listing import Checkpoint, LogListing, build_segment
+from deltalog.log.listing import Checkpoint, LogListing, LogSegment, build_segment
 from deltalog.log.load import snapshot_at
-from deltalog.log.snapshot import read_commit_files
+from deltalog.log.snapshot import read_commit_files, sidecar_path
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["log_name", "read_checkpoint_small_actions", "read_protocol_and_metadata"]
+__all__ = ["check_file_actions", "log_name", "read_checkpoint_small_actions", "read_protocol_and_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ def read_protocol_and_metadata(
         metadata_action: dict[str, Any] | None = None
         contents = read_commit_files(storage, segment.commits)
         check_commits((f.name, data) for f, data in zip(segment.commits, contents))
+        # Newest first, as a snapshot replays: an action a newer one replaced is not checked.
+        seen: dict[str, set[Any]] = {"txn": set(), "domainMetadata": set()}
         for f, data in zip(reversed(segment.commits), reversed(contents)):
             lines = data.split(b"\n")
             for idx in range(len(lines) - 1, -1, -1):
@@ -62,18 +66,21 @@ def read_protocol_and_metadata(
                 if not any(k in head for k in _NON_FILE_KEYS):
                     continue
                 ((kind, body),) = parse_action(lines[idx], f.name, idx + 1).items()
-                if kind == "metaData" and metadata_action is None:
+                if _replaced(kind, body, protocol_action, metadata_action, seen):
+                    continue
+                if kind == "metaData":
                     check_table_metadata(body, "")
                     metadata_action = body
                 else:
                     check_action(kind, body, "")
-                if kind == "protocol" and protocol_action is None:
+                if kind == "protocol":
                     protocol_action = body
         if segment.checkpoint is not None:
             small = read_checkpoint_small_actions(storage, segment.checkpoint)
             for kind, actions in small.items():
                 for action in actions:
-                    check_action(kind, action, "")
+                    if not _replaced(kind, action, protocol_action, metadata_action, seen):
+                        check_action(kind, action, "")
             protocol_action = protocol_action or next(iter(small.get("protocol") or []), None)
             if metadata_action is None and small.get("metaData"):
                 metadata_action = small["metaData"][0]
@@ -84,6 +91,25 @@ def read_protocol_and_metadata(
         log.debug("falling back to a full snapshot for the table properties: %s", exc)
     snap = snapshot_at(storage, version, listing=listing)
     return snap.protocol, snap.metadata
+
+
+def _replaced(
+    kind: str, action: Any, protocol: dict[str, Any] | None, metadata: dict[str, Any] | None, seen: dict[str, set[Any]]
+) -> bool:
+    """Whether a newer action replaced ``action`` (seen newest first); records txn appIds and domains."""
+    if not isinstance(action, dict):
+        return False
+    if kind == "protocol":
+        return protocol is not None
+    if kind == "metaData":
+        return metadata is not None
+    key = {"txn": "appId", "domainMetadata": "domain"}.get(kind)
+    if key is None or not isinstance(action.get(key), str):
+        return False
+    if action[key] in seen[kind]:
+        return True
+    seen[kind].add(action[key])
+    return False
 
 
 SMALL_ACTIONS = ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata", "sidecar")
@@ -152,3 +178,81 @@ def _groups_holding(metadata: pq.FileMetaData, kinds: list[str]) -> list[int]:
                 keep.append(g)
                 break
     return keep
+
+
+# --- the file actions' checks, without replaying them ---------------------------------------
+
+#: What a file-action line must hold for the checks beyond its types to have anything to say.
+_FILE_CHECK_NEEDED = re.compile(rb'"deletionVector"\s*:\s*(?!null)|"size"\s*:\s*-|"path"\s*:\s*"(?:"|[^"]*\\u0000)')
+
+
+def check_file_actions(storage: Storage, segment: LogSegment) -> None:
+    """The checks a snapshot load makes on the file actions of ``segment``, without replaying them.
+
+    Log cleanup reads no file action, yet it must refuse the log every other command
+    refuses (and never delete the commits an unreadable checkpoint would need): the few
+    lines that carry a deletion vector, a negative size or an empty (or NUL-holding) path are parsed and
+    checked, newest first like the snapshot, and the checkpoint's ``path``, ``deletionVector`` and ``size`` columns
+    (its ``stats`` only in row groups that hold deletion vectors) are checked vectorised.
+    """
+    contents = read_commit_files(storage, segment.commits)
+    for f, data in zip(reversed(segment.commits), reversed(contents)):
+        lines = data.split(b"\n")
+        for idx in range(len(lines) - 1, -1, -1):
+            line = lines[idx]
+            if not line.startswith((b'{"add"', b'{"remove"')) or not _FILE_CHECK_NEEDED.search(line):
+                continue
+            ((kind, body),) = parse_action(line, f.name, idx + 1).items()
+            if kind in ("add", "remove") and isinstance(body, dict):
+                check_file_action(kind, body, f"{f.name}: line {idx + 1}")
+    if segment.checkpoint is None:
+        return
+    parquet = []
+    for f in segment.checkpoint.files:
+        if f.name.endswith(".json"):
+            for action in parse_commit(storage.read_bytes(f.path), f.name):
+                ((kind, body),) = action.items()
+                if kind in ("add", "remove") and isinstance(body, dict):
+                    check_file_action(kind, body, f"checkpoint {f.name}", CorruptCheckpointError)
+        else:
+            parquet.append(f.path)
+    sidecars = read_checkpoint_small_actions(storage, segment.checkpoint, ("sidecar",)).get("sidecar", [])
+    parquet += [sidecar_path(storage, s["path"]) for s in sidecars if isinstance(s.get("path"), str)]
+    for path in parquet:
+        name = path.rsplit("/", 1)[-1]
+        try:
+            with storage.open_input(path) as fh:
+                pf = pq.ParquetFile(fh)
+                for kind in ("add", "remove"):
+                    _check_checkpoint_file_actions(pf, kind, name)
+        except FileNotFoundError:
+            raise CorruptCheckpointError(f"checkpoint file {name} is missing") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise CorruptCheckpointError(f"checkpoint file {name} is not readable: {exc}") from None
+
+
+def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str) -> None:
+    paths = [pf.metadata.schema.column(i).path for i in range(pf.metadata.num_columns)]
+    dv_leaves = [i for i, p in enumerate(paths) if p.startswith(f"{kind}.deletionVector.")]
+    wanted = [
+        c
+        for c in (f"{kind}.path", f"{kind}.size", f"{kind}.deletionVector")
+        if any(p == c or p.startswith(c + ".") for p in paths)
+    ]
+    if f"{kind}.path" not in wanted:
+        return
+    for g in range(pf.metadata.num_row_groups):
+        group = pf.metadata.row_group(g)
+        has_dv = any(
+            (st := group.column(i).statistics) is None or not st.has_null_count or st.null_count < group.num_rows
+            for i in dv_leaves
+        )
+        columns = wanted + ([f"{kind}.stats"] if has_dv and f"{kind}.stats" in paths else [])
+        table = pf.read_row_group(g, columns=columns)
+        column = table.column(kind).combine_chunks()
+        column = column.filter(column.is_valid())
+        # As the snapshot reader types them (a writer may have typed an all-null column as null).
+        typ = ADD_TYPE if kind == "add" else REMOVE_TYPE
+        names = {column.type.field(i).name for i in range(column.type.num_fields)}
+        column = conform(column, pa.struct([f for f in typ if f.name in names]))
+        check_file_table(kind, column, f"checkpoint {name}", CorruptCheckpointError)

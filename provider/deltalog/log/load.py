@@ -8,12 +8,14 @@ the same version, so every caller gets the same recovery, not only the facade's.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import TypeVar
 
-from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError
+from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgumentError, VersionNotFoundError
 from deltalog.log.actions import ALL_FILE_COLUMNS, FileColumns
+from deltalog.log.catalog_managed import catalog_view
 from deltalog.log.history import CommitTimestamps, ict_enablement_version, parse_timestamp
 from deltalog.log.listing import LogListing, LogSegment, build_segment, list_log
 from deltalog.log.snapshot import Snapshot, SnapshotHead, load_snapshot, load_snapshot_head
@@ -47,8 +49,32 @@ def snapshot_at(
         ict_from = ict_enablement_version(latest.metadata.configuration)
         version = CommitTimestamps(storage, listing, ict_from).version_at(ts)
         if version == latest.version:
-            return latest
-    return _load(storage, listing, version, columns)
+            return _with_catalog_notice(latest, listing)
+    try:
+        return _with_catalog_notice(_load(storage, listing, version, columns), listing)
+    except VersionNotFoundError:
+        newest = listing.latest_version
+        if version is None or newest is None or version <= newest:
+            raise
+        latest = _load(storage, listing, None, columns)
+        view = catalog_view(storage, latest.protocol, latest.metadata.configuration, latest.version)
+        if view is None:
+            raise
+        raise VersionNotFoundError(view.unpublished(version)) from None
+
+
+def _with_catalog_notice(snapshot: Snapshot, listing: LogListing) -> Snapshot:
+    """``snapshot``, with the warning a catalog-managed table read from storage alone carries."""
+    newest = listing.latest_version
+    view = catalog_view(
+        snapshot.storage,
+        snapshot.protocol,
+        snapshot.metadata.configuration,
+        snapshot.version if newest is None else newest,
+    )
+    if view is None:
+        return snapshot
+    return dataclasses.replace(snapshot, warnings=(*snapshot.warnings, view.warning()))
 
 
 def snapshot_head_at(storage: Storage, listing: LogListing, columns: FileColumns = ALL_FILE_COLUMNS) -> SnapshotHead:

@@ -24,15 +24,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from deltalog._arrow_utils import conform
+from deltalog._arrow_utils import conform, int_scalar
+from deltalog._arrow_utils import string_scalar as _string
+from deltalog.log.action_checks import first_file_problem
 from deltalog.log.actions import ADD_TYPE, REMOVE_TYPE
 from deltalog.log.commit_lines import is_utf8
+from deltalog.protocol.log_paths import ABSOLUTE_PATH, canonical_path
 
 __all__ = [
     "FILE_LINE_PREFIXES",
     "array_from_python",
+    "canonical_paths",
     "empty_table",
     "file_keys",
+    "has_absolute_keys",
     "int64_array",
     "newest_per_key",
     "parse_file_lines",
@@ -211,16 +216,8 @@ def empty_table(schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
-def _int64(value: int) -> pa.Scalar:
-    return int64_array([value])[0]
-
-
 def _int32(value: int) -> pa.Scalar:
-    return _int32_array([value])[0]
-
-
-def _string(value: str) -> pa.Scalar:
-    return string_array([value])[0]
+    return int_scalar(value, pa.int32())
 
 
 def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
@@ -249,11 +246,11 @@ def _struct_to_map(struct: pa.StructArray) -> tuple[pa.MapArray, set[int]]:
     else:
         # entry p (row rows[p // k], key p % k) takes child p % k at that row
         pos = arange(len(rows) * k)
-        row_of = pc.divide(pos, _int64(k))
-        key_of = pc.subtract(pos, pc.multiply(row_of, _int64(k)))
+        row_of = pc.divide(pos, int_scalar(k))
+        key_of = pc.subtract(pos, pc.multiply(row_of, int_scalar(k)))
         keys = string_array([struct.type.field(i).name for i in range(k)]).take(key_of)
         flat = pa.concat_arrays([c if pa.types.is_string(c.type) else c.cast(pa.string()) for c in children])
-        values = flat.take(pc.add(pc.multiply(key_of, _int64(n)), rows.take(row_of).cast(pa.int64())))
+        values = flat.take(pc.add(pc.multiply(key_of, int_scalar(n)), rows.take(row_of).cast(pa.int64())))
     mask = pc.invert(valid) if struct.null_count else None
     result = pa.MapArray.from_arrays(offsets, keys, values, mask=mask)
     if result.type != pa.map_(pa.string(), pa.string()):
@@ -294,7 +291,7 @@ def _replace_rows(column: pa.StructArray, rows: list[int], values: list[dict[str
 
 
 def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
-    """The per-line path's validation, vectorised: one action per line, a path, an add's size."""
+    """The per-line path's validation, vectorised: one action per line, a path, an add's size, the fields' rules."""
     if not pc.all(pc.xor(add.is_valid(), remove.is_valid())).as_py():
         raise _NotExact("a line holds no file action or more than one")
     for kind, column in (("add", add), ("remove", remove)):
@@ -305,6 +302,8 @@ def _check(add: pa.StructArray, remove: pa.StructArray) -> None:
             raise _NotExact(f"{kind} with an incomplete deletion vector")
     if pc.struct_field(add, "size").null_count != add.null_count:
         raise _NotExact("add without a size")
+    if first_file_problem("add", add) or first_file_problem("remove", remove):
+        raise _NotExact("an invalid file action")  # the per-line path names it
 
 
 def parse_file_lines(
@@ -370,8 +369,8 @@ def take_newest_first(
     hi = len(add)
     for add_chunk, remove_chunk in reversed(list(zip(add.chunks, remove.chunks))):
         lo = hi - len(add_chunk)
-        inside = pc.and_(pc.greater_equal(rows, _int64(lo)), pc.less(rows, _int64(hi)))
-        local = pc.subtract(rows.filter(inside), _int64(lo))
+        inside = pc.and_(pc.greater_equal(rows, int_scalar(lo)), pc.less(rows, int_scalar(hi)))
+        local = pc.subtract(rows.filter(inside), int_scalar(lo))
         is_add = add_chunk.is_valid().take(local)
         adds.append(add_chunk.take(local.filter(is_add)))
         removes.append(remove_chunk.take(local.filter(pc.invert(is_add))))
@@ -382,8 +381,38 @@ def take_newest_first(
 # --- file keys and reconciliation -----------------------------------------------------
 
 
-def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
-    """Vectorised :func:`deltalog.log.actions.file_key`: path, plus NUL and the DV id where there is a DV."""
+def canonical_paths(paths: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Vectorised :func:`deltalog.protocol.log_paths.canonical_path`.
+
+    Relative paths (nearly every path of nearly every table) are canonical as written;
+    two plain substring searches find the others, which are few, and only those are
+    rewritten one by one.
+    """
+    if len(paths) == 0:
+        return paths
+    special = pc.or_(pc.starts_with(paths, "/"), pc.match_substring(paths, ":"))
+    if not pc.any(special).as_py():
+        return paths
+    special = pc.and_(special, pc.match_substring_regex(paths, ABSOLUTE_PATH))
+    if not pc.any(special).as_py():
+        return paths
+    special = pc.and_kleene(special, pc.is_valid(special))
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+        special = special.combine_chunks()
+    rows = paths.filter(special).to_pylist()
+    return pc.replace_with_mask(paths, special, string_array([canonical_path(p) for p in rows]))
+
+
+def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None, *, canonical: bool = True) -> pa.Array:
+    """Vectorised :func:`deltalog.log.actions.file_key`: canonical path, plus NUL and the DV id where there is a DV.
+
+    ``canonical=False`` keeps the paths as written: right when the keys they are compared
+    with hold no absolute path, as a relative path is its own canonical form and never
+    equals an absolute one (:func:`has_absolute_keys`).
+    """
+    if canonical:
+        paths = canonical_paths(paths)
     if deletion_vectors is None or deletion_vectors.null_count == len(deletion_vectors):
         return paths
     dv = deletion_vectors
@@ -395,6 +424,11 @@ def file_keys(paths: pa.Array, deletion_vectors: pa.Array | None) -> pa.Array:
     uid = pc.binary_join_element_wise(storage_type, where, at, empty)
     with_dv = pc.binary_join_element_wise(paths, uid, nul)
     return pc.if_else(dv.is_valid(), with_dv, paths)
+
+
+def has_absolute_keys(keys: pa.Array) -> bool:
+    """Whether any of ``keys`` (canonical file keys) names an absolute path: only those need other rows canonical."""
+    return len(keys) > 0 and pc.any(pc.match_substring_regex(keys, ABSOLUTE_PATH)).as_py() is True
 
 
 def newest_per_key(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -414,4 +448,4 @@ def newest_per_key(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
     if len(distinct) == n:  # no key repeats: every action is the newest for its key
         return backwards, distinct
     position = pc.index_in(distinct, value_set=newest_first).cast(pa.int64())
-    return pc.subtract(_int64(n - 1), position), distinct
+    return pc.subtract(int_scalar(n - 1), position), distinct

@@ -31,7 +31,14 @@ from deltalog.errors import (
     NoMetadataError,
     NoProtocolError,
 )
-from deltalog.log.action_checks import check_action, check_protocol, check_sidecar, check_table_metadata
+from deltalog.log.action_checks import (
+    check_action,
+    check_file_action,
+    check_file_table,
+    check_protocol,
+    check_sidecar,
+    check_table_metadata,
+)
 from deltalog.log.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
@@ -48,6 +55,7 @@ from deltalog.log.replay import (
     FILE_LINE_PREFIXES,
     empty_table,
     file_keys,
+    has_absolute_keys,
     newest_per_key,
     parse_file_lines,
     string_array,
@@ -74,6 +82,8 @@ class Snapshot:
     storage: Storage = field(repr=False)
     #: The add/remove fields ``files`` and ``tombstones`` hold (all of them unless a reader asked for fewer).
     columns: FileColumns = field(default=ALL_FILE_COLUMNS, repr=False)
+    #: What a reader should know about this state (a catalog-managed table read without its catalog).
+    warnings: tuple[str, ...] = ()
 
     @property
     def partition_columns(self) -> list[str]:
@@ -124,6 +134,7 @@ class Snapshot:
             "num_files": self.num_files,
             "size_in_bytes": self.size_in_bytes,
             "app_transactions": {k: v.get("version") for k, v in self.app_transactions.items()},
+            "warnings": list(self.warnings),
         }
         if include_files:
             paths = self.files.column("path").to_pylist()
@@ -190,6 +201,28 @@ def _read_local(path: str) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _superseded(state: Any, kind: str, action: dict[str, Any]) -> bool:
+    """Whether a newer action replaced ``action`` for the version read (``state``: what replay kept, newest first).
+
+    A protocol or metaData is replaced by any newer one, a txn by a newer one of its
+    appId, a domainMetadata by a newer one of its domain. Delta Spark and deltalake read
+    the latest version of a table whose first metaData is a placeholder (a null
+    ``schemaString``) replaced in the next commit; so does deltalog: only the versions an
+    invalid action governs are unreadable, never the table.
+    """
+    if kind == "metaData":
+        return state.metadata is not None
+    if kind == "protocol":
+        return state.protocol is not None
+    if kind == "txn":
+        app = action.get("appId")
+        return isinstance(app, str) and app in state.txns
+    if kind == "domainMetadata":
+        domain = action.get("domain")
+        return isinstance(domain, str) and domain in state.domains
+    return False
+
+
 @dataclass
 class _Replay:
     """Accumulates reconciled state while commits are replayed newest first."""
@@ -210,9 +243,17 @@ class _Replay:
     def file_action(self, kind: str, action: Any, where: str) -> None:
         if not isinstance(action, dict) or not isinstance(action.get("path"), str):
             raise CorruptLogError(f"{where}: {kind} action without a string 'path'")
+        try:
+            check_file_action(kind, action, where)  # every one, superseded or not, as the Arrow path does
+        except CorruptLogError as exc:
+            if not self.defer:
+                raise
+            if self.action_error is None:  # raised after the protocol checks, like the other actions'
+                self.action_error = exc
+            return
         path = action["path"]
         dv = action.get("deletionVector")
-        key = path if not dv else file_key(path, dv)
+        key = file_key(path, dv)
         if key in self.seen:
             return
         self.seen.add(key)
@@ -234,6 +275,8 @@ class _Replay:
             return
         if not isinstance(action, dict):
             raise CorruptLogError(f"{where}: {kind} action is not an object")
+        if _superseded(self, kind, action):
+            return  # it governs only older versions: they cannot be read if it is invalid, this one can
         try:
             if kind == "metaData" and self.metadata is None:
                 check_table_metadata(action, where)
@@ -426,11 +469,28 @@ _CHECKPOINT_BATCH_ROWS = 16_384
 _READ_BUFFER = 1 << 20
 
 
-def _filter_superseded(table: pa.Table, keys: pa.Array | None) -> pa.Table:
+@dataclass(frozen=True)
+class _Superseded:
+    """The file keys newer JSON commits decided, and whether any is absolute (then rows are compared canonical)."""
+
+    keys: pa.Array
+    absolute: bool
+
+    @classmethod
+    def of(cls, keys: pa.Array | None) -> _Superseded | None:
+        if keys is None or len(keys) == 0:
+            return None
+        return cls(keys, has_absolute_keys(keys))
+
+
+def _filter_superseded(table: pa.Table, superseded_keys: _Superseded | None) -> pa.Table:
     """Drop checkpoint rows whose file key a newer JSON commit already decided."""
-    if keys is None or len(keys) == 0 or table.num_rows == 0:
+    if superseded_keys is None or table.num_rows == 0:
         return table
-    row_keys = file_keys(table.column("path"), table.column("deletionVector"))
+    keys = superseded_keys.keys
+    # Relative paths (nearly all) are canonical as written: rows are canonicalised only when an
+    # absolute key could match one of theirs.
+    row_keys = file_keys(table.column("path"), table.column("deletionVector"), canonical=superseded_keys.absolute)
     superseded = pc.is_in(row_keys, value_set=keys)
     if not pc.any(superseded).as_py():
         return table
@@ -441,7 +501,7 @@ def _read_parquet_actions(
     storage: Storage,
     path: str,
     name: str,
-    exclude_keys: pa.Array | None,
+    exclude_keys: _Superseded | None,
     columns: FileColumns = ALL_FILE_COLUMNS,
     file_actions: bool = True,
 ) -> _CheckpointState:
@@ -478,7 +538,7 @@ def _read_parquet_actions(
             found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
             # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
             # large hash set per batch: filter groups of batches at least 4x that set's size then.
-            group_rows = 4 * len(exclude_keys) if exclude_keys is not None else 0
+            group_rows = 4 * len(exclude_keys.keys) if exclude_keys is not None else 0
             grouped = group_rows > _CHECKPOINT_BATCH_ROWS
             pending: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
 
@@ -493,6 +553,7 @@ def _read_parquet_actions(
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
                     part = _struct_to_table(table, kind, schema)
+                    check_file_table(kind, part, f"checkpoint {name}", CorruptCheckpointError)
                     if not grouped:
                         part = _filter_superseded(part, exclude_keys)
                     part = _share_null_columns(part)
@@ -576,7 +637,7 @@ class _CheckpointState:
 
 
 def _read_json_checkpoint(
-    storage: Storage, f: FileInfo, exclude_keys: pa.Array | None, columns: FileColumns = ALL_FILE_COLUMNS
+    storage: Storage, f: FileInfo, exclude_keys: _Superseded | None, columns: FileColumns = ALL_FILE_COLUMNS
 ) -> _CheckpointState:
     actions = parse_commit(storage.read_bytes(f.path), f.name)
     adds = [a["add"] for a in actions if "add" in a]
@@ -587,16 +648,16 @@ def _read_json_checkpoint(
         if kind in _CHECKPOINT_ACTIONS:
             state.small.setdefault(kind, []).append(body)
     try:
-        state.adds.append(
-            _filter_superseded(table_from_struct(pa.array(adds, type=ADD_TYPE), columns.add), exclude_keys)
-        )
-        state.removes.append(
-            _filter_superseded(table_from_struct(pa.array(removes, type=REMOVE_TYPE), columns.remove), exclude_keys)
-        )
+        add_table = table_from_struct(pa.array(adds, type=ADD_TYPE), columns.add)
+        remove_table = table_from_struct(pa.array(removes, type=REMOVE_TYPE), columns.remove)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CorruptCheckpointError(
             f"checkpoint file {f.name} has a file action with a field of the wrong type: {exc}"
         ) from None
+    check_file_table("add", add_table, f"checkpoint {f.name}", CorruptCheckpointError)
+    check_file_table("remove", remove_table, f"checkpoint {f.name}", CorruptCheckpointError)
+    state.adds.append(_filter_superseded(add_table, exclude_keys))
+    state.removes.append(_filter_superseded(remove_table, exclude_keys))
     return state
 
 
@@ -621,11 +682,12 @@ def read_checkpoint(
     not read; those files are listed in ``deferred`` (a JSON checkpoint is read whole).
     """
     state = _CheckpointState()
+    superseded = _Superseded.of(exclude_keys)
     for f in checkpoint.files:
         if f.name.endswith(".json"):
-            state.take(_read_json_checkpoint(storage, f, exclude_keys, columns))
+            state.take(_read_json_checkpoint(storage, f, superseded, columns))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name, exclude_keys, columns, parquet_file_actions))
+            state.take(_read_parquet_actions(storage, f.path, f.name, superseded, columns, parquet_file_actions))
             if not parquet_file_actions:
                 state.deferred.append(f)
     sidecars = state.small.get("sidecar", [])
@@ -641,7 +703,7 @@ def read_checkpoint(
                 )
             if not parquet_file_actions:  # a sidecar holds file actions only
                 return _CheckpointState(deferred=[storage.info(p)])
-            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], exclude_keys, columns)
+            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], superseded, columns)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
             for parsed in pool.map(load, paths):
@@ -730,7 +792,8 @@ def _load(storage: Storage, segment: LogSegment, columns: FileColumns, parquet_f
     if cp_state is not None:
         for kind in ("protocol", "metaData", "txn", "domainMetadata", "checkpointMetadata"):
             for action in cp_state.small.get(kind, []):
-                check_action(kind, action, in_checkpoint, CorruptCheckpointError)
+                if not (isinstance(action, dict) and _superseded(replay, kind, action)):
+                    check_action(kind, action, in_checkpoint, CorruptCheckpointError)
         # Only checked actions are keyed by their appId / domain.
         for t in cp_state.small.get("txn", []):
             replay.txns.setdefault(t["appId"], t)

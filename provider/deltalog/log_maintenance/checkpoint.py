@@ -559,7 +559,7 @@ def create_checkpoint(
             f"forbids new checkpoints before version {protected} (delta.requireCheckpointProtectionBeforeVersion)"
         )
 
-    warnings: list[str] = []
+    warnings: list[str] = list(snapshot.warnings)
     kind = "classic"
     if snapshot.protocol.has_feature("v2Checkpoint"):
         kind = "v2"

@@ -37,8 +37,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from deltalog._flags import require_bools
-from deltalog.errors import CorruptCheckpointError, DeltaLogError, StorageError, UnsupportedProtocolError
-from deltalog.log.checkpoint_reader import log_name, read_checkpoint_small_actions, read_protocol_and_metadata
+from deltalog.errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
+    DeltaLogError,
+    StorageError,
+    UnsupportedProtocolError,
+)
+from deltalog.log.action_checks import check_protocol
+from deltalog.log.checkpoint_reader import (
+    check_file_actions,
+    log_name,
+    read_checkpoint_small_actions,
+    read_protocol_and_metadata,
+)
 from deltalog.log.commit_lines import check_commits, parse_action
 from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
@@ -181,6 +193,9 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogClea
     assert latest is not None
     protocol, metadata = read_protocol_and_metadata(storage, listing)
     check_writable(protocol, "clean up the log", Operation.LOG_CLEANUP, metadata.configuration)
+    # Refuse the log every other command refuses, and never delete what an unreadable newest
+    # checkpoint would need to be rebuilt from.
+    check_file_actions(storage, build_segment(listing))
     conf = metadata.configuration
     # The result's fields as the cleanup learns them; frozen into a LogCleanupResult by done().
     found: dict[str, Any] = {
@@ -316,7 +331,10 @@ def _unsupported_history(storage: Storage, listing: LogListing, checkpoint: int)
                 protocols.append((v, parse_action(line, f.name, lineno)["protocol"]))
     for v, action in protocols:
         try:
+            check_protocol(action, f"version {v}")  # an older protocol is not checked when the table is read
             check_writable(Protocol.from_action(action), "clean up the log", Operation.LOG_CLEANUP)
+        except CorruptLogError as exc:
+            return f"version {v} has an invalid protocol ({exc})"
         except UnsupportedProtocolError as exc:
             return f"version {v} has a protocol deltalog does not support ({exc})"
     return None

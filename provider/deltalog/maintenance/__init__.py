@@ -1,14 +1,27 @@
-"""What a table needs: its health numbers and, per maintenance operation, whether it is due and why.
+"""What a table needs: its health numbers, its maintenance settings and, per operation, whether it is due and why.
 
 | module | job |
 |---|---|
 | ``health`` | ``compute_health(snapshot, target)`` -> ``TableHealth``: small files, commits since checkpoint, ... |
 | ``due`` | ``maintenance_due(table, snapshot)`` -> ``MaintenanceDue``: would each operation have work (its own planner's rules) |
+| ``policy`` | ``FleetPolicy`` / ``settings_for``: a table's settings through fleet defaults, path rules, its properties and overrides, each explained; ``due_rules``: why each operation is due or not |
 
 Built on the operations' planners (compaction, vacuum, log cleanup), so it sits above them.
 """
 
 from deltalog.maintenance.due import MaintenanceDue, maintenance_due
 from deltalog.maintenance.health import TableHealth, compute_health
+from deltalog.maintenance.policy import DueRule, ExplainedSetting, FleetPolicy, TableSettings, due_rules, settings_for
 
-__all__ = ["MaintenanceDue", "TableHealth", "compute_health", "maintenance_due"]
+__all__ = [
+    "DueRule",
+    "ExplainedSetting",
+    "FleetPolicy",
+    "MaintenanceDue",
+    "TableHealth",
+    "TableSettings",
+    "compute_health",
+    "due_rules",
+    "maintenance_due",
+    "settings_for",
+]

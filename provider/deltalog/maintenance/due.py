@@ -31,14 +31,15 @@ from typing import Any
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum
-from deltalog.compaction.plan import plan_from_snapshot
+from deltalog.compaction.plan import CompactionPlan, plan_from_snapshot
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, UnsupportedProtocolError
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 from deltalog.log_maintenance.log_cleanup import cleanup_log, log_expiry_cutoff
 from deltalog.protocol.features import Operation
-from deltalog.protocol.properties import checkpoint_interval, config_bool
+from deltalog.protocol.properties import checkpoint_interval as table_checkpoint_interval
+from deltalog.protocol.properties import config_bool
 from deltalog.protocol.table_protocol import check_writable
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.plan import LAST_VACUUM_INFO
@@ -154,11 +155,26 @@ def _oldest_log_file_ms(snapshot: Snapshot) -> int | None:
     return min(times) if times else None
 
 
+def _size_distribution(snapshot: Snapshot, plan: CompactionPlan) -> str:
+    """How the live files' sizes sit against the target: the share under the small-file threshold, the median."""
+    sizes = snapshot.files.column("size") if snapshot.files.num_rows else None
+    if sizes is None:
+        return "no live files"
+    small = int(pc.sum(pc.less(sizes, plan.small_file_threshold)).as_py() or 0)
+    median = int(pc.quantile(sizes, q=0.5, interpolation="lower")[0].as_py() or 0)
+    return (
+        f"{small} of {len(sizes)} live files are under the small-file threshold of {plan.small_file_threshold} "
+        f"bytes (median file {median} bytes, target {plan.target_size})"
+    )
+
+
 def maintenance_due(
     table: TableRef,
     snapshot: Snapshot | None = None,
     *,
     target_size: int | str | None = None,
+    checkpoint_interval: int | None = None,
+    retention_hours: float | None = None,
     now_ms: int | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> MaintenanceDue:
@@ -168,6 +184,11 @@ def maintenance_due(
     log file is past the log retention. An operation the table's features refuse (the
     feature table in :mod:`deltalog.protocol.features`) is never due and a reason says why; when
     every operation is refused, nothing is due and ``refused`` says why.
+
+    ``target_size``, ``checkpoint_interval`` and ``retention_hours`` replace the table's
+    ``delta.targetFileSize``, ``delta.checkpointInterval`` and
+    ``delta.deletedFileRetentionDuration`` (a maintenance policy's values, see
+    :mod:`deltalog.maintenance.policy`); None reads the table's own.
     """
     storage = table_storage(table, storage_options)
     snapshot = snapshot or snapshot_at(storage)
@@ -196,7 +217,7 @@ def maintenance_due(
         if plan.bins:
             reasons.append(
                 f"compaction: {plan.num_input_files} small files ({plan.input_bytes} bytes) make "
-                f"{len(plan.bins)} bins of up to {plan.target_size} bytes"
+                f"{len(plan.bins)} bins of up to {plan.target_size} bytes; {_size_distribution(snapshot, plan)}"
             )
 
     dvs = deletion_vector_health(snapshot)
@@ -210,7 +231,7 @@ def maintenance_due(
 
     cps = [v for v in snapshot.segment.listing.checkpoints if v <= snapshot.version]
     since = snapshot.version - max(cps) if cps else snapshot.version + 1
-    interval = checkpoint_interval(conf)
+    interval = table_checkpoint_interval(conf) if checkpoint_interval is None else checkpoint_interval
     values["commits_since_checkpoint"], values["checkpoint_interval"] = since, interval
     values["checkpoint"] = since >= interval and "checkpoint" not in refusals
     if values["checkpoint"]:
@@ -220,7 +241,8 @@ def maintenance_due(
     retention = None
     if "vacuum" not in refusals:  # a refused vacuum is not judged (its reason is already given)
         try:
-            retention = resolve_retention(conf, None, False, now_ms=now)
+            # A policy's shorter retention is judged as given: a vacuum refuses it without the explicit override.
+            retention = resolve_retention(conf, retention_hours, retention_hours is not None, now_ms=now)
         except DeltaLogError as exc:
             reasons.append(f"vacuum: not judged: {exc}")
     if retention is not None:
@@ -244,6 +266,7 @@ def maintenance_due(
                 f"vacuum: {values['reclaimable_files']} files ({values['reclaimable_bytes']} bytes) removed before "
                 f"the retention cutoff ({retention.retention_hours:g} hours)"
                 + (" and after the previous vacuum" if _last_vacuum_ms(snapshot) is not None else "")
+                + f"; {snapshot.tombstones.num_rows} tombstones in all"
             )
 
     if "log_cleanup" not in refusals and config_bool(conf, "delta.enableExpiredLogCleanup", True):

@@ -7,7 +7,7 @@ sensor, so every field is cheap to compute from one snapshot plus the listing.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,8 @@ class TableHealth:
     #: Versions since the last ``VACUUM END``; a lower bound (``vacuum_lookback``) when none is
     #: that recent; None when not looked for (``vacuum_lookback=0``).
     versions_since_vacuum: int | None = None
+    #: What a reader should know about the version measured (a catalog-managed table read without its catalog).
+    warnings: list[str] = field(default_factory=list)
 
     def summary_line(self) -> str:
         """One line for logs and the CLI: files, small files, commits since the last checkpoint."""
@@ -133,4 +135,5 @@ def compute_health(
             if vacuum_lookback > 0
             else None
         ),
+        warnings=list(snapshot.warnings),
     )

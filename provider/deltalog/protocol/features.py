@@ -194,6 +194,22 @@ _CLUSTERING_SPARK = _conditional(
     "of the delta.clustering columns; refused when an output lacks statistics for a clustering column"
 )
 
+_MATERIALIZED = Cell(
+    SUPPORTED,
+    "new files carry the partition columns after the data columns, as Delta Spark writes them, with no statistics "
+    "for them (protocol_rfcs/materialize-partition-columns.md; delta.writePartitionColumnsToParquet=true does the same)",
+)
+_GEO_SPARK = _conditional(
+    "refused while the schema holds a geometry or geography column: the Spark job is not proven to keep the "
+    "GEOMETRY/GEOGRAPHY logical type (CRS, edge algorithm) Delta Spark needs to read the files (the local engine "
+    "keeps it); tables whose geospatial columns were dropped are written as any other"
+)
+_GEO_LOCAL = _conditional(
+    "top-level geometry and geography columns are rewritten as read (WKB), annotated with the GEOMETRY/GEOGRAPHY "
+    "logical type of the column's CRS and edges as Delta Spark writes them (pyarrow 21 or later, through the "
+    "geoarrow.wkb extension type); refused for such a column inside a struct, array or map, or with an older pyarrow"
+)
+
 #: Preview names Delta Spark wrote before a feature was ratified -> the ratified feature: the
 #: same support, cell for cell (listed right after it).
 PREVIEW_NAMES = {
@@ -201,6 +217,7 @@ PREVIEW_NAMES = {
     "variantType-preview": "variantType",
     "variantShredding-preview": "variantShredding",
     "catalogOwned-preview": "catalogManaged",
+    "geospatial-dev": "geospatial",
 }
 
 
@@ -258,13 +275,29 @@ FEATURES: dict[str, Feature] = _with_previews(
             create=_NO_CREATE,
         ),
         _feature(
+            "geospatial",
+            "reader-writer",
+            "geometry and geography columns (WKB in Parquet GEOMETRY/GEOGRAPHY columns)",
+            commit_request=_conditional(
+                "a new file's geometry or geography column must be WKB with the Parquet GEOMETRY/GEOGRAPHY logical "
+                "type of the column's CRS and edges, as Delta Spark writes it (its footer proves it); refused naming "
+                "the column otherwise"
+            ),
+            compaction_local=_GEO_LOCAL,
+            compaction_spark=_GEO_SPARK,
+            convert=_NOT_CONVERTED,
+            create=_NO_CREATE,
+        ),
+        _feature(
             "catalogManaged",
             "reader-writer",
             "commits go through the managing catalog",
             default=_CATALOG,
             snapshot=_conditional(
-                "reads the commits published in _delta_log; ratified commits the catalog has not published yet "
-                "are not seen"
+                "reads the commits published in _delta_log, and says so (a warning in the snapshot and health "
+                "results and on stderr, naming the catalog and any staged commits): ratified commits the catalog "
+                "has not published yet are not seen; a version past the published ones is refused naming the "
+                "catalog"
             ),
         ),
         # --- writer-only features ---------------------------------------------------------
@@ -365,6 +398,19 @@ FEATURES: dict[str, Feature] = _with_previews(
             compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_SPARK_V2,
             vacuum=_ICEBERG_VACUUM,
+            convert=_NOT_CONVERTED,
+            create=_NO_CREATE,
+        ),
+        _feature(
+            "materializePartitionColumns",
+            "writer",
+            "partition columns written into every new data file",
+            commit_request=_conditional(
+                "a new file must carry every partition column, holding exactly the file's partition value (its "
+                "footer proves it); refused naming the column otherwise"
+            ),
+            compaction_local=_MATERIALIZED,
+            compaction_spark=_MATERIALIZED,
             convert=_NOT_CONVERTED,
             create=_NO_CREATE,
         ),

@@ -26,9 +26,11 @@ from urllib.parse import quote, unquote, urlparse
 
 import pyarrow as pa
 
-from deltalog.protocol.schema import parse_schema_string
+from deltalog.protocol.schema import parse_schema_string, without_void
 
 __all__ = [
+    "MATERIALIZE_PARTITION_COLUMNS",
+    "WRITE_PARTITION_COLUMNS",
     "CODEC_PROPERTY",
     "DEFAULT_CODEC",
     "PARQUET_CODECS",
@@ -40,6 +42,7 @@ __all__ = [
     "iceberg_data_schema",
     "iceberg_data_schema_json_for_spark",
     "is_absolute",
+    "materializes_partition_columns",
     "nested_id_column",
     "physical_data_schema",
     "physical_data_schema_json",
@@ -136,14 +139,40 @@ def _physical_type(dtype: Any, id_mode: bool, for_spark: bool) -> Any:
 
 
 def physical_data_schema_json(
-    schema_string: str, partition_columns: list[str], column_mapping_mode: str, *, for_spark: bool = False
+    schema_string: str,
+    partition_columns: list[str],
+    column_mapping_mode: str,
+    *,
+    for_spark: bool = False,
+    materialize_partitions: bool = False,
 ) -> dict[str, Any]:
-    """The Delta/Spark JSON schema of the data files: physical names, no partition columns."""
-    doc = json.loads(schema_string)
+    """The Delta/Spark JSON schema of the data files: physical names, no void columns, and no partition
+    columns unless ``materialize_partitions`` (then they follow the data columns, as Delta Spark writes them)."""
+    doc = without_void(json.loads(schema_string))
     parts = set(partition_columns)
     id_mode = column_mapping_mode == "id"
-    fields = [_physical_field(f, id_mode, for_spark) for f in doc.get("fields", []) if f["name"] not in parts]
-    return {"type": "struct", "fields": fields}
+    data = [f for f in doc.get("fields", []) if f["name"] not in parts]
+    if materialize_partitions:
+        data += [f for f in doc.get("fields", []) if f["name"] in parts]
+    return {"type": "struct", "fields": [_physical_field(f, id_mode, for_spark) for f in data]}
+
+
+#: The writer feature that requires partition columns in every new data file.
+MATERIALIZE_PARTITION_COLUMNS = "materializePartitionColumns"
+#: The best-effort table property with the same effect (protocol_rfcs/materialize-partition-columns.md).
+WRITE_PARTITION_COLUMNS = "delta.writePartitionColumnsToParquet"
+
+
+def materializes_partition_columns(writer_features: set[str], configuration: dict[str, str]) -> bool:
+    """Whether new data files carry their partition columns: the feature requires it, the property asks for it.
+
+    protocol_rfcs/materialize-partition-columns.md: with the writer feature writers must
+    materialize them whatever the property says; without it, ``true`` asks writers to.
+    Iceberg compatibility materializes them by its own rules (:func:`iceberg_data_schema`).
+    """
+    if MATERIALIZE_PARTITION_COLUMNS in writer_features:
+        return True
+    return str(configuration.get(WRITE_PARTITION_COLUMNS, "")).strip().lower() == "true"
 
 
 def _with_field_ids(field: pa.Field) -> pa.Field:
@@ -170,9 +199,13 @@ def _type_with_field_ids(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def physical_data_schema(schema_string: str, partition_columns: list[str], column_mapping_mode: str) -> pa.Schema:
+def physical_data_schema(
+    schema_string: str, partition_columns: list[str], column_mapping_mode: str, *, materialize_partitions: bool = False
+) -> pa.Schema:
     """The pyarrow schema new data files are written with (see the module docstring)."""
-    doc = physical_data_schema_json(schema_string, partition_columns, column_mapping_mode)
+    doc = physical_data_schema_json(
+        schema_string, partition_columns, column_mapping_mode, materialize_partitions=materialize_partitions
+    )
     schema = parse_schema_string(json.dumps(doc))
     if column_mapping_mode == "id":
         schema = pa.schema([_with_field_ids(f) for f in schema])

@@ -40,7 +40,7 @@ import re
 
 import pyarrow as pa
 
-__all__ = ["PartitionValueError", "canonical_partition_value", "describe_type"]
+__all__ = ["PartitionValueError", "canonical_partition_value", "describe_type", "partition_value_array"]
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -185,3 +185,15 @@ def describe_type(dtype: pa.DataType) -> str:
     except ValueError:
         return str(dtype)
     return name if isinstance(name, str) else str(dtype)
+
+
+def partition_value_array(value: str | None, n: int, dtype: pa.DataType) -> pa.Array:
+    """``n`` copies of a partition value as a column of ``dtype``: how a file that carries its partition
+    columns (Iceberg compatibility, materializePartitionColumns) holds it. Raises PartitionValueError
+    when the type cannot hold the value, so a plan can refuse it before any file is written."""
+    if value is None:
+        return pa.nulls(n, dtype)
+    try:
+        return pa.array([value] * n, pa.string()).cast(dtype)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise PartitionValueError(f"{value!r} is not a {describe_type(dtype)} ({exc})") from None

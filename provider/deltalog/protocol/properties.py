@@ -25,6 +25,7 @@ from deltalog.protocol.table_protocol import Protocol
 
 __all__ = [
     "DAY_MS",
+    "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_DELETED_FILE_RETENTION",
     "DEFAULT_LOG_RETENTION",
     "checkpoint_due",
@@ -32,6 +33,7 @@ __all__ = [
     "checkpoint_protection_version",
     "config_bool",
     "config_interval_ms",
+    "parse_checkpoint_interval",
     "parse_interval_ms",
     "validate_table_properties",
 ]

@@ -11,12 +11,17 @@ import pyarrow as pa
 from deltalog.errors import CorruptLogError, InvalidArgumentError
 
 __all__ = [
+    "VOID",
     "arrow_field_to_delta",
     "arrow_schema_to_schema_string",
     "arrow_type_to_delta",
     "delta_type_to_arrow",
+    "geospatial_columns",
+    "is_geospatial_type",
     "has_timestamp_ntz",
     "parse_schema_string",
+    "void_write_problem",
+    "without_void",
 ]
 
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -32,8 +37,11 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     "date": pa.date32(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
 }
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+#: Geospatial types (the ``geospatial`` feature): ``geometry(OGC:CRS84)``, ``geography(OGC:CRS84, SPHERICAL)``.
+_GEO = re.compile(r"(geometry|geography)\([^()]+\)")
 
 
 def delta_type_to_arrow(dtype: Any) -> pa.DataType:
@@ -46,6 +54,8 @@ def delta_type_to_arrow(dtype: Any) -> pa.DataType:
             return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
         if dtype == "variant":
             return pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+        if _GEO.fullmatch(dtype):
+            return pa.binary()  # well-known binary (WKB), as Parquet's GEOMETRY/GEOGRAPHY columns store it
         raise CorruptLogError(f"unknown data type {dtype!r} in the table schema")
     if isinstance(dtype, dict):
         kind = dtype.get("type")
@@ -80,6 +90,8 @@ def parse_schema_string(schema_string: str) -> pa.Schema:
 
 
 def arrow_type_to_delta(dtype: pa.DataType) -> Any:
+    if pa.types.is_null(dtype):
+        return "void"
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
         return "string"
     if pa.types.is_dictionary(dtype):
@@ -160,3 +172,97 @@ def has_timestamp_ntz(schema: pa.Schema) -> bool:
         return False
 
     return any(walk(f.type) for f in schema)
+
+
+# --- void (Spark's NullType; PROTOCOL.md "Void Type") -----------------------------------------
+
+VOID = "void"
+
+
+def without_void(dtype: Any) -> Any:
+    """``dtype`` (a Delta type) without its ``void`` fields, at any struct depth: the type data files hold.
+
+    Writers must omit void columns from data files; readers read them as all-null
+    columns, as they read any column a file lacks. A struct left without fields, or a
+    void inside an array or map, cannot be written at all (:func:`void_write_problem`).
+    """
+    if not isinstance(dtype, dict):
+        return dtype
+    kind = dtype.get("type")
+    if kind == "struct":
+        return {**dtype, "fields": [_without_void_field(f) for f in dtype.get("fields", []) if f.get("type") != VOID]}
+    return dtype
+
+
+def _without_void_field(field: dict[str, Any]) -> dict[str, Any]:
+    return {**field, "type": without_void(field["type"])}
+
+
+def void_write_problem(schema: dict[str, Any]) -> str | None:
+    """Why no data file can be written for a table of this schema (a Delta struct), or None.
+
+    PROTOCOL.md "Void Type": writers must reject operations that would write new data
+    files when the schema holds a void inside an array or a map, a struct whose fields
+    are all void, or only void columns.
+    """
+    fields = schema.get("fields") or []
+    if fields and all(f.get("type") == VOID for f in fields):
+        return "every column of the table is of type void"
+
+    def walk(dtype: Any, at: str, container: bool) -> str | None:
+        if dtype == VOID:
+            return f"{at} is of type void inside an array or a map" if container else None
+        if not isinstance(dtype, dict):
+            return None
+        kind = dtype.get("type")
+        if kind == "struct":
+            children = dtype.get("fields") or []
+            if children and all(c.get("type") == VOID for c in children):
+                return f"every field of the struct {at} is of type void"
+            for c in children:
+                problem = walk(c.get("type"), f"{at}.{c.get('name')}", container)
+                if problem:
+                    return problem
+        elif kind == "array":
+            return walk(dtype.get("elementType"), f"{at} (elements)", True)
+        elif kind == "map":
+            return walk(dtype.get("keyType"), f"{at} (keys)", True) or walk(
+                dtype.get("valueType"), f"{at} (values)", True
+            )
+        return None
+
+    for f in fields:
+        problem = walk(f.get("type"), f"column {f.get('name')!r}", False)
+        if problem:
+            return problem
+    return None
+
+
+def is_geospatial_type(dtype: Any) -> bool:
+    """Whether ``dtype`` (a Delta type) is ``geometry(<crs>)`` or ``geography(<crs>, <edges>)``."""
+    return isinstance(dtype, str) and _GEO.fullmatch(dtype) is not None
+
+
+def geospatial_columns(schema: dict[str, Any]) -> list[str]:
+    """The columns (dotted paths) of a Delta struct schema that hold a geometry or geography value, at any depth."""
+    out: list[str] = []
+
+    def walk(dtype: Any, at: str) -> None:
+        if isinstance(dtype, str):
+            if is_geospatial_type(dtype):
+                out.append(at)
+            return
+        if not isinstance(dtype, dict):
+            return
+        kind = dtype.get("type")
+        if kind == "struct":
+            for f in dtype.get("fields") or []:
+                walk(f.get("type"), f"{at}.{f.get('name')}" if at else str(f.get("name")))
+        elif kind == "array":
+            walk(dtype.get("elementType"), at)
+        elif kind == "map":
+            walk(dtype.get("keyType"), at)
+            walk(dtype.get("valueType"), at)
+
+    walk(schema, "")
+    return out

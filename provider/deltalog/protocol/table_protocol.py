@@ -10,10 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from deltalog.errors import UnsupportedProtocolError
 from deltalog.protocol.features import CATALOG_FEATURES, FEATURES, READ_ONLY, Operation, feature_cell, reader_features
+from deltalog.protocol.geoarrow import geospatial_writes_supported
+from deltalog.protocol.schema import geospatial_columns, is_geospatial_type
 
-__all__ = ["FeatureRequirements", "Protocol", "check_readable", "check_writable"]
+__all__ = [
+    "FeatureRequirements",
+    "Protocol",
+    "check_readable",
+    "check_writable",
+    "commit_coordinator",
+    "refuse_geospatial_writes",
+]
 
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -163,6 +174,32 @@ def check_writable(
     raise UnsupportedProtocolError(
         f"refusing to {operation}: the table uses {name}: {refused[name]}{more}", sorted(refused)
     )
+
+
+def refuse_geospatial_writes(schema: dict[str, Any], operation: str, feature_operation: Operation) -> None:
+    """Refuse to write data files for a schema with geometry/geography columns where ``feature_operation`` cannot.
+
+    Local compaction writes top-level ones (:mod:`deltalog.protocol.geoarrow`, pyarrow 21 or
+    later); nested ones and the Spark engine stay refused (the geospatial cells). Commit
+    requests write no data file: their files' columns are checked by schema enforcement.
+    """
+    columns = geospatial_columns(schema)
+    if not columns:
+        return
+    reason = feature_cell("geospatial", feature_operation).reason
+    if feature_operation is Operation.COMPACTION_LOCAL:
+        top = {f.get("name") for f in schema.get("fields") or [] if is_geospatial_type(f.get("type"))}
+        nested = [c for c in columns if c not in top]
+        if not nested and geospatial_writes_supported():
+            return
+        problem = (
+            f"column {nested[0]!r} is a geospatial column inside a struct, array or map"
+            if nested
+            else f"column {columns[0]!r} is a geospatial column and this pyarrow ({pa.__version__}) is older than 21"
+        )
+    else:
+        problem = f"column {columns[0]!r} is a geospatial column"
+    raise UnsupportedProtocolError(f"refusing to {operation}: {problem}; {reason}", ["geospatial"])
 
 
 @dataclass

@@ -37,6 +37,7 @@ __all__ = [
     "FileInfo",
     "LOG_DIR",
     "Storage",
+    "canonical_uri",
     "check_utf8_names",
     "ensure_table_root",
     "is_remote",
@@ -219,6 +220,15 @@ def is_remote(location: str) -> bool:
     same one ``Storage`` uses to choose between the local filesystem and fsspec.
     """
     return _scheme(location) not in ("", "file", "local")
+
+
+def canonical_uri(location: str) -> str:
+    """``location`` as ``Storage(location).uri`` spells it (a local path as an absolute ``file://`` URI, no
+    trailing slash), without opening anything: how the maintenance history and settings files compare tables."""
+    if is_remote(location):
+        return location.rstrip("/")
+    path = urlparse(location).path if _scheme(location) else location
+    return "file://" + (os.path.abspath(os.path.expanduser(path)).rstrip("/") or "/")
 
 
 class Storage:

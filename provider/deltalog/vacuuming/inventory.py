@@ -159,7 +159,7 @@ def _check_times(part: pa.Table, window: PlausibleTimes, source: str) -> None:
         row_path, ms, why = bad
         raise InvalidArgumentError(
             f"inventory {source}: column 'modificationTime' holds {ms} for {row_path!r}; as milliseconds since "
-            f"the epoch that is {describe_ms(ms)}, {why}, so no file of this table can have been written then. "
+            f"the epoch that is {describe_ms(ms)}, {why}, so no file can have been written then. "
             "Is the column in seconds, microseconds or nanoseconds? Give milliseconds or timestamps"
         )
 
@@ -263,7 +263,7 @@ def scan_inventory(
 ) -> InventoryScan:
     """Open ``inventory`` and check its columns; its rows are read by :meth:`InventoryScan.parts`.
 
-    ``window``: the modification times this table's files can have; a row outside
+    ``window``: the modification times a file can have (in milliseconds); a row outside
     it means the column's unit is wrong (seconds read as milliseconds look like
     1970, so every file would look old), and the inventory is refused.
     """

@@ -439,7 +439,7 @@ def plan_vacuum(
             effective_mode = "full"
     protected_count = 0
     if effective_mode == "full":
-        window = plausible_times(snapshot, listing) if inventory is not None else None
+        window = plausible_times() if inventory is not None else None
         # From here on the file lists live on only as the protected paths (and their fingerprints).
         snapshot = retained.snapshot = without_file_lists(snapshot)
         if inventory is not None:

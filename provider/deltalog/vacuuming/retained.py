@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.errors import CorruptLogError, VersionNotFoundError
+from deltalog.log.action_checks import check_file_action, check_protocol, check_table_metadata
 from deltalog.log.actions import FileColumns
 from deltalog.log.commit_lines import JSON_SPACE, lines_pass, parse_action, parse_commit
 from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
@@ -87,6 +88,7 @@ def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...]
     refs = CommitRefs()
     contents = read_commit_files(storage, files)
     unused: list[bytes] = []
+    protocol_at = metadata_at = ""
     for f, data in zip(files, contents):
         refs.commits += 1
         for lineno, line in enumerate(data.split(b"\n"), start=1):
@@ -101,17 +103,24 @@ def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...]
                 path = body.get("path") if isinstance(body, dict) else None
                 if not isinstance(path, str):
                     raise CorruptLogError(f"{f.name}: line {lineno}: {kind} action without a string 'path'")
+                if kind != "cdc":  # the checks a snapshot load makes (a malformed deletion vector above all)
+                    check_file_action(kind, body, f"{f.name}: line {lineno}")
                 {"add": refs.added, "remove": refs.removed, "cdc": refs.cdc}[kind].append(path)
                 dv = body.get("deletionVector") if kind != "cdc" else None
                 if isinstance(dv, dict) and dv.get("storageType") != "i":
                     (refs.added_dvs if kind == "add" else refs.removed_dvs).append(dv_descriptor_path(dv))
             elif kind == "protocol":
-                refs.protocol = body
+                refs.protocol, protocol_at = body, f"{f.name}: line {lineno}"
             elif kind == "metaData":
-                refs.metadata = body
+                refs.metadata, metadata_at = body, f"{f.name}: line {lineno}"
     if not lines_pass(unused):
         for f, data in zip(files, contents):
             parse_commit(data, f.name)  # names the first bad line
+    # The newest of each is what the commits leave in force (older ones govern older versions only).
+    if refs.protocol is not None:
+        check_protocol(refs.protocol, protocol_at)
+    if refs.metadata is not None:
+        check_table_metadata(refs.metadata, metadata_at)
     return refs
 
 

@@ -18,6 +18,10 @@ is read (plus, rarely, the one column whose nulls the footer cannot decide):
   Delta Spark cannot read them), structs, arrays and maps recursively;
 - a narrower file type is accepted only where the table supports the
   ``typeWidening`` feature and the change is one of its widenings;
+- a ``void`` column (Spark's NullType) is absent: writers omit it from data files
+  and readers read it as null;
+- a geometry/geography column is WKB annotated with the Parquet GEOMETRY/GEOGRAPHY
+  logical type of the column's kind, CRS and edges (Delta Spark needs it to read it);
 - a non-nullable column is present and holds no null: the footer proves it
   (Parquet ``REQUIRED``, or null counts: 0 passes, more is refused with the
   count). Where the footer cannot decide (a non-nullable field nested under a
@@ -43,8 +47,10 @@ import pyarrow.parquet as pq
 
 from deltalog.errors import DataFileMismatchError
 from deltalog.log.actions import Metadata
+from deltalog.protocol.geoarrow import geospatial_parts, parquet_geospatial_parts
+from deltalog.protocol.parquet_layout import MATERIALIZE_PARTITION_COLUMNS
 from deltalog.protocol.partition_values import PartitionValueError, canonical_partition_value
-from deltalog.protocol.schema import delta_type_to_arrow
+from deltalog.protocol.schema import VOID, delta_type_to_arrow, is_geospatial_type
 from deltalog.protocol.table_protocol import Protocol
 
 __all__ = ["check_file_schema"]
@@ -270,6 +276,9 @@ def _compare(check: _Check, table_type: Any, node: FileNode, path: str, top: str
         if table_type == "variant":
             _compare_variant(check, node, path)
             return
+        if is_geospatial_type(table_type):
+            _compare_geospatial(check, table_type, node, path)
+            return
         if node.kind != "leaf":
             raise check.fail(mismatch)
         file_type = node.type_name()
@@ -300,6 +309,18 @@ def _compare(check: _Check, table_type: Any, node: FileNode, path: str, top: str
             _check_nullability(check, node.children[1], path + ".value", top)
     else:
         raise check.fail(mismatch)
+
+
+def _compare_geospatial(check: _Check, table_type: str, node: FileNode, path: str) -> None:
+    """A geometry/geography column must carry the Parquet logical type of its Delta type: kind, CRS, edges."""
+    want = geospatial_parts(table_type)
+    got = parquet_geospatial_parts(node.column.logical_type) if node.kind == "leaf" and node.column else None
+    if got is None or got[0] != want[0] or got[1].lower() != want[1].lower() or got[2] != want[2]:
+        found = node.type_name() if got is None else f"{got[0]}({', '.join(p for p in got[1:] if p)})"
+        raise check.fail(
+            f"column {path} is {found} in the file but {table_type} in the table (a geospatial column must be "
+            "WKB with the Parquet GEOMETRY/GEOGRAPHY logical type of its CRS and edges, as Delta Spark writes it)"
+        )
 
 
 def _compare_variant(check: _Check, node: FileNode, path: str) -> None:
@@ -393,6 +414,13 @@ def _compare_fields(
             continue
         path = prefix + str(f["name"])
         got = present.get(physical)
+        if f["type"] == VOID:
+            if got is not None:
+                raise check.fail(
+                    f"column {path} is of type void in the table, and writers must omit void columns from data "
+                    f"files (PROTOCOL.md 'Void Type'); the file has it as {got.type_name()}"
+                )
+            continue  # read as all null, like any column a file lacks
         if got is None:
             if not f.get("nullable", True):
                 raise check.fail(f"column {path} is not nullable but the file does not have it")
@@ -436,6 +464,14 @@ def check_file_schema(
         f = partition_names.get(node.name)
         if f is not None:
             _check_partition_column(check, f, node, footer, (partition_values or {}).get(node.name))
+    if MATERIALIZE_PARTITION_COLUMNS in protocol.effective_writer_features():
+        present = {n.name for n in nodes}
+        missing = [str(f["name"]) for p, f in partition_names.items() if p not in present]
+        if missing:
+            raise check.fail(
+                f"partition column {missing[0]} is not in the file, and the table's materializePartitionColumns "
+                "feature requires every new data file to carry its partition columns"
+            )
 
 
 def _check_nulls_in_data(

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 #: Extra keys that configure the hook itself rather than the filesystem.
-RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options", "aws_conn_id"})
+RESERVED_EXTRA_KEYS = frozenset({"root", "storage_options", "aws_conn_id", "history_uri"})
 
 _AZURE_SCHEMES = frozenset({"abfs", "abfss", "az", "adl"})
 _S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
@@ -62,6 +62,8 @@ class ConnectionSettings:
     #: An Amazon provider connection whose credentials (keys, role, profile, web identity)
     #: fill in the S3 options the deltalog connection does not set itself.
     aws_conn_id: str | None = None
+    #: The maintenance history the operators using this connection record into (extra ``history_uri``).
+    history_uri: str | None = None
 
     def resolve(self, table: str) -> str:
         """The URI of ``table``: itself when it is a URI or absolute path, else joined to the root."""
@@ -141,7 +143,13 @@ def settings_from_connection(conn: Any, extra: dict[str, Any] | None = None) -> 
         client_kwargs.setdefault("region_name", options.pop("region_name"))
         options["client_kwargs"] = client_kwargs
     aws_conn_id = extra.get("aws_conn_id") or None
-    return ConnectionSettings(root=root, storage_options=options, aws_conn_id=str(aws_conn_id) if aws_conn_id else None)
+    history = extra.get("history_uri") or None
+    return ConnectionSettings(
+        root=root,
+        storage_options=options,
+        aws_conn_id=str(aws_conn_id) if aws_conn_id else None,
+        history_uri=str(history) if history else None,
+    )
 
 
 def aws_storage_options(aws_conn_id: str) -> dict[str, Any]:

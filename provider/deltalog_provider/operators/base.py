@@ -12,6 +12,7 @@ base class owns the rest, identically for every operation:
   are retried in place through storage blips; writes (``call``) are tried once. Refusals
   (``retryable = False``) fail the task without Airflow's retries, everything else fails it
   as an ordinary, retryable failure;
+* the maintenance history row and metrics of the run (``utils/history.py``);
 * the XCom value (the result's ``to_dict()``), the asset event on the table's Asset
   with the version and metrics as extra (``outlets.py``), and the OpenLineage facets;
 * cancellation: ``on_kill`` sets an event the core checks at safe points (``cancel.py``).
@@ -33,6 +34,7 @@ from deltalog_provider.hooks.retry_policy import (
 from deltalog_provider.operators.cancel import CancelEvent, with_cancel
 from deltalog_provider.operators.outlets import declare_table_outlet, record_table_event, without_assets
 from deltalog_provider.utils.coerce import strict_bool
+from deltalog_provider.utils.history import operation_record
 from deltalog_provider.utils.lineage import build_operator_lineage
 from deltalog_provider.utils.results import event_extra, is_templated, jsonable
 from deltalog_provider.version_compat import AirflowException, BaseOperator
@@ -58,9 +60,11 @@ class DeltaTableOperator(BaseOperator):
         through in place (the hook's policy; the task's own ``retries`` come after).
     :param deltalog_retry_delay: seconds before the first of those retries; each next one
         waits twice as long.
+    :param history_uri: the maintenance history the operation appends its row to (default:
+        the connection's extra ``history_uri``; none: nothing recorded). Templated.
     """
 
-    template_fields: Sequence[str] = ("table", "deltalog_conn_id")
+    template_fields: Sequence[str] = ("table", "deltalog_conn_id", "history_uri")
     ui_color = "#c7e9f1"
 
     #: The name used in logs and in the asset-event extra (``"VACUUM"``, ...).
@@ -82,6 +86,7 @@ class DeltaTableOperator(BaseOperator):
         emit_asset: bool = True,
         deltalog_retry_limit: int = DEFAULT_RETRY_LIMIT,
         deltalog_retry_delay: float = DEFAULT_RETRY_DELAY,
+        history_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -90,6 +95,7 @@ class DeltaTableOperator(BaseOperator):
         self.emit_asset = emit_asset
         self.deltalog_retry_limit = deltalog_retry_limit
         self.deltalog_retry_delay = deltalog_retry_delay
+        self.history_uri = history_uri
         for name in self.bool_fields:
             value = getattr(self, name)
             if not is_templated(value):
@@ -157,8 +163,8 @@ class DeltaTableOperator(BaseOperator):
             self._table_uri = table.uri
             self.raise_if_cancelled()
             self.log.info("%s on %s", self.operation_name, self._table_uri)
-            result = self.run_operation(table, context)
-            # The operation ran: what records it (history, metrics) goes here, before it is reported.
+            with operation_record(self, self.hook, table, context) as record:  # history row and metrics
+                result = record.result = self.run_operation(table, context)
             metrics = self.result_metrics(result)
             version = self.result_version(metrics)
             if version is None:

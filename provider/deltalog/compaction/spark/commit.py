@@ -13,6 +13,7 @@ hand.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -27,6 +28,10 @@ from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
 __all__ = ["commit_spark_result", "outputs_from_request", "read_spark_request"]
+
+
+#: How a missing input file surfaces from the Spark job (our reader, Hadoop, Spark's error classes).
+_MISSING_INPUT = re.compile(r"the table is missing a file|FileNotFoundException|FILE_NOT_EXIST|PATH_NOT_FOUND")
 
 
 def outputs_from_request(
@@ -75,7 +80,8 @@ def outputs_from_request(
             continue
         inputs = {from_log_path(f.path) for f in b.files}
         if bid in failed:
-            skipped.append(BinSkipped(bid, f"the Spark job failed on this bin: {failed[bid]}", "error"))
+            kind = "missing" if _MISSING_INPUT.search(failed[bid]) else "error"
+            skipped.append(BinSkipped(bid, f"the Spark job failed on this bin: {failed[bid]}", kind))
         elif inputs <= removed:  # every row was deleted: remove the inputs, add nothing
             outputs[bid] = BinOutput(
                 bin_id=bid, add=None, bytes_in=b.size, deletion_vectors=sum(1 for f in b.files if f.deletion_vector)

@@ -145,12 +145,17 @@ class SparkBinRewriter:
         else:
             written = StructType.fromJson(
                 physical_data_schema_json(
-                    plan.schema_string, plan.partition_columns, plan.column_mapping_mode, for_spark=True
+                    plan.schema_string,
+                    plan.partition_columns,
+                    plan.column_mapping_mode,
+                    for_spark=True,
+                    materialize_partitions=plan.materialize_partitions,
                 )
             )
-        #: Partition columns written into the file (physical name -> logical name); Iceberg compatibility only.
+        #: Partition columns written into the file (physical name -> logical name): Iceberg compatibility, or
+        #: the materializePartitionColumns feature / delta.writePartitionColumnsToParquet.
         self.materialized: dict[str, str] = {}
-        if plan.iceberg_compat:
+        if plan.iceberg_compat or plan.materialize_partitions:
             for f in json.loads(plan.schema_string).get("fields", []):
                 if f["name"] in plan.partition_columns:
                     physical = (f.get("metadata") or {}).get(PHYSICAL_NAME) or f["name"]

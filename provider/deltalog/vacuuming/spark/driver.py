@@ -265,7 +265,7 @@ def plan_on_spark(
                 f"the table holds symbolic links ({describe(storage, links)}): the Spark engine does not protect "
                 "files reached through links; vacuum it with the local engine (engine='local')"
             )
-    window = plausible_times(snapshot, listing) if inventory is not None else None
+    window = plausible_times() if inventory is not None else None
     columns: list[str] = []
     source = ""
     if inventory is not None:

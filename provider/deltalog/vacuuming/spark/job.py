@@ -167,8 +167,7 @@ class _Job:
         error, kind = self.error()
         if error:
             return JobReport(error=error, error_kind=kind, seconds=time.perf_counter() - started)
-        oldest = self.counters.value.get("oldest_live_ms")
-        window = PlausibleTimes(*spec.window).widened_to(oldest) if spec.window else None
+        window = PlausibleTimes(*spec.window) if spec.window else None
 
         protected = [refs.filter(F.col("kind") == "p").select("h")] if refs is not None else []
         expired = [refs.filter(F.col("kind") == "e").select("path")] if refs is not None else []

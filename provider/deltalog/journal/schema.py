@@ -1,0 +1,132 @@
+"""The maintenance history table's schema: one row per table and operation, version 1.
+
+The schema is a contract with the users' own queries (Spark SQL, DuckDB, Trino,
+dashboards), so it changes only by adding nullable columns, and every change bumps
+:data:`SCHEMA_VERSION`, which the table records in its properties
+(:data:`SCHEMA_VERSION_PROPERTY`). docs/history.md documents every column; a test keeps
+the two equal.
+
+The table is partitioned by ``run_date`` (the UTC day an operation started): a page
+showing the last weeks reads only those partitions, and old days can be compacted,
+or dropped by a user who wants a bounded history, partition by partition.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+#: The version of the columns below; recorded as the table property :data:`SCHEMA_VERSION_PROPERTY`.
+SCHEMA_VERSION = 1
+SCHEMA_VERSION_PROPERTY = "deltalog.history.schemaVersion"
+#: Marks a table as a deltalog maintenance history (appends refuse any other table).
+KIND_PROPERTY = "deltalog.history.kind"
+KIND = "maintenance-history"
+PARTITION_COLUMN = "run_date"
+
+#: What an operation row's ``status`` may be.
+STATUSES = ("done", "nothing_due", "deferred", "refused", "failed")
+#: The operations a row may name; ``measure`` is a health measurement (what is due and why), ``commit``
+#: a commit request's commit (files written by a Spark job or any writer), ``convert`` a Parquet
+#: directory made a Delta table. Later releases may add operations (a value, not a column).
+OPERATIONS = (
+    "measure",
+    "compaction",
+    "purge",
+    "checkpoint",
+    "vacuum",
+    "log_cleanup",
+    "manifest",
+    "commit",
+    "convert",
+)
+
+#: The table's properties at creation. Append-only: the history is an audit trail (compaction
+#: still may rewrite it, since its commits change no data); an app transaction older than
+#: seven days is dropped at the next checkpoint, so the idempotency records do not pile up.
+TABLE_PROPERTIES = {
+    SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION),
+    KIND_PROPERTY: KIND,
+    "delta.appendOnly": "true",
+    "delta.setTransactionRetentionDuration": "interval 7 days",
+}
+
+_TS = pa.timestamp("us", tz="UTC")
+
+#: (name, Arrow type, nullable, meaning), in table order.
+COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
+    ("run_id", pa.string(), False, "the run that wrote the row: a fleet run, a CLI command or an Airflow DAG run"),
+    ("row_id", pa.string(), False, "unique id of the row (a UUID)"),
+    (PARTITION_COLUMN, pa.date32(), False, "UTC day the operation started (the partition column)"),
+    ("table_uri", pa.string(), False, "the maintained table's URI"),
+    ("table_id", pa.string(), True, "the table's metaData id (stays the same when the table moves)"),
+    (
+        "operation",
+        pa.string(),
+        False,
+        "measure, compaction, purge, checkpoint, vacuum, log_cleanup, manifest, commit or convert",
+    ),
+    ("engine", pa.string(), True, "where the work ran: local or spark (compaction), else null"),
+    ("status", pa.string(), False, "done, nothing_due, deferred, refused or failed"),
+    ("reason", pa.string(), True, "why: what was due, why nothing was, why it was deferred, refused or failed"),
+    ("summary", pa.string(), True, "the operation's one-line summary, as the CLI prints it"),
+    ("due_operations", pa.list_(pa.string()), True, "measure rows: the operations due at that time"),
+    (
+        "policy",
+        pa.string(),
+        True,
+        "fleet rows: the table's maintenance settings as JSON, each value with the layer it came from",
+    ),
+    ("started_at", _TS, False, "when the operation started (UTC)"),
+    ("ended_at", _TS, False, "when it ended (UTC)"),
+    ("duration_s", pa.float64(), False, "wall-clock seconds"),
+    ("cpu_s", pa.float64(), True, "CPU seconds of the recording process and the processes it waited for"),
+    ("version_before", pa.int64(), True, "table version before the operation"),
+    ("version_after", pa.int64(), True, "table version after it"),
+    ("files_read", pa.int64(), False, "data files read (rewritten by compaction or purge)"),
+    ("bytes_read", pa.int64(), False, "bytes of the data files read"),
+    ("files_written", pa.int64(), False, "files written: data files, checkpoint parts, manifests"),
+    ("bytes_written", pa.int64(), False, "bytes written"),
+    ("files_removed", pa.int64(), False, "data files removed from the table (remove actions) or deleted by vacuum"),
+    ("bytes_removed", pa.int64(), False, "bytes of the files removed"),
+    ("bytes_reclaimed", pa.int64(), False, "storage freed: files vacuum deleted, log files log cleanup deleted"),
+    ("log_files_removed", pa.int64(), False, "_delta_log files deleted"),
+    ("live_files_before", pa.int64(), True, "live data files before"),
+    ("live_files_after", pa.int64(), True, "live data files after"),
+    ("small_files_before", pa.int64(), True, "live files under half the target file size, before"),
+    ("small_files_after", pa.int64(), True, "the same, after"),
+    ("table_bytes_before", pa.int64(), True, "bytes of the live files, before"),
+    ("table_bytes_after", pa.int64(), True, "the same, after"),
+    ("versions_since_checkpoint_before", pa.int64(), True, "commits a reader replays after the last checkpoint"),
+    ("versions_since_checkpoint_after", pa.int64(), True, "the same, after"),
+    ("dv_share_before", pa.float64(), True, "share of rows hidden by deletion vectors, before"),
+    ("dv_share_after", pa.float64(), True, "the same, after"),
+    ("log_files_before", pa.int64(), True, "commit files in _delta_log (the log's length), before"),
+    ("log_files_after", pa.int64(), True, "the same, after"),
+    ("airflow_dag_id", pa.string(), True, "Airflow DAG id, when run by Airflow"),
+    ("airflow_run_id", pa.string(), True, "Airflow DAG run id"),
+    ("airflow_task_id", pa.string(), True, "Airflow task id"),
+    ("airflow_map_index", pa.int32(), True, "Airflow map index (-1 for an unmapped task)"),
+    ("airflow_try_number", pa.int32(), True, "Airflow try number"),
+    ("deltalog_version", pa.string(), False, "the deltalog release that wrote the row"),
+)
+
+#: Every column, as the table's schema.
+HISTORY_SCHEMA = pa.schema([pa.field(name, typ, nullable) for name, typ, nullable, _ in COLUMNS])
+#: The columns stored in data files (the partition column lives in the path and the log).
+DATA_SCHEMA = pa.schema([f for f in HISTORY_SCHEMA if f.name != PARTITION_COLUMN])
+COLUMN_NAMES = tuple(name for name, *_ in COLUMNS)
+
+__all__ = [
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "DATA_SCHEMA",
+    "HISTORY_SCHEMA",
+    "KIND",
+    "KIND_PROPERTY",
+    "OPERATIONS",
+    "PARTITION_COLUMN",
+    "SCHEMA_VERSION",
+    "SCHEMA_VERSION_PROPERTY",
+    "STATUSES",
+    "TABLE_PROPERTIES",
+]
