@@ -113,6 +113,26 @@ def ours_vacuum(path: str, inventory: str) -> dict[str, Any]:
     return {"files": vacuum(path, dry_run=True, inventory=inventory).plan.files.num_rows}
 
 
+def ours_spark_vacuum(path: str, inventory: str) -> dict[str, Any]:
+    """Our Spark engine (``spark-submit``, ``local[2]``): the job plans, this process keeps the plan's counts.
+
+    The job's JVM is this process's child: its peak is the largest child's (``RUSAGE_CHILDREN``).
+    """
+    import resource
+
+    from deltalog.vacuuming import vacuum
+
+    conf = {"spark.driver.memory": os.environ.get("DELTALOG_BENCH_SPARK_DRIVER_MEMORY", "8g")}
+    result = vacuum(
+        path, dry_run=True, inventory=inventory, engine="spark", spark_options={"master": "local[2]", "conf": conf}
+    )
+    return {
+        "files": result.plan.num_files,
+        "spilled": bool(result.plan.files_location),
+        "jvm_peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
 def deltalake_vacuum(path: str, inventory: str) -> dict[str, Any]:
     import deltalake
 
@@ -177,6 +197,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", choices=TABLES, action="append", help="only these tables (repeatable)")
     parser.add_argument("--op", choices=OPERATIONS, action="append", help="only these operations (repeatable)")
     parser.add_argument("--no-deltalake", action="store_true", help="leave out the deltalake column")
+    parser.add_argument("--no-ours", action="store_true", help="leave out our local engine")
+    parser.add_argument(
+        "--ours-spark", action="store_true", help="vacuum: add our Spark engine (spark-submit, local[2]) as a column"
+    )
+    parser.add_argument(
+        "--inventory-objects",
+        type=int,
+        default=0,
+        help="vacuum: an inventory of this many objects (the table's files plus orphans) instead of 10.1 million",
+    )
 
 
 def _tables(args: argparse.Namespace) -> dict[str, tuple[Path, dict[str, Any]]]:
@@ -190,9 +220,13 @@ def _tables(args: argparse.Namespace) -> dict[str, tuple[Path, dict[str, Any]]]:
     out = {}
     for name in args.table or TABLES:
         kind = "v2" if name == "v2" else "classic"
-        out[name] = gen.build(
+        table, info = gen.build(
             kind, files, tail=tail if name == "tail" else 0, adds_per_commit=adds, part_rows=part_rows
         )
+        if args.inventory_objects:
+            big = gen.big_inventory(table, info, args.inventory_objects)
+            info = dict(info, inventory=str(big), inventory_rows=args.inventory_objects)
+        out[name] = (table, info)
     return out
 
 
@@ -202,7 +236,7 @@ def _spark(op: str, path: str, inventory: str) -> Measurement:
     fn, args = {
         "snapshot": ("snapshot_load", [path]),
         "checkpoint": ("checkpoint", [path]),
-        "vacuum": ("vacuum_dry_run", [path, inventory]),
+        "vacuum": ("vacuum_dry_run", [path, inventory, None, True]),
         "cleanup": ("log_cleanup", [path]),
     }[op]
     m, error = spark_side.measure_op(fn, args, timeout=SPARK_TIMEOUT)
@@ -220,6 +254,11 @@ def _one(engine: str, op: str, table: Path, info: dict[str, Any], work: Path) ->
             return None  # neither peer has a health report
         if engine == "spark":
             return _spark(op, path, inventory)
+        if engine == "ours_spark":
+            if op != "vacuum":
+                return None
+            m = measure(__name__, "ours_spark_vacuum", [path, inventory], preload=OURS_PRELOAD, timeout=7200)
+            return m
         fn = {"ours": "ours_", "deltalake": "deltalake_"}[engine] + op
         args = [path, inventory] if op == "vacuum" else [path]
         preload = OURS_PRELOAD if engine == "ours" else THEIRS_PRELOAD
@@ -240,7 +279,12 @@ def _describe(name: str, info: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     tables = _tables(args)
-    engines = ["ours"] + ([] if args.no_deltalake else ["deltalake"]) + (["spark"] if args.spark else [])
+    engines = (
+        ([] if args.no_ours else ["ours"])
+        + (["ours_spark"] if args.ours_spark else [])
+        + ([] if args.no_deltalake else ["deltalake"])
+        + (["spark"] if args.spark else [])
+    )
     ops = args.op or list(OPERATIONS)
     rows = []
     for name, (table, info) in tables.items():
@@ -286,6 +330,7 @@ def _row(
 ) -> dict[str, Any]:
     got = {e: merge(ms) for e, ms in runs.items() if ms}
     ours, theirs, spark = got.get("ours"), got.get("deltalake"), got.get("spark")
+    on_spark = got.get("ours_spark")
     row: dict[str, Any] = {"case": f"{op}: {_describe(name, info)}"}
     if ours:
         row.update(
@@ -295,6 +340,13 @@ def _row(
         row.update(deltalake_s=theirs.seconds, deltalake_cpu_s=theirs.cpu_seconds, deltalake_peak_mb=theirs.peak_mb)
         if ours:
             row.update(time_ratio=ratio(ours.seconds, theirs.seconds), mem_ratio=ratio(ours.peak_mb, theirs.peak_mb))
+    if on_spark:
+        row.update(
+            ours_spark_s=on_spark.seconds,
+            ours_spark_cpu_s=on_spark.cpu_seconds,
+            ours_spark_driver_mb=on_spark.peak_mb,
+            ours_spark_jvm_mb=on_spark.result.get("jvm_peak_mb"),
+        )
     if spark:
         row.update(spark_s=spark.seconds, spark_start_s=spark.result["start_s"], spark_peak_mb=spark.peak_mb)
         if ours:
@@ -303,6 +355,8 @@ def _row(
             )
     notes = []
     results = {e: (m.result.get("result", m.result) if e == "spark" else m.result) for e, m in got.items()}
+    if op == "vacuum":
+        notes.append(f"inventory of {info['inventory_rows']:,} objects")
     notes.append("results " + json.dumps(results, separators=(",", ":")))
     if ours and op == "snapshot":
         per_file = ours.result["arrow_bytes"] / max(1, ours.result["files"])

@@ -107,13 +107,22 @@ def checkpoint(path: str) -> dict[str, Any]:
     return _run(op)
 
 
-def vacuum_dry_run(path: str, inventory: str | None = None, retain_hours: float | None = None) -> dict[str, Any]:
-    """``VACUUM ... [USING INVENTORY (SELECT * FROM parquet.`inv`)] [RETAIN n HOURS] DRY RUN``: files it would delete."""
+def vacuum_dry_run(
+    path: str, inventory: str | None = None, retain_hours: float | None = None, count_only: bool = False
+) -> dict[str, Any]:
+    """``VACUUM ... [USING INVENTORY (SELECT * FROM parquet.`inv`)] [RETAIN n HOURS] DRY RUN``: files it would delete.
+
+    ``count_only``: count the rows its dry run returns instead of bringing them into Python (an inventory's
+    files do not exist here, so no row is a directory; tens of millions of rows would not fit this process).
+    """
 
     def op(spark: Any) -> int:
         using = f" USING INVENTORY (SELECT * FROM parquet.`{inventory}`)" if inventory else ""
         retain = "" if retain_hours is None else f" RETAIN {retain_hours:g} HOURS"
-        rows = spark.sql(f"VACUUM delta.`{path}`{using}{retain} DRY RUN").collect()
+        frame = spark.sql(f"VACUUM delta.`{path}`{using}{retain} DRY RUN")
+        if count_only:
+            return int(frame.count())
+        rows = frame.collect()
         # Its dry run lists directories too: count files only (an inventory's files need not exist here).
         return sum(1 for r in rows if not os.path.isdir(unquote(r[0].removeprefix("file:"))))
 

@@ -439,23 +439,49 @@ def write_inventory(target: Path, table: Path, files: int, partitions: int, orph
                     schema=schema,
                 )
             )
-        k = np.arange(orphans, dtype=np.int64)
-        ks = pc.cast(pa.array(k), pa.string())
-        part = pc.binary_join_element_wise(
-            "p", pc.utf8_lpad(pc.cast(pa.array(k % partitions), pa.string()), 3, "0"), ""
-        )
-        paths = pc.binary_join_element_wise(root + "part=", part, "/orphan-", pc.utf8_lpad(ks, 9, "0"), ".parquet", "")
-        w.write_batch(
-            pa.RecordBatch.from_arrays(
-                [
-                    paths,
-                    pa.array(np.full(orphans, 2048, dtype=np.int64)),
-                    pa.nulls(orphans, pa.bool_()).fill_null(False),
-                    pa.array(np.full(orphans, START_MS, dtype=np.int64)),
-                ],
-                schema=schema,
+        for start in range(0, orphans, CHUNK):  # a batch at a time: an inventory of 100 million objects too
+            k = np.arange(start, min(orphans, start + CHUNK), dtype=np.int64)
+            ks = pc.cast(pa.array(k), pa.string())
+            part = pc.binary_join_element_wise(
+                "p", pc.utf8_lpad(pc.cast(pa.array(k % partitions), pa.string()), 3, "0"), ""
             )
-        )
+            paths = pc.binary_join_element_wise(
+                root + "part=", part, "/orphan-", pc.utf8_lpad(ks, 9, "0"), ".parquet", ""
+            )
+            n = len(k)
+            w.write_batch(
+                pa.RecordBatch.from_arrays(
+                    [
+                        paths,
+                        pa.array(np.full(n, 2048, dtype=np.int64)),
+                        pa.nulls(n, pa.bool_()).fill_null(False),
+                        pa.array(np.full(n, START_MS, dtype=np.int64)),
+                    ],
+                    schema=schema,
+                )
+            )
+
+
+def big_inventory(table: Path, info: dict[str, Any], objects: int) -> Path:
+    """An inventory of ``objects`` objects beside a built table: its data files plus unreferenced ones (cached).
+
+    For the engines' scale test (issue 30): ``inventory-{objects}.parquet`` in the table's cache
+    folder, ``objects - live files`` of them orphans dated 2023, written a batch at a time.
+    """
+    target = table.parent / f"inventory-{objects}.parquet"
+    marker = table.parent / f".inventory-{objects}.complete"
+    if marker.exists() and target.exists():
+        return target
+    files = info["files"] + info["tail"]
+    if objects <= files:
+        raise ValueError(f"an inventory of {objects} objects cannot hold the table's {files} files and orphans")
+    t0 = time.perf_counter()
+    partial = target.with_suffix(".partial")
+    write_inventory(partial, table, info["files"], info["partitions"], objects - files, info["tail"])
+    partial.rename(target)
+    marker.write_text(json.dumps({"objects": objects, "seconds": round(time.perf_counter() - t0, 1)}))
+    log.info("wrote %s (%d objects) in %.1f s", target, objects, time.perf_counter() - t0)
+    return target
 
 
 # --- the cached table --------------------------------------------------------------------
@@ -527,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adds-per-commit", type=int, default=10_000)
     ap.add_argument("--part-rows", type=int, default=1_000_000, help="adds per checkpoint part / sidecar")
     ap.add_argument("--orphans", type=int, default=100_000, help="unreferenced files in the inventory")
+    ap.add_argument("--inventory-objects", type=int, default=0, help="also write an inventory of this many objects")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     table, info = build(
@@ -538,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         part_rows=a.part_rows,
         orphans=a.orphans,
     )
+    if a.inventory_objects:
+        info = dict(info, big_inventory=str(big_inventory(table, info, a.inventory_objects)))
     print(json.dumps(dict(info, table=str(table))))
     return 0
 

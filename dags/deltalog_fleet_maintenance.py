@@ -193,10 +193,14 @@ with DAG(
             history.record(measurement_rows(reports, history, started))
         planned = order_work(reports, throughput)
         sizes = {r.uri: r.health.size_in_bytes for r in reports if r.health is not None}
+        files = {r.uri: r.health.num_files for r in reports if r.health is not None}
         # Refused and unreadable tables get a mapped task too, which fails: visible per table.
         broken = [{"uri": r.uri} for r in reports if r.error is not None or (r.due and r.due.refused)]
         return {
-            "due": [{**p.to_dict(), "size_in_bytes": sizes.get(p.uri, 0)} for p in planned] + broken,
+            "due": [
+                {**p.to_dict(), "size_in_bytes": sizes.get(p.uri, 0), "num_files": files.get(p.uri, 0)} for p in planned
+            ]
+            + broken,
             "healthy": [r.uri for r in reports if r.error is None and not r.any_due and not r.due.refused],
             "refused": [{"uri": r.uri, "error": r.due.refused} for r in reports if r.due and r.due.refused],
             "unreadable": [{"uri": r.uri, "error": r.error} for r in reports if r.error is not None],
@@ -231,6 +235,9 @@ with DAG(
         # master) from deltalog_spark_compaction_min_bytes on; the connection is only looked up then.
         threshold = int_setting("deltalog_spark_compaction_min_bytes")
         spark = threshold is not None and int(entry.get("size_in_bytes") or 0) >= threshold
+        # Vacuum's engine by live files (deltalog_spark_vacuum_min_files), as in deltalog_maintenance.
+        vacuum_files = int_setting("deltalog_spark_vacuum_min_files")
+        spark_vacuum = vacuum_files is not None and int(entry.get("num_files") or 0) >= vacuum_files
         outcome = maintain_table(
             entry["uri"],
             storage_options=_hook().storage_options,
@@ -238,7 +245,8 @@ with DAG(
             deadline=_deadline(context),
             owner=f"{ti.dag_id}/{ti.run_id}/{ti.map_index}",
             spark_min_bytes=threshold if spark else None,
-            spark_options={"master": spark_master(), "conf": spark_conf()} if spark else None,
+            vacuum_spark_min_files=vacuum_files if spark_vacuum else None,
+            spark_options={"master": spark_master(), "conf": spark_conf()} if spark or spark_vacuum else None,
             history=history_recorder(context, _hook().storage_options),
             due_operations=[op for op, flag in (entry.get("due") or {}).items() if flag],
         )

@@ -111,9 +111,20 @@ with DAG(
     )
 
     @task.branch(execution_timeout=timedelta(minutes=1))
-    def choose_engine(report: dict[str, Any]) -> list[str]:
+    def choose_engine(report: dict[str, Any], **context: Any) -> list[str]:
         """The rewrites that have work: compaction (Spark above the size threshold, read at run time,
-        the local engine otherwise), the deletion-vector purge, or none."""
+        the local engine otherwise), the deletion-vector purge, or none. Also where vacuum plans
+        (XCom ``vacuum_engine``): Spark from a number of live files on, its cost growing with files."""
+        files = int((report.get("health") or {}).get("num_files") or 0)
+        vacuum_threshold = int_setting("deltalog_spark_vacuum_min_files")
+        vacuum_engine = "spark" if vacuum_threshold is not None and files >= vacuum_threshold else "local"
+        log.info(
+            "table holds %d live files (Spark from %s): vacuum plans with the %s engine",
+            files,
+            vacuum_threshold,
+            vacuum_engine,
+        )
+        context["ti"].xcom_push(key="vacuum_engine", value=vacuum_engine)
         chosen = []
         if (report.get("operations") or {}).get("compaction"):
             size = int((report.get("health") or {}).get("size_in_bytes") or 0)
@@ -178,6 +189,10 @@ with DAG(
     )
     vacuum = DeltaVacuumOperator(
         task_id="vacuum",
+        # Chosen by choose_engine from the live files (deltalog_spark_vacuum_min_files); the deletion runs here.
+        engine="{{ ti.xcom_pull(task_ids='choose_engine', key='vacuum_engine') or 'local' }}",
+        spark_conn_id=setting("spark_conn_id"),
+        spark_options={"conf": spark_conf()},
         retention_hours=optional_setting("deltalog_vacuum_retention_hours"),
         allow_short_retention=bool_setting("deltalog_vacuum_allow_short_retention"),
         pool=MAINTENANCE_POOL,

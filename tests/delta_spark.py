@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -94,6 +95,8 @@ def start_session(master: str = "local[1]") -> Any:
     """A Delta Spark session (the jars from the version-keyed Ivy cache)."""
     from pyspark.sql import SparkSession
 
+    # Python tasks (the Spark vacuum engine's) run this interpreter, which has deltalog and pyarrow.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName("deltalog-oracle")
     for k, v in {**oracle_jars_conf(), **ORACLE_CONF}.items():
         builder = builder.config(k, v)

@@ -84,3 +84,16 @@ def rows(n: int, start: int = 0, part: str = "a") -> pa.Table:
             "part": pa.array([part] * n),
         }
     )
+
+
+def table_with_a_removed_file(path: str) -> tuple[DeltaTable, str]:
+    """Two rows appended, then their file removed with a deletionTimestamp of 0 (long expired): the table and
+    the removed file's table-relative path, which a zero-retention vacuum deletes."""
+    table = make_table(path)
+    append(table, rows(2))
+    snap = table.snapshot()
+    old = snap.file_paths()[0]
+    txn = Transaction(table.storage, snap, operation="DELETE")
+    txn.remove([{"path": old, "dataChange": True, "deletionTimestamp": 0}])
+    txn.commit()
+    return table, old

@@ -749,13 +749,14 @@ def spark_vacuum_dry_run(
 
 
 def deltalog_vacuum_plan(
-    path: str, mode: str, hours: float | None, now_ms: int | None = None
+    path: str, mode: str, hours: float | None, now_ms: int | None = None, **engine: Any
 ) -> tuple[set[str], set[str]]:
-    """(files, directories) deltalog's plan would delete, table-relative and unescaped (``now_ms``: its clock)."""
+    """(files, directories) deltalog's plan would delete, table-relative and unescaped (``now_ms``: its clock;
+    ``engine``: see plan_vacuum)."""
     from urllib.parse import unquote
 
     from deltalog.vacuuming.plan import plan_vacuum
 
-    plan = plan_vacuum(path, retention_hours=hours, mode=mode, allow_short_retention=True, now_ms=now_ms)
+    plan = plan_vacuum(path, retention_hours=hours, mode=mode, allow_short_retention=True, now_ms=now_ms, **engine)
     files = {unquote(p) for p in plan.files.column("path").to_pylist()}
     return files, {unquote(d).rstrip("/") for d in plan.directories}

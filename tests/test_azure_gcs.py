@@ -597,3 +597,18 @@ def test_convert_commit_requests_manifests_zorder_purge_and_create_on_the_store(
 
     created = create_table(f"{base}/created", DEFAULT_SCHEMA, storage_options=cloud.options)
     assert created.version == 0 and read_ids(f"{base}/created") == []
+
+
+def test_the_spark_vacuum_engine_refuses_the_store_before_any_work(cloud: Cloud, tmp_path) -> None:
+    """The vacuum job gets no Azure/GCS connector settings yet: refused naming the local engine, nothing read."""
+    from deltalog.errors import OperationRefusedError
+    from deltalog.vacuuming import plan_vacuum
+    from fleet_helpers import small_files_table
+
+    small_files_table(str(tmp_path / "t"), n=2)
+    cloud.upload(str(tmp_path / "t"))
+    before = sorted(cloud.storage().fs.find(cloud.storage().root))
+    with pytest.raises(OperationRefusedError, match=r"Spark vacuum engine runs on local and S3.*engine='local'"):
+        plan_vacuum(cloud.uri, storage_options=cloud.options, engine="spark")
+    assert sorted(cloud.storage().fs.find(cloud.storage().root)) == before
+    assert plan_vacuum(cloud.uri, storage_options=cloud.options, engine="local").version == 2

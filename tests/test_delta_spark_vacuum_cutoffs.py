@@ -9,7 +9,8 @@ plan's cutoff to the millisecond. Cutoffs: 0 hours, the default (7 days), just a
 commit (the files the commit removed become deletable, those of the next one stay) and
 half way between two commits. Full and lite mode, on the tables of ``CUTOFF_TABLES`` in the run.
 
-A file deltalog would delete and Delta Spark keeps fails the test. Files only Delta
+A file deltalog would delete and Delta Spark keeps fails the test; so does a Spark-engine plan (from an
+inventory of the table, full mode, the "just after" cutoff) that differs from the local engine's. Files only Delta
 Spark lists are printed as a table with the deltalog rule that keeps them; empty
 directories (Delta Spark's dry run lists them) are counted apart.
 """
@@ -17,6 +18,7 @@ directories (Delta Spark's dry run lists them) are counted apart.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 from urllib.parse import unquote
 
@@ -102,6 +104,8 @@ def test_vacuum_at_exact_cutoffs_never_deletes_what_delta_spark_keeps(
     bugs: list[str] = []
     rows: list[tuple[str, ...]] = []
     shape: list[str] = []
+    spark_plans = 0
+    spark_seconds = 0.0
     tables = [t for t in delta_corpus.tables if t["name"] in CUTOFF_TABLES]
     assert tables, "none of the exact-cutoff tables is in this run's corpus"
     for t in tables:
@@ -140,6 +144,26 @@ def test_vacuum_at_exact_cutoffs_never_deletes_what_delta_spark_keeps(
                         f"v{plan.fully_readable_from}..",
                     )
                 )
+                if label.startswith("1 ms after") and mode == "full":
+                    # The Spark engine, reading an inventory of the table in Delta Spark's schema: the same plan.
+                    inventory = _inventory(path, str(tmp_path_factory.mktemp("inv-" + name)))
+                    t_spark = time.perf_counter()
+                    on_spark = plan_vacuum(
+                        path,
+                        retention_hours=hours,
+                        allow_short_retention=True,
+                        now_ms=now,
+                        inventory=inventory,
+                        engine="spark",
+                        spark_options={"session": delta_spark},
+                    )
+                    got = {unquote(p) for p in on_spark.files.column("path").to_pylist()}
+                    if got != ours:
+                        bugs.append(
+                            f"{name} {label}: the Spark engine plans {sorted(got ^ ours)[:3]} unlike the local one"
+                        )
+                    spark_seconds += time.perf_counter() - t_spark
+                    spark_plans += 1
                 if label.startswith("1 ms after"):
                     # Exactness: what the commits up to the one just before the cutoff removed is
                     # deletable on both sides, what the next commit removed is kept.
@@ -157,7 +181,32 @@ def test_vacuum_at_exact_cutoffs_never_deletes_what_delta_spark_keeps(
         print("| " + " | ".join(r) + " |")
     assert not bugs, "\n".join(bugs[:40])
     assert not shape, "\n".join(shape[:40])
+    assert spark_plans, "the Spark engine planned no table"
+    print(f"\nthe Spark engine planned {spark_plans} tables in {spark_seconds:.1f} s")
     assert any(r[3] != "0 (+0 dirs)" for r in rows if r[2] == "0 h"), "nothing deletable at 0 hours on any table"
+
+
+def _inventory(path: str, folder: str) -> str:
+    """A Parquet inventory of every file under the table, in Delta Spark's schema (``file:`` paths, ``length``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = []
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            full = os.path.join(dirpath, f)
+            st = os.stat(full)
+            rows.append(
+                {
+                    "path": "file:" + full,
+                    "length": st.st_size,
+                    "isDir": False,
+                    "modificationTime": int(st.st_mtime * 1000),
+                }
+            )
+    target = os.path.join(folder, "inventory.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), target)
+    return target
 
 
 def _removed_around(path: str, version: int) -> tuple[set[str], set[str]]:

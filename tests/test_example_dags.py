@@ -174,7 +174,9 @@ for dag_id, dag in sorted(bag.dags.items()):
     env = dag.get_template_env()
     dag_run = types.SimpleNamespace(logical_date=logical, run_after=run_after, run_id=run_id, dag_id=dag_id, conf={})
     # What the task SDK puts in the context of a run without a logical date: no ds/ts keys at all.
-    ctx = {"dag": dag, "dag_run": dag_run, "run_id": run_id, "params": {}}
+    # The task instance is always there; here no upstream task has pushed an XCom yet.
+    ti = types.SimpleNamespace(xcom_pull=lambda *a, **k: None)
+    ctx = {"dag": dag, "dag_run": dag_run, "run_id": run_id, "params": {}, "ti": ti, "task_instance": ti}
     if logical is not None:
         ctx.update(logical_date=logical, ds=logical.strftime("%Y-%m-%d"), ds_nodash=logical.strftime("%Y%m%d"),
                    ts=logical.isoformat(), ts_nodash=logical.strftime("%Y%m%dT%H%M%S"))
@@ -213,6 +215,8 @@ def test_templates_render_with_and_without_a_logical_date(home: str, logical_dat
     # The Spark compaction names its job (and its plan files, inside the operator) without ds/ts.
     job_name = r["deltalog_maintenance.compact_spark.spark_options"]["name"]
     assert job_name.startswith("deltalog-compact-") and ":" not in job_name and "+" not in job_name
+    # Vacuum's engine comes from choose_engine's XCom; none pushed: the local engine.
+    assert r["deltalog_maintenance.vacuum.engine"] == "local"
 
 
 def test_deadline_callback_logs_the_missed_run(caplog: pytest.LogCaptureFixture) -> None:

@@ -192,6 +192,39 @@ def test_compaction_engine_is_chosen_by_table_size(tmp_path):
         maintain_table(small, spark_min_bytes=True)
 
 
+def test_vacuum_engine_is_chosen_by_live_files(tmp_path):
+    """Below vacuum_spark_min_files the local engine plans the vacuum; a bad threshold is the caller's error."""
+    path = str(tmp_path / "removed_files")
+    reclaimable_table(path)
+    files = DeltaTable(path).snapshot().num_files
+    out = maintain_table(path, vacuum_spark_min_files=files + 1)
+    assert "vacuum: 1 files" in out.ran and out.status == "done", out
+    for bad in (True, -1, 1.5):
+        with pytest.raises(InvalidArgumentError, match="vacuum_spark_min_files must be a non-negative integer"):
+            maintain_table(path, vacuum_spark_min_files=bad)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_table_at_the_vacuum_threshold_vacuums_with_spark(tmp_path):
+    """From vacuum_spark_min_files on, the plan is a Spark job; the core deletes what it planned, and the
+    file is gone while the live table still reads."""
+    path = str(tmp_path / "removed_files")
+    reclaimable_table(path)
+    before = set(_data_files(path))
+    files = DeltaTable(path).snapshot().num_files
+    out = maintain_table(path, vacuum_spark_min_files=files, spark_options={"master": "local[1]", "timeout": 420})
+    assert out.status == "done" and "vacuum (spark): 1 files" in out.ran, out
+    after = set(_data_files(path))
+    assert len(before - after) == 1 and not after
+    assert {"VACUUM START", "VACUUM END"} <= {h.operation for h in DeltaTable(path).history(limit=3)}
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 0
+
+
+def _data_files(path: str) -> list[str]:
+    return [n for n in os.listdir(path) if n.endswith(".parquet")]
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_table_at_the_spark_threshold_compacts_with_spark(tmp_path):

@@ -34,7 +34,7 @@ from deltalog.protocol.properties import parse_interval_ms
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.vacuuming import LiteVacuumUnavailableError, execute_vacuum, plan_vacuum, vacuum
 from deltalog.vacuuming.paths import PathResolver, dv_file_path, z85_decode
-from deltalog.vacuuming.plan import read_cursor
+from deltalog.vacuuming.vacuum_plan import read_cursor
 from deltalog.write_checks.hidden_paths import HiddenRule
 from helpers import rows, write_data_file
 from shared_data import golden_copy
@@ -51,17 +51,20 @@ from vacuum_helpers import (
     now_ms,
     remove_of,
     set_mtime,
+    z85_encode,
 )
 
 
-def z85_encode(data: bytes) -> str:
-    """Z85 encoding (4 bytes -> 5 characters), the inverse of the decoder under test."""
-    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-    out = []
-    for i in range(0, len(data), 4):
-        value = int.from_bytes(data[i : i + 4], "big")
-        out.append("".join(alphabet[(value // 85**k) % 85] for k in range(4, -1, -1)))
-    return "".join(out)
+@pytest.fixture(params=["local", pytest.param("spark", marks=[pytest.mark.slow, pytest.mark.spark])])
+def engine(request: pytest.FixtureRequest) -> dict:
+    """Where full-mode plans are made: the local engine, or the Spark engine in the test run's one session.
+
+    The tests that take it prove the same safety of both (what they delete is executed by the core
+    either way): a Spark plan that named a file a retained version needs would fail them.
+    """
+    if request.param == "local":
+        return {}
+    return {"engine": "spark", "spark_options": {"session": request.getfixturevalue("delta_spark")}}
 
 
 # --- pure functions ---------------------------------------------------------------------------
@@ -172,11 +175,11 @@ def build_history(path: str) -> dict:
     return {"table": table, "a": a, "b": b, "c": c, "d": d, "e": e, "junk": junk_old, "fresh": fresh}
 
 
-def test_dry_run_plans_exactly_the_unneeded_files_and_touches_nothing(tmp_path):
+def test_dry_run_plans_exactly_the_unneeded_files_and_touches_nothing(engine, tmp_path):
     path = str(tmp_path / "t")
     h = build_history(path)
     before_files, before_log = files_on_disk(path), log_files(path)
-    result = vacuum(path, dry_run=True)
+    result = vacuum(path, **engine, dry_run=True)
     assert result.dry_run and result.status == "DRY_RUN"
     plan = result.plan
     planned = {r["path"]: r["reason"] for r in plan.files.to_pylist()}
@@ -192,11 +195,11 @@ def test_dry_run_plans_exactly_the_unneeded_files_and_touches_nothing(tmp_path):
     json.dumps(result.to_dict())  # JSON-able for XCom
 
 
-def test_vacuum_deletes_keeps_retained_versions_readable_and_logs_start_end(tmp_path):
+def test_vacuum_deletes_keeps_retained_versions_readable_and_logs_start_end(engine, tmp_path):
     path = str(tmp_path / "t")
     h = build_history(path)
     expected_v3, expected_v4 = deltalake_ids(path, 3), deltalake_ids(path, 4)
-    result = vacuum(path)
+    result = vacuum(path, **engine)
     assert result.status == "COMPLETED"
     assert result.num_deleted_files == 4 and result.num_already_gone == 0
     remaining = files_on_disk(path)
@@ -228,12 +231,12 @@ def test_vacuum_deletes_keeps_retained_versions_readable_and_logs_start_end(tmp_
     assert deltalake_ids(path) == expected_v4
     assert read_cursor(table.storage) == 3
     # Running again finds nothing more (and still marks the run).
-    again = vacuum(path)
+    again = vacuum(path, **engine)
     assert again.num_files_to_delete == 0 and again.status == "COMPLETED"
     assert files_on_disk(path) == remaining
 
 
-def test_a_file_removed_inside_the_window_is_kept_even_if_its_tombstone_looks_expired(tmp_path):
+def test_a_file_removed_inside_the_window_is_kept_even_if_its_tombstone_looks_expired(engine, tmp_path):
     """The log, not the tombstone's deletionTimestamp, decides: a checkpoint may already have dropped it."""
     path = str(tmp_path / "t")
     now = now_ms()
@@ -251,15 +254,15 @@ def test_a_file_removed_inside_the_window_is_kept_even_if_its_tombstone_looks_ex
     import deltalake
 
     deltalake.DeltaTable(path).create_checkpoint()  # drops tombstones older than the retention
-    plan = plan_vacuum(path)
+    plan = plan_vacuum(path, **engine)
     assert plan.num_files == 0
     assert plan.fully_readable_from == 1
-    vacuum(path)
+    vacuum(path, **engine)
     assert a["path"] in files_on_disk(path)
     assert deltalake_ids(path, 1) == [0, 1, 2]
 
 
-def test_in_flight_writer_files_survive_and_its_commit_succeeds(tmp_path):
+def test_in_flight_writer_files_survive_and_its_commit_succeeds(engine, tmp_path):
     path = str(tmp_path / "t")
     h = build_history(path)
     table = h["table"]
@@ -268,7 +271,7 @@ def test_in_flight_writer_files_survive_and_its_commit_succeeds(tmp_path):
     pending = [new_file(table, rows(4, 100, "z"), {"part": "z"}), new_file(table, rows(4, 200, "a"), {"part": "a"})]
     # ...while vacuum runs, even with a short (overridden) retention of one hour.
     for kwargs in ({}, {"retention_hours": 1, "allow_short_retention": True}):
-        vacuum(path, **kwargs)
+        vacuum(path, **engine, **kwargs)
         for p in pending:
             assert p["path"] in files_on_disk(path)
     from deltalog.commit.transaction import Transaction
@@ -280,11 +283,11 @@ def test_in_flight_writer_files_survive_and_its_commit_succeeds(tmp_path):
     assert set(range(100, 104)) | set(range(200, 204)) <= set(ids)
 
 
-def test_revalidation_keeps_a_file_re_added_after_planning(tmp_path):
+def test_revalidation_keeps_a_file_re_added_after_planning(engine, tmp_path):
     path = str(tmp_path / "t")
     h = build_history(path)
     table = h["table"]
-    plan = plan_vacuum(path)
+    plan = plan_vacuum(path, **engine)
     assert h["a"]["path"] in plan.files.column("path").to_pylist()
     # A RESTORE-like commit re-adds A between planning and executing.
     commit_at(table, now_ms(), adds=[dict(h["a"], modificationTime=now_ms())], operation="RESTORE")
@@ -341,7 +344,7 @@ def test_empty_directories_are_removed_but_fresh_ones_kept(tmp_path):
     assert result.num_vacuumed_directories == 3  # part=x/nested, part=x, part=old
 
 
-def test_percent_encoded_log_paths_protect_their_physical_files(tmp_path):
+def test_percent_encoded_log_paths_protect_their_physical_files(engine, tmp_path):
     path = str(tmp_path / "t")
     now = now_ms()
     table = make_table_at(path, now - 20 * DAY_MS, partition_by=["part"])
@@ -350,13 +353,13 @@ def test_percent_encoded_log_paths_protect_their_physical_files(tmp_path):
     add["path"] = quote(physical, safe="/=")  # how Delta writers encode the path: part=a%20b/...
     assert add["path"] != physical
     commit_at(table, now - 20 * DAY_MS, adds=[add])
-    result = vacuum(path, retention_hours=0, allow_short_retention=True)
+    result = vacuum(path, **engine, retention_hours=0, allow_short_retention=True)
     assert result.num_deleted_files == 0
     assert physical in files_on_disk(path)
     assert deltalake_ids(path) == [0, 1]
 
 
-def test_deletion_vectors_used_by_live_files_or_retained_tombstones_are_kept(tmp_path):
+def test_deletion_vectors_used_by_live_files_or_retained_tombstones_are_kept(engine, tmp_path):
     import uuid
 
     path = str(tmp_path / "t")
@@ -390,14 +393,14 @@ def test_deletion_vectors_used_by_live_files_or_retained_tombstones_are_kept(tmp
     commit_at(table, now - 20 * DAY_MS, adds=[dict(a, deletionVector=live_dv), dict(b, deletionVector=tomb_dv)])
     # b (with its DV) is removed two days ago: its tombstone and DV are inside the window.
     commit_at(table, now - 2 * DAY_MS, removes=[dict(remove_of(b), deletionVector=tomb_dv)])
-    plan = plan_vacuum(path)
+    plan = plan_vacuum(path, **engine)
     assert plan.files.column("path").to_pylist() == [orphan_dv_path]
     assert plan.files.column("reason").to_pylist() == ["deletion vector not used by any retained version"]
-    vacuum(path)
+    vacuum(path, **engine)
     on_disk = files_on_disk(path)
     assert {live_dv_path, tomb_dv_path, a["path"], b["path"]} <= on_disk and orphan_dv_path not in on_disk
     # With a zero retention, b and its DV go; a's DV stays while a lives.
-    vacuum(path, retention_hours=0, allow_short_retention=True)
+    vacuum(path, **engine, retention_hours=0, allow_short_retention=True)
     on_disk = files_on_disk(path)
     assert live_dv_path in on_disk and a["path"] in on_disk
     assert tomb_dv_path not in on_disk and b["path"] not in on_disk
@@ -805,7 +808,7 @@ def write_commit(path: str, version: int, actions: list[dict], at_ms: int) -> No
     set_mtime(commit_path(path, version), at_ms)
 
 
-def test_change_data_files_of_retained_commits_are_kept(tmp_path):
+def test_change_data_files_of_retained_commits_are_kept(engine, tmp_path):
     path = str(tmp_path / "t")
     now = now_ms()
     make_table_at(path, now - 20 * DAY_MS)
@@ -817,7 +820,7 @@ def test_change_data_files_of_retained_commits_are_kept(tmp_path):
         version = 1 if name == "cdc-old.parquet" else 2
         cdc = {"cdc": {"path": f"_change_data/{name}", "partitionValues": {}, "size": 3, "dataChange": False}}
         write_commit(path, version, [{"commitInfo": {"timestamp": at, "operation": "UPDATE"}}, cdc], at)
-    plan = plan_vacuum(path)
+    plan = plan_vacuum(path, **engine)
     assert plan.files.to_pylist() == [
         {
             "path": "_change_data/cdc-old.parquet",
@@ -828,7 +831,7 @@ def test_change_data_files_of_retained_commits_are_kept(tmp_path):
     ]
 
 
-def test_in_commit_timestamps_decide_the_window_not_file_times(tmp_path):
+def test_in_commit_timestamps_decide_the_window_not_file_times(engine, tmp_path):
     """With ICT enabled, commit files copied or rewritten today still count from their in-commit time."""
     path = str(tmp_path / "t")
     now = now_ms()
@@ -854,10 +857,10 @@ def test_in_commit_timestamps_decide_the_window_not_file_times(tmp_path):
         write_commit(path, version, [info, *actions], now)  # every file dated today
     for f in (a, b):
         set_mtime(os.path.join(path, f["path"]), now - 20 * DAY_MS)
-    plan = plan_vacuum(path)
+    plan = plan_vacuum(path, **engine)
     assert plan.window_start == 2 and plan.fully_readable_from == 2
     assert plan.files.column("path").to_pylist() == [a["path"]]
-    result = vacuum(path)
+    result = vacuum(path, **engine)
     assert result.num_deleted_files == 1
     start = read_commit_info(table.storage, commit_path(path, result.start_commit_version), "start")
     assert start["inCommitTimestamp"] > now - DAY_MS  # our marker commits carry in-commit timestamps too

@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from deltalog.vacuuming import vacuum
+from deltalog.vacuuming import path_set, vacuum
 from helpers import write_data_file
 from vacuum_helpers import HOUR_MS, commit_at, deltalake_ids, files_on_disk, make_table_at, now_ms, remove_of, set_mtime
 
@@ -173,8 +173,19 @@ def run_history(path: str, ops: list[tuple], configured: str | None, start: int)
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(op, min_size=6, max_size=20), ret=retention)
-def test_vacuum_never_deletes_a_file_a_retained_version_needs(ops, ret):
+@given(ops=st.lists(op, min_size=6, max_size=20), ret=retention, fingerprints=st.booleans())
+def test_vacuum_never_deletes_a_file_a_retained_version_needs(ops, ret, fingerprints):
+    """``fingerprints``: the protected set as 64-bit fingerprints (what tables past ``EXACT_UP_TO`` files get)."""
+    exact_up_to = path_set.EXACT_UP_TO
+    path_set.EXACT_UP_TO = 0 if fingerprints else exact_up_to
+    try:
+        _check_history(ops, ret)
+    finally:
+        path_set.EXACT_UP_TO = exact_up_to
+    event(f"protected set: {'fingerprints' if fingerprints else 'exact'}")
+
+
+def _check_history(ops: list[tuple], ret: tuple) -> None:
     configured, retention_hours, allow = ret
     span = sum(step[1] for step in ops if step[0] == "advance") * HOUR_MS
     # Start far enough back that the last event is still two and a half hours in the past.

@@ -104,3 +104,13 @@ def make_table_at(path: str, at_ms: int, **kw: Any) -> DeltaTable:
     table = make_table(path, **kw)
     set_mtime(commit_path(path, 0), at_ms)
     return table
+
+
+def z85_encode(data: bytes) -> str:
+    """Z85 encoding (4 bytes -> 5 characters), the inverse of the decoder under test."""
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+    out = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i : i + 4], "big")
+        out.append("".join(alphabet[(value // 85**k) % 85] for k in range(4, -1, -1)))
+    return "".join(out)

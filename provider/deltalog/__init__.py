@@ -136,6 +136,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         vacuum,
     )
     from deltalog.vacuuming.retention import Retention
+    from deltalog.vacuuming.spark import vacuum_job_script
 
 #: Public names -> the package (or module) that exports them, imported on first use so
 #: ``import deltalog`` stays cheap (``tests/test_public_api.py`` keeps this complete).
@@ -268,6 +269,8 @@ _LAZY = {
     "vacuum": "deltalog.vacuuming",
     # deltalog.vacuuming.retention
     "Retention": "deltalog.vacuuming.retention",
+    # deltalog.vacuuming.spark
+    "vacuum_job_script": "deltalog.vacuuming.spark",
 }
 
 
@@ -392,6 +395,7 @@ __all__ = [
     "storage_spark_conf",
     "table_state",
     "vacuum",
+    "vacuum_job_script",
     "write_compaction_plan",
     "write_ingest",
     "__version__",

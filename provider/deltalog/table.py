@@ -102,6 +102,8 @@ class DeltaTable:
         inventory: str | pa.Table | None = None,
         max_workers: int = 8,
         full_fallback: bool = False,
+        engine: str = "local",
+        spark_options: dict[str, Any] | None = None,
         cancel: threading.Event | None = None,
     ) -> VacuumResult:
         """Delete files no retained version needs; see :func:`deltalog.vacuuming.vacuum`."""
@@ -116,6 +118,8 @@ class DeltaTable:
             inventory=inventory,
             max_workers=max_workers,
             full_fallback=full_fallback,
+            engine=engine,
+            spark_options=spark_options,
             cancel=cancel,
         )
 

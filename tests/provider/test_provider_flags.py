@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltalog.commit.transaction import Transaction
 from deltalog.errors import InvalidArgumentError
 from deltalog_provider.operators import (
     DeltaCommitOperator,
@@ -27,7 +26,7 @@ from deltalog_provider.operators import (
 from deltalog_provider.sensors import DeltaTableVersionSensor
 from deltalog_provider.utils.coerce import strict_bool
 from deltalog_provider.version_compat import AirflowFailException
-from helpers import append, make_table, rows
+from helpers import append, make_table, rows, table_with_a_removed_file
 
 pytestmark = pytest.mark.airflow
 
@@ -77,13 +76,7 @@ def test_literal_non_bool_strings_fail_when_the_task_is_defined(factory):
 @pytest.fixture()
 def removed_table(tmp_path):
     path = str(tmp_path / "t")
-    table = make_table(path)
-    append(table, rows(2))
-    snap = table.snapshot()
-    old = snap.file_paths()[0]
-    txn = Transaction(table.storage, snap, operation="DELETE")
-    txn.remove([{"path": old, "dataChange": True, "deletionTimestamp": 0}])
-    txn.commit()
+    _, old = table_with_a_removed_file(path)
     return path, os.path.join(path, old)
 
 

@@ -50,7 +50,7 @@ from deltalog_provider.version_compat import (
     Asset,
     AssetAlias,
 )
-from helpers import append, make_table, rows, write_data_file
+from helpers import append, make_table, rows, table_with_a_removed_file, write_data_file
 
 pytestmark = pytest.mark.airflow
 
@@ -502,15 +502,8 @@ def test_call_core_passes_cancel_only_when_accepted():
 
 def test_kill_during_vacuum_planning_deletes_nothing(tmp_path, monkeypatch):
     import deltalog.vacuuming as vacuum_module
-    from deltalog.commit.transaction import Transaction
 
-    table = make_table(str(tmp_path / "t"))
-    append(table, rows(2))
-    snap = table.snapshot()
-    old = snap.file_paths()[0]
-    txn = Transaction(table.storage, snap, operation="DELETE")
-    txn.remove([{"path": old, "dataChange": True, "deletionTimestamp": 0}])
-    txn.commit()
+    _, old = table_with_a_removed_file(str(tmp_path / "t"))
     before = sorted(os.listdir(os.path.join(str(tmp_path / "t"), "_delta_log")))
 
     op = DeltaVacuumOperator(task_id="v", table=str(tmp_path / "t"), retention_hours=0, allow_short_retention=True)
@@ -873,6 +866,40 @@ def test_compact_operator_runs_the_spark_engine_through_the_spark_hook(tmp_path,
     with pytest.raises(AirflowFailException, match="master"):
         DeltaCompactOperator(
             task_id="c2", table=table.uri, engine="spark", spark_conn_id=fake_spark, spark_options={"master": "x"}
+        ).execute({})
+
+
+def test_vacuum_operator_plans_on_the_spark_connection_s_master(tmp_path, fake_spark, monkeypatch):
+    """engine="spark": the core's Spark engine gets the connection's master and the conf; the task deletes what
+    the plan names. (The Spark job itself is tested in tests/test_vacuum_spark.py; here the plan is the local
+    engine's, to test the operator without a JVM.)"""
+    import deltalog.vacuuming as vacuum_module
+
+    table, old = table_with_a_removed_file(str(tmp_path / "t"))
+    real_plan = vacuum_module.plan_vacuum
+    seen: list[dict[str, Any]] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        seen.append(dict(kwargs))
+        return real_plan(*args, **{**kwargs, "engine": "local", "spark_options": None})
+
+    monkeypatch.setattr(vacuum_module, "plan_vacuum", recorded)
+    op = DeltaVacuumOperator(
+        task_id="v",
+        table=table.uri,
+        retention_hours=0,
+        allow_short_retention=True,
+        engine="spark",
+        spark_conn_id=fake_spark,
+        spark_options={"conf": {"spark.driver.memory": "2g"}},
+    )
+    metrics = op.execute({})
+    assert seen[0]["engine"] == "spark"
+    assert seen[0]["spark_options"] == {"conf": {"spark.driver.memory": "2g"}, "master": "local[1]"}
+    assert metrics["num_deleted_files"] == 1 and not os.path.exists(os.path.join(table.uri, old))
+    with pytest.raises(AirflowFailException, match="names the master"):
+        DeltaVacuumOperator(
+            task_id="v2", table=table.uri, engine="spark", spark_conn_id=fake_spark, spark_options={"master": "x"}
         ).execute({})
 
 

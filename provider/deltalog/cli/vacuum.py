@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from deltalog.cli import emit
+from deltalog.cli import emit, key_values
 from deltalog.cli.history_option import add_history_option, recorded
 from deltalog.log.history import format_ms
 from deltalog.vacuuming import VacuumResult, vacuum
-from deltalog.vacuuming.plan import DEFAULT_MAX_WORKERS, MODES
+from deltalog.vacuuming.vacuum_plan import DEFAULT_MAX_WORKERS, ENGINES, MODES
 
 __all__ = ["register"]
 
@@ -49,6 +49,15 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     p.add_argument(
         "--max-workers", type=int, default=DEFAULT_MAX_WORKERS, metavar="N", help="parallel listing/deleting workers"
     )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="where the plan is made: local (this process) or spark (a Spark job: the anti-join of the inventory "
+        "or a distributed listing against every protected path; full mode). Deleting is this process's either way",
+    )
+    p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
+    p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
     p.add_argument("--no-file-list", action="store_true", help="with --json: omit the per-file list")
     add_history_option(p)
     p.set_defaults(handler=cmd_vacuum)
@@ -64,7 +73,7 @@ def _human(r: VacuumResult) -> str:
     if r.start_commit_version is not None:
         lines.append(f"commits: VACUUM START {r.start_commit_version}, VACUUM END {r.end_commit_version}")
     if r.dry_run and r.plan is not None:
-        for row in r.plan.files.slice(0, 20).to_pylist():
+        for row in r.plan.head(20).to_pylist():
             lines.append(f"  {row['path']}  {row['size']}  ({row['reason']})")
         if r.plan.num_files > 20:
             lines.append(f"  ... and {r.plan.num_files - 20} more (use --json for all)")
@@ -91,5 +100,11 @@ def _vacuum(args: argparse.Namespace) -> VacuumResult:
         inventory=args.inventory,
         max_workers=args.max_workers,
         full_fallback=args.full_fallback,
+        engine=args.engine,
+        spark_options=(
+            {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
+            if args.engine == "spark"
+            else None
+        ),
         storage_options=args.storage_options,
     )

@@ -15,7 +15,9 @@ Compaction runs on the engine the single-table DAG would choose: the local pyarr
 engine, or Spark (``spark-submit``, ``spark_options`` of
 :func:`deltalog.compaction.spark.submit.run_spark`) when the table holds at least
 ``spark_min_bytes``. A Spark job is one unit: it starts only while budget is left and
-is not stopped between bins.
+is not stopped between bins. Vacuum likewise runs its plan as a Spark job
+(:mod:`deltalog.vacuuming.spark`) when the table holds at least ``vacuum_spark_min_files``
+live files: its cost grows with the number of files, not with their bytes.
 
 Per-table settings come from the maintenance policy (:mod:`deltalog.maintenance.policy`):
 fleet defaults, then path-prefix rules, then the table's own properties
@@ -260,12 +262,15 @@ def maintain_table(
     spark_options: dict[str, Any] | None = None,
     history: HistoryRecorder | None = None,
     due_operations: Sequence[str] | None = None,
+    vacuum_spark_min_files: int | None = None,
 ) -> TableOutcome:
     """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
 
     ``settings``: the table's resolved settings, or the settings file (a :class:`FleetPolicy`
     or its mapping), resolved here against the table's properties. ``spark_min_bytes``:
-    tables at least this large compact with Spark (None: always local). ``history``: each
+    tables at least this large compact with Spark (None: always local);
+    ``vacuum_spark_min_files``: tables with at least this many live files vacuum with Spark
+    (None: always local); both Spark jobs take ``spark_options``. ``history``: each
     step is recorded there (see the module docstring); ``due_operations`` (what the
     measurement found due) are recorded as deferred when the table is not started (the
     budget was spent, another maintainer holds its lease).
@@ -274,10 +279,9 @@ def maintain_table(
     operation becomes the outcome's status and error line (a fleet run goes on).
     """
     require_bools(allow_short_retention=allow_short_retention)  # the caller's mistake, not the table's: raise
-    if spark_min_bytes is not None and (
-        isinstance(spark_min_bytes, bool) or not isinstance(spark_min_bytes, int) or spark_min_bytes < 0
-    ):
-        raise InvalidArgumentError(f"spark_min_bytes must be a non-negative integer, got {spark_min_bytes!r}")
+    for name, value in (("spark_min_bytes", spark_min_bytes), ("vacuum_spark_min_files", vacuum_spark_min_files)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
     if not isinstance(settings, TableSettings):
         settings = FleetPolicy.parse(settings)
     run = SimpleNamespace(
@@ -286,7 +290,7 @@ def maintain_table(
         owner=owner,
         lease_ttl_seconds=lease_ttl_seconds,
         allow_short=allow_short_retention,
-        engine=_Engine(spark_min_bytes, dict(spark_options or {})),
+        engine=_Engine(spark_min_bytes, dict(spark_options or {}), vacuum_spark_min_files),
         due_operations=list(due_operations or []),
     )
     if history is None:
@@ -351,13 +355,18 @@ def _failure_status(exc: DeltaLogError) -> str:
 
 @dataclass(frozen=True)
 class _Engine:
-    """Where compaction runs: Spark from ``spark_min_bytes`` of table size on, else locally."""
+    """Where compaction runs (Spark from ``spark_min_bytes`` of table size on) and where vacuum plans
+    (Spark from ``vacuum_min_files`` live files on); else locally."""
 
     spark_min_bytes: int | None
     spark_options: dict[str, Any]
+    vacuum_min_files: int | None = None
 
     def for_size(self, size: int) -> str:
         return "spark" if self.spark_min_bytes is not None and size >= self.spark_min_bytes else "local"
+
+    def vacuum_for_files(self, files: int) -> str:
+        return "spark" if self.vacuum_min_files is not None and files >= self.vacuum_min_files else "local"
 
 
 def _run_steps(
@@ -452,12 +461,18 @@ def _run_steps(
                 op.result = create_checkpoint(storage)
             out.ran.append("checkpoint")
         elif step == "vacuum":
-            with steps_log.step("vacuum") as op:
+            where = engine.vacuum_for_files(before.num_files)
+            with steps_log.step("vacuum", engine=where) as op:
                 vr = op.result = vacuum(
-                    storage, retention_hours=settings.vacuum_retention_hours, allow_short_retention=run.allow_short
+                    storage,
+                    retention_hours=settings.vacuum_retention_hours,
+                    allow_short_retention=run.allow_short,
+                    engine=where,
+                    spark_options=engine.spark_options if where == "spark" else None,
                 )
             out.bytes_reclaimed += vr.size_of_data_to_delete if vr.num_deleted_files else 0
-            out.ran.append(f"vacuum: {vr.num_deleted_files} files")
+            label = "vacuum" if where == "local" else "vacuum (spark)"
+            out.ran.append(f"{label}: {vr.num_deleted_files} files")
         elif step == "log_cleanup":
             with steps_log.step("log_cleanup") as op:
                 lr = op.result = cleanup_log(storage)

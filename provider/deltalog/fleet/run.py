@@ -172,11 +172,13 @@ def run_fleet(
     spark_min_bytes: int | None = None,
     spark_options: dict[str, Any] | None = None,
     history: HistoryRecorder | None = None,
+    vacuum_spark_min_files: int | None = None,
 ) -> FleetRunResult:
     """Maintain the due tables, best gain per second first, starting nothing once the budget is spent.
 
     ``dry_run`` measures and orders only (nothing is written or deleted). Tables of at least
-    ``spark_min_bytes`` compact with Spark (``spark_options`` of ``run_spark``), as in
+    ``spark_min_bytes`` compact with Spark (``spark_options`` of ``run_spark``), tables of at
+    least ``vacuum_spark_min_files`` live files vacuum with Spark, as in
     :func:`deltalog.fleet.maintain.maintain_table`. ``settings``: the maintenance settings
     file (:mod:`deltalog.maintenance.policy`). ``history``: every table measured and every
     operation run, deferred, refused or failed is recorded there, and the history itself
@@ -240,6 +242,7 @@ def run_fleet(
                 spark_options=spark_options,
                 history=recorder,
                 due_operations=[op for op, flag in p.due.items() if flag],
+                vacuum_spark_min_files=vacuum_spark_min_files,
             )
             history_error = outcome.history_error or history_error
             outcomes.append(outcome)

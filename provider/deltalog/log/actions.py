@@ -21,6 +21,8 @@ __all__ = [
     "ADD_FIELDS",
     "ADD_SCHEMA",
     "ADD_TYPE",
+    "ALL_FILE_COLUMNS",
+    "FileColumns",
     "Metadata",
     "REMOVE_FIELDS",
     "REMOVE_SCHEMA",
@@ -78,6 +80,55 @@ REMOVE_FIELDS: list[tuple[str, pa.DataType]] = [
 ]
 REMOVE_TYPE = pa.struct(REMOVE_FIELDS)
 REMOVE_SCHEMA = pa.schema(REMOVE_FIELDS)
+
+#: Fields every projection keeps: a file action is reconciled by its path and deletion vector.
+_KEY_FIELDS = ("path", "deletionVector")
+
+
+@dataclass(frozen=True)
+class FileColumns:
+    """Which fields of the add and remove actions a snapshot holds (a projection of the full schemas).
+
+    An operation that needs only some fields (vacuum: paths, deletion vectors, times)
+    loads a snapshot without decoding the rest: at ten million files the statistics,
+    partition values and tags are two thirds of the state. Checkpoints read only these
+    columns; JSON commits are parsed in full (they are checked line by line either way)
+    and projected once reconciled. ``path`` and ``deletionVector`` are always kept: they
+    are the reconciliation key.
+    """
+
+    add: pa.Schema = ADD_SCHEMA
+    remove: pa.Schema = REMOVE_SCHEMA
+
+    @classmethod
+    def of(cls, add: tuple[str, ...], remove: tuple[str, ...]) -> FileColumns:
+        """The projection keeping ``add`` / ``remove`` fields (plus the key fields), in the full schemas' order."""
+        for names, schema in ((add, ADD_SCHEMA), (remove, REMOVE_SCHEMA)):
+            unknown = set(names) - set(schema.names)
+            if unknown:
+                raise ValueError(f"unknown file action field(s): {sorted(unknown)}")
+        keep_add = set(add) | set(_KEY_FIELDS)
+        keep_remove = set(remove) | set(_KEY_FIELDS)
+        return cls(
+            pa.schema([f for f in ADD_SCHEMA if f.name in keep_add]),
+            pa.schema([f for f in REMOVE_SCHEMA if f.name in keep_remove]),
+        )
+
+    @property
+    def is_full(self) -> bool:
+        return self.add.equals(ADD_SCHEMA) and self.remove.equals(REMOVE_SCHEMA)
+
+    @property
+    def add_type(self) -> pa.StructType:
+        return pa.struct(list(self.add))
+
+    @property
+    def remove_type(self) -> pa.StructType:
+        return pa.struct(list(self.remove))
+
+
+#: Every field: what ``DeltaTable.snapshot()`` holds.
+ALL_FILE_COLUMNS = FileColumns()
 
 
 def dv_unique_id(dv: dict[str, Any] | None) -> str | None:

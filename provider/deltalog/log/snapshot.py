@@ -42,8 +42,10 @@ from deltalog.log.action_checks import (
 from deltalog.log.actions import (
     ADD_SCHEMA,
     ADD_TYPE,
+    ALL_FILE_COLUMNS,
     REMOVE_SCHEMA,
     REMOVE_TYPE,
+    FileColumns,
     Metadata,
     file_key,
 )
@@ -62,7 +64,7 @@ from deltalog.log.replay import (
 from deltalog.protocol.table_protocol import Protocol, check_readable
 from deltalog.storage.filesystem import FileInfo, Storage
 
-__all__ = ["Snapshot", "load_snapshot", "read_commit_files"]
+__all__ = ["Snapshot", "SnapshotHead", "load_snapshot", "load_snapshot_head", "read_commit_files"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class Snapshot:
     domain_metadata: dict[str, dict[str, Any]]
     segment: LogSegment = field(repr=False)
     storage: Storage = field(repr=False)
+    #: The add/remove fields ``files`` and ``tombstones`` hold (all of them unless a reader asked for fewer).
+    columns: FileColumns = field(default=ALL_FILE_COLUMNS, repr=False)
     #: What a reader should know about this state (a catalog-managed table read without its catalog).
     warnings: tuple[str, ...] = ()
 
@@ -134,9 +138,13 @@ class Snapshot:
         }
         if include_files:
             paths = self.files.column("path").to_pylist()
-            sizes = self.files.column("size").to_pylist()
-            pvs = _maps_as_dicts(self.files.column("partitionValues"))
-            out["files"] = [{"path": p, "size": s, "partitionValues": pv} for p, s, pv in zip(paths, sizes, pvs)]
+            names = self.files.schema.names
+            sizes = self.files.column("size").to_pylist() if "size" in names else [None] * len(paths)
+            if "partitionValues" in names:
+                pvs = _maps_as_dicts(self.files.column("partitionValues"))
+                out["files"] = [{"path": p, "size": s, "partitionValues": pv} for p, s, pv in zip(paths, sizes, pvs)]
+            else:  # a projection without them (see ``columns``)
+                out["files"] = [{"path": p, "size": s} for p, s in zip(paths, sizes)]
         return out
 
 
@@ -489,12 +497,19 @@ def _filter_superseded(table: pa.Table, superseded_keys: _Superseded | None) -> 
     return table.filter(pc.invert(superseded))
 
 
-def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: _Superseded | None) -> _CheckpointState:
+def _read_parquet_actions(
+    storage: Storage,
+    path: str,
+    name: str,
+    exclude_keys: _Superseded | None,
+    columns: FileColumns = ALL_FILE_COLUMNS,
+    file_actions: bool = True,
+) -> _CheckpointState:
     """Stream the action columns deltalog needs from one checkpoint/sidecar Parquet file.
 
-    Only the known add/remove fields are read (never ``stats_parsed`` or
+    Only the known add/remove fields of ``columns`` are read (never ``stats_parsed`` or
     ``partitionValues_parsed``), and rows superseded by newer commits are dropped
-    batch by batch.
+    batch by batch. ``file_actions=False`` reads the other actions only.
     """
     state = _CheckpointState()
     try:
@@ -505,20 +520,20 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
         with contextlib.nullcontext(path) if storage.is_local else storage.open_input(path) as source:
             pf = pq.ParquetFile(source, buffer_size=_READ_BUFFER, pre_buffer=not storage.is_local)
             top = {f.name: f for f in pf.schema_arrow}
-            columns: list[str] = []
+            read: list[str] = []
             kinds = []
-            for kind, typ, schema in (("add", ADD_TYPE, ADD_SCHEMA), ("remove", REMOVE_TYPE, REMOVE_SCHEMA)):
+            for kind, schema in (("add", columns.add), ("remove", columns.remove)) if file_actions else ():
                 if kind not in top or not pa.types.is_struct(top[kind].type):
                     continue
                 present = {top[kind].type.field(i).name for i in range(top[kind].type.num_fields)}
-                wanted = [n for n in (f.name for f in typ) if n in present]
+                wanted = [n for n in schema.names if n in present]
                 if "path" not in wanted:
                     continue
-                columns += [f"{kind}.{n}" for n in wanted]
+                read += [f"{kind}.{n}" for n in wanted]
                 kinds.append((kind, schema))
             small = [k for k in _CHECKPOINT_ACTIONS if k in top]
-            columns += small
-            if not columns:
+            read += small
+            if not read:
                 return state
             found: dict[str, list[pa.Table]] = {kind: [] for kind, _ in kinds}
             # Many newer file actions (a long log after the checkpoint) make ``is_in`` rebuild a
@@ -534,7 +549,7 @@ def _read_parquet_actions(storage: Storage, path: str, name: str, exclude_keys: 
                     if part.num_rows:
                         found[kind].append(part)
 
-            for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=columns):
+            for batch in pf.iter_batches(batch_size=_CHECKPOINT_BATCH_ROWS, columns=read):
                 table = pa.Table.from_batches([batch])
                 for kind, schema in kinds:
                     part = _struct_to_table(table, kind, schema)
@@ -610,15 +625,20 @@ class _CheckpointState:
     adds: list[pa.Table] = field(default_factory=list)
     removes: list[pa.Table] = field(default_factory=list)
     small: dict[str, list[Any]] = field(default_factory=dict)
+    #: Parquet files whose file actions were left for someone else to read (``file_actions=False``).
+    deferred: list[FileInfo] = field(default_factory=list)
 
     def take(self, other: _CheckpointState) -> None:
         self.adds += other.adds
         self.removes += other.removes
+        self.deferred += other.deferred
         for k, values in other.small.items():
             self.small.setdefault(k, []).extend(values)
 
 
-def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: _Superseded | None) -> _CheckpointState:
+def _read_json_checkpoint(
+    storage: Storage, f: FileInfo, exclude_keys: _Superseded | None, columns: FileColumns = ALL_FILE_COLUMNS
+) -> _CheckpointState:
     actions = parse_commit(storage.read_bytes(f.path), f.name)
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
@@ -628,8 +648,8 @@ def _read_json_checkpoint(storage: Storage, f: FileInfo, exclude_keys: _Supersed
         if kind in _CHECKPOINT_ACTIONS:
             state.small.setdefault(kind, []).append(body)
     try:
-        add_table = table_from_struct(pa.array(adds, type=ADD_TYPE), ADD_SCHEMA)
-        remove_table = table_from_struct(pa.array(removes, type=REMOVE_TYPE), REMOVE_SCHEMA)
+        add_table = table_from_struct(pa.array(adds, type=ADD_TYPE), columns.add)
+        remove_table = table_from_struct(pa.array(removes, type=REMOVE_TYPE), columns.remove)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise CorruptCheckpointError(
             f"checkpoint file {f.name} has a file action with a field of the wrong type: {exc}"
@@ -647,19 +667,29 @@ def sidecar_path(storage: Storage, path: str) -> str:
     return storage.join("_delta_log", SIDECARS_DIR, path)
 
 
-def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.Array | None = None) -> _CheckpointState:
+def read_checkpoint(
+    storage: Storage,
+    checkpoint: Checkpoint,
+    exclude_keys: pa.Array | None = None,
+    columns: FileColumns = ALL_FILE_COLUMNS,
+    parquet_file_actions: bool = True,
+) -> _CheckpointState:
     """The actions of a complete checkpoint (all parts, all sidecars).
 
     ``exclude_keys``: file keys decided by newer commits; their rows are dropped while
-    reading, so superseded rows never occupy memory.
+    reading, so superseded rows never occupy memory. ``columns``: the add/remove fields read.
+    ``parquet_file_actions=False``: the file actions of Parquet files (parts, sidecars) are
+    not read; those files are listed in ``deferred`` (a JSON checkpoint is read whole).
     """
     state = _CheckpointState()
     superseded = _Superseded.of(exclude_keys)
     for f in checkpoint.files:
         if f.name.endswith(".json"):
-            state.take(_read_json_checkpoint(storage, f, superseded))
+            state.take(_read_json_checkpoint(storage, f, superseded, columns))
         else:
-            state.take(_read_parquet_actions(storage, f.path, f.name, superseded))
+            state.take(_read_parquet_actions(storage, f.path, f.name, superseded, columns, parquet_file_actions))
+            if not parquet_file_actions:
+                state.deferred.append(f)
     sidecars = state.small.get("sidecar", [])
     if sidecars:
         for s in sidecars:
@@ -671,7 +701,9 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
                 raise CorruptLogError(
                     f"checkpoint {checkpoint.files[0].name} references sidecar {p.rsplit('/', 1)[-1]} which is missing"
                 )
-            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], superseded)
+            if not parquet_file_actions:  # a sidecar holds file actions only
+                return _CheckpointState(deferred=[storage.info(p)])
+            return _read_parquet_actions(storage, p, p.rsplit("/", 1)[-1], superseded, columns)
 
         with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
             for parsed in pool.map(load, paths):
@@ -682,11 +714,49 @@ def read_checkpoint(storage: Storage, checkpoint: Checkpoint, exclude_keys: pa.A
 # --- putting it together --------------------------------------------------------------
 
 
-def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
-    """Reconstruct the snapshot of ``segment`` (checkpoint + commits)."""
-    replay = _replay_commits(storage, segment)
+def load_snapshot(storage: Storage, segment: LogSegment, columns: FileColumns = ALL_FILE_COLUMNS) -> Snapshot:
+    """Reconstruct the snapshot of ``segment`` (checkpoint + commits).
 
-    cp_state = read_checkpoint(storage, segment.checkpoint, replay.keys) if segment.checkpoint else None
+    ``columns``: the add/remove fields the snapshot holds (a projection reads fewer
+    checkpoint columns; every action is checked as in a full load).
+    """
+    return _load(storage, segment, columns, True).snapshot
+
+
+@dataclass(frozen=True)
+class SnapshotHead:
+    """A version's state but for the file actions of its Parquet checkpoint files, which someone else reads.
+
+    What a distributed reader (the Spark vacuum) needs from the driver: the version,
+    protocol and metadata, checked as a snapshot load checks them; in ``snapshot.files`` /
+    ``tombstones`` the newest file actions of the JSON commits after the checkpoint (and
+    of a JSON checkpoint); ``decided_keys``, the file keys those commits decided (a
+    checkpoint row with one of them is superseded); ``deferred``, the Parquet checkpoint
+    files (parts, sidecars) whose add/remove rows were not read. ``snapshot`` is *not* the
+    table's file list unless ``deferred`` is empty.
+    """
+
+    snapshot: Snapshot
+    decided_keys: pa.Array
+    deferred: list[FileInfo]
+
+
+def load_snapshot_head(storage: Storage, segment: LogSegment, columns: FileColumns = ALL_FILE_COLUMNS) -> SnapshotHead:
+    """:class:`SnapshotHead` of ``segment``: a snapshot load that leaves the Parquet checkpoint files' file actions unread."""
+    return _load(storage, segment, columns, False)
+
+
+def _load(storage: Storage, segment: LogSegment, columns: FileColumns, parquet_file_actions: bool) -> SnapshotHead:
+    replay = _replay_commits(storage, segment)
+    if not columns.is_full:  # the commits are parsed in full (line checks), then projected
+        replay.adds = replay.adds.select(columns.add.names)
+        replay.removes = replay.removes.select(columns.remove.names)
+
+    cp_state = (
+        read_checkpoint(storage, segment.checkpoint, replay.keys, columns, parquet_file_actions)
+        if segment.checkpoint
+        else None
+    )
     cp_name = segment.checkpoint.files[0].name if segment.checkpoint else None
 
     protocol_action = replay.protocol
@@ -744,7 +814,7 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
     tombstones = pa.concat_tables(remove_tables) if len(remove_tables) > 1 else remove_tables[0]
 
     domains = {k: v for k, v in replay.domains.items() if not v.get("removed")}
-    return Snapshot(
+    snapshot = Snapshot(
         version=segment.version,
         protocol=protocol,
         metadata=metadata,
@@ -754,4 +824,6 @@ def load_snapshot(storage: Storage, segment: LogSegment) -> Snapshot:
         domain_metadata=domains,
         segment=segment,
         storage=storage,
+        columns=columns,
     )
+    return SnapshotHead(snapshot, replay.keys, cp_state.deferred if cp_state is not None else [])

@@ -110,6 +110,40 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
     return advanced, PathResolver(storage).resolve(refs.all_paths(), strict=True)
 
 
+#: Plan paths that could leave the table root or name it: absolute, dot segments, doubled slashes, empty.
+_OUTSIDE = r"^$|^/|(^|/)\.{1,2}(/|$)|//"
+
+
+class _Checked:
+    """A planned batch as it may be deleted: refused if it names a hidden path or one outside the table
+    root, without the files that commits since planning reference (counted)."""
+
+    def __init__(self, rule: HiddenRule, newly_referenced: pa.Array) -> None:
+        self.rule = rule
+        self.newly_referenced = newly_referenced
+        self.kept = self.count = self.size = 0
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        paths = batch.column("path")
+        # Defence in depth: a plan never holds these, and a corrupted (or hand-made) one must not delete them.
+        if pc.any(self.rule.hidden_mask(paths.combine_chunks())).as_py():
+            raise OperationRefusedError("the vacuum plan names hidden paths (such as _delta_log); refusing to run it")
+        if pc.any(pc.match_substring_regex(paths, _OUTSIDE)).as_py():
+            raise OperationRefusedError(
+                "the vacuum plan names a path that is not a plain path inside the table root (absolute, '..' "
+                "or empty); refusing to run it"
+            )
+        if len(self.newly_referenced):
+            keep = pc.is_in(paths, value_set=self.newly_referenced)
+            kept = count_true(keep)
+            if kept:
+                self.kept += kept
+                batch = batch.filter(pc.invert(keep))
+        self.count += batch.num_rows
+        self.size += column_sum(batch, "size")
+        return batch
+
+
 def _commit_marker(
     storage: Storage, view: Snapshot, operation: str, parameters: dict[str, Any], metrics: dict[str, Any]
 ) -> CommitResult:
@@ -157,23 +191,16 @@ def execute_vacuum(
         storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=True
     )
     rule = HiddenRule.for_metadata(plan.snapshot.metadata)
-    files = plan.files
-    paths = files.column("path").combine_chunks() if files.num_rows else pa.array([], pa.string())
-    # Defence in depth: the plan never holds these, and a corrupted plan must not delete them.
-    if len(paths) and pc.any(rule.hidden_mask(paths)).as_py():
-        raise OperationRefusedError("the vacuum plan names hidden paths (such as _delta_log); refusing to run it")
-
     view, newly_referenced = _advance(storage, plan.snapshot, plan, before_delete=True)
-    kept = 0
-    if len(newly_referenced) and len(paths):
-        keep = pc.is_in(paths, value_set=newly_referenced)
-        kept = count_true(keep)
-        if kept:
-            log.warning("vacuum: %d planned files were referenced by commits made since planning; keeping them", kept)
-            files = files.filter(pc.invert(keep))
-            paths = files.column("path").combine_chunks()
-    to_delete = paths.to_pylist()
-    size = column_sum(files, "size")
+    checked = _Checked(rule, newly_referenced)
+    # First pass: every planned path is checked (and counted) before the first deletion. A plan
+    # in memory is kept as checked; a spilled one (millions of files) is read again to delete.
+    batches = [checked(b) for b in plan.file_batches()]
+    kept, total, size = checked.kept, checked.count, checked.size
+    if kept:
+        log.warning("vacuum: %d planned files were referenced by commits made since planning; keeping them", kept)
+    if plan.files_location:
+        batches = []
 
     retention = plan.retention
     parameters: dict[str, Any] = {
@@ -183,29 +210,35 @@ def execute_vacuum(
     }
     if retention.specified:
         parameters["specifiedRetentionMillis"] = retention.retention_ms
-    start = _commit_marker(
-        storage, view, START, parameters, {"numFilesToDelete": len(to_delete), "sizeOfDataToDelete": size}
-    )
+    start = _commit_marker(storage, view, START, parameters, {"numFilesToDelete": total, "sizeOfDataToDelete": size})
     log.info(
         "vacuum of %s: %s at version %d, deleting %d files (%d bytes)",
         storage.uri,
         START,
         start.version,
-        len(to_delete),
+        total,
         size,
     )
 
     status = COMPLETED
     failure: BaseException | None = None
-    progress = Progress(len(to_delete), cancel)
+    progress = Progress(total, cancel)
+    parents: set[str] = set()
     try:
-        delete_files(storage, to_delete, max_workers, progress)
+        # In parallel batches: each batch's files by the bounded pool, batch after batch.
+        for batch in batches or (_Checked(rule, newly_referenced)(b) for b in plan.file_batches()):
+            if progress.halted():
+                break
+            paths = batch.column("path").to_pylist()
+            delete_files(storage, paths, max_workers, progress)
+            if storage.is_local and not plan.knows_directories:
+                parents.update(ancestors(paths))
     except Exception as exc:  # noqa: BLE001 - recorded in VACUUM END, then re-raised as a StorageError
         status, failure = FAILED, exc
     if failure is None and progress.cancelled:
         status, failure = FAILED, OperationCancelledError("cancelled")
     deleted, gone = progress.deleted, progress.gone
-    dirs = plan.directories if plan.mode == "full" and plan.source == "listing" else ancestors(to_delete)
+    dirs = plan.directories if plan.knows_directories else sorted(parents)
     num_dirs = remove_empty_dirs(storage, dirs, rule) if failure is None else 0
 
     warnings = list(plan.warnings)
@@ -226,12 +259,11 @@ def execute_vacuum(
         log.warning("vacuum of %s: %s", storage.uri, warnings[-1])
     if isinstance(failure, OperationCancelledError):
         raise OperationCancelledError(
-            f"vacuum of {storage.uri} was cancelled after deleting {deleted} of {len(to_delete)} files; "
-            "run it again to finish"
+            f"vacuum of {storage.uri} was cancelled after deleting {deleted} of {total} files; run it again to finish"
         )
     if failure is not None:
         raise StorageError(
-            f"vacuum of {storage.uri} stopped after deleting {deleted} of {len(to_delete)} files "
+            f"vacuum of {storage.uri} stopped after deleting {deleted} of {total} files "
             f"({type(failure).__name__}: {failure}); run it again to finish"
         ) from failure
     if plan.cursor is not None and (plan.previous_cursor is None or plan.cursor > plan.previous_cursor):
@@ -247,7 +279,7 @@ def execute_vacuum(
         result_of_plan(plan, plan.planning_seconds + time.perf_counter() - t0),
         dry_run=False,
         status=status,
-        num_files_to_delete=len(to_delete),
+        num_files_to_delete=total,
         size_of_data_to_delete=size,
         num_deleted_files=deleted,
         num_already_gone=gone,
@@ -269,13 +301,16 @@ def vacuum(
     inventory: str | pa.Table | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
+    engine: str = "local",
+    spark_options: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
     cancel: threading.Event | None = None,
 ) -> VacuumResult:
     """Delete the files no version inside the retention window needs (see :func:`plan_vacuum` for the checks).
 
     ``dry_run`` returns the plan without deleting or writing anything; ``cancel``: see
-    :func:`execute_vacuum`.
+    :func:`execute_vacuum` (it also stops a Spark job). ``engine`` / ``spark_options``: where
+    the plan is made (:func:`plan_vacuum`); the deletion is this process's either way.
     """
     t0 = time.perf_counter()
     require_bools(dry_run=dry_run, allow_short_retention=allow_short_retention, full_fallback=full_fallback)
@@ -292,6 +327,9 @@ def vacuum(
         inventory=inventory,
         max_workers=max_workers,
         full_fallback=full_fallback,
+        engine=engine,
+        spark_options=spark_options,
+        cancel=cancel,
     )
     if dry_run:
         return result_of_plan(plan, time.perf_counter() - t0)

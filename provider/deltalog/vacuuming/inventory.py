@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +32,7 @@ from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.times import PlausibleTimes, describe_ms, first_implausible
 from deltalog.write_checks.hidden_paths import HiddenRule
 
-__all__ = ["read_inventory"]
+__all__ = ["InventoryScan", "newest_per_path", "read_inventory", "scan_inventory"]
 
 REQUIRED = ("path", "size", "modificationTime")
 #: Rows that are not plain relative paths: absolute (``/``, ``scheme://``, Hadoop's ``file:/``)
@@ -135,9 +136,12 @@ def _relativise(path: pa.Array, special: pa.Array, resolver: PathResolver) -> pa
         hit = pc.and_(todo, pc.starts_with(sub, prefix))
         if not pc.any(hit).as_py():
             continue
-        rest = pc.utf8_slice_codeunits(sub, len(prefix))
+        # The prefix matched whole, so cutting its bytes leaves valid UTF-8 (no decoding, unlike utf8_slice).
+        rest = pc.binary_slice(sub.view(pa.binary()), len(prefix.encode()), (1 << 31) - 1).view(pa.string())
         plain = pc.and_(hit, pc.invert(pc.match_substring_regex(rest, _NOT_LITERAL)))
         plain = pc.and_(plain, pc.greater(pc.utf8_length(rest), 0))
+        if count_true(plain) == len(sub):  # every row spells the root this way (the usual inventory): no copy
+            return rest if every else pc.replace_with_mask(path, special, rest)
         out = pc.if_else(plain, rest, out)
         todo = pc.and_(todo, pc.invert(plain))
     slow = pc.indices_nonzero(todo)
@@ -160,10 +164,104 @@ def _check_times(part: pa.Table, window: PlausibleTimes, source: str) -> None:
         )
 
 
-def read_inventory(
+@dataclass
+class InventoryScan:
+    """A validated inventory, read a batch at a time: :meth:`parts` yields the rows inside the table.
+
+    The counters fill as the parts are read; :meth:`finish` (after the last part) refuses
+    an inventory whose problems show only once every row was seen (empty values, no row,
+    no row inside the table). Nothing may be deleted on a plan made from a scan that did
+    not finish.
+    """
+
+    storage: Storage
+    source: str
+    schema: pa.Schema
+    batches: Iterator[pa.RecordBatch]
+    rule: HiddenRule
+    window: PlausibleTimes | None = None
+    #: Rows read, and the empty values per column among them (refused by :meth:`finish`).
+    rows: int = 0
+    nulls: dict[str, int] = field(default_factory=dict)
+    #: Rows that are files (not ``isDir``), files outside the table root, hidden files.
+    file_rows: int = 0
+    outside: int = 0
+    hidden: int = 0
+    _resolver: PathResolver | None = field(default=None, repr=False)
+
+    @property
+    def size_name(self) -> str:
+        names = set(self.schema.names)
+        return "size" if "size" in names or "length" not in names else "length"
+
+    def parts(self) -> Iterator[pa.Table]:
+        """Table-relative, non-hidden rows (``LISTING_SCHEMA``), one table per batch, times checked."""
+        for batch in self.batches:
+            part = self.part(batch)
+            if part is not None:
+                yield part
+
+    def part(self, batch: pa.RecordBatch) -> pa.Table | None:
+        """One batch's rows inside the table (None once an empty value was seen: :meth:`finish` refuses).
+
+        What :meth:`parts` does per batch; the Spark engine calls it on its own batches.
+        """
+        names = set(self.schema.names)
+        size_name = self.size_name
+        columns = ["path", size_name, "modificationTime"] + (["isDir"] if "isDir" in names else [])
+        if not self.nulls:
+            self.nulls = dict.fromkeys(columns, 0)
+        if self._resolver is None:
+            self._resolver = PathResolver(self.storage)
+        batch = batch.select(columns)
+        self.rows += batch.num_rows
+        for c in columns:
+            self.nulls[c] += batch.column(c).null_count
+        if any(self.nulls.values()) or not batch.num_rows:
+            return None  # refused by finish(), once every empty value is counted
+        if "isDir" in names:
+            batch = batch.filter(pc.invert(batch.column("isDir")))
+        path = pc.cast(batch.column("path"), pa.string())
+        mtime = _as_millis(batch.column("modificationTime"), self.source)
+        # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
+        # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
+        special = pc.match_substring_regex(path, _SPECIAL_ROW)
+        if pc.any(special).as_py():
+            path = _relativise(path, special, self._resolver)
+        inside = path.is_valid()
+        self.file_rows += len(path)
+        outside = len(path) - count_true(inside)
+        self.outside += outside
+        part = pa.Table.from_arrays([path, pc.cast(batch.column(size_name), pa.int64()), mtime], schema=LISTING_SCHEMA)
+        if outside:
+            part = part.filter(inside)
+        hidden = self.rule.hidden_mask(part.column("path").combine_chunks())
+        num_hidden = count_true(hidden)
+        self.hidden += num_hidden
+        if num_hidden:
+            part = part.filter(pc.invert(hidden))
+        if self.window is not None:
+            _check_times(part, self.window, self.source)
+        return part
+
+    def finish(self) -> None:
+        """Refuse what only the whole inventory shows (call after the last part)."""
+        if self.rows == 0:
+            raise InvalidArgumentError(f"inventory {self.source} has no rows")
+        for c in ("isDir", "path", self.size_name, "modificationTime"):
+            if self.nulls.get(c):
+                raise InvalidArgumentError(f"inventory {self.source}: column {c!r} has {self.nulls[c]} empty value(s)")
+        if self.file_rows and self.outside == self.file_rows:
+            raise InvalidArgumentError(
+                f"inventory {self.source}: none of its {self.file_rows} file rows lies inside the table at "
+                f"{self.storage.uri}"
+            )
+
+
+def scan_inventory(
     storage: Storage, inventory: str | pa.Table, rule: HiddenRule, window: PlausibleTimes | None = None
-) -> FileListing:
-    """The inventory's rows inside this table, as a :class:`FileListing` (hidden paths dropped).
+) -> InventoryScan:
+    """Open ``inventory`` and check its columns; its rows are read by :meth:`InventoryScan.parts`.
 
     ``window``: the modification times a file can have (in milliseconds); a row outside
     it means the column's unit is wrong (seconds read as milliseconds look like
@@ -193,56 +291,30 @@ def read_inventory(
         raise InvalidArgumentError(f"inventory {source}: column 'path' must be text, not {types['path']}")
     if not pa.types.is_integer(types["size"]):
         raise InvalidArgumentError(f"inventory {source}: column 'size' must be an integer, not {types['size']}")
+    return InventoryScan(storage, source, schema, batches, rule, window)
 
-    resolver = PathResolver(storage)
-    columns = ["path", size_name, "modificationTime"] + (["isDir"] if "isDir" in names else [])
-    nulls = dict.fromkeys(columns, 0)
-    parts: list[pa.Table] = []
-    rows = file_rows = outside = num_hidden = 0
-    for batch in batches:
-        batch = batch.select(columns)
-        rows += batch.num_rows
-        for c in columns:
-            nulls[c] += batch.column(c).null_count
-        if any(nulls.values()) or not batch.num_rows:
-            continue  # refused below, once every empty value is counted
-        if "isDir" in names:
-            batch = batch.filter(pc.invert(batch.column("isDir")))
-        path = pc.cast(batch.column("path"), pa.string())
-        mtime = _as_millis(batch.column("modificationTime"), source)
-        # Plain relative rows are taken as they are; absolute ones must lie under the table root, and
-        # relative ones with ``.``/``..`` segments are resolved like log paths (``../x`` is outside).
-        special = pc.match_substring_regex(path, _SPECIAL_ROW)
-        if pc.any(special).as_py():
-            path = _relativise(path, special, resolver)
-        inside = path.is_valid()
-        file_rows += len(path)
-        outside += len(path) - count_true(inside)
-        part = pa.Table.from_arrays([path, pc.cast(batch.column(size_name), pa.int64()), mtime], schema=LISTING_SCHEMA)
-        part = part.filter(inside)
-        hidden = rule.hidden_mask(part.column("path").combine_chunks())
-        num_hidden += count_true(hidden)
-        part = part.filter(pc.invert(hidden))
-        if window is not None:
-            _check_times(part, window, source)
-        parts.append(part)
-    if rows == 0:
-        raise InvalidArgumentError(f"inventory {source} has no rows")
-    for c in ("isDir", "path", size_name, "modificationTime"):
-        if nulls.get(c):
-            raise InvalidArgumentError(f"inventory {source}: column {c!r} has {nulls[c]} empty value(s)")
-    if file_rows and outside == file_rows:
-        raise InvalidArgumentError(
-            f"inventory {source}: none of its {file_rows} file rows lies inside the table at {storage.uri}"
-        )
+
+def newest_per_path(files: pa.Table) -> pa.Table:
+    """One row per path: the same object listed twice (inventories are merged from shards) keeps its newest row."""
+    if not files.num_rows or pc.count_distinct(files.column("path")).as_py() == files.num_rows:
+        return files
+    newest = files.group_by("path").aggregate([("size", "max"), ("modificationTime", "max")])
+    # By name: where the key column lands among the aggregates differs between pyarrow releases.
+    return pa.Table.from_arrays(
+        [newest.column("path"), newest.column("size_max"), newest.column("modificationTime_max")], schema=LISTING_SCHEMA
+    )
+
+
+def read_inventory(
+    storage: Storage, inventory: str | pa.Table, rule: HiddenRule, window: PlausibleTimes | None = None
+) -> FileListing:
+    """The inventory's rows inside this table, as one :class:`FileListing` (hidden paths dropped).
+
+    Holds every row at once; vacuum itself streams :func:`scan_inventory` instead.
+    """
+    scan = scan_inventory(storage, inventory, rule, window)
+    parts = list(scan.parts())
+    scan.finish()
     files = pa.concat_tables(parts) if parts else LISTING_SCHEMA.empty_table()
     del parts
-    # The same object listed twice (inventories are merged from shards): keep the newest row.
-    if files.num_rows and pc.count_distinct(files.column("path")).as_py() != files.num_rows:
-        files = (
-            files.group_by("path")
-            .aggregate([("size", "max"), ("modificationTime", "max")])
-            .rename_columns(["size", "modificationTime", "path"])
-            .select(["path", "size", "modificationTime"])
-        )
-    return FileListing(files, {}, num_hidden, outside, source="inventory")
+    return FileListing(newest_per_path(files), {}, scan.hidden, scan.outside, source="inventory")

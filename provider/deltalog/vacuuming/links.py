@@ -42,7 +42,9 @@ def _prefixes(path: str) -> Iterable[str]:
     yield path
 
 
-def through_links(storage: Storage, paths: pa.Array, links: Iterable[str]) -> tuple[list[str], list[str]]:
+def through_links(
+    storage: Storage, paths: pa.Array | pa.ChunkedArray, links: Iterable[str]
+) -> tuple[list[str], list[str]]:
     """For the ``paths`` that pass through one of ``links``: their real paths inside the root, and those leaving it.
 
     ``links`` are table-relative paths of link entries; only paths with a link as
@@ -65,7 +67,7 @@ def through_links(storage: Storage, paths: pa.Array, links: Iterable[str]) -> tu
     return inside, outside
 
 
-def scan_links(storage: Storage, paths: pa.Array) -> list[str]:
+def scan_links(storage: Storage, paths: pa.Array | pa.ChunkedArray) -> list[str]:
     """Links in the folders holding ``paths`` and in their ancestors (a census for runs that list nothing).
 
     Lite vacuum lists no folder, yet a referenced path may reach a candidate
@@ -73,14 +75,19 @@ def scan_links(storage: Storage, paths: pa.Array) -> list[str]:
     entries (one ``scandir`` each, no ``stat`` per file).
     """
     dirs: set[str] = {""}
-    if len(paths):
-        parts = pc.split_pattern(paths, "/", max_splits=1, reverse=True)
+    parents: set[str] = set()
+    for chunk in paths.chunks if isinstance(paths, pa.ChunkedArray) else [paths]:
+        if not len(chunk):
+            continue
+        # One per folder, vectorised, a chunk at a time (the protected set can hold ten million paths).
+        parts = pc.split_pattern(chunk, "/", max_splits=1, reverse=True)
         nested = pc.equal(pc.list_value_length(parts), 2)
-        parents = pc.unique(pc.list_element(parts.filter(nested), 0)).to_pylist()  # one per folder, vectorised
-        for d in parents:
-            while d and d not in dirs:
-                dirs.add(d)
-                d = d.rpartition("/")[0]
+        parents.update(pc.unique(pc.list_element(parts.filter(nested), 0)).to_pylist())
+        del parts, nested
+    for d in sorted(parents):
+        while d and d not in dirs:
+            dirs.add(d)
+            d = d.rpartition("/")[0]
     found: list[str] = []
     for d in sorted(dirs):
         try:

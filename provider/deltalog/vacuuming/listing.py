@@ -28,7 +28,7 @@ from deltalog.storage.filesystem import Storage, check_utf8_names, mtime_ms
 from deltalog.vacuuming.links import LinkGuard
 from deltalog.write_checks.hidden_paths import HiddenRule
 
-__all__ = ["FileListing", "LISTING_SCHEMA", "fill_stats", "list_table_files"]
+__all__ = ["FileListing", "LISTING_SCHEMA", "ListedPart", "fill_stats", "list_table_files", "scan_subtree", "top_level"]
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,9 @@ def _table(paths: list[str], sizes: list[int] | None, mtimes: list[int] | None) 
 
 
 @dataclass
-class _Part:
+class ListedPart:
+    """What one worker listed: files (stats on object stores only), directories, entries per directory, links."""
+
     paths: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     mtimes: list[int] = field(default_factory=list)
@@ -97,9 +99,9 @@ class _Part:
     hidden: int = 0
 
 
-def _scan_local(top: str, rel_top: str, rule: HiddenRule) -> _Part:
+def _scan_local(top: str, rel_top: str, rule: HiddenRule) -> ListedPart:
     """Names of the files in one local subtree (iteratively: partition nesting can be deep)."""
-    part = _Part()
+    part = ListedPart()
     stack = [(top, rel_top)]
     while stack:
         directory, rel_dir = stack.pop()
@@ -137,9 +139,9 @@ def _scan_local(top: str, rel_top: str, rule: HiddenRule) -> _Part:
     return part
 
 
-def _scan_fsspec(storage: Storage, top: str, rule: HiddenRule) -> _Part:
+def _scan_fsspec(storage: Storage, top: str, rule: HiddenRule) -> ListedPart:
     """List one remote subtree with ``find`` (one recursive listing per top-level directory)."""
-    part = _Part()
+    part = ListedPart()
     try:
         found = storage.fs.find(top, detail=True, withdirs=True)
     except FileNotFoundError:
@@ -162,9 +164,9 @@ def _scan_fsspec(storage: Storage, top: str, rule: HiddenRule) -> _Part:
     return part
 
 
-def _top_level(storage: Storage, rule: HiddenRule) -> tuple[_Part, list[tuple[str, str]]]:
+def top_level(storage: Storage, rule: HiddenRule) -> tuple[ListedPart, list[tuple[str, str]]]:
     """The root's own files (with stats) and its non-hidden subdirectories."""
-    top = _Part()
+    top = ListedPart()
     subdirs: list[tuple[str, str]] = []
     if storage.is_local:
         try:
@@ -215,17 +217,23 @@ def _top_level(storage: Storage, rule: HiddenRule) -> tuple[_Part, list[tuple[st
     return top, subdirs
 
 
+def scan_subtree(storage: Storage, top: str, rel_top: str, rule: HiddenRule) -> ListedPart:
+    """Everything under one non-hidden directory of the table (``top`` absolute, ``rel_top`` table-relative).
+
+    What each worker of :func:`list_table_files` runs, one per top-level directory (the Spark engine
+    runs it in its tasks): hidden directories pruned, links recorded but never walked into.
+    """
+    return _scan_local(top, rel_top, rule) if storage.is_local else _scan_fsspec(storage, top, rule)
+
+
 def list_table_files(storage: Storage, rule: HiddenRule, max_workers: int = 8) -> FileListing:
     """Every non-hidden file under the table root, listed with one worker per top-level directory.
 
     Local listings carry names only (``has_stats`` False): see :func:`fill_stats`.
     """
-    top, subdirs = _top_level(storage, rule)
+    top, subdirs = top_level(storage, rule)
     parts = [top]
-    if storage.is_local:
-        scan = lambda d: _scan_local(d[0], d[1], rule)  # noqa: E731
-    else:
-        scan = lambda d: _scan_fsspec(storage, d[0], rule)  # noqa: E731
+    scan = lambda d: scan_subtree(storage, d[0], d[1], rule)  # noqa: E731
     if subdirs:
         workers = max(1, min(max_workers, len(subdirs)))
         if workers == 1:

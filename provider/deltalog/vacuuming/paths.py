@@ -60,10 +60,10 @@ def dv_file_path(storage_type: str | None, path_or_inline: str | None) -> str | 
 
 def dv_paths_of(dv_column: pa.Array | pa.ChunkedArray) -> list[str]:
     """File paths (log-style) of the on-disk deletion vectors in a ``deletionVector`` struct column."""
+    if len(dv_column) == 0 or dv_column.null_count == len(dv_column):
+        return []  # (checked before combining: ten million rows without a deletion vector cost nothing)
     if isinstance(dv_column, pa.ChunkedArray):
         dv_column = dv_column.combine_chunks() if dv_column.num_chunks != 1 else dv_column.chunk(0)
-    if len(dv_column) == 0 or dv_column.null_count == len(dv_column):
-        return []
     present = dv_column.filter(dv_column.is_valid())
     kinds = present.field("storageType")
     ids = present.field("pathOrInlineDv")
@@ -210,6 +210,11 @@ class PathResolver:
                 out += self._relative(c)
         return list(dict.fromkeys(out))
 
+    @staticmethod
+    def needs_resolving(paths: pa.Array) -> pa.Array:
+        """Which log paths are not plain relative paths (percent-encoded, absolute, dotted, doubled slashes, empty)."""
+        return pc.or_(any_substring(paths, _SPECIAL_SUBSTRINGS, ("/", ".")), pc.equal(paths, ""))
+
     def resolve(self, raw: Iterable[str] | pa.Array, strict: bool = False) -> pa.Array:
         """Unique relative paths for a batch of log paths; plain relative paths stay vectorised.
 
@@ -229,7 +234,7 @@ class PathResolver:
         arr = pc.unique(arr)
         if len(arr) == 0:
             return arr
-        special = pc.or_(any_substring(arr, _SPECIAL_SUBSTRINGS, ("/", ".")), pc.equal(arr, ""))
+        special = self.needs_resolving(arr)
         if not pc.any(special).as_py():
             return arr
         plain = arr.filter(pc.invert(special))

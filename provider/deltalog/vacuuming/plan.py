@@ -10,18 +10,19 @@ protocol, retention, modification times, and the retained versions.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog._arrow_utils import column_sum, count_true
+from deltalog._arrow_utils import count_true
 from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
 from deltalog.log.history import format_ms
@@ -32,14 +33,36 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.vacuuming.inventory import read_inventory
+from deltalog.vacuuming.inventory import newest_per_path, scan_inventory
 from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
+from deltalog.vacuuming.path_set import PathSet
 from deltalog.vacuuming.paths import PathResolver
-from deltalog.vacuuming.retained import RetainedState, retained_state, scan_commits
-from deltalog.vacuuming.retention import Retention, resolve_retention
+from deltalog.vacuuming.retained import VACUUM_COLUMNS, RetainedState, retained_state, scan_commits
+from deltalog.vacuuming.retention import resolve_retention
 from deltalog.vacuuming.times import FLOOR_MS, plausible_times
-from deltalog.write_checks.hidden_paths import CHANGE_DATA_DIR, HiddenRule
+from deltalog.vacuuming.vacuum_plan import (
+    CURSOR_KEY,
+    DEFAULT_MAX_WORKERS,
+    ENGINES,
+    LAST_VACUUM_INFO,
+    MODES,
+    VacuumPlan,
+    cursor_path,
+    log_plan,
+    next_cursor,
+    previous_cursor_of,
+    without_file_lists,
+)
+from deltalog.vacuuming.verdict import (
+    PLAN_SCHEMA,
+    REASON_CDC,
+    REASON_DV,
+    REASON_LITE_REMOVED,
+    age_masks,
+    reasons,
+)
+from deltalog.write_checks.hidden_paths import HiddenRule
 from deltalog.write_checks.hidden_paths import partition_dir_names as hidden_partition_dir_names
 
 __all__ = [
@@ -55,99 +78,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MODES = ("full", "lite")
-DEFAULT_MAX_WORKERS = 8
-LAST_VACUUM_INFO = "_last_vacuum_info"
-CURSOR_KEY = "latestCommitVersionOutsideOfRetentionWindow"
-
-REASON_TOMBSTONE = "expired tombstone: removed before the cutoff"
-REASON_UNTRACKED = "not referenced by any retained version"
-REASON_DV = "deletion vector not used by any retained version"
-REASON_CDC = "change data file of a commit before the cutoff"
-REASON_LITE_REMOVED = "removed by a commit before the cutoff"
-
-PLAN_SCHEMA = pa.schema([*LISTING_SCHEMA, ("reason", pa.string())])
-
 
 class LiteVacuumUnavailableError(OperationRefusedError):
     """Lite mode needs commits that log cleanup already removed; only a full vacuum can proceed."""
-
-
-@dataclass(frozen=True)
-class VacuumPlan:
-    """What a vacuum would delete, checked against every safety rule, and why.
-
-    ``files`` has one row per file to delete: table-relative ``path``, ``size``,
-    ``modificationTime`` and ``reason``. ``directories`` are the directories expected
-    to be left empty (local filesystems only; removed deepest first). ``cursor`` is
-    the value ``_last_vacuum_info`` takes once the plan has been executed.
-    """
-
-    table_uri: str
-    mode: str
-    version: int
-    retention: Retention
-    fully_readable_from: int
-    window_start: int | None
-    files: pa.Table
-    directories: list[str]
-    source: str
-    cursor: int | None
-    previous_cursor: int | None
-    lite_range: tuple[int, int] | None = None
-    stats: dict[str, int] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    planning_seconds: float = 0.0
-    snapshot: Snapshot | None = field(default=None, repr=False)
-
-    @property
-    def num_files(self) -> int:
-        return self.files.num_rows
-
-    @property
-    def size_in_bytes(self) -> int:
-        return column_sum(self.files, "size")
-
-    @property
-    def cutoff_ms(self) -> int:
-        return self.retention.cutoff_ms
-
-    def readable_versions(self) -> str:
-        return f"{self.fully_readable_from}..{self.version}"
-
-    def summary_line(self) -> str:
-        """One line for logs and the CLI: what the vacuum would delete and what stays readable."""
-        return (
-            f"{self.mode} vacuum plan for {self.table_uri} at version {self.version}: {self.num_files} files "
-            f"({self.size_in_bytes} bytes) to delete; versions {self.readable_versions()} (and later) keep all "
-            "their files"
-        )
-
-    def to_dict(self, include_files: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "table": self.table_uri,
-            "mode": self.mode,
-            "version": self.version,
-            "cutoff": format_ms(self.cutoff_ms),
-            **self.retention.to_dict(),
-            "fully_readable_from_version": self.fully_readable_from,
-            "fully_readable_versions": self.readable_versions(),
-            "window_start_version": self.window_start,
-            "num_files_to_delete": self.num_files,
-            "size_of_data_to_delete": self.size_in_bytes,
-            "num_directories_to_delete": len(self.directories),
-            "source": self.source,
-            "cursor": self.cursor,
-            "previous_cursor": self.previous_cursor,
-            "lite_range": list(self.lite_range) if self.lite_range else None,
-            "stats": dict(self.stats),
-            "warnings": list(self.warnings),
-            "planning_seconds": round(self.planning_seconds, 3),
-        }
-        if include_files:
-            out["files"] = self.files.to_pylist()
-            out["directories"] = list(self.directories)
-        return out
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -156,20 +89,6 @@ class VacuumPlan:
 def partition_dir_names(snapshot: Snapshot) -> list[str]:
     """Partition column names as directories may carry them (the shared rule of :mod:`deltalog.write_checks.hidden_paths`)."""
     return hidden_partition_dir_names(snapshot.metadata)
-
-
-def cursor_path(storage: Storage) -> str:
-    return storage.join("_delta_log", LAST_VACUUM_INFO)
-
-
-def read_cursor(storage: Storage) -> int | None:
-    """The version the previous vacuum covered, from ``_delta_log/_last_vacuum_info`` (None if absent or unreadable)."""
-    try:
-        doc = json.loads(storage.read_bytes(cursor_path(storage)))
-    except (OSError, ValueError):
-        return None
-    value = doc.get(CURSOR_KEY) if isinstance(doc, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) -> list[str]:
@@ -202,21 +121,13 @@ def _empty_directories(listing: FileListing, deleted: pa.Array, cutoff_ms: int) 
     return sorted(eligible, key=lambda p: (-p.count("/"), p))
 
 
-def _reasons(paths: pa.Array, expired: pa.Array) -> pa.Array:
-    reason = pa.array([REASON_UNTRACKED] * len(paths), pa.string())
-    reason = pc.if_else(pc.starts_with(paths, CHANGE_DATA_DIR + "/"), REASON_CDC, reason)
-    is_dv = pc.and_(pc.match_substring(paths, "deletion_vector_"), pc.ends_with(paths, ".bin"))
-    reason = pc.if_else(is_dv, REASON_DV, reason)
-    return pc.if_else(pc.is_in(paths, value_set=expired), REASON_TOMBSTONE, reason)
-
-
 def _protect_through_links(storage: Storage, retained: RetainedState, links: list[str], warnings: list[str]) -> None:
     """Add the real paths of referenced files reached through ``links`` to the protected set (local storage)."""
     if not storage.is_local or not links:
         return
     inside, outside = through_links(storage, retained.protected, links)
     if inside:
-        retained.protected = pc.unique(pa.concat_arrays([retained.protected, pa.array(inside, pa.string())]))
+        retained.protected = pa.chunked_array([*retained.protected.chunks, pa.array(inside, pa.string())])
     note = (
         f"; {len(outside)} referenced file(s) lie behind links leading out of the table root, where vacuum "
         "neither lists nor deletes anything"
@@ -247,26 +158,66 @@ def _drop_links(storage: Storage, paths: list[str], warnings: list[str]) -> set[
 # --- the two modes -------------------------------------------------------------------------
 
 
+@dataclass
+class Unreferenced:
+    """The listed files no retained version references, and how many were listed and protected."""
+
+    files: pa.Table
+    listed: int = 0
+    protected: int = 0
+
+
+#: The local engine holds its plan in memory (about 100 bytes a file): past this many unreferenced
+#: files it stops and points to the Spark engine, whose plan stays in Parquet and is deleted batch by batch.
+LOCAL_CANDIDATES_LIMIT = 20_000_000
+
+
+def unreferenced(parts: Iterable[pa.Table], protected: PathSet) -> Unreferenced:
+    """The rows of ``parts`` (``LISTING_SCHEMA`` tables: a listing, or an inventory a batch at a time)
+    whose path is not in ``protected``; only those rows are kept, so an inventory is never held whole.
+
+    Refuses (OperationRefusedError) once more than :data:`LOCAL_CANDIDATES_LIMIT` rows are unreferenced.
+    """
+    keep: list[pa.Table] = []
+    out = Unreferenced(LISTING_SCHEMA.empty_table())
+    kept = 0
+    for part in parts:
+        out.listed += part.num_rows
+        if not part.num_rows:
+            continue
+        hit = protected.contains(part.column("path"))
+        found = count_true(hit)
+        out.protected += found
+        if found < part.num_rows:
+            keep.append(part.filter(pc.invert(hit)) if found else part)
+            kept += part.num_rows - found
+            if kept > LOCAL_CANDIDATES_LIMIT:
+                raise OperationRefusedError(
+                    f"more than {LOCAL_CANDIDATES_LIMIT:,} of the {out.listed:,} files listed so far are referenced by "
+                    "no retained version: the local engine holds its plan in memory, so a plan this large is made "
+                    "by the Spark engine (engine='spark'; CLI --engine spark), which keeps it in Parquet and deletes "
+                    "it batch by batch. Nothing was deleted"
+                )
+    if keep:
+        out.files = pa.concat_tables(keep) if len(keep) > 1 else keep[0]
+    return out
+
+
 def _plan_full(
     storage: Storage,
     retained: RetainedState,
-    rule: HiddenRule,
     listing: FileListing,
+    diff: Unreferenced,
     max_workers: int,
     warnings: list[str],
 ) -> tuple[pa.Table, list[str], str, dict[str, int]]:
-    """Diff the listing against the protected set; stat only what is not protected."""
-    files = listing.files
+    """Turn the unreferenced files into the plan: stat them (local listings), keep the recent and implausible ones."""
     cutoff = retained.cutoff_ms
-    protected = pc.is_in(files.column("path"), value_set=retained.protected)
-    candidates = files.filter(pc.invert(protected))
+    candidates = diff.files
     if not listing.has_stats:
         candidates = fill_stats(storage, candidates, max_workers)
     mtime = candidates.column("modificationTime")
-    known = pc.greater(mtime, 0)
-    # A time before 2000 is no time a Delta writer wrote a file (a broken clock, a unit error): keep the file.
-    implausible = pc.and_(known, pc.less(mtime, FLOOR_MS))
-    old = pc.and_(pc.and_(known, pc.invert(implausible)), pc.less(mtime, cutoff))
+    known, implausible, old = age_masks(mtime, cutoff)
     if count_true(implausible):
         shown = candidates.filter(implausible).column("path").to_pylist()[:5]
         warnings.append(
@@ -281,11 +232,12 @@ def _plan_full(
             to_delete = to_delete.filter(pc.invert(pc.is_in(to_delete.column("path"), pa.array(sorted(linked)))))
             links_skipped += len(linked)
     del_paths = to_delete.column("path").combine_chunks()
-    plan = to_delete.append_column("reason", _reasons(del_paths, retained.expired_tombstones))
+    expired = pc.is_in(del_paths, value_set=retained.expired_tombstones)
+    plan = to_delete.append_column("reason", reasons(del_paths, expired))
 
     stats = {
-        "files_listed": files.num_rows,
-        "files_protected": count_true(protected),
+        "files_listed": diff.listed,
+        "files_protected": diff.protected,
         "files_too_new": count_true(pc.and_(known, pc.greater_equal(mtime, cutoff))),
         "files_without_modification_time": count_true(pc.invert(known)),
         "files_with_implausible_time": count_true(implausible),
@@ -356,10 +308,11 @@ def _plan_lite(
         (resolver.resolve(refs.cdc, strict=True), REASON_CDC),
     ]
     reasons: dict[str, str] = {}
+    protected = PathSet(retained.protected)
     for arr, why in kinds:
         if len(arr) == 0:
             continue
-        keep = pc.is_in(arr, value_set=retained.protected)
+        keep = protected.contains(arr)
         hidden = rule.hidden_mask(arr)
         for p in arr.filter(pc.invert(pc.or_(keep, hidden))).to_pylist():
             reasons.setdefault(p, why)
@@ -384,6 +337,7 @@ def _plan_lite(
         "files_too_new": sum(1 for r in found if r[2] >= retained.cutoff_ms),
         "files_with_implausible_time": len(implausible),
         "links_skipped": len(linked),
+        "protected_paths": protected.distinct,
     }
     return table, (start, end), stats
 
@@ -400,13 +354,22 @@ def plan_vacuum(
     inventory: str | pa.Table | None = None,
     max_workers: int = DEFAULT_MAX_WORKERS,
     full_fallback: bool = False,
+    engine: str = "local",
+    spark_options: dict[str, Any] | None = None,
     storage_options: dict[str, Any] | None = None,
     now_ms: int | None = None,
+    cancel: threading.Event | None = None,
 ) -> VacuumPlan:
     """Plan a vacuum: every check of a real run, nothing deleted, nothing written.
 
     ``now_ms`` fixes the clock the cutoff is computed from (``now - retention``); tests
     use it to compare plans with Delta Spark's at one exact cutoff.
+
+    ``engine``: ``"local"`` (this process: a path-only replay of the log, the inventory
+    streamed) or ``"spark"`` (full mode: the anti-join of storage against every protected
+    path runs as a Spark job, :mod:`deltalog.vacuuming.spark`; ``spark_options``: its
+    ``master``, ``spark_submit``, ``conf``, ``timeout``, ``work_dir``, or a ``session`` to run
+    in). ``cancel`` stops a Spark job.
 
     Raises InvalidArgumentError (bad parameters, malformed inventory or retention
     property), OperationRefusedError (retention shorter than the table's without
@@ -424,9 +387,28 @@ def plan_vacuum(
     require_workers(max_workers)
     if now_ms is not None and (isinstance(now_ms, bool) or not isinstance(now_ms, int)):
         raise InvalidArgumentError(f"now_ms must be milliseconds since the epoch (an int), got {now_ms!r}")
+    if engine not in ENGINES:
+        raise InvalidArgumentError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if spark_options is not None and engine != "spark":
+        raise InvalidArgumentError("spark_options are for engine='spark'")
     storage = table_storage(table, storage_options)
     listing = list_log(storage)
-    snapshot = snapshot_at(storage, listing=listing)
+    if engine == "spark":
+        from deltalog.vacuuming.spark.driver import plan_on_spark
+
+        return plan_on_spark(
+            storage,
+            listing,
+            mode=mode,
+            retention_hours=retention_hours,
+            allow_short_retention=allow_short_retention,
+            now_ms=now_ms,
+            inventory=inventory,
+            spark_options=spark_options,
+            cancel=cancel,
+            started=t0,
+        )
+    snapshot = snapshot_at(storage, listing=listing, columns=VACUUM_COLUMNS)
     check_can_write(
         storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=False
     )
@@ -442,13 +424,7 @@ def plan_vacuum(
     )
     retained = retained_state(snapshot, listing, retention.cutoff_ms)
     warnings = list(retention.warnings) + retained.warnings
-    previous_cursor = read_cursor(storage)
-    if previous_cursor is not None and previous_cursor > snapshot.version:
-        warnings.append(
-            f"_delta_log/{LAST_VACUUM_INFO} says version {previous_cursor} was vacuumed, but the table is at version "
-            f"{snapshot.version} (re-created?); ignoring it"
-        )
-        previous_cursor = None
+    previous_cursor = previous_cursor_of(storage, snapshot.version, warnings)
     lite_range: tuple[int, int] | None = None
     dirs: list[str] = []
     effective_mode = mode
@@ -463,22 +439,33 @@ def plan_vacuum(
                 raise
             warnings.append(f"{exc}; falling back to a full vacuum as requested")
             effective_mode = "full"
+    protected_count = 0
     if effective_mode == "full":
+        window = plausible_times() if inventory is not None else None
+        # From here on the file lists live on only as the protected paths (and their fingerprints).
+        snapshot = retained.snapshot = without_file_lists(snapshot)
         if inventory is not None:
-            file_listing = read_inventory(storage, inventory, rule, plausible_times())
+            scan = scan_inventory(storage, inventory, rule, window)
+            # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
+            if storage.is_local:
+                _protect_through_links(storage, retained, scan_links(storage, retained.protected), warnings)
         else:
             file_listing = list_table_files(storage, rule, max_workers)
-        # An inventory cannot tell a link from a file: look for links on the referenced paths, as lite does.
-        links = file_listing.links
-        if inventory is not None and storage.is_local:
-            links = scan_links(storage, retained.protected)
-        _protect_through_links(storage, retained, links, warnings)
-        files, dirs, source, stats = _plan_full(storage, retained, rule, file_listing, max_workers, warnings)
+            _protect_through_links(storage, retained, file_listing.links, warnings)
+        protected = PathSet(retained.protected)
+        protected_count = protected.distinct
+        retained.protected = pa.chunked_array([], pa.string())  # the paths' memory goes to the listing
+        if inventory is not None:
+            diff = unreferenced(scan.parts(), protected)
+            scan.finish()
+            diff.files = newest_per_path(diff.files)
+            file_listing = FileListing(diff.files, {}, scan.hidden, scan.outside, source="inventory")
+        else:
+            diff = unreferenced([file_listing.files], protected)
+        files, dirs, source, stats = _plan_full(storage, retained, file_listing, diff, max_workers, warnings)
     stats["commits_read_for_window"] = retained.commits_read
-    stats["protected_paths"] = len(retained.protected)
-    cursor = retained.window_start if retained.window_start is not None else previous_cursor
-    if cursor is not None and previous_cursor is not None and cursor < previous_cursor:
-        cursor = previous_cursor
+    stats.setdefault("protected_paths", protected_count)
+    cursor = next_cursor(retained.window_start, previous_cursor)
     plan = VacuumPlan(
         table_uri=storage.uri,
         mode=effective_mode,
@@ -495,16 +482,7 @@ def plan_vacuum(
         stats=stats,
         warnings=warnings,
         planning_seconds=time.perf_counter() - t0,
-        snapshot=snapshot,
+        snapshot=without_file_lists(snapshot),
     )
-    for w in warnings:
-        log.warning("vacuum %s: %s", storage.uri, w)
-    log.info(
-        "vacuum plan for %s: %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s)",
-        storage.uri,
-        plan.num_files,
-        plan.size_in_bytes,
-        plan.readable_versions(),
-        plan.planning_seconds,
-    )
+    log_plan(plan)
     return plan

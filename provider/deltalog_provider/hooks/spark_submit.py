@@ -16,7 +16,7 @@ from deltalog.compaction.spark import DEFAULT_CONF
 from deltalog.errors import InvalidArgumentError
 from deltalog_provider.version_compat import mask_secret
 
-__all__ = ["LOCAL_RUNNER_KEYS", "SparkJobSubmitter", "check_spark_options"]
+__all__ = ["LOCAL_RUNNER_KEYS", "SparkJobSubmitter", "check_spark_options", "spark_master"]
 
 #: Options of deltalog's own ``spark-submit`` runner that ``SparkSubmitHook`` takes another way.
 LOCAL_RUNNER_KEYS = frozenset({"master", "spark_submit", "timeout"})
@@ -32,6 +32,16 @@ def check_spark_options(options: dict[str, Any] | None, spark_conn_id: str) -> d
             f"({spark_conn_id!r}) names the master and execution_timeout bounds the task"
         )
     return options
+
+
+def spark_master(spark_conn_id: str) -> str:
+    """The master URL of a Spark connection, built as ``SparkSubmitHook`` builds it (host, port; ``yarn``
+    without a host): for the core's own ``spark-submit`` runner (vacuum's Spark engine)."""
+    from deltalog_provider.version_compat import BaseHook
+
+    conn = BaseHook.get_connection(spark_conn_id)
+    master = conn.host or "yarn"
+    return f"{master}:{conn.port}" if conn.port else master
 
 
 class SparkJobSubmitter:

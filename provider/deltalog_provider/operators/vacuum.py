@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from deltalog import DeltaTable
+from deltalog.errors import InvalidArgumentError
+from deltalog_provider.hooks.spark_submit import spark_master
 from deltalog_provider.operators.base import DeltaTableOperator
 from deltalog_provider.utils.coerce import human_bytes, optional_float, optional_str
 from deltalog_provider.utils.results import jsonable
@@ -38,6 +40,15 @@ class DeltaVacuumOperator(DeltaTableOperator):
     :param full_fallback: in lite mode, fall back to a full listing when the log no longer
         holds the commits lite mode needs (instead of refusing).
     :param include_files: keep the per-file plan in the XCom value (can be large).
+    :param engine: ``"local"`` (the plan in this task) or ``"spark"`` (templated): the plan's
+        anti-join of storage against every protected path runs as deltalog's Spark job (full
+        mode; for tables of many millions of files), submitted by the core's ``spark-submit``
+        runner to the master of ``spark_conn_id``; the deletion stays in this task, behind
+        the same re-validation. A kill of the task kills the job.
+    :param spark_conn_id: the Spark connection ``engine="spark"`` runs on (its host is the master).
+    :param spark_options: for ``engine="spark"``: the runner's options (``conf``,
+        ``spark_submit``, ``work_dir``); the master comes from the connection and
+        ``execution_timeout`` bounds the task.
     """
 
     template_fields: Sequence[str] = (
@@ -48,7 +59,11 @@ class DeltaVacuumOperator(DeltaTableOperator):
         "dry_run",
         "allow_short_retention",
         "full_fallback",
+        "engine",
+        "spark_options",
+        "spark_conn_id",
     )
+    template_fields_renderers = {"spark_options": "json"}
     bool_fields: Sequence[str] = (
         *DeltaTableOperator.bool_fields,
         "dry_run",
@@ -68,6 +83,9 @@ class DeltaVacuumOperator(DeltaTableOperator):
         inventory: str | None = None,
         full_fallback: bool = False,
         include_files: bool = False,
+        engine: str = "local",
+        spark_conn_id: str = "spark_default",
+        spark_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         self.retention_hours = retention_hours
@@ -77,6 +95,9 @@ class DeltaVacuumOperator(DeltaTableOperator):
         self.inventory = inventory
         self.full_fallback = full_fallback
         self.include_files = include_files
+        self.engine = engine
+        self.spark_conn_id = spark_conn_id
+        self.spark_options = spark_options
         super().__init__(**kwargs)
 
     def changes_table(self) -> bool:
@@ -91,6 +112,7 @@ class DeltaVacuumOperator(DeltaTableOperator):
             "allow_short_retention": self.allow_short_retention,
             "inventory": optional_str(self.inventory),
             "full_fallback": self.full_fallback,
+            **self._engine(),
         }
         if self.dry_run:  # deletes nothing: a read
             return self.read(vacuum, table, dry_run=True, **options)
@@ -98,6 +120,20 @@ class DeltaVacuumOperator(DeltaTableOperator):
         self.log.info("vacuum plan: %d files (%s) to delete", plan.num_files, human_bytes(plan.size_in_bytes))
         self.raise_if_cancelled()  # the safe point: planned, nothing deleted yet
         return self.call(execute_vacuum, table, plan)
+
+    def _engine(self) -> dict[str, Any]:
+        """``engine`` and, for Spark, the runner's options with the connection's master."""
+        engine = optional_str(self.engine) or "local"
+        if engine != "spark":  # the core names the engines it knows
+            return {"engine": engine}
+        options = dict(self.spark_options or {})
+        fixed = sorted(set(options) & {"master", "timeout", "session"})
+        if fixed:
+            raise InvalidArgumentError(
+                f"spark_options {fixed} are not taken here: the Spark connection ({self.spark_conn_id!r}) "
+                "names the master and execution_timeout bounds the task"
+            )
+        return {"engine": "spark", "spark_options": {**options, "master": spark_master(self.spark_conn_id)}}
 
     def result_metrics(self, result: Any) -> dict[str, Any]:
         if hasattr(result, "to_dict"):

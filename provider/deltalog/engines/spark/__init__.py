@@ -6,6 +6,7 @@ Spark writes plain Parquet (no Delta jars on the cluster); deltalog keeps the co
 |---|---|
 | ``hadoop`` | Spark's Hadoop FileSystem from the driver (list, move, delete, ranged reads) and location URIs |
 | ``ingest`` | write a DataFrame into a table folder and describe the files as a commit request |
+| ``submit`` | run a job with ``spark-submit`` (cancel, time-out, its report line): compaction and vacuum |
 
 pyspark is never imported here: callers hand in their SparkSession, so importing these
 modules never needs it.
