@@ -94,7 +94,7 @@ def test_azure_hadoop_settings_follow_the_storage_options() -> None:
 
 
 def test_azure_tables_are_named_as_abfs_names_them_and_credentials_are_not_logged() -> None:
-    from deltalog.compaction.spark.submit import _redacted
+    from deltalog.engines.spark.submit import _redacted
 
     keyed = {"account_name": "acct", "account_key": "k=="}
     assert spark_table_uri(Storage("az://c/lake/t", keyed)) == "abfss://c@acct.dfs.core.windows.net/lake/t"
