@@ -95,7 +95,8 @@ def worker_crash(uri: str, mode: str) -> None:
         real_unlink = os.unlink
 
         def die_before_cleanup(path, *a, **kw):
-            if path.endswith(".tmp"):
+            # a commit's temp file (``.<version>.json.<hex>.tmp``), not the storage's hard-link probe
+            if path.endswith(".tmp") and ".json." in os.path.basename(path):
                 os.kill(os.getpid(), signal.SIGKILL)
             return real_unlink(path, *a, **kw)
 

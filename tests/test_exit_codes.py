@@ -179,7 +179,10 @@ def test_maintain_exits_with_its_worst_table(tmp_path, capsys):
     assert statuses == {"a2": "done", "c": "refused"} and "1 refused" in out.err and "failed" not in out.err
 
     broken = small_files_table(str(lake / "d"))
-    os.unlink(os.path.join(broken.storage.root, broken.snapshot().file_paths()[0]))  # compaction cannot read it
+    # Garbage where a data file should be: compaction cannot read it (a missing file is refused instead:
+    # the table is missing a file, MissingDataFileError, exit 1).
+    with open(os.path.join(broken.storage.root, broken.snapshot().file_paths()[0]), "wb") as fh:
+        fh.write(b"not parquet at all")
     assert main(["maintain", "--root", str(lake), "--json"]) == 2
     out = capsys.readouterr()
     statuses = {t["uri"].rsplit("/", 1)[-1]: t["status"] for t in json.loads(out.out)["tables"]}

@@ -207,8 +207,9 @@ def test_two_fleet_runs_record_a_row_per_table_and_operation_each(tmp_path, caps
     tables = _fleet(root)
     history = str(tmp_path / "lake" / "_deltalog" / "history")  # a hidden folder: discovery skips it
     for _ in range(2):
-        assert main(["maintain", "--root", root, "--history", history, "--json"]) == 0
-    capsys.readouterr()
+        # exit 1: the catalog-managed table is refused (docs/cli.md), every other table maintained
+        assert main(["maintain", "--root", root, "--history", history, "--json"]) == 1
+        assert "error: not every table was maintained: 1 refused (see the summary)" in capsys.readouterr().err
     recorded = _by_deltalake(history)  # an independent reader
     runs = sorted({r["run_id"] for r in recorded})
     assert len(runs) == 2
