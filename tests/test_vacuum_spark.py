@@ -154,3 +154,23 @@ def test_cli_spark_engine_through_spark_submit_deletes_and_reports(tmp_path):
     set_mtime(os.path.join(path, h["e"]["path"]), now_ms() - DAY_MS)
     again = vacuum(path, dry_run=True)
     assert again.num_files_to_delete == 0
+
+
+def test_a_malformed_descriptor_in_a_checkpoint_the_job_would_read_is_refused_before_submitting(tmp_path, monkeypatch):
+    """The Spark job reads the checkpoint's file rows itself: the driver checks them first, as a snapshot load does."""
+    import json as json_module
+
+    from corrupt_log_helpers import checkpointed, fingerprint, rewrite_checkpoint_field
+    from deltalog.errors import CorruptCheckpointError
+
+    path = str(tmp_path / "t")
+    cp_path = checkpointed(path, drop_commits=True)
+    dv = {"storageType": "z", "pathOrInlineDv": "abc", "offset": 1, "sizeInBytes": 10, "cardinality": 1}
+    rewrite_checkpoint_field(cp_path, "add", "deletionVector", dv)
+    rewrite_checkpoint_field(cp_path, "add", "stats", json_module.dumps({"numRecords": 3}))
+    submitted = []
+    monkeypatch.setattr(spark_driver, "spark_submit", lambda *a, **k: submitted.append(a))
+    before = fingerprint(path)
+    with pytest.raises(CorruptCheckpointError, match=r"the add action is invalid: 'deletionVector.storageType'"):
+        plan_vacuum(path, engine="spark")
+    assert not submitted and fingerprint(path) == before

@@ -25,7 +25,14 @@ from deltalog.log.snapshot import read_commit_files, sidecar_path
 from deltalog.protocol.table_protocol import Protocol
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["check_file_actions", "log_name", "read_checkpoint_small_actions", "read_protocol_and_metadata"]
+__all__ = [
+    "check_checkpoint_deletion_vectors",
+    "check_file_actions",
+    "check_parquet_file_actions",
+    "log_name",
+    "read_checkpoint_small_actions",
+    "read_protocol_and_metadata",
+]
 
 log = logging.getLogger(__name__)
 
@@ -207,31 +214,56 @@ def check_file_actions(storage: Storage, segment: LogSegment) -> None:
                 check_file_action(kind, body, f"{f.name}: line {idx + 1}")
     if segment.checkpoint is None:
         return
-    parquet = []
     for f in segment.checkpoint.files:
         if f.name.endswith(".json"):
             for action in parse_commit(storage.read_bytes(f.path), f.name):
                 ((kind, body),) = action.items()
                 if kind in ("add", "remove") and isinstance(body, dict):
                     check_file_action(kind, body, f"checkpoint {f.name}", CorruptCheckpointError)
-        else:
-            parquet.append(f.path)
-    sidecars = read_checkpoint_small_actions(storage, segment.checkpoint, ("sidecar",)).get("sidecar", [])
-    parquet += [sidecar_path(storage, s["path"]) for s in sidecars if isinstance(s.get("path"), str)]
+    check_parquet_file_actions(storage, _parquet_files(storage, segment.checkpoint))
+
+
+def check_checkpoint_deletion_vectors(storage: Storage, segment: LogSegment) -> None:
+    """The deletion-vector checks of a full load on the Parquet checkpoint of ``segment``, for a projected load.
+
+    A load that projects ``stats`` away (vacuum reads paths and descriptors only) cannot
+    check a descriptor's cardinality against the file's ``numRecords``; this reads, in the
+    row groups whose footer shows deletion vectors only, the columns that check needs, so
+    such a log is refused by vacuum as by every other command, at the cost of those groups.
+    """
+    if segment.checkpoint is not None:
+        check_parquet_file_actions(storage, _parquet_files(storage, segment.checkpoint), dv_groups_only=True)
+
+
+def _parquet_files(storage: Storage, checkpoint: Checkpoint) -> list[str]:
+    """The Parquet files of a checkpoint that hold file actions: its parts and their sidecars."""
+    parquet = [f.path for f in checkpoint.files if not f.name.endswith(".json")]
+    sidecars = read_checkpoint_small_actions(storage, checkpoint, ("sidecar",)).get("sidecar", [])
+    return parquet + [sidecar_path(storage, s["path"]) for s in sidecars if isinstance(s.get("path"), str)]
+
+
+def check_parquet_file_actions(storage: Storage, parquet: list[str], *, dv_groups_only: bool = False) -> None:
+    """The file-action checks of a snapshot load on Parquet checkpoint files (parts, sidecars), a row group at a time.
+
+    For readers that leave those rows to someone else (the Spark vacuum's job): the log is
+    refused here, before any work, as every other command refuses it. Reads only the
+    ``path``, ``size`` and ``deletionVector`` columns (``stats`` where a row group holds
+    deletion vectors), so memory stays that of one row group.
+    """
     for path in parquet:
         name = path.rsplit("/", 1)[-1]
         try:
             with storage.open_input(path) as fh:
                 pf = pq.ParquetFile(fh)
                 for kind in ("add", "remove"):
-                    _check_checkpoint_file_actions(pf, kind, name)
+                    _check_checkpoint_file_actions(pf, kind, name, dv_groups_only)
         except FileNotFoundError:
             raise CorruptCheckpointError(f"checkpoint file {name} is missing") from None
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise CorruptCheckpointError(f"checkpoint file {name} is not readable: {exc}") from None
 
 
-def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str) -> None:
+def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str, dv_groups_only: bool = False) -> None:
     paths = [pf.metadata.schema.column(i).path for i in range(pf.metadata.num_columns)]
     dv_leaves = [i for i, p in enumerate(paths) if p.startswith(f"{kind}.deletionVector.")]
     wanted = [
@@ -247,6 +279,8 @@ def _check_checkpoint_file_actions(pf: pq.ParquetFile, kind: str, name: str) -> 
             (st := group.column(i).statistics) is None or not st.has_null_count or st.null_count < group.num_rows
             for i in dv_leaves
         )
+        if dv_groups_only and not has_dv:
+            continue
         columns = wanted + ([f"{kind}.stats"] if has_dv and f"{kind}.stats" in paths else [])
         table = pf.read_row_group(g, columns=columns)
         column = table.column(kind).combine_chunks()

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from deltalog._arrow_utils import count_true
 from deltalog._flags import require_bools, require_workers
 from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.log.checkpoint_reader import check_checkpoint_deletion_vectors
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
@@ -412,6 +413,7 @@ def plan_vacuum(
     check_can_write(
         storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=False
     )
+    check_checkpoint_deletion_vectors(storage, snapshot.segment)  # stats were projected away
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
     rule = HiddenRule.for_metadata(snapshot.metadata)
     log.info(

@@ -35,6 +35,7 @@ from deltalog import errors
 from deltalog.engines.spark.hadoop import hadoop_uri
 from deltalog.engines.spark.submit import DEFAULT_MASTER, spark_submit
 from deltalog.errors import EngineError, InvalidArgumentError, OperationRefusedError
+from deltalog.log.checkpoint_reader import check_parquet_file_actions
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing
 from deltalog.log.load import snapshot_head_at
@@ -253,6 +254,10 @@ def plan_on_spark(
     check_can_write(
         storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=False
     )
+    # The job reads the checkpoint's add/remove rows itself: the checks a snapshot load makes on
+    # them (paths, sizes, deletion-vector descriptors) run here first, so a malformed log is
+    # refused before anything is submitted, as every other command refuses it.
+    check_parquet_file_actions(storage, [f.path for f in head.deferred])
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
     rule = HiddenRule.for_metadata(snapshot.metadata)
     cutoff = retention.cutoff_ms
