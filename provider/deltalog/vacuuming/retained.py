@@ -27,6 +27,7 @@ and deletion time disagree.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,42 +87,64 @@ def scan_commits(storage: Storage, files: list[FileInfo], kinds: tuple[str, ...]
     """
     wanted = {k.encode() for k in (*kinds, "protocol", "metaData")}
     refs = CommitRefs()
-    contents = read_commit_files(storage, files)
-    unused: list[bytes] = []
     protocol_at = metadata_at = ""
-    for f, data in zip(files, contents):
-        refs.commits += 1
-        for lineno, line in enumerate(data.split(b"\n"), start=1):
-            if line.startswith(b'{"'):
-                if line[2 : line.find(b'"', 2)] not in wanted:
-                    unused.append(line)
+    # A batch of commits at a time: the raw bytes and the unused lines of one batch only are held
+    # (lite vacuum with no earlier vacuum reads every commit since version 0).
+    for batch in _batches(files):
+        contents = read_commit_files(storage, batch)
+        unused: list[bytes] = []
+        for f, data in zip(batch, contents):
+            refs.commits += 1
+            for lineno, line in enumerate(data.split(b"\n"), start=1):
+                if line.startswith(b'{"'):
+                    if line[2 : line.find(b'"', 2)] not in wanted:
+                        unused.append(line)
+                        continue
+                elif not line.strip(JSON_SPACE):
                     continue
-            elif not line.strip(JSON_SPACE):
-                continue
-            ((kind, body),) = parse_action(line, f.name, lineno).items()
-            if kind in kinds:
-                path = body.get("path") if isinstance(body, dict) else None
-                if not isinstance(path, str):
-                    raise CorruptLogError(f"{f.name}: line {lineno}: {kind} action without a string 'path'")
-                if kind != "cdc":  # the checks a snapshot load makes (a malformed deletion vector above all)
-                    check_file_action(kind, body, f"{f.name}: line {lineno}")
-                {"add": refs.added, "remove": refs.removed, "cdc": refs.cdc}[kind].append(path)
-                dv = body.get("deletionVector") if kind != "cdc" else None
-                if isinstance(dv, dict) and dv.get("storageType") != "i":
-                    (refs.added_dvs if kind == "add" else refs.removed_dvs).append(dv_descriptor_path(dv))
-            elif kind == "protocol":
-                refs.protocol, protocol_at = body, f"{f.name}: line {lineno}"
-            elif kind == "metaData":
-                refs.metadata, metadata_at = body, f"{f.name}: line {lineno}"
-    if not lines_pass(unused):
-        for f, data in zip(files, contents):
-            parse_commit(data, f.name)  # names the first bad line
+                ((kind, body),) = parse_action(line, f.name, lineno).items()
+                if kind in kinds:
+                    path = body.get("path") if isinstance(body, dict) else None
+                    if not isinstance(path, str):
+                        raise CorruptLogError(f"{f.name}: line {lineno}: {kind} action without a string 'path'")
+                    if kind != "cdc":  # the checks a snapshot load makes (a malformed deletion vector above all)
+                        check_file_action(kind, body, f"{f.name}: line {lineno}")
+                    {"add": refs.added, "remove": refs.removed, "cdc": refs.cdc}[kind].append(path)
+                    dv = body.get("deletionVector") if kind != "cdc" else None
+                    if isinstance(dv, dict) and dv.get("storageType") != "i":
+                        (refs.added_dvs if kind == "add" else refs.removed_dvs).append(dv_descriptor_path(dv))
+                elif kind == "protocol":
+                    refs.protocol, protocol_at = body, f"{f.name}: line {lineno}"
+                elif kind == "metaData":
+                    refs.metadata, metadata_at = body, f"{f.name}: line {lineno}"
+        if not lines_pass(unused):
+            for f, data in zip(batch, contents):
+                parse_commit(data, f.name)  # names the first bad line
+        del contents, unused
     # The newest of each is what the commits leave in force (older ones govern older versions only).
     if refs.protocol is not None:
         check_protocol(refs.protocol, protocol_at)
     if refs.metadata is not None:
         check_table_metadata(refs.metadata, metadata_at)
     return refs
+
+
+#: Bytes of commit files read at once by :func:`scan_commits`.
+SCAN_BATCH_BYTES = 256 * 1024 * 1024
+
+
+def _batches(files: list[FileInfo]) -> Iterator[list[FileInfo]]:
+    """``files`` in order, in runs of about :data:`SCAN_BATCH_BYTES` of commit bytes."""
+    batch: list[FileInfo] = []
+    size = 0
+    for f in files:
+        batch.append(f)
+        size += max(f.size, 1 << 10)
+        if size >= SCAN_BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def oldest_readable_version(listing: LogListing, latest: int, fallback: int) -> int:
