@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("storage", ["storage"]),
     ("protocol", ["protocol"]),
     ("log", ["log"]),
+    ("uniform", ["uniform"]),  # UniForm's Iceberg metadata: read by vacuum, written after commits
     ("log_maintenance", ["log_maintenance"]),
     ("commit", ["commit"]),
     ("write_checks", ["write_checks"]),
