@@ -27,6 +27,7 @@ __all__ = ["emit", "key_values", "main", "run"]
 COMMAND_MODULES = [
     "deltalog.cli.read",
     "deltalog.cli.fleet",
+    "deltalog.cli.objectives",
     "deltalog.cli.write",
     "deltalog.cli.vacuum",
     "deltalog.cli.maintenance",

@@ -23,10 +23,10 @@ from deltalog.maintenance.health import compute_health
 from deltalog.maintenance.policy import FleetPolicy, due_rules, due_under
 from deltalog.table import DeltaTable
 
-__all__ = ["register"]
+__all__ = ["add_source", "check_source", "read_json", "register", "tables_from"]
 
 
-def _add_source(p: argparse.ArgumentParser) -> None:
+def add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", metavar="ROOT", help="every Delta table under this folder or bucket prefix")
     p.add_argument(
         "--list", dest="list_file", metavar="FILE", help="a file (local path or URI) naming one table URI per line"
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         "checkpoint, with its latest version. Tables are not descended into.",
     )
     p.add_argument("root", nargs="?", help="folder, bucket or prefix (s3://bucket/prefix)")
-    _add_source(p)
+    add_source(p)
     p.set_defaults(handler=cmd_discover)
 
     p = sub.add_parser(
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         "measured concurrently and ranked by what maintenance would gain.",
     )
     p.add_argument("table", nargs="*", help="table paths or URIs")
-    _add_source(p)
+    add_source(p)
     p.add_argument("--target-file-size", type=int, metavar="BYTES", help="default: delta.targetFileSize or 128 MiB")
     p.set_defaults(handler=cmd_health)
     _register_maintain(sub, parent)
@@ -86,7 +86,7 @@ def _register_maintain(sub: argparse._SubParsersAction, parent: argparse.Argumen
         "committed); the summary says what was done and what was deferred.",
     )
     p.add_argument("table", nargs="*", help="table paths or URIs")
-    _add_source(p)
+    add_source(p)
     p.add_argument("--time-budget", type=float, metavar="SECONDS", help="stop starting work after this long")
     p.add_argument(
         "--settings", metavar="FILE", help="maintenance settings file: defaults, path-prefix rules, per-table overrides"
@@ -113,7 +113,7 @@ def _register_maintain(sub: argparse._SubParsersAction, parent: argparse.Argumen
     p.set_defaults(handler=cmd_maintain)
 
 
-def _read_json(path: str, what: str, missing_ok: bool = False) -> Any:
+def read_json(path: str, what: str, missing_ok: bool = False) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
@@ -125,7 +125,7 @@ def _read_json(path: str, what: str, missing_ok: bool = False) -> Any:
         raise InvalidArgumentError(f"cannot read the {what} {path}: {exc}") from None
 
 
-def _tables_from(args: argparse.Namespace) -> tuple[list[str | FoundTable], list[dict[str, str]]]:
+def tables_from(args: argparse.Namespace) -> tuple[list[str | FoundTable], list[dict[str, str]]]:
     """The tables named on the command line, or those discovered under --root/--list with the
     folders discovery could not read (reported, never fatal)."""
     if args.table:
@@ -135,12 +135,12 @@ def _tables_from(args: argparse.Namespace) -> tuple[list[str | FoundTable], list
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    _check_source(args, args.table)
-    settings = _read_json(args.settings, "settings file") if args.settings else None
-    previous = _read_json(args.results, "results file", missing_ok=True) if args.results else None
+    check_source(args, args.table)
+    settings = read_json(args.settings, "settings file") if args.settings else None
+    previous = read_json(args.results, "results file", missing_ok=True) if args.results else None
     policy = FleetPolicy.parse(settings)  # a bad settings file fails before any work
     history = None if args.dry_run else recorder_for(args)
-    tables, errors = _tables_from(args)
+    tables, errors = tables_from(args)
     result = run_fleet(
         tables,
         storage_options=args.storage_options,
@@ -178,7 +178,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_source(args: argparse.Namespace, positional: list[str]) -> None:
+def check_source(args: argparse.Namespace, positional: list[str]) -> None:
     given = sum(bool(x) for x in (positional, args.root, args.list_file))
     if given != 1:
         raise InvalidArgumentError("give tables, --root ROOT or --list FILE (exactly one of them)")
@@ -196,7 +196,7 @@ def _discover(args: argparse.Namespace, root: str | None) -> DiscoveryResult:
 
 def cmd_discover(args: argparse.Namespace) -> None:
     root = args.root
-    _check_source(args, [])
+    check_source(args, [])
     result = _discover(args, root)
 
     def human(r: DiscoveryResult) -> str:
@@ -227,11 +227,11 @@ def _single(args: argparse.Namespace, uri: str) -> None:
 
 
 def cmd_health(args: argparse.Namespace) -> None:
-    _check_source(args, args.table)
+    check_source(args, args.table)
     if len(args.table) == 1:
         _single(args, args.table[0])
         return
-    tables, errors = _tables_from(args)
+    tables, errors = tables_from(args)
     if args.target_file_size is not None and args.target_file_size <= 0:
         raise InvalidArgumentError(f"target file size must be positive, got {args.target_file_size}")
     reports = fleet_health(
@@ -262,7 +262,7 @@ def format_ranking(reports: list[TableReport], errors: list[dict[str, str]]) -> 
 
 
 def cmd_policy(args: argparse.Namespace) -> None:
-    policy = FleetPolicy.parse(_read_json(args.settings, "settings file") if args.settings else None)
+    policy = FleetPolicy.parse(read_json(args.settings, "settings file") if args.settings else None)
     table = DeltaTable(args.table, args.storage_options)
     snapshot = snapshot_at(table.storage)
     settings = policy.resolve(table.uri, snapshot.metadata.configuration)

@@ -1,6 +1,8 @@
 """Maintaining a fleet within a time budget: what to do first, and doing it table by table.
 
-Work is ordered by expected gain per second: the gain score of
+Work is ordered by service level first: tables breaching an objective, then tables
+predicted to breach one before the next run (:mod:`deltalog.fleet.objectives`), then the
+rest; within each class by expected gain per second: the gain score of
 :mod:`deltalog.fleet.ranking` over an estimate of the seconds the table's due work
 takes (a fixed cost per operation plus the bytes to rewrite at the compaction
 throughput measured on earlier runs, which the caller keeps in the previous run's
@@ -65,6 +67,7 @@ from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
 from deltalog.maintenance.due import MaintenanceDue
 from deltalog.maintenance.health import compute_health
+from deltalog.maintenance.objectives import objective_spec
 from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under, purge_due
 from deltalog.protocol.properties import config_bool
 from deltalog.protocol.write_gate import spark_reaches
@@ -81,6 +84,7 @@ __all__ = [
     "purge_reason",
     "step_reason",
     "table_name",
+    "with_service",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,16 +104,27 @@ def purge_reason(due: MaintenanceDue, settings: TableSettings) -> str:
     )
 
 
-def step_reason(due: MaintenanceDue | None, settings: TableSettings, operation: str) -> str | None:
-    """Why ``operation`` runs: ``due: `` and the due verdict's line for it (a purge: :func:`purge_reason`)."""
-    if due is None:
-        return None
-    if operation == "purge":
-        return "due: " + purge_reason(due, settings)
-    for line in due.reasons:
-        if line.startswith(operation + ": "):
-            return "due: " + line.split(": ", 1)[1]
-    return None
+def step_reason(
+    due: MaintenanceDue | None,
+    settings: TableSettings,
+    operation: str,
+    objective_work: dict[str, str] | None = None,
+) -> str | None:
+    """Why ``operation`` runs: ``due: `` and the due verdict's line for it (a purge: :func:`purge_reason`),
+    and the objective that asked for it (``objective max_days_since_vacuum: ... breached since ...``)."""
+    reasons = []
+    if due is not None:
+        if operation == "purge":
+            if purge_due(due, settings):
+                reasons.append("due: " + purge_reason(due, settings))
+        else:
+            for line in due.reasons:
+                if line.startswith(operation + ": ") and getattr(due, operation, False):
+                    reasons.append("due: " + line.split(": ", 1)[1])
+                    break
+    if objective_work and operation in objective_work:
+        reasons.append(objective_work[operation])
+    return "; ".join(reasons) or None
 
 
 # --- ordering ------------------------------------------------------------------------
@@ -124,6 +139,10 @@ def estimated_seconds(report: TableReport, throughput: float) -> float:
     return ops * OPERATION_OVERHEAD_SECONDS + due.compaction_input_bytes / max(throughput, 1.0)
 
 
+#: The names of :attr:`PlannedTable.service`, by service class.
+SERVICE = {0: "breached", 1: "at_risk", 2: "gain"}
+
+
 @dataclass(frozen=True)
 class PlannedTable:
     uri: str
@@ -131,6 +150,14 @@ class PlannedTable:
     estimated_seconds: float
     gain_per_second: float
     due: dict[str, bool]
+    #: Why the table is where it is in the order: ``breached``, ``at_risk`` (an objective predicted to
+    #: breach before the next run) or ``gain`` (by gain per second alone).
+    service: str = "gain"
+    #: The objective(s) that put it ahead of the gain order (None: none did).
+    first_because: str | None = None
+    #: Objectives breached when measured (their names), and operations they asked for beyond the verdict.
+    breached: list[str] = field(default_factory=list)
+    objective_work: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,22 +168,42 @@ def order_work(
     throughput: float = DEFAULT_THROUGHPUT,
     settings: FleetPolicy | dict[str, Any] | None = None,
 ) -> list[PlannedTable]:
-    """The due tables, highest expected gain per second first. Whether a purge is due follows
-    ``settings`` (the settings file) when given, else the settings a report was measured with."""
+    """The tables with work, breached ones first, then those predicted to breach before the next run,
+    each class by highest expected gain per second. Whether a purge is due follows ``settings``
+    (the settings file) when given, else the settings a report was measured with; a breached or
+    at-risk objective adds the operation that fixes it (:func:`deltalog.fleet.objectives.objective_work`)."""
     policy = FleetPolicy.parse(settings)
     planned = []
     for r in reports:
-        if r.error is not None:
+        if r.error is not None or (r.due is not None and r.due.refused):
             continue
         own = policy.resolve(r.uri) if settings is not None else r.settings
         purge = purge_due(r.due, own or TableSettings())
-        if not r.any_due and not purge:
+        extra = r.objective_work()
+        if not r.any_due and not purge and not extra:
             continue
         assert r.due is not None
-        seconds = estimated_seconds(r, throughput) + (OPERATION_OVERHEAD_SECONDS if purge else 0.0)
         flags = {**r.due.flags(), "purge": purge}
-        planned.append(PlannedTable(r.uri, r.gain, round(seconds, 3), r.gain / max(seconds, 1e-3), flags))
-    return sorted(planned, key=lambda p: (-p.gain_per_second, p.uri))
+        added = [op for op in extra if not flags.get(op)]
+        for op in added:
+            flags[op] = True
+        seconds = estimated_seconds(r, throughput) + OPERATION_OVERHEAD_SECONDS * (int(purge) + len(added))
+        cls = r.service_class
+        planned.append(
+            PlannedTable(
+                r.uri,
+                r.gain,
+                round(seconds, 3),
+                r.gain / max(seconds, 1e-3),
+                flags,
+                service=SERVICE[cls],
+                first_because=r.first_because,
+                breached=[o.name for o in r.objectives if o.breached],
+                objective_work=extra,
+            )
+        )
+    order = {name: cls for cls, name in SERVICE.items()}
+    return sorted(planned, key=lambda p: (order[p.service], -p.gain_per_second, p.uri))
 
 
 # --- one table ------------------------------------------------------------------------
@@ -186,6 +233,11 @@ class TableOutcome:
     settings: dict[str, Any] = field(default_factory=dict)
     #: Set when the table's history rows could not be appended (they are retried with the next append).
     history_error: str | None = None
+    #: The objective(s) that ranked the table ahead of the gain order, those breached when it was
+    #: measured, and those of them whose fixing operation did not run (deferred, busy, failed).
+    first_because: str | None = None
+    breached: list[str] = field(default_factory=list)
+    stays_breached: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -208,6 +260,10 @@ class TableOutcome:
         return out
 
 
+#: The single-table DAG's order of steps (a purge after the compaction, which applies the DVs it rewrites).
+STEP_ORDER = ("compaction", "purge", "checkpoint", "vacuum", "log_cleanup")
+
+
 def _left(deadline: float | None) -> float:
     return float("inf") if deadline is None else deadline - time.monotonic()
 
@@ -222,6 +278,8 @@ class _Steps:
     due: MaintenanceDue | None = None
     #: The table's state after the last step (the next step's "before").
     state: TableState | None = None
+    #: Operations an objective asked for, and why (each step's reason names it).
+    objective_work: dict[str, str] = field(default_factory=dict)
 
     @contextmanager
     def step(self, operation: str, engine: str | None = None) -> Iterator[Any]:
@@ -234,7 +292,7 @@ class _Steps:
             engine=engine,
             before=self.state,
             target_size=self.settings.target_file_size,
-            reason=step_reason(self.due, self.settings, operation),
+            reason=step_reason(self.due, self.settings, operation, self.objective_work),
             policy=self.settings.policy_json(),
         ) as op:
             yield op
@@ -263,6 +321,7 @@ def maintain_table(
     history: HistoryRecorder | None = None,
     due_operations: Sequence[str] | None = None,
     vacuum_spark_min_files: int | None = None,
+    objective_work: dict[str, str] | None = None,
 ) -> TableOutcome:
     """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
 
@@ -273,7 +332,9 @@ def maintain_table(
     (None: always local); both Spark jobs take ``spark_options``. ``history``: each
     step is recorded there (see the module docstring); ``due_operations`` (what the
     measurement found due) are recorded as deferred when the table is not started (the
-    budget was spent, another maintainer holds its lease).
+    budget was spent, another maintainer holds its lease). ``objective_work``: operations a
+    breached or at-risk objective asks for (operation -> why, :attr:`PlannedTable.objective_work`),
+    run even when the due verdict would not run them.
 
     Never raises for the table's own problems: a refusal, a held lease or a failed
     operation becomes the outcome's status and error line (a fleet run goes on).
@@ -292,6 +353,7 @@ def maintain_table(
         allow_short=allow_short_retention,
         engine=_Engine(spark_min_bytes, dict(spark_options or {}), vacuum_spark_min_files),
         due_operations=list(due_operations or []),
+        objective_work=dict(objective_work or {}),
     )
     if history is None:
         return _maintain(uri, settings, run, None)
@@ -385,7 +447,7 @@ def _run_steps(
     out.version_before = out.version_after = snapshot.version
     out.small_files_before, out.files_before = before.num_small_files, before.num_files
     due = due_under(settings, storage, snapshot)
-    steps_log = _Steps(history, storage, settings, due)
+    steps_log = _Steps(history, storage, settings, due, objective_work=run.objective_work)
     if history is not None:
         steps_log.state = table_state(snapshot, settings.target_file_size)
     out.reasons = list(due.reasons)
@@ -395,9 +457,14 @@ def _run_steps(
         out.small_files_after, out.files_after = out.small_files_before, out.files_before
         return
     manifest = config_bool(conf, ENABLED_PROPERTY, False)
-    steps = [op for op, flag in due.flags().items() if flag]
+    wanted = {op for op, flag in due.flags().items() if flag}
     if purge_due(due, settings):  # after compaction (which applies the DVs of the files it rewrites)
-        steps.insert(1 if steps[:1] == ["compaction"] else 0, "purge")
+        wanted.add("purge")
+    # An objective's operation runs even when the verdict would not run it (not a compaction
+    # without a bin, not a purge without deletion vectors: they would change nothing).
+    useful = {"compaction": due.compaction, "purge": due.rows_hidden_by_dvs > 0}
+    wanted |= {op for op in run.objective_work if useful.get(op, True)}
+    steps = [op for op in STEP_ORDER if op in wanted]
     if not steps:
         out.status = "healthy"
         out.small_files_after, out.files_after = out.small_files_before, out.files_before
@@ -488,6 +555,20 @@ def _run_steps(
     out.status = "partial" if out.deferred and out.ran else ("deferred" if out.deferred else "done")
     if out.deferred:
         out.reasons.append("deferred: the time budget was spent")
+
+
+def with_service(outcome: TableOutcome, planned: PlannedTable) -> TableOutcome:
+    """The outcome with why its table came first and which of its breached objectives stay breached:
+    those whose operation was deferred (the time budget), or that did not run (busy, refused, failed)."""
+    stays = []
+    for name in planned.breached:
+        op = objective_spec(name).operation
+        missed = outcome.status in ("deferred", "busy", "refused", "failed") or any(
+            d == op or d.startswith(op + ":") for d in outcome.deferred
+        )
+        if missed or not planned.due.get(op):
+            stays.append(name)
+    return replace(outcome, first_because=planned.first_because, breached=list(planned.breached), stays_breached=stays)
 
 
 def measured_throughput(outcomes: Sequence[TableOutcome], previous: float | None = None) -> float:

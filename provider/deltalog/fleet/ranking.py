@@ -1,5 +1,9 @@
 """Health of many tables at once, ranked by what maintenance would gain.
 
+Each measurement also judges the table's service-level objectives
+(:mod:`deltalog.fleet.objectives`), with the maintenance history's view of the table when
+the caller passes one (since when a breach lasts, the trend towards the next run).
+
 Each table is measured on a thread pool (snapshot, health numbers, the due
 verdict of :mod:`deltalog.maintenance.due`); a table that cannot be read is listed with its
 error and does not stop the others. The ranking score is a plain sum, so the
@@ -15,9 +19,10 @@ reasons stay explainable:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -27,12 +32,15 @@ import pyarrow.compute as pc
 from deltalog._flags import require_workers
 from deltalog.errors import DeltaLogError
 from deltalog.fleet.discover import FoundTable
+from deltalog.fleet.objectives import first_because, judge_objectives, objective_work, service_class
+from deltalog.journal.compliance import ComplianceHistory
 from deltalog.log.listing import LogListing
 from deltalog.log.load import snapshot_at
 from deltalog.maintenance.due import MaintenanceDue
 from deltalog.maintenance.health import TableHealth, compute_health
+from deltalog.maintenance.objectives import ObjectiveState, TableCompliance
 from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under
-from deltalog.storage.filesystem import Storage
+from deltalog.storage.filesystem import Storage, canonical_uri
 
 __all__ = ["TableReport", "fleet_health"]
 
@@ -58,10 +66,30 @@ class TableReport:
     table_id: str | None = None
     #: The settings the table was measured with (its policy, each value explained).
     settings: TableSettings | None = None
+    #: The table's service-level objectives judged on this measurement (empty: none set).
+    objectives: tuple[ObjectiveState, ...] = ()
 
     @property
     def any_due(self) -> bool:
         return self.due is not None and self.due.any
+
+    @property
+    def service_class(self) -> int:
+        """0: an objective is breached, 1: one is predicted to breach before the next run, 2: neither."""
+        return service_class(self.objectives)
+
+    @property
+    def first_because(self) -> str | None:
+        """Which objective ranks the table ahead of the gain order (None: none)."""
+        return first_because(self.objectives)
+
+    def objective_work(self) -> dict[str, str]:
+        """Operations its breached or at-risk objectives need beyond the due verdict's (op -> why)."""
+        return objective_work(self.objectives, self.due)
+
+    def compliance(self) -> TableCompliance:
+        """The table's objectives as ``deltalog objectives`` reports them (an unreadable table: its error)."""
+        return TableCompliance(canonical_uri(self.uri), self.objectives, self.error)
 
     def summary_line(self) -> str:
         """One line for logs and the CLI: the table, its gain and what is due."""
@@ -83,6 +111,11 @@ class TableReport:
             out.update(self.due.to_dict())
         if self.settings is not None:
             out["settings"] = self.settings.to_dict()
+        if self.objectives:
+            out["objectives"] = [
+                {**o.to_dict(), "at_risk": o.at_risk, "predicted": o.predicted} for o in self.objectives
+            ]
+            out["first_because"] = self.first_because
         out["seconds"] = round(self.seconds, 3)
         return out
 
@@ -108,12 +141,15 @@ def measure_table(
     target_size: int | str | None = None,
     listing: LogListing | None = None,
     policy: FleetPolicy | None = None,
+    history: ComplianceHistory | None = None,
+    now: dt.datetime | None = None,
 ) -> TableReport:
     """Health and due verdict of one table; any deltalog or storage error becomes the report's ``error``.
 
     ``listing`` (from discovery) saves listing the log again. ``policy``: the table's settings
     (target size, checkpoint interval, vacuum retention) come from it, resolved against the
-    table's properties; ``target_size`` still wins (a run's explicit override).
+    table's properties; ``target_size`` still wins (a run's explicit override). ``history``: the
+    maintenance history's view of the table, for its objectives' breach start and trend.
     """
     t0 = time.perf_counter()
     try:
@@ -125,6 +161,7 @@ def measure_table(
         due = due_under(settings, storage, snapshot, target_size=target)
         dv = snapshot.files.column("deletionVector") if snapshot.files.num_rows else None
         num_dv = int(pc.sum(pc.is_valid(dv)).as_py() or 0) if dv is not None else 0
+        objectives = judge_objectives(snapshot, settings, health, due, history=history, now=now)
     except (DeltaLogError, OSError) as exc:
         return TableReport(uri=uri, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0)
     return TableReport(
@@ -137,6 +174,7 @@ def measure_table(
         seconds=time.perf_counter() - t0,
         table_id=snapshot.metadata.id,
         settings=settings,
+        objectives=objectives,
     )
 
 
@@ -147,18 +185,27 @@ def fleet_health(
     target_size: int | str | None = None,
     max_workers: int = DEFAULT_WORKERS,
     settings: FleetPolicy | dict[str, Any] | None = None,
+    history: Mapping[str, ComplianceHistory] | None = None,
+    now: dt.datetime | None = None,
 ) -> list[TableReport]:
     """Every table (URIs, or discovered tables with their listings) measured concurrently.
 
     Ranked by gain (highest first), unreadable tables last. ``settings``: the maintenance
-    settings file (:mod:`deltalog.maintenance.policy`) each table is measured with.
+    settings file (:mod:`deltalog.maintenance.policy`) each table is measured with;
+    ``history``: the maintenance history's view of each table, by canonical URI
+    (:meth:`ComplianceHistory.for_tables`), for its objectives.
     """
     policy = FleetPolicy.parse(settings)
+    views = dict(history or {})
+    when = now or dt.datetime.now(dt.UTC)
 
     def one(t: str | FoundTable) -> TableReport:
-        if isinstance(t, FoundTable):
-            return measure_table(t.uri, storage_options, target_size=target_size, listing=t.listing, policy=policy)
-        return measure_table(t, storage_options, target_size=target_size, policy=policy)
+        uri = t.uri if isinstance(t, FoundTable) else t
+        view = views.get(canonical_uri(uri)) if views else None
+        listing = t.listing if isinstance(t, FoundTable) else None
+        return measure_table(
+            uri, storage_options, target_size=target_size, listing=listing, policy=policy, history=view, now=when
+        )
 
     require_workers(max_workers)  # the one rule for worker counts: 0 is refused, not quietly made 1
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="deltalog-health") as pool:

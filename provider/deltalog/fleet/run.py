@@ -1,4 +1,10 @@
-"""One fleet maintenance run: measure, order by gain per second, maintain within the budget.
+"""One fleet maintenance run: measure, order by service level and gain per second, maintain within the budget.
+
+With a maintenance history, the run reads the last :data:`COMPLIANCE_HISTORY_DAYS` days of it
+first: each table's objectives are judged with their breach start and trend
+(:mod:`deltalog.journal.compliance`), breached tables go first, then those predicted to breach
+before the next run. ``finish_by`` (the settings' ``defaults``) is a deadline too: nothing
+starts after it, and the run records a ``fleet_run`` row saying whether it ended in time.
 
 The run's result (``FleetRunResult.to_dict()``) is what the CLI writes with
 ``--results`` and what the fleet DAG returns; the next run reads the compaction
@@ -15,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.errors import HistoryWriteError, InvalidArgumentError
+from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentError
 from deltalog.fleet.discover import FoundTable
 from deltalog.fleet.maintain import (
     DEFAULT_THROUGHPUT,
@@ -25,14 +31,29 @@ from deltalog.fleet.maintain import (
     measured_throughput,
     order_work,
     purge_reason,
+    with_service,
 )
 from deltalog.fleet.ranking import TableReport, fleet_health
-from deltalog.journal import HistoryRecorder, JournalRow, OperationSpan, TableState
+from deltalog.journal import HistoryRecorder, JournalRow, OperationSpan, TableState, make_row, read_history
+from deltalog.journal.compliance import ComplianceHistory
 from deltalog.journal.record import row_for_measurement, state_of, utc_now
+from deltalog.maintenance.objectives import FinishBy
 from deltalog.maintenance.policy import FleetPolicy, purge_due
 from deltalog.storage.filesystem import canonical_uri, is_remote
 
-__all__ = ["FleetRunResult", "measurement_rows", "previous_throughput", "run_fleet"]
+__all__ = [
+    "COMPLIANCE_HISTORY_DAYS",
+    "FleetRunResult",
+    "compliance_views",
+    "finish_by_row",
+    "measurement_rows",
+    "previous_throughput",
+    "run_fleet",
+]
+
+#: How much of the maintenance history a run reads for its tables' objectives (breach start, trend,
+#: the last vacuum): a breach older than this shows as starting this many days ago.
+COMPLIANCE_HISTORY_DAYS = 90
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +74,13 @@ class FleetRunResult:
     #: The maintenance history the run recorded into (None: none), and why some rows are missing from it.
     history: str | None = None
     history_error: str | None = None
+    #: ``{"objective", "deadline", "ended_at", "met"}`` when the settings set ``finish_by``.
+    finish_by: dict[str, Any] | None = None
+
+    @property
+    def stays_breached(self) -> list[dict[str, Any]]:
+        """Tables breached when measured whose fixing work did not run: ``{"uri", "objectives"}``."""
+        return [{"uri": o.uri, "objectives": list(o.stays_breached)} for o in self.outcomes if o.stays_breached]
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -83,7 +111,13 @@ class FleetRunResult:
         """One line for logs and the CLI: how many tables ended how."""
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()) if n)
         head = "fleet dry run" if self.dry_run else "fleet run"
-        return f"{head} in {self.seconds:.1f} s: {len(self.planned)} tables due; {counts or 'no tables'}"
+        line = f"{head} in {self.seconds:.1f} s: {len(self.planned)} tables due; {counts or 'no tables'}"
+        breached = sum(p.service == "breached" for p in self.planned)
+        if breached:
+            line += f"; {breached} breaching an objective, {len(self.stays_breached)} stay breached"
+        if self.finish_by is not None and self.finish_by.get("met") is False:
+            line += f"; missed finish_by {self.finish_by['objective']}"
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +133,8 @@ class FleetRunResult:
             "unreadable": self.unreadable,
             "history": self.history,
             "history_error": self.history_error,
+            "stays_breached": self.stays_breached,
+            "finish_by": self.finish_by,
         }
 
 
@@ -141,8 +177,64 @@ def measurement_rows(reports: Sequence[TableReport], history: HistoryRecorder, s
         extra = {}
         if r.due is not None and r.settings is not None and purge_due(r.due, r.settings):
             extra["purge"] = purge_reason(r.due, r.settings)
-        rows.append(row_for_measurement(span, r.due, extra_due=extra, policy=policy))
+        for op, why in r.objective_work().items():
+            extra[op] = "; ".join(w for w in (extra.get(op), why) if w)
+        rows.append(
+            row_for_measurement(
+                span, r.due, extra_due=extra, policy=policy, objectives=r.objectives, first_because=r.first_because
+            )
+        )
     return rows
+
+
+def compliance_views(
+    history: HistoryRecorder | None,
+    tables: Sequence[str | FoundTable],
+    *,
+    next_run_hours: float | None = None,
+    now: dt.datetime | None = None,
+) -> dict[str, ComplianceHistory] | None:
+    """Each table's view of the history (its last :data:`COMPLIANCE_HISTORY_DAYS` days) for its objectives;
+    None without a history. A history that cannot be read is logged and left out (objectives are still
+    judged on the tables, without breach start or trend)."""
+    if history is None or history.uri is None:
+        return None
+    since = (now or utc_now()) - dt.timedelta(days=COMPLIANCE_HISTORY_DAYS)
+    try:
+        rows = read_history(history.uri, storage_options=history.storage_options, since=since.date())
+    except (DeltaLogError, OSError) as exc:
+        log.warning("fleet run: cannot read the maintenance history for objectives: %s", exc)
+        return None
+    uris = [t.uri if isinstance(t, FoundTable) else t for t in tables]
+    return ComplianceHistory.for_tables(rows, uris, next_run=next_run_hours)
+
+
+def finish_by_row(
+    history: HistoryRecorder, finish_by: FinishBy, fleet: str, started: dt.datetime, ended: dt.datetime
+) -> JournalRow:
+    """The ``fleet_run`` row of a run with a finishing time: when it ran, its deadline and whether it met it.
+
+    ``fleet``: what the row's ``table_uri`` names (the fleet's root, its list, or the DAG).
+    """
+    assert history.context is not None
+    deadline = finish_by.deadline_after(started)
+    met = ended <= deadline
+    span = OperationSpan(history.context, fleet, "fleet_run", started, ended)
+    reason = (
+        None
+        if met
+        else f"missed finish_by {finish_by.text}: ended {ended:%Y-%m-%d %H:%M:%S} UTC, "
+        + (f"{(ended - deadline).total_seconds() / 60:.0f} min after {deadline:%Y-%m-%d %H:%M:%S} UTC")
+    )
+    return make_row(
+        span,
+        "done",
+        reason=reason,
+        summary=f"fleet run {'met' if met else 'missed'} finish_by {finish_by.text}",
+        finish_by=finish_by.text,
+        finish_by_deadline=deadline,
+        finish_by_met=met,
+    )
 
 
 def _with_history(
@@ -173,6 +265,8 @@ def run_fleet(
     spark_options: dict[str, Any] | None = None,
     history: HistoryRecorder | None = None,
     vacuum_spark_min_files: int | None = None,
+    next_run_hours: float | None = None,
+    fleet_name: str = "fleet",
 ) -> FleetRunResult:
     """Maintain the due tables, best gain per second first, starting nothing once the budget is spent.
 
@@ -183,8 +277,14 @@ def run_fleet(
     file (:mod:`deltalog.maintenance.policy`). ``history``: every table measured and every
     operation run, deferred, refused or failed is recorded there, and the history itself
     joins the fleet (compacted, checkpointed, its log cleaned like any table); a dry run
-    records nothing.
+    records nothing. Objectives: see the module docstring; ``next_run_hours``: when the next run
+    is due (default: the history's usual gap between runs, else a day), for the prediction;
+    ``fleet_name``: the ``table_uri`` of the run's ``fleet_run`` row (with ``finish_by``).
     """
+    if next_run_hours is not None and (
+        isinstance(next_run_hours, bool) or not isinstance(next_run_hours, int | float) or not next_run_hours > 0
+    ):
+        raise InvalidArgumentError(f"the next run must be a positive number of hours away, got {next_run_hours!r}")
     if time_budget_seconds is not None and (
         isinstance(time_budget_seconds, bool)
         or not isinstance(time_budget_seconds, int | float)
@@ -194,8 +294,13 @@ def run_fleet(
     if not isinstance(dry_run, bool) or not isinstance(allow_short_retention, bool):
         raise InvalidArgumentError("dry_run and allow_short_retention must be True or False")
     t0 = time.monotonic()
+    run_start = utc_now()
     deadline = t0 + time_budget_seconds if time_budget_seconds is not None else None
     policy = FleetPolicy.parse(settings)  # bad settings: fail before any work
+    finish_by = policy.finish_by
+    if finish_by is not None and not dry_run:
+        finish_at = t0 + (finish_by.deadline_after(run_start) - run_start).total_seconds()
+        deadline = finish_at if deadline is None else min(deadline, finish_at)
     tables = list(tables)
     recorder = None if dry_run else history
     if recorder is not None:
@@ -205,7 +310,9 @@ def run_fleet(
     throughput = previous_throughput(previous_results) or DEFAULT_THROUGHPUT
     started_at = time.time()
     measuring = utc_now()
-    reports = reports if reports is not None else fleet_health(tables, storage_options=storage_options, settings=policy)
+    if reports is None:
+        views = compliance_views(recorder or history, tables, next_run_hours=next_run_hours, now=measuring)
+        reports = fleet_health(tables, storage_options=storage_options, settings=policy, history=views, now=measuring)
     history_error = None
     if recorder is not None:
         try:
@@ -243,9 +350,25 @@ def run_fleet(
                 history=recorder,
                 due_operations=[op for op, flag in p.due.items() if flag],
                 vacuum_spark_min_files=vacuum_spark_min_files,
+                objective_work=p.objective_work,
             )
             history_error = outcome.history_error or history_error
-            outcomes.append(outcome)
+            outcomes.append(with_service(outcome, p))
+    finished = None
+    if finish_by is not None and not dry_run:
+        ended = utc_now()
+        deadline_at = finish_by.deadline_after(run_start)
+        finished = {
+            "objective": finish_by.text,
+            "deadline": deadline_at.isoformat(),
+            "ended_at": ended.isoformat(),
+            "met": ended <= deadline_at,
+        }
+        if recorder is not None:
+            try:
+                recorder.record([finish_by_row(recorder, finish_by, fleet_name, run_start, ended)])
+            except HistoryWriteError as exc:
+                history_error = str(exc)
     if recorder is not None:
         try:
             recorder.flush()  # rows an earlier append could not write, sent again under their own ids
@@ -269,4 +392,5 @@ def run_fleet(
         dry_run=dry_run,
         history=recorder.uri if recorder is not None else None,
         history_error=history_error,
+        finish_by=finished,
     )

@@ -31,10 +31,11 @@ from typing import Any
 
 from deltalog.compaction.purge import deletion_vector_health
 from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentError, OperationRefusedError
-from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
+from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row, objective_columns
 from deltalog.journal.write import AppendResult, append_rows, prepare_history
 from deltalog.log import Snapshot, snapshot_at
 from deltalog.maintenance import MaintenanceDue, TableHealth, compute_health
+from deltalog.maintenance.objectives import ObjectiveState
 from deltalog.storage import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
@@ -240,29 +241,40 @@ def row_for_measurement(
     *,
     extra_due: dict[str, str] | None = None,
     policy: str | None = None,
+    objectives: Sequence[ObjectiveState] | None = None,
+    first_because: str | None = None,
 ) -> JournalRow:
     """A ``measure`` row: the table's state (``span.after``), what is due and why (``done``), or why it
     could not be judged (``failed``, ``refused``).
 
-    ``extra_due``: operations a policy made due beyond the verdict's, with their reason (a
-    deletion-vector ``purge``); ``policy``: the settings the table was measured with (JSON).
+    ``extra_due``: operations a policy or an objective made due beyond the verdict's, with their
+    reason (a deletion-vector ``purge``, a vacuum for ``max_days_since_vacuum``); ``policy``: the
+    settings the table was measured with (JSON); ``objectives``: the table's objectives judged on
+    this measurement (the schema's ``objective*`` columns); ``first_because``: the objective that
+    ranks the table ahead of the gain order (a last ``objectives: `` line of the reason).
     """
     if span.operation != "measure":
         raise InvalidArgumentError(f"a measurement records as 'measure', not {span.operation!r}")
     if error is not None:
         return make_row(span, "failed", reason=error, policy=policy)
+    judged = objective_columns(objectives)
     if due is None:
-        return make_row(span, "done", policy=policy)
+        return make_row(span, "done", policy=policy, **judged)
     if due.refused:
         return make_row(
             span, "refused", reason=due.refused, due_operations=[], summary=due.summary_line(), policy=policy
         )
-    extra = extra_due or {}
+    flagged = [op for op, flag in due.flags().items() if flag]
+    extra = {op: why for op, why in (extra_due or {}).items() if op not in flagged}
     # One reason a line ("compaction: ...", "checkpoint: ..."): readers pick the lines of what is still due.
     lines = [*due.reasons, *(f"{op}: {why}" for op, why in extra.items())]
-    ops = [op for op, flag in due.flags().items() if flag] + list(extra)
+    if first_because:
+        lines.append(f"objectives: {first_because}")
+    ops = flagged + list(extra)
     summary = "due: " + (", ".join(ops) if ops else "nothing")
-    return make_row(span, "done", reason="\n".join(lines) or None, due_operations=ops, summary=summary, policy=policy)
+    return make_row(
+        span, "done", reason="\n".join(lines) or None, due_operations=ops, summary=summary, policy=policy, **judged
+    )
 
 
 def row_for_deferred(span: OperationSpan, reason: str, **extra: Any) -> JournalRow:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -18,6 +19,7 @@ import pyarrow as pa
 from deltalog._version import __version__
 from deltalog.errors import InvalidArgumentError
 from deltalog.journal.schema import HISTORY_SCHEMA, OPERATIONS, STATUSES
+from deltalog.maintenance.objectives import OBJECTIVE_NAMES, ObjectiveState
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,29 @@ class JournalRow:
     airflow_map_index: int | None = None
     airflow_try_number: int | None = None
     deltalog_version: str = __version__
+    # Schema version 2: service-level objectives (measure rows) and the run's finishing time (fleet_run rows).
+    objectives_met: bool | None = None
+    objectives_breached: list[str] | None = None
+    objectives_at_risk: list[str] | None = None
+    objective_max_small_files_target: int | None = None
+    objective_max_small_files_value: int | None = None
+    objective_max_small_files_met: bool | None = None
+    objective_max_small_files_source: str | None = None
+    objective_max_versions_since_checkpoint_target: int | None = None
+    objective_max_versions_since_checkpoint_value: int | None = None
+    objective_max_versions_since_checkpoint_met: bool | None = None
+    objective_max_versions_since_checkpoint_source: str | None = None
+    objective_max_days_since_vacuum_target: float | None = None
+    objective_max_days_since_vacuum_value: float | None = None
+    objective_max_days_since_vacuum_met: bool | None = None
+    objective_max_days_since_vacuum_source: str | None = None
+    objective_max_dv_share_target: float | None = None
+    objective_max_dv_share_value: float | None = None
+    objective_max_dv_share_met: bool | None = None
+    objective_max_dv_share_source: str | None = None
+    finish_by: str | None = None
+    finish_by_deadline: dt.datetime | None = None
+    finish_by_met: bool | None = None
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:
@@ -196,6 +221,8 @@ class JournalRow:
         out["run_date"] = self.run_date.isoformat()
         out["started_at"] = self.started_at.isoformat()
         out["ended_at"] = self.ended_at.isoformat()
+        if self.finish_by_deadline is not None:
+            out["finish_by_deadline"] = self.finish_by_deadline.isoformat()
         return out
 
 
@@ -262,6 +289,37 @@ def make_row(span: OperationSpan, status: str, **values: Any) -> JournalRow:
     )
 
 
+def objective_columns(states: Sequence[ObjectiveState] | None) -> dict[str, Any]:
+    """A measure row's objective columns (schema version 2) from the table's objective states.
+
+    No objective set: every column null. Otherwise ``objectives_breached`` lists the breached
+    ones (empty when none), ``objectives_met`` is true when none is breached, and each set
+    objective has its target, value, met and source.
+    """
+    if not states:
+        return {}
+    out: dict[str, Any] = {
+        "objectives_met": not any(s.breached for s in states),
+        "objectives_breached": [s.name for s in states if s.breached],
+        "objectives_at_risk": [s.name for s in states if s.at_risk],
+    }
+    for s in states:
+        if s.name not in OBJECTIVE_NAMES:
+            continue
+        kind_int = s.spec.kind == "count"
+        target = int(s.target) if kind_int else float(s.target)
+        value = None if s.value is None else (int(s.value) if kind_int else float(s.value))
+        out.update(
+            {
+                f"objective_{s.name}_target": target,
+                f"objective_{s.name}_value": value,
+                f"objective_{s.name}_met": s.met,
+                f"objective_{s.name}_source": s.source,
+            }
+        )
+    return out
+
+
 def _map_index(context: RunContext) -> int | None:
     """The row's map index: -1 for an unmapped task, null outside Airflow or when the process cannot know it."""
     if not context.is_airflow or (context.map_index is None and context.writer is not None):
@@ -276,4 +334,12 @@ def rows_to_arrow(rows: list[JournalRow]) -> pa.Table:
     return pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
 
 
-__all__ = ["JournalRow", "OperationSpan", "RunContext", "TableState", "make_row", "rows_to_arrow"]
+__all__ = [
+    "JournalRow",
+    "OperationSpan",
+    "RunContext",
+    "TableState",
+    "make_row",
+    "objective_columns",
+    "rows_to_arrow",
+]

@@ -1,4 +1,4 @@
-"""The maintenance history table's schema: one row per table and operation, version 1.
+"""The maintenance history table's schema: one row per table and operation, version 2.
 
 The schema is a contract with the users' own queries (Spark SQL, DuckDB, Trino,
 dashboards), so it changes only by adding nullable columns, and every change bumps
@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from deltalog.maintenance.objectives import OBJECTIVES
+
 #: The version of the columns below; recorded as the table property :data:`SCHEMA_VERSION_PROPERTY`.
-SCHEMA_VERSION = 1
+#: 1: the first release's columns; 2: the service-level objectives (``objectives_*``,
+#: ``objective_<name>_*``, ``finish_by*``), appended as nullable columns.
+SCHEMA_VERSION = 2
 SCHEMA_VERSION_PROPERTY = "deltalog.history.schemaVersion"
 #: Marks a table as a deltalog maintenance history (appends refuse any other table).
 KIND_PROPERTY = "deltalog.history.kind"
@@ -38,6 +42,7 @@ OPERATIONS = (
     "manifest",
     "commit",
     "convert",
+    "fleet_run",
 )
 
 #: The table's properties at creation. Append-only: the history is an audit trail (compaction
@@ -110,23 +115,72 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
     ("deltalog_version", pa.string(), False, "the deltalog release that wrote the row"),
 )
 
+_OBJECTIVE_TYPES = {"count": pa.int64(), "days": pa.float64(), "share": pa.float64()}
+
+#: Schema version 2: the service-level objectives of measure rows and the fleet run's finishing time.
+OBJECTIVE_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
+    (
+        "objectives_met",
+        pa.bool_(),
+        True,
+        "measure rows: no objective set for the table is breached (null: none is set)",
+    ),
+    (
+        "objectives_breached",
+        pa.list_(pa.string()),
+        True,
+        "measure rows: the objectives breached at that time (empty: none; null: none is set)",
+    ),
+    (
+        "objectives_at_risk",
+        pa.list_(pa.string()),
+        True,
+        "measure rows: the objectives met but predicted to breach before the next run",
+    ),
+    *(
+        column
+        for o in OBJECTIVES
+        for column in (
+            (f"objective_{o.name}_target", _OBJECTIVE_TYPES[o.kind], True, f"{o.name}: the target (null: not set)"),
+            (f"objective_{o.name}_value", _OBJECTIVE_TYPES[o.kind], True, f"{o.name}: the value, {o.measures}"),
+            (f"objective_{o.name}_met", pa.bool_(), True, f"{o.name}: value at most the target (null: unknown)"),
+            (f"objective_{o.name}_source", pa.string(), True, f"{o.name}: where the target came from"),
+        )
+    ),
+    ("finish_by", pa.string(), True, "fleet_run rows: the run's finish_by objective (06:00 Europe/Berlin)"),
+    ("finish_by_deadline", _TS, True, "fleet_run rows: the moment the run had to end by (UTC)"),
+    ("finish_by_met", pa.bool_(), True, "fleet_run rows: the run ended (ended_at) by its deadline"),
+)
+COLUMNS = COLUMNS + OBJECTIVE_COLUMNS
+#: The columns each schema version added (an older history is upgraded by adding the later ones).
+COLUMNS_BY_VERSION = {1: len(COLUMNS) - len(OBJECTIVE_COLUMNS), 2: len(COLUMNS)}
+
 #: Every column, as the table's schema.
 HISTORY_SCHEMA = pa.schema([pa.field(name, typ, nullable) for name, typ, nullable, _ in COLUMNS])
 #: The columns stored in data files (the partition column lives in the path and the log).
 DATA_SCHEMA = pa.schema([f for f in HISTORY_SCHEMA if f.name != PARTITION_COLUMN])
 COLUMN_NAMES = tuple(name for name, *_ in COLUMNS)
 
+
+def schema_of_version(version: int) -> pa.Schema:
+    """The history's columns as schema version ``version`` had them (a prefix of today's)."""
+    return pa.schema(list(HISTORY_SCHEMA)[: COLUMNS_BY_VERSION[version]])
+
+
 __all__ = [
     "COLUMNS",
+    "COLUMNS_BY_VERSION",
     "COLUMN_NAMES",
     "DATA_SCHEMA",
     "HISTORY_SCHEMA",
     "KIND",
     "KIND_PROPERTY",
+    "OBJECTIVE_COLUMNS",
     "OPERATIONS",
     "PARTITION_COLUMN",
     "SCHEMA_VERSION",
     "SCHEMA_VERSION_PROPERTY",
     "STATUSES",
     "TABLE_PROPERTIES",
+    "schema_of_version",
 ]

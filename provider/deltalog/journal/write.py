@@ -10,6 +10,11 @@ append that turned out to be a repeat are deleted again (nothing references them
 
 A location that holds some other Delta table is refused: the history never writes
 rows into a user's data table because of a typo.
+
+A history of an older schema version is upgraded in place before the first append of a
+newer deltalog: one metadata commit adds the later versions' nullable columns to the schema
+and sets ``deltalog.history.schemaVersion`` (no data file is rewritten; rows written before
+read the new columns as null). A history newer than this deltalog is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +33,13 @@ import pyarrow.parquet as pq
 
 from deltalog.commit import CommitResult, Transaction
 from deltalog.create import create_table
-from deltalog.errors import InvalidArgumentError, NotADeltaTableError, OperationRefusedError, TableAlreadyExistsError
+from deltalog.errors import (
+    CommitFailedError,
+    InvalidArgumentError,
+    NotADeltaTableError,
+    OperationRefusedError,
+    TableAlreadyExistsError,
+)
 from deltalog.journal.row import JournalRow, rows_to_arrow
 from deltalog.journal.schema import (
     DATA_SCHEMA,
@@ -41,7 +52,9 @@ from deltalog.journal.schema import (
     TABLE_PROPERTIES,
 )
 from deltalog.log import Snapshot, snapshot_at
+from deltalog.log.actions import Metadata
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
+from deltalog.protocol.schema import arrow_schema_to_schema_string, parse_schema_string
 from deltalog.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -118,7 +131,58 @@ def _open_or_create(uri: str, storage_options: dict[str, Any] | None) -> tuple[S
             f"the maintenance history {storage.uri} has schema version {version}, newer than this deltalog's "
             f"{SCHEMA_VERSION}: upgrade deltalog to append to it"
         )
+    if version < SCHEMA_VERSION:
+        snapshot = _upgrade(storage, snapshot, version)
     return storage, snapshot, created
+
+
+def _upgrade(storage: Storage, snapshot: Snapshot, version: int) -> Snapshot:
+    """Add the columns of the schema versions after ``version`` (nullable) in one metadata commit.
+
+    The table's own columns stay first and as they are; only the names it lacks are appended,
+    in today's order. A concurrent upgrade that won the race is taken as done.
+    """
+    for _ in range(5):
+        current = parse_schema_string(snapshot.metadata.schema_string)
+        missing = [f for f in HISTORY_SCHEMA if f.name not in current.names]
+        conf = dict(snapshot.metadata.configuration, **{SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION)})
+        meta = snapshot.metadata
+        new = Metadata(
+            id=meta.id,
+            schema_string=arrow_schema_to_schema_string(pa.schema([*current, *missing])),
+            partition_columns=list(meta.partition_columns),
+            configuration=conf,
+            name=meta.name,
+            description=f"deltalog maintenance history, schema version {SCHEMA_VERSION}",
+            format_provider=meta.format_provider,
+            format_options=dict(meta.format_options),
+            created_time=meta.created_time,
+        )
+        txn = Transaction(
+            storage,
+            snapshot,
+            operation="ADD COLUMNS",
+            operation_parameters={"columns": json.dumps([f.name for f in missing])},
+        )
+        txn.update_metadata(new)
+        try:
+            result = txn.commit()
+        except CommitFailedError:
+            snapshot = snapshot_at(storage)
+            found = check_history_table(snapshot, storage.uri)
+            if found >= SCHEMA_VERSION:
+                return snapshot
+            continue
+        log.info(
+            "upgraded the maintenance history %s from schema version %d to %d at version %d (%d columns added)",
+            storage.uri,
+            version,
+            SCHEMA_VERSION,
+            result.version,
+            len(missing),
+        )
+        return snapshot_at(storage)
+    raise OperationRefusedError(f"could not upgrade the maintenance history {storage.uri}: it kept changing")
 
 
 def prepare_history(uri: str, storage_options: dict[str, Any] | None = None) -> int:

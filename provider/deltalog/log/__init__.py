@@ -11,16 +11,26 @@
 | ``checkpoint_reader`` | a checkpoint's small actions and a version's protocol + metadata, without file actions |
 | ``load`` | ``snapshot_at(storage, version=, timestamp=)``: the one loader, skipping an unreadable checkpoint |
 | ``history`` | commitInfo per version, in-commit timestamps, timestamps -> versions |
-| ``activity`` | recent commits: ``find_new_commit`` (what the version sensor waits for) |
+| ``activity`` | recent commits: ``find_new_commit`` (what the version sensor waits for), ``last_vacuum`` (the last finished vacuum) |
 
 Nothing here writes: the commit layer (``deltalog.commit``) and the post-commit work
 (``deltalog.log_maintenance``) build on these readers.
 """
 
-from deltalog.log.activity import NewCommit, find_new_commit
+from deltalog.log.activity import NewCommit, VacuumSighting, find_new_commit, last_vacuum
 from deltalog.log.history import HistoryEntry
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
 
-__all__ = ["HistoryEntry", "LogListing", "NewCommit", "Snapshot", "find_new_commit", "list_log", "snapshot_at"]
+__all__ = [
+    "HistoryEntry",
+    "LogListing",
+    "NewCommit",
+    "Snapshot",
+    "VacuumSighting",
+    "find_new_commit",
+    "last_vacuum",
+    "list_log",
+    "snapshot_at",
+]

@@ -4,6 +4,8 @@
   operations)? What the version sensor and trigger poll.
 * ``versions_since_vacuum``: how many versions since the last ``VACUUM END``? Reported by
   ``deltalog health`` and compared with the sensors' ``max_versions_since_vacuum``.
+* ``last_vacuum``: when did the last successful vacuum end (the ``max_days_since_vacuum``
+  objective)?
 
 Both read commits newest first and stop as soon as they know, so polling a long log
 costs one listing plus a few small reads.
@@ -16,16 +18,26 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from deltalog.errors import NotADeltaTableError
-from deltalog.log.history import read_commit_info
+from deltalog.log.history import CommitTimestamps, ict_enablement_version, read_commit_info
 from deltalog.log.listing import LogListing, list_log
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["NewCommit", "VACUUM_LOOKBACK", "find_new_commit", "versions_since_vacuum"]
+__all__ = [
+    "NewCommit",
+    "VACUUM_LOOKBACK",
+    "VACUUM_TIME_LOOKBACK",
+    "VacuumSighting",
+    "find_new_commit",
+    "last_vacuum",
+    "versions_since_vacuum",
+]
 
 #: The commit that marks a finished vacuum (Delta Spark and deltalog write START and END).
 VACUUM_END = "VACUUM END"
 #: How many versions health reads back looking for the last vacuum (one small read each).
 VACUUM_LOOKBACK = 20
+#: How many commits ``last_vacuum`` reads back (newest first) looking for the last finished vacuum.
+VACUUM_TIME_LOOKBACK = 100
 
 
 def operation_of(storage: Storage, listing: LogListing, version: int) -> str | None:
@@ -104,3 +116,47 @@ def versions_since_vacuum(storage: Storage, listing: LogListing, latest: int, wi
         if operation_of(storage, listing, v) == VACUUM_END:
             return latest - v
     return latest - versions[-1] + 1 if versions else 0
+
+
+@dataclass(frozen=True)
+class VacuumSighting:
+    """The newest finished vacuum among a table's recent commits, or how far back the search looked.
+
+    ``vacuum_ms``: the commit timestamp of the newest ``VACUUM END`` whose status is
+    ``COMPLETED`` (Delta Spark's and deltalog's; an END without a status counts, a ``FAILED``
+    one does not). Without one, ``oldest_ms`` is the timestamp of the oldest commit read and
+    ``reached_start`` says whether that was the table's first commit (version 0): then the
+    table was never vacuumed; else the log (cleaned up, or longer than the look-back) may
+    hold an older vacuum than the search saw.
+    """
+
+    vacuum_ms: int | None
+    vacuum_version: int | None
+    oldest_ms: int | None
+    reached_start: bool
+    commits_read: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def last_vacuum(
+    storage: Storage, listing: LogListing, configuration: dict[str, str], limit: int = VACUUM_TIME_LOOKBACK
+) -> VacuumSighting:
+    """The newest finished vacuum in the last ``limit`` commits still in the log (see :class:`VacuumSighting`).
+
+    Commit timestamps are the in-commit timestamps where the table has them, else the commit
+    files' modification times made monotonic (as time travel reads them).
+    """
+    stamps = CommitTimestamps(storage, listing, ict_enablement_version(configuration))
+    versions = sorted(listing.commits, reverse=True)[: max(limit, 0)]
+    for v in versions:
+        f = listing.commits[v]
+        info = read_commit_info(storage, f.path, f.name) or {}
+        if info.get("operation") == VACUUM_END:
+            status = (info.get("operationParameters") or {}).get("status")
+            if status in (None, "COMPLETED"):
+                return VacuumSighting(stamps(v), v, stamps(v), False, versions.index(v) + 1)
+    if not versions:
+        return VacuumSighting(None, None, None, False, 0)
+    return VacuumSighting(None, None, stamps(versions[-1]), versions[-1] == 0, len(versions))

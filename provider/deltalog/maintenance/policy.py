@@ -28,6 +28,11 @@ The settings file (``deltalog maintain --settings FILE``, the fleet DAG's
 
 A mapping without these three keys is the older form: table URI or name -> settings, i.e.
 ``tables`` alone.
+
+Service-level objectives (:mod:`deltalog.maintenance.objectives`: ``max_small_files``,
+``max_versions_since_checkpoint``, ``max_days_since_vacuum``, ``max_dv_share``) are settings
+like the others, with their own table properties (``deltalog.objective.maxSmallFiles``, ...);
+``finish_by``, the fleet run's finishing time, is set in ``defaults`` only.
 """
 
 from __future__ import annotations
@@ -42,6 +47,13 @@ from deltalog.errors import InvalidArgumentError
 from deltalog.log.snapshot import Snapshot
 from deltalog.maintenance.due import MaintenanceDue, maintenance_due
 from deltalog.maintenance.health import TableHealth
+from deltalog.maintenance.objectives import (
+    FINISH_BY,
+    OBJECTIVES,
+    FinishBy,
+    check_objective_properties,
+    parse_finish_by,
+)
 from deltalog.protocol.properties import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_DELETED_FILE_RETENTION,
@@ -119,6 +131,8 @@ class _Setting:
     from_property: Callable[[str], Any] | None = None
     #: False: only the table decides it (shown by ``deltalog policy``; a settings file may not set it).
     settable: bool = True
+    #: A service-level objective (a target judged, not a parameter passed to an operation).
+    objective: bool = False
 
 
 def _table_flag(name: str, prop: str, default: bool) -> _Setting:
@@ -160,6 +174,8 @@ _SETTINGS: tuple[_Setting, ...] = (
     ),
     _table_flag("expired_log_cleanup", "delta.enableExpiredLogCleanup", True),
     _table_flag("symlink_manifest", "delta.compatibility.symlinkFormatManifest.enabled", False),
+    *(_Setting(o.name, o.check, None, o.prop, o.from_property, objective=True) for o in OBJECTIVES),
+    _Setting(FINISH_BY, lambda v, w: parse_finish_by(v, w).text, None, objective=True),
 )
 #: The keys a settings file may give (per layer).
 SETTING_KEYS = tuple(s.name for s in _SETTINGS if s.settable)
@@ -213,6 +229,23 @@ class TableSettings:
     max_dv_hidden_share: float | None = None
     explained: tuple[ExplainedSetting, ...] = ()
 
+    def objective_targets(self) -> tuple[tuple[str, int | float, str], ...]:
+        """The table's objectives that are set: ``(name, target, where it came from)``, in the objectives' order."""
+        names = {o.name for o in OBJECTIVES}
+        return tuple(
+            (e.name, e.value, f"{e.source} {e.detail}".strip())
+            for e in self.explained
+            if e.name in names and e.value is not None
+        )
+
+    @property
+    def finish_by(self) -> FinishBy | None:
+        """The fleet run's finishing time (the settings file's ``defaults``), or None."""
+        for e in self.explained:
+            if e.name == FINISH_BY and e.value is not None:
+                return parse_finish_by(e.value)
+        return None
+
     def sources(self) -> dict[str, str]:
         """Setting name -> where its effective value came from (``source detail``)."""
         return {e.name: f"{e.source} {e.detail}".strip() for e in self.explained}
@@ -250,6 +283,10 @@ def _check_entry(entry: Any, where: str) -> dict[str, Any]:
     if unknown:
         raise InvalidArgumentError(
             f"{where}: unknown setting(s) {', '.join(map(repr, unknown))}; settings are {', '.join(SETTING_KEYS)}"
+        )
+    if FINISH_BY in entry and where != "defaults":
+        raise InvalidArgumentError(
+            f"{FINISH_BY} in {where}: the finishing time is an objective of the whole fleet run; set it in defaults"
         )
     specs = {s.name: s for s in _SETTINGS}
     return {k: specs[k].check(v, f"{k} in {where}") for k, v in entry.items() if v is not None}
@@ -303,6 +340,12 @@ class FleetPolicy:
         }
         return cls(defaults, tuple(prefixes), tables)
 
+    @property
+    def finish_by(self) -> FinishBy | None:
+        """The fleet run's finishing time (``defaults``' ``finish_by``), or None."""
+        value = self.defaults.get(FINISH_BY)
+        return None if value is None else parse_finish_by(value)
+
     def table_entry(self, uri: str) -> tuple[str, dict[str, Any]] | None:
         """The per-table entry for ``uri``: its URI first, then its folder name; (key, settings)."""
         canonical = canonical_uri(uri)
@@ -318,6 +361,7 @@ class FleetPolicy:
     def resolve(self, uri: str, configuration: dict[str, str] | None = None) -> TableSettings:
         """The table's settings, each explained (``configuration``: the table's properties, None if unknown)."""
         canonical = canonical_uri(uri)
+        check_objective_properties(configuration)
         layers: list[tuple[str, str, dict[str, Any]]] = [("fleet defaults", "", self.defaults)]
         layers += [("path rule", f"prefixes[{p!r}]", e) for p, where, e in self.prefixes if _under(canonical, where)]
         props = configuration or {}
@@ -345,7 +389,7 @@ class FleetPolicy:
                     spec.name, top["value"], top["source"], top["detail"], tuple(reversed(said[:-1])), spec.settable
                 )
             )
-            if spec.settable and top["source"] in _FILE_LAYERS:
+            if spec.settable and not spec.objective and top["source"] in _FILE_LAYERS:
                 values[spec.name] = top["value"]
         return TableSettings(**values, explained=tuple(explained))
 

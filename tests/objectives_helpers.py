@@ -1,0 +1,102 @@
+"""A fleet with a service-level history: the issue's "Done means" scenario (tests, the SMTP test, the demo).
+
+* ``orders``: twelve small files against ``max_small_files`` 5 (fleet defaults); the history's
+  daily measurements show it met five and four days ago and breached the last three days.
+* ``events``: vacuumed ten days ago (its log's ``VACUUM END``, dated back, and the history's
+  vacuum row), against ``max_days_since_vacuum`` 7 (its table property
+  ``deltalog.objective.maxDaysSinceVacuum``); the daily measurements cross seven days two
+  days ago.
+* ``customers``: twenty small files, met through a per-table override (``max_small_files``
+  50) that relaxes the fleet's 5. It has the most to gain, so by gain alone it would go first.
+
+Free of pytest so ``scripts/demo.py`` can import it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+
+from deltalog import DeltaTable
+from deltalog.journal import HistoryRecorder, OperationSpan, RunContext, make_row
+from deltalog.journal.row import objective_columns
+from deltalog.maintenance.objectives import ObjectiveState
+from deltalog.storage.filesystem import canonical_uri
+from deltalog.vacuuming import vacuum
+from helpers import append, make_table, rows
+
+SETTINGS = {
+    "defaults": {"max_small_files": 5},
+    "tables": {"customers": {"max_small_files": 50}},
+}
+DAY = dt.timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class BreachFleet:
+    root: str
+    history: str
+    settings: dict
+    orders: str
+    events: str
+    customers: str
+    #: When each breach began, by the history (what ``breached_since`` must say).
+    orders_since: dt.datetime
+    events_since: dt.datetime
+
+
+def _backdate(path: str, when: dt.datetime) -> None:
+    log_dir = os.path.join(path, "_delta_log")
+    stamp = when.timestamp()
+    for i, name in enumerate(sorted(n for n in os.listdir(log_dir) if n.endswith(".json"))):
+        os.utime(os.path.join(log_dir, name), (stamp + i, stamp + i))
+
+
+def _measured(
+    history: HistoryRecorder, uri: str, when: dt.datetime, name: str, target: float, value: float, source: str
+) -> None:
+    assert history.context is not None
+    state = ObjectiveState(name, target, value, value <= target, source)
+    span = OperationSpan(history.context, canonical_uri(uri), "measure", when, when + dt.timedelta(seconds=1))
+    history.record([make_row(span, "done", due_operations=[], **objective_columns([state]))])
+
+
+def breach_fleet(root: str, now: dt.datetime | None = None) -> BreachFleet:
+    """The scenario of the module docstring under ``root`` (history at ``root/_deltalog/history``)."""
+    now = now or dt.datetime.now(dt.UTC)
+    orders, events, customers = (os.path.join(root, n) for n in ("orders", "events", "customers"))
+    table = make_table(orders)
+    for i in range(12):
+        append(table, rows(3, start=i * 3), run_hooks=False)
+    table = make_table(customers)
+    for i in range(20):
+        append(table, rows(3, start=i * 3), run_hooks=False)
+    table = make_table(events, configuration={"deltalog.objective.maxDaysSinceVacuum": "7"})
+    append(table, rows(5), run_hooks=False)
+    vacuum(DeltaTable(events))  # VACUUM START/END (nothing to delete), dated ten days back below
+    vacuumed = now - 10 * DAY
+    _backdate(events, vacuumed)
+
+    history_uri = os.path.join(root, "_deltalog", "history")
+    recorder = HistoryRecorder(history_uri, context=RunContext(run_id="seeded-history"), measure=False)
+    with recorder.batch():
+        vac = OperationSpan(recorder.context, canonical_uri(events), "vacuum", vacuumed, vacuumed)  # type: ignore[arg-type]
+        recorder.record([make_row(vac, "done", summary="vacuum: 0 files")])
+        source = "fleet defaults"
+        for days, value in ((5, 3), (4, 4), (3, 8), (2, 10), (1, 12)):
+            _measured(recorder, orders, now - days * DAY, "max_small_files", 5, value, source)
+        prop = "table property deltalog.objective.maxDaysSinceVacuum = '7'"
+        for days in range(9, 0, -1):
+            when = now - days * DAY
+            _measured(recorder, events, when, "max_days_since_vacuum", 7.0, (when - vacuumed) / DAY, prop)
+    return BreachFleet(
+        root=root,
+        history=history_uri,
+        settings=SETTINGS,
+        orders=orders,
+        events=events,
+        customers=customers,
+        orders_since=now - 3 * DAY,
+        events_since=now - 2 * DAY,
+    )
