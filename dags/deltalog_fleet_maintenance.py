@@ -37,6 +37,16 @@ Deadline: a Deadline Alert fires ``log_missed_deadline`` when a run is still goi
 new steps ``deltalog_fleet_deadline_margin_minutes`` before that (a running compaction stops
 between bins, finished bins committed) and the summary lists what was deferred.
 
+Service levels (docs/objectives.md): the settings set objectives (by default ``max_small_files``
+200, ``max_versions_since_checkpoint`` 100, ``max_days_since_vacuum`` 7 for every table;
+``finish_by`` in ``defaults`` caps the work like the deadline). ``measure`` judges them with the
+history (since when a breach lasts, the trend), breached tables are maintained first, then those
+predicted to breach before the next run, then by gain per second, and each breach gets the
+operation that fixes it. ``objectives_alert`` (after ``summary``, with a history) judges the
+tables again and sends one message per run (new, still-open and resolved breaches, a missed
+``finish_by``) through the SMTP provider's ``SmtpNotifier`` to ``deltalog_alert_email`` (empty: the
+message is only logged), comparing with the history, never with memory.
+
 Per-table settings: the ``deltalog_fleet_table_settings`` Variable is the maintenance settings
 file of docs/fleet.md (``defaults``, path ``prefixes``, per-table ``tables`` entries by URI or
 folder name). A setting comes from the table's entry, else the table's own properties
@@ -72,6 +82,9 @@ from deltalog_provider.version_compat import (
 dag_folder_on_sys_path(__file__)
 
 from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master  # noqa: E402
+from deltalog_example.alerts import alert_notifiers  # noqa: E402
+from deltalog_example.history import history_uri as history_uri_setting  # noqa: E402
+from deltalog_provider.operators import DeltaObjectivesAlertOperator  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -98,25 +111,36 @@ def _hook() -> Any:
     return DeltaTableHook(deltalog_conn_id=CONN_ID)
 
 
+def _policy() -> Any:
+    from deltalog import FleetPolicy
+
+    return FleetPolicy.parse(json.loads(setting("deltalog_fleet_table_settings") or "{}"))
+
+
 def _deadline(context: dict[str, Any]) -> float | None:
     """The run's deadline minus the margin, as a ``time.monotonic()`` value (None without a deadline).
 
     Counted from the run's queue time when the context has it, else from its start (the
     Task SDK's DagRun carries ``start_date``; the Deadline Alert counts from queuing, so a
-    run that waited in the queue keeps a little less margin than configured).
+    run that waited in the queue keeps a little less margin than configured). The settings'
+    ``finish_by`` (a time of day in a named zone, counted from the run's start) caps it too.
     """
+    from datetime import UTC
+
     minutes = int_setting("deltalog_fleet_deadline_minutes") or 0
-    if minutes <= 0:
-        return None
     margin = int_setting("deltalog_fleet_deadline_margin_minutes") or 0
     dag_run = context["dag_run"]
     start = getattr(dag_run, "queued_at", None) or getattr(dag_run, "start_date", None)
-    if start is None:
+    ends = []
+    if minutes > 0 and start is not None:
+        ends.append(start + timedelta(minutes=minutes - margin))
+    finish_by = _policy().finish_by
+    began = getattr(dag_run, "start_date", None) or start
+    if finish_by is not None and began is not None:
+        ends.append(finish_by.deadline_after(began))
+    if not ends:
         return None
-    end = start + timedelta(minutes=minutes - margin)
-    from datetime import UTC
-
-    return time.monotonic() + (end - datetime.now(UTC)).total_seconds()
+    return time.monotonic() + (min(ends) - datetime.now(UTC)).total_seconds()
 
 
 with DAG(
@@ -176,19 +200,23 @@ with DAG(
     @task(execution_timeout=timedelta(minutes=30), multiple_outputs=False)
     def measure(tables: list[str], **context: Any) -> dict[str, Any]:
         """Health and due verdict of every table; the due ones ordered by gain per second."""
-        from deltalog import FleetPolicy, measurement_rows
+        from deltalog import measurement_rows
         from deltalog.fleet.maintain import DEFAULT_THROUGHPUT, order_work
         from deltalog.fleet.ranking import fleet_health
-        from deltalog.fleet.run import previous_throughput
+        from deltalog.fleet.run import compliance_views, previous_throughput
         from deltalog.journal.record import utc_now
         from deltalog_example.history import history_recorder
 
         previous = context["ti"].xcom_pull(task_ids="summary", include_prior_dates=True)
         throughput = previous_throughput(previous if isinstance(previous, dict) else None) or DEFAULT_THROUGHPUT
-        policy = FleetPolicy.parse(json.loads(setting("deltalog_fleet_table_settings") or "{}"))
+        policy = _policy()
         history = history_recorder(context, _hook().storage_options)
         started = utc_now()
-        reports = fleet_health(tables, storage_options=_hook().storage_options, settings=policy)
+        # The history's view of each table: since when its objectives are breached, their trend.
+        views = compliance_views(history, tables, now=started)
+        reports = fleet_health(
+            tables, storage_options=_hook().storage_options, settings=policy, history=views, now=started
+        )
         if history is not None:  # a row per table: its state, what is due and why, its settings
             history.record(measurement_rows(reports, history, started))
         planned = order_work(reports, throughput)
@@ -222,15 +250,16 @@ with DAG(
     )
     def maintain(entry: dict[str, Any], **context: Any) -> dict[str, Any]:
         """The table's due steps under its lease; fails only this mapped task when the table is broken."""
+        from dataclasses import fields
+
         from airflow.sdk import Asset
 
-        from deltalog import FleetPolicy
-        from deltalog.fleet.maintain import maintain_table
+        from deltalog.fleet.maintain import PlannedTable, maintain_table, with_service
         from deltalog_example.history import history_recorder
         from deltalog_provider.version_compat import AirflowFailException, alias_event_extra
 
         ti = context["ti"]
-        policy = FleetPolicy.parse(json.loads(setting("deltalog_fleet_table_settings") or "{}"))
+        policy = _policy()
         # Compaction engine by size, as in deltalog_maintenance: Spark (the spark_conn_id connection's
         # master) from deltalog_spark_compaction_min_bytes on; the connection is only looked up then.
         threshold = int_setting("deltalog_spark_compaction_min_bytes")
@@ -249,7 +278,10 @@ with DAG(
             spark_options={"master": spark_master(), "conf": spark_conf()} if spark or spark_vacuum else None,
             history=history_recorder(context, _hook().storage_options),
             due_operations=[op for op, flag in (entry.get("due") or {}).items() if flag],
+            objective_work=entry.get("objective_work") or {},
         )
+        if "due" in entry:  # a measured table: say which objective put it first and which stay breached
+            outcome = with_service(outcome, PlannedTable(**{f.name: entry[f.name] for f in fields(PlannedTable)}))
         doc = outcome.to_dict()
         ti.xcom_push(key="outcome", value=doc)  # the summary reads it even when this task fails
         if outcome.changed:
@@ -322,6 +354,23 @@ with DAG(
 
     # multiple_outputs=False on the tasks returning a dict: the whole dict is their XCom; Airflow
     # would otherwise also push each key, and 3.0 refuses a key whose value is None.
-    measured = measure(with_history(find_tables()))
+    fleet = with_history(find_tables())
+    measured = measure(fleet)
     done = maintain.expand(entry=due_tables(measured))
-    done >> summary(measured)
+    summarized = summary(measured)
+    done >> summarized
+    if history_uri_setting():
+        # One message per run through the deployment's notifiers: new, still-open and resolved breaches
+        # (compared with the history) and a missed finish_by; it records the tables' closing judgement.
+        objectives_alert = DeltaObjectivesAlertOperator(
+            task_id="objectives_alert",
+            tables=fleet,
+            settings=setting("deltalog_fleet_table_settings"),
+            history_uri=history_uri_setting(),
+            notifiers=alert_notifiers(),
+            deltalog_conn_id=CONN_ID,
+            trigger_rule="all_done",
+            retries=1,
+            execution_timeout=timedelta(minutes=15),
+        )
+        summarized >> objectives_alert

@@ -158,5 +158,5 @@ def test_cli_policy_shows_values_sources_and_due_rules(tmp_path, capsys):
     assert not rules["log_cleanup"]["due"] and "720 hours" in rules["log_cleanup"]["why"]
     assert main(["policy", path, "--settings", str(settings)]) == 0
     text = capsys.readouterr().out
-    assert "checkpoint_interval      4" in text and "table property delta.checkpointInterval = '4'" in text
+    assert f"{'checkpoint_interval':<30} 4" in text and "table property delta.checkpointInterval = '4'" in text
     assert "over 100 from fleet defaults" in text and "compaction   DUE" in text and "purge        not due" in text

@@ -98,7 +98,16 @@ DEFAULTS: dict[str, Any] = {
     "deltalog_fleet_tables_asset": "deltalog://fleet/tables",
     # The fleet DAG's cron schedule besides the asset; empty = asset events and manual runs only.
     "deltalog_fleet_schedule": "@daily",
-    "deltalog_fleet_table_settings": "{}",
+    # The maintenance settings file (docs/fleet.md), service-level objectives included (docs/objectives.md):
+    # breached tables are maintained first and the objectives_alert task reports breaches.
+    "deltalog_fleet_table_settings": json.dumps(
+        {"defaults": {"max_small_files": 200, "max_versions_since_checkpoint": 100, "max_days_since_vacuum": 7}}
+    ),
+    # Who gets the objectives alert (comma-separated addresses; empty: the message is only logged), from
+    # whom, through which SMTP connection (the SMTP provider's SmtpNotifier).
+    "deltalog_alert_email": "",
+    "deltalog_alert_from": "deltalog@localhost",
+    "deltalog_alert_smtp_conn_id": "smtp_default",
     "deltalog_fleet_max_parallel": "4",
     "deltalog_fleet_deadline_minutes": "60",
     "deltalog_fleet_deadline_margin_minutes": "5",

@@ -53,6 +53,7 @@ def get_provider_info() -> dict[str, Any]:
                     "deltalog_provider.operators.convert",
                     "deltalog_provider.operators.create",
                     "deltalog_provider.operators.health",
+                    "deltalog_provider.operators.objectives",
                 ],
             }
         ],

@@ -22,6 +22,10 @@ Airflow's private modules. The releases differ in:
 * reading an inlet's asset events since a time: ``.after()`` from 3.2 (``inlet_events_after``);
 * asset events added through an alias: 3.0 cannot store nested values in their extra
   (``alias_event_extra``);
+* notifiers (``BaseNotifier``, what the SMTP, Slack and other providers' notifiers extend and
+  what deltalog's objectives alert delivers through): ``airflow.sdk`` on every 3.x release
+  (checked on 3.0.6 to 3.3.2), ``airflow.notifications.basenotifier`` (its older home, kept by
+  3.x as a shim) as the fallback;
 * the task state store (a sensor's memory across reschedules): 3.3 only
   (``task_state_store``, ``first_reschedule_date``);
 * the DAGs folder on ``sys.path``: 3.0's CLI does not put it there
@@ -78,7 +82,7 @@ if TYPE_CHECKING:  # the names as the lock's release (the newest) spells them
     # get_auth_manager, get_user, AirflowPlugin: the API server's, imported on first use (``_LAZY``).
     from airflow.api_fastapi.app import get_auth_manager  # noqa: F401
     from airflow.api_fastapi.core_api.security import get_user  # noqa: F401
-    from airflow.sdk import AssetOrTimeSchedule, BaseHook, BranchMixIn, CronTriggerTimetable, conf
+    from airflow.sdk import AssetOrTimeSchedule, BaseHook, BaseNotifier, BranchMixIn, CronTriggerTimetable, conf
     from airflow.sdk.definitions.callback import AsyncCallback
     from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
     from airflow.sdk.exceptions import (
@@ -112,6 +116,11 @@ else:
         from airflow.sdk import BaseHook
     except ImportError:  # Airflow 3.0
         from airflow.hooks.base import BaseHook
+
+    try:  # the Task SDK: every 3.x release
+        from airflow.sdk import BaseNotifier
+    except ImportError:  # its home before the Task SDK, kept as a shim
+        from airflow.notifications.basenotifier import BaseNotifier
 
     try:  # Airflow >= 3.2
         from airflow.sdk import BranchMixIn
@@ -359,6 +368,7 @@ __all__ = [
     "AssetOrTimeSchedule",
     "AsyncCallback",
     "BaseHook",
+    "BaseNotifier",
     "BaseOperator",
     "BaseOperatorMeta",
     "BaseSensorOperator",

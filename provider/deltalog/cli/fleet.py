@@ -14,9 +14,11 @@ from deltalog.cli import emit, fail
 from deltalog.cli.history_option import add_history_option, recorder_for
 from deltalog.errors import InvalidArgumentError
 from deltalog.fleet.discover import DEFAULT_MAX_DEPTH, DiscoveryResult, FoundTable, discover_tables, tables_from_list
+from deltalog.fleet.objectives import first_because, judge_objectives, objective_work, states_to_dicts
 from deltalog.fleet.ranking import TableReport, fleet_health
 from deltalog.fleet.report import format_summary, render_html
-from deltalog.fleet.run import run_fleet
+from deltalog.fleet.run import compliance_views, run_fleet
+from deltalog.journal import HistoryRecorder
 from deltalog.log.load import snapshot_at
 from deltalog.maintenance.due import maintenance_due
 from deltalog.maintenance.health import compute_health
@@ -72,6 +74,11 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     )
     p.add_argument("table", help="table path or URI")
     p.add_argument("--settings", metavar="FILE", help="the maintenance settings file (JSON; see docs/fleet.md)")
+    p.add_argument(
+        "--history",
+        metavar="URI",
+        help="the maintenance history: since when each objective is breached, its trend (docs/objectives.md)",
+    )
     p.set_defaults(handler=cmd_policy)
 
 
@@ -139,7 +146,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     settings = read_json(args.settings, "settings file") if args.settings else None
     previous = read_json(args.results, "results file", missing_ok=True) if args.results else None
     policy = FleetPolicy.parse(settings)  # a bad settings file fails before any work
-    history = None if args.dry_run else recorder_for(args)
+    history = recorder_for(args, prepare=not args.dry_run)  # a dry run reads it (objectives), records nothing
     tables, errors = tables_from(args)
     result = run_fleet(
         tables,
@@ -165,8 +172,13 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
     def human(d: dict[str, Any]) -> str:
         if args.dry_run:
-            lines = [f"{p['uri']}: gain {p['gain']:.1f} in ~{p['estimated_seconds']:.1f} s" for p in d["planned"]]
-            return "\n".join(["dry run: nothing changed; due tables, best gain per second first:", *lines])
+            lines = [
+                f"{p['uri']}: gain {p['gain']:.1f} in ~{p['estimated_seconds']:.1f} s"
+                + (f" (first: {p['first_because']})" if p.get("first_because") else "")
+                for p in d["planned"]
+            ]
+            head = "dry run: nothing changed; due tables, breached first, then at risk, then best gain per second:"
+            return "\n".join([head, *lines])
         return format_summary(d)
 
     emit(args, doc, human)
@@ -269,23 +281,41 @@ def cmd_policy(args: argparse.Namespace) -> None:
     health = compute_health(snapshot, target=settings.target_file_size)
     due = due_under(settings, table.storage, snapshot)
     rules = due_rules(due, health, settings)
+    view = None
+    if args.history:
+        views = compliance_views(HistoryRecorder(args.history, args.storage_options), [table.uri])
+        view = (views or {}).get(table.uri)
+    objectives = judge_objectives(snapshot, settings, health, due, history=view)
+    because = first_because(objectives)
     doc = {
         "table": table.uri,
         "version": snapshot.version,
         "settings": [e.to_dict() for e in settings.explained],
         "due": [r.to_dict() for r in rules],
         "refused": due.refused,
+        "objectives": states_to_dicts(objectives),
+        "objective_work": objective_work(objectives, due),
+        "ranking": (
+            f"ahead of the gain order: {because}"
+            if because
+            else "by gain per second (no objective breached or at risk)"
+        ),
     }
 
     def human(d: dict[str, Any]) -> str:
-        lines = [f"{d['table']} (version {d['version']})", "", "setting                  value                source"]
+        lines = [f"{d['table']} (version {d['version']})", "", f"{'setting':<30} {'value':<20} source"]
         for e in d["settings"]:
             where = f"{e['source']} {e['detail']}".strip() + ("" if e["settable"] else " (the table decides)")
-            lines.append(f"{e['name']:<24} {_shown(e['value']):<20} {where}")
+            lines.append(f"{e['name']:<30} {_shown(e['value']):<20} {where}")
             for o in e["overridden"]:
-                lines.append(f"{'':<24}   over {_shown(o['value'])} from {(o['source'] + ' ' + o['detail']).strip()}")
+                lines.append(f"{'':<30}   over {_shown(o['value'])} from {(o['source'] + ' ' + o['detail']).strip()}")
         lines += ["", "due rules:"]
         lines += [f"  {r['operation']:<12} {'DUE' if r['due'] else 'not due':<8} {r['why']}" for r in d["due"]]
+        if objectives:
+            lines += ["", "objectives:"]
+            lines += [f"  {o.describe()}  [{o.source}]" for o in objectives]
+            lines += [f"  {op} runs for it: {why}" for op, why in d["objective_work"].items()]
+        lines += ["", f"ranking: {d['ranking']}"]
         return "\n".join(lines)
 
     emit(args, doc, human)

@@ -43,15 +43,17 @@ def add_history_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def recorder_for(args: argparse.Namespace) -> HistoryRecorder | None:
-    """The command's recorder (None without ``--history`` or ``$DELTALOG_HISTORY``), its history checked."""
+def recorder_for(args: argparse.Namespace, *, prepare: bool = True) -> HistoryRecorder | None:
+    """The command's recorder (None without ``--history`` or ``$DELTALOG_HISTORY``), its history checked
+    (``prepare=False``: only read, as a dry run does: nothing is created)."""
     uri = getattr(args, "history", None) or os.environ.get(ENV) or None
     if uri is None:
         return None
     given = key_values(getattr(args, "history_storage_option", None), "--history-storage-option")
     options = given or args.storage_options
     recorder = HistoryRecorder(uri, storage_options=options, context=RunContext.from_environment())
-    recorder.prepare()
+    if prepare:
+        recorder.prepare()
     return recorder
 
 

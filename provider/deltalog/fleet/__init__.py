@@ -18,7 +18,7 @@ from deltalog.fleet.discover import DiscoveryResult, FoundTable, discover_tables
 from deltalog.fleet.lease import Lease, acquire_lease
 from deltalog.fleet.maintain import PlannedTable, TableOutcome, maintain_table
 from deltalog.fleet.ranking import TableReport, fleet_health
-from deltalog.fleet.run import FleetRunResult, measurement_rows, run_fleet
+from deltalog.fleet.run import FleetRunResult, finish_by_row, measurement_rows, run_fleet
 from deltalog.fleet.service import BreachAlert, BreachMessage, breach_alert, breach_message, check_objectives
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "breach_message",
     "check_objectives",
     "discover_tables",
+    "finish_by_row",
     "fleet_health",
     "maintain_table",
     "measurement_rows",

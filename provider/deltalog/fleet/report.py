@@ -17,7 +17,7 @@ from urllib.parse import quote
 from deltalog.fleet.maintain import table_name
 from deltalog.storage.filesystem import canonical_uri
 
-__all__ = ["format_summary", "history_link", "history_query", "render_html"]
+__all__ = ["format_summary", "history_link", "history_query", "render_html", "service_lines"]
 
 COLUMNS = ("table", "status", "versions", "small files", "files", "reclaimed", "ran", "deferred / refused / error")
 
@@ -81,12 +81,33 @@ def _name_cell(uri: str, name: str, result: dict[str, Any], view_url: str | None
     return html.escape(name)
 
 
+def service_lines(result: dict[str, Any]) -> list[str]:
+    """What the service levels did to the run: which objective put a table first, which breached tables
+    stay breached (their work was deferred or failed) and whether the run met its ``finish_by``."""
+    lines = []
+    for t in result.get("tables", []):
+        if t.get("first_because"):
+            lines.append(f"first: {table_name(t['uri'])}: {t['first_because']}")
+    for t in result.get("tables", []):
+        if t.get("stays_breached"):
+            why = "; ".join(t.get("deferred") or []) or t.get("error") or t.get("status", "")
+            lines.append(f"stays breached: {table_name(t['uri'])}: {', '.join(t['stays_breached'])} ({why})")
+    finish = result.get("finish_by")
+    if isinstance(finish, dict):
+        state = "met" if finish.get("met") else "MISSED"
+        lines.append(
+            f"finish_by {finish.get('objective')}: {state} (deadline {finish.get('deadline')}, ended {finish.get('ended_at')})"
+        )
+    return lines
+
+
 def format_summary(result: dict[str, Any]) -> str:
-    """A plain-text table of tables plus the counts line."""
+    """A plain-text table of tables, what the service levels did, and the counts line."""
     rows = [list(COLUMNS), *_rows(result)]
     widths = [min(90, max(len(r[i]) for r in rows)) for i in range(len(COLUMNS))]
     lines = ["  ".join(c[:90].ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += service_lines(result)
     counts = ", ".join(f"{v} {k}" for k, v in sorted(result.get("counts", {}).items()) if v)
     budget = result.get("time_budget_seconds")
     lines.append(
@@ -154,6 +175,7 @@ def render_html(
         else ""
     )
     counts = ", ".join(f"{v} {html.escape(k)}" for k, v in sorted(result.get("counts", {}).items()) if v)
+    service = "".join(f"<p>{html.escape(line)}</p>" for line in service_lines(result))
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.get("started_at") or time.time()))
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -162,7 +184,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;text-align:left}}th{{background:#ee
 <body><h1>{html.escape(title)}</h1>
 <p>run started {when}; {counts}; {result.get("seconds", 0):.1f} s
 {f"(budget {result['time_budget_seconds']:g} s)" if result.get("time_budget_seconds") else ""}</p>
-{history}{warning}
+{history}{warning}{service}
 {_bar_chart("small files: before (grey) / after (blue)", small, "files")}
 {_bar_chart("bytes reclaimed by vacuum", reclaimed, "B")}
 <table><tr>{head}</tr>{body}</table>

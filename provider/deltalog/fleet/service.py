@@ -187,7 +187,7 @@ def breach_message(alert: BreachAlert, run: str = "") -> BreachMessage:
     more = f" and {len(tables) - 5} more" if len(tables) > 5 else ""
     subject = f"deltalog objectives: {', '.join(counts) or 'all met'}" + (f" ({names}{more})" if names else "")
     sections: list[tuple[str, list[str]]] = [
-        ("New breaches", [f"{c.table_uri}: {c.describe}{_since(c.breached_since)}" for c in r.new]),
+        ("New breaches", [f"{c.table_uri}: {c.describe}" for c in r.new]),
         ("Still open", [f"{c.table_uri}: {c.describe}" for c in r.still_open]),
         ("Resolved", [f"{c.table_uri}: {c.describe}{_since(c.breached_since)}" for c in r.resolved]),
         ("Unreadable", [f"{uri}: {error}" for uri, error in r.unreadable]),

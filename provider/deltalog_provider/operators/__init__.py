@@ -1,4 +1,4 @@
-"""Operators: one per core operation, plus health check / branch.
+"""Operators: one per core operation, plus health check / branch and the objectives' check / branch / alert.
 
 The core operation of each is imported inside ``execute``, so this package imports
 even while an operation module is missing from the installed ``deltalog``.
@@ -13,6 +13,11 @@ from deltalog_provider.operators.create import DeltaCreateTableOperator
 from deltalog_provider.operators.health import DeltaHealthBranchOperator, DeltaHealthCheckOperator
 from deltalog_provider.operators.log_cleanup import DeltaLogCleanupOperator
 from deltalog_provider.operators.manifest import DeltaManifestOperator
+from deltalog_provider.operators.objectives import (
+    DeltaObjectivesAlertOperator,
+    DeltaObjectivesBranchOperator,
+    DeltaObjectivesCheckOperator,
+)
 from deltalog_provider.operators.vacuum import DeltaVacuumOperator
 
 __all__ = [
@@ -25,6 +30,9 @@ __all__ = [
     "DeltaHealthCheckOperator",
     "DeltaLogCleanupOperator",
     "DeltaManifestOperator",
+    "DeltaObjectivesAlertOperator",
+    "DeltaObjectivesBranchOperator",
+    "DeltaObjectivesCheckOperator",
     "DeltaTableOperator",
     "DeltaVacuumOperator",
 ]
