@@ -148,6 +148,17 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         op.result = create_checkpoint(table)
     produced += [*recorder.appends, *recorder.recorded, recorder.context, table_state(table.snapshot())]
     produced += fleet_overview(read_history(str(root / "history")))
+    # Service-level objectives: a breached table, its report, the alert and its message.
+    from deltalog import breach_alert, breach_message, check_objectives, parse_finish_by
+    from deltalog.log.activity import last_vacuum
+
+    objectives = {"defaults": {"max_small_files": 0, "max_days_since_vacuum": 7}}
+    produced += check_objectives([due.uri, str(root / "missing")], settings=objectives)
+    produced.append(last_vacuum(due.storage, due.snapshot().segment.listing, {}))
+    produced.append(parse_finish_by("06:00 Europe/Berlin"))
+    alert = breach_alert([due.uri], history=recorder, settings=objectives)
+    produced += [alert, breach_message(alert), *alert.report.new, alert.report]
+    produced.append(run_fleet([due.uri], settings=objectives, dry_run=True))
     seen: dict[type, Any] = {}
     for value in produced:
         _instances_in(value, seen)

@@ -159,6 +159,10 @@ class BreachMessage:
     text: str
     html: str
 
+    def summary_line(self) -> str:
+        """The subject line."""
+        return self.subject
+
     def to_dict(self) -> dict[str, Any]:
         return {"subject": self.subject, "text": self.text, "html": self.html}
 

@@ -136,6 +136,13 @@ class VacuumSighting:
     reached_start: bool
     commits_read: int
 
+    def summary_line(self) -> str:
+        """``last vacuum: version 12`` or how far the search looked."""
+        if self.vacuum_version is not None:
+            return f"last vacuum: version {self.vacuum_version} ({self.commits_read} commits read)"
+        reach = "the table's first commit" if self.reached_start else f"the last {self.commits_read} commits"
+        return f"no finished vacuum in {reach}"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
