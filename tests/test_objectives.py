@@ -325,6 +325,15 @@ def test_done_means_objectives_report_exit_status_and_maintain_fixes_breached_ta
     assert main(["objectives", *base]) == 0
     assert "3 tables, 3 met" in capsys.readouterr().out
 
+    # An unreadable table is not met: exit 2 (the check did not work), the others still reported.
+    with open(os.path.join(lake.orders, "_delta_log", f"{0:020d}.json"), "w") as fh:
+        fh.write("{not json")
+    assert main(["objectives", *base, "--json"]) == 2
+    out, err = capsys.readouterr()
+    unreadable = [t for t in json.loads(out)["tables"] if t.get("error")]
+    assert [os.path.basename(t["table_uri"]) for t in unreadable] == ["orders"] and unreadable[0]["met"] is False
+    assert err.count("\n") == 1 and "1 table(s) could not be judged" in err
+
 
 def test_a_budget_that_cannot_cover_the_breaches_says_which_stay_breached(tmp_path):
     from deltalog import FleetPolicy, HistoryRecorder, fleet_health, run_fleet
