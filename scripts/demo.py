@@ -14,7 +14,10 @@
    files, an expired log, a protocol feature deltalog refuses), runs
    ``airflow dags test deltalog_fleet_maintenance`` and prints the fleet summary
    (also written as ``.demo/fleet-report.html``) and what the DAG runs appended to the
-   maintenance history (``.demo/_deltalog/history``, read back with deltalake).
+   maintenance history (``.demo/_deltalog/history``, read back with deltalake). The fleet has
+   service-level objectives (docs/objectives.md): the history shows the small-file table over
+   its objective for three days; the demo prints it breached (since when) before the run and
+   met after it, and the run's objectives alert.
 
 Exit status 0 only if every run succeeded, every task did (in the fleet run, all but the
 refused table's), and the rows read back are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
@@ -217,11 +220,13 @@ def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, l
     shutil.rmtree(root, ignore_errors=True)
     for name, build in FLEET.items():
         build(os.path.join(root, name))
+    breached = seed_breach(root)
     fleet_env = dict(
         env,
         AIRFLOW_VAR_DELTALOG_FLEET_ROOT=root,
         AIRFLOW_VAR_DELTALOG_FLEET_REPORT_DIR=report_dir,
         AIRFLOW_VAR_DELTALOG_FLEET_DEADLINE_MINUTES="0",  # apache/airflow#73428, as for deltalog_maintenance
+        AIRFLOW_VAR_DELTALOG_FLEET_TABLE_SETTINGS=json.dumps(OBJECTIVES),
     )
     secs = run_airflow(
         ["dags", "test", "deltalog_fleet_maintenance"], fleet_env, os.path.join(logs, "fleet.log"), "fleet DAG"
@@ -245,7 +250,65 @@ def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, l
     )
     print(format_summary(doc))
     print(f"\nHTML report: {doc.get('report')}")
+    show_objectives_after(root, breached, home)
     print_history(doc, since)
+
+
+#: The demo fleet's objectives: few small files, a weekly vacuum; the history table keeps a file a day.
+OBJECTIVES = {
+    "defaults": {"max_small_files": 3, "max_days_since_vacuum": 7},
+    "tables": {"history": {"max_small_files": 1000}},
+}
+
+
+def _objectives(root: str) -> list[Any]:
+    from deltalog import check_objectives
+
+    tables = sorted(os.path.join(root, n) for n in os.listdir(root) if not n.startswith((".", "_")))
+    history = os.path.join(REPO, ".demo", "_deltalog", "history")
+    return check_objectives(tables, settings=OBJECTIVES, history=history)
+
+
+def seed_breach(root: str) -> list[str]:
+    """The history's last three daily measurements of the small-file table: over its objective (3 files).
+    Prints every breach before the run; returns the breached tables' URIs."""
+    from objectives_helpers import seed_measurements
+
+    history = os.path.join(REPO, ".demo", "_deltalog", "history")
+    small = os.path.join(root, "small_files")
+    seed_measurements(history, small, "max_small_files", 3, [(3, 5), (2, 6), (1, 6)], "fleet defaults")
+    print("      objectives before the run (deltalog objectives):")
+    breached = []
+    for t in _objectives(root):
+        for o in t.breached:
+            print(f"        {os.path.basename(t.table_uri)}: {o.describe()}")
+        if t.breached:
+            breached.append(t.table_uri)
+    if not any(u.endswith("/small_files") for u in breached):
+        raise DemoError(f"the seeded breach of {small} is not reported: {breached}")
+    return breached
+
+
+def show_objectives_after(root: str, breached: list[str], home: str) -> None:
+    """The tables breached before the run, judged again: met after maintenance; and the run's alert."""
+    judged = {t.table_uri: t for t in _objectives(root)}
+    print("\nobjectives after the run:")
+    for uri in breached:
+        t = judged[uri]
+        print(f"  {os.path.basename(uri)}: " + ("met" if t.met else "; ".join(o.describe() for o in t.breached)))
+        if not t.met:
+            raise DemoError(f"{uri} still breaches its objectives after the fleet run")
+    with sqlite3.connect(os.path.join(home, "airflow.db")) as db:
+        row = db.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'deltalog_fleet_maintenance' AND task_id = 'objectives_alert' "
+            "AND key = 'return_value' ORDER BY dag_run_id DESC LIMIT 1"
+        ).fetchone()
+    if row is None:
+        raise DemoError("the fleet run's objectives_alert task returned nothing")
+    alert = json.loads(row[0]) if isinstance(row[0], str | bytes) else row[0]
+    if isinstance(alert, str):
+        alert = json.loads(alert)
+    print(f"  the run's alert (deltalog_alert_email empty: logged, not mailed): {alert['message']['subject']}")
 
 
 def print_history(doc: dict[str, Any], since: dt.datetime) -> None:

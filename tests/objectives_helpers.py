@@ -62,6 +62,23 @@ def _measured(
     history.record([make_row(span, "done", due_operations=[], **objective_columns([state]))])
 
 
+def seed_measurements(
+    history_uri: str,
+    table: str,
+    name: str,
+    target: float,
+    values: list[tuple[float, float]],
+    source: str,
+    now: dt.datetime | None = None,
+) -> None:
+    """Measure rows of one objective in the history: ``values`` as (days ago, value)."""
+    now = now or dt.datetime.now(dt.UTC)
+    recorder = HistoryRecorder(history_uri, context=RunContext(run_id="seeded-history"), measure=False)
+    with recorder.batch():
+        for days, value in values:
+            _measured(recorder, table, now - days * DAY, name, target, value, source)
+
+
 def breach_fleet(root: str, now: dt.datetime | None = None) -> BreachFleet:
     """The scenario of the module docstring under ``root`` (history at ``root/_deltalog/history``)."""
     now = now or dt.datetime.now(dt.UTC)

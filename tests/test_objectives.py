@@ -47,7 +47,9 @@ def test_objectives_resolve_through_the_four_layers_each_named():
         }
     )
     props = {"deltalog.objective.maxDaysSinceVacuum": "7", "deltalog.objective.maxVersionsSinceCheckpoint": "20"}
-    events = {name: (target, source) for name, target, source in policy.resolve("/lake/raw/events", props).objective_targets()}
+    events = {
+        name: (target, source) for name, target, source in policy.resolve("/lake/raw/events", props).objective_targets()
+    }
     assert events == {
         "max_small_files": (1000, "per-table override tables['/lake/raw/events']"),
         "max_versions_since_checkpoint": (
@@ -98,7 +100,10 @@ def test_bad_objectives_are_refused_in_one_line_naming_the_entry(settings, named
 @pytest.mark.parametrize(
     ("props", "named"),
     [
-        ({"deltalog.objective.maxSmallFile": "3"}, "unknown objective in table property 'deltalog.objective.maxSmallFile'"),
+        (
+            {"deltalog.objective.maxSmallFile": "3"},
+            "unknown objective in table property 'deltalog.objective.maxSmallFile'",
+        ),
         ({"deltalog.objective.maxSmallFiles": "ten"}, "deltalog.objective.maxSmallFiles must be an integer"),
         ({"deltalog.objective.maxSmallFiles": "-3"}, "deltalog.objective.maxSmallFiles must be a non-negative"),
         ({"deltalog.objective.maxDvShare": "2"}, "deltalog.objective.maxDvShare must be a share"),
@@ -419,7 +424,9 @@ def test_a_version_1_history_is_upgraded_in_place_and_an_older_deltalog_refuses_
 
     uri = str(tmp_path / "history")
     v1 = schema_of_version(1)
-    create_table(uri, v1, partition_by=[PARTITION_COLUMN], configuration={**TABLE_PROPERTIES, SCHEMA_VERSION_PROPERTY: "1"})
+    create_table(
+        uri, v1, partition_by=[PARTITION_COLUMN], configuration={**TABLE_PROPERTIES, SCHEMA_VERSION_PROPERTY: "1"}
+    )
     span = OperationSpan(RunContext(), "file:///lake/t", "measure", NOW, NOW)
     old = pa.Table.from_pylist([{**make_row(span, "done").to_dict()}]).select(v1.names)
     old = old.set_column(old.schema.get_field_index("run_date"), "run_date", pa.array([NOW.date()], pa.date32()))

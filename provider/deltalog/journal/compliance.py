@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -86,11 +86,11 @@ def _judged(rows: pa.Table) -> pa.Table:
     return rows if mask is None else rows.filter(pc.fill_null(mask, False))
 
 
-def _runs(rows: pa.Table, name: str) -> Iterable[tuple[str, list[tuple[dt.datetime, bool | None, bool]]]]:
+def _runs(rows: pa.Table, name: str) -> Iterator[tuple[str, list[tuple[dt.datetime, bool | None, bool]]]]:
     """Per table: ``(started_at, met, target set)`` of the rows that mention the objective, oldest first."""
     met_col = f"objective_{name}_met"
     if met_col not in rows.column_names:
-        return []
+        return
     target_col = f"objective_{name}_target"
     has_target = target_col in rows.column_names
     columns = ["table_uri", "started_at", met_col] + ([target_col] if has_target else [])
@@ -376,8 +376,10 @@ def compliance_changes(rows: pa.Table, closing: Sequence[TableCompliance], run_i
                 elif met is not None:
                     before[key] = met
     history_rows = judged
-    new, still, resolved = [], [], []
-    unreadable = []
+    new: list[BreachChange] = []
+    still: list[BreachChange] = []
+    resolved: list[BreachChange] = []
+    unreadable: list[tuple[str, str]] = []
     for table in closing:
         uri = canonical_uri(table.table_uri)
         if table.error is not None:
