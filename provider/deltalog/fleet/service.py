@@ -147,7 +147,8 @@ def breach_alert(
     )
     judged = tuple(r.compliance() for r in reports)
     report = compliance_changes(rows, judged, history.context.run_id)
-    closing = measurement_rows(reports, history, now)
+    # The closing judgement of the tables that set objectives (what the next run compares with).
+    closing = measurement_rows([r for r in reports if r.objectives], history, now)
     return BreachAlert(report, judged, tuple(closing), missed_finish_by)
 
 
