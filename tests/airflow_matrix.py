@@ -46,7 +46,7 @@ DIST_NAME = "airflow-provider-deltalog"
 #: Extras a user installs with Airflow: ours, as the README says.
 EXTRAS = "airflow,amazon,azure,gcs"
 #: What the provider tests need besides the user's set, at the lock's versions.
-TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "moto[server]", "deltalake")
+TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "moto[server]", "deltalake", "aiosmtpd")
 #: Bump when the way a venv is made changes: every cached venv is then rebuilt.
 RECIPE = 2
 
