@@ -10,6 +10,7 @@ marker, is refused with one clear error.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from deltalog.errors import InvalidArgumentError, OperationRefusedError
+from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError, UnreadableHistoryFileError
 from deltalog.journal.schema import COLUMN_NAMES, HISTORY_SCHEMA, PARTITION_COLUMN
 from deltalog.journal.write import check_history_table
 from deltalog.log import Snapshot, snapshot_at
@@ -44,12 +45,12 @@ def rows_for_table(rows: pa.Table, table_uri: str) -> pa.Table:
     return rows.filter(pc.equal(rows.column("table_uri"), canonical_uri(table_uri)))
 
 
-def _files_in_range(snapshot: Snapshot, since: dt.date | None, until: dt.date | None) -> pa.Table:
+def files_in_range(snapshot: Snapshot, since: dt.date | None, until: dt.date | None) -> pa.Table:
+    """The history's live files whose ``run_date`` lies in ``[since, until]`` (partition pruning, no Parquet read)."""
     files = snapshot.files
     if not files.num_rows or (since is None and until is None):
         return files
-    days = pc.map_lookup(files.column("partitionValues"), PARTITION_COLUMN, "first")
-    days = pc.cast(days, pa.date32())
+    days = file_days(files)
     mask = None
     if since is not None:
         mask = pc.greater_equal(days, pa.scalar(since, pa.date32()))
@@ -59,27 +60,80 @@ def _files_in_range(snapshot: Snapshot, since: dt.date | None, until: dt.date | 
     return files.filter(pc.fill_null(mask, True))
 
 
-def _read_file(snapshot: Snapshot, add: dict[str, Any]) -> pa.Table:
+def file_days(files: pa.Table) -> pa.Array:
+    """Each live file's ``run_date`` partition value as a date (null when unreadable)."""
+    days = pc.map_lookup(files.column("partitionValues"), PARTITION_COLUMN, "first")
+    return pc.cast(days, pa.date32(), safe=False) if len(days) else pa.array([], pa.date32())
+
+
+#: Rows per batch when a file is read in batches (what one step of a reader holds at most).
+BATCH_ROWS = 16_384
+
+
+def read_file_batches(
+    snapshot: Snapshot, add: dict[str, Any], columns: Sequence[str] | None = None, *, batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.Table]:
+    """The rows of one live file, a batch at a time: only ``columns`` read (all: None), the deletion
+    vector applied, the partition column filled in, a column the file lacks (a later schema
+    version's) as nulls, each column in the history's type.
+
+    Raises :class:`UnreadableHistoryFileError` naming the file when it cannot be read so.
+    """
+    wanted = list(COLUMN_NAMES if columns is None else columns)
     storage = snapshot.storage
-    with storage.open_input(storage.join(add["path"])) as f:
-        data = pq.read_table(f)
-    dv = add.get("deletionVector")
-    if dv:
-        deleted = read_deletion_vector(storage, dv)
-        if len(deleted):
-            keep = pc.invert(pc.is_in(pa.array(range(data.num_rows), pa.int64()), value_set=pa.array(deleted)))
-            data = data.filter(keep)
+    path = str(add["path"])
     day = dict(add.get("partitionValues") or []).get(PARTITION_COLUMN)
-    value = dt.date.fromisoformat(day) if day else None
+    try:
+        value = dt.date.fromisoformat(day) if day else None
+    except ValueError:
+        value = None
+    dv = add.get("deletionVector")
+    try:
+        deleted = pa.array(read_deletion_vector(storage, dv), pa.int64()) if dv else None
+        with storage.open_input(storage.join(path)) as f:
+            parquet = pq.ParquetFile(f)
+            present = set(parquet.schema_arrow.names)
+            stored = [c for c in wanted if c in present and c != PARTITION_COLUMN]
+            offset = 0
+            for batch in parquet.iter_batches(batch_size=batch_rows, columns=stored):
+                n = batch.num_rows
+                data = pa.Table.from_batches([batch])
+                if deleted is not None and len(deleted):
+                    positions = pa.array(range(offset, offset + n), pa.int64())
+                    data = data.filter(pc.invert(pc.is_in(positions, value_set=deleted)))
+                offset += n
+                yield _in_history_types(data, wanted, value)
+    except UnreadableHistoryFileError:
+        raise
+    except (OSError, DeltaLogError, pa.ArrowException, ValueError) as exc:
+        raise UnreadableHistoryFileError(f"history file {path} cannot be read: {exc}") from None
+
+
+def _in_history_types(data: pa.Table, wanted: list[str], day: dt.date | None) -> pa.Table:
     columns = {}
-    for f in HISTORY_SCHEMA:
-        if f.name == PARTITION_COLUMN:
-            columns[f.name] = pa.array([value] * data.num_rows, pa.date32())
-        elif f.name in data.column_names:
-            columns[f.name] = data.column(f.name).cast(f.type)
+    for name in wanted:
+        field = HISTORY_SCHEMA.field(name)
+        if name == PARTITION_COLUMN:
+            columns[name] = pa.array([day] * data.num_rows, pa.date32())
+        elif name in data.column_names:
+            try:
+                columns[name] = data.column(name).cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                raise UnreadableHistoryFileError(
+                    f"its column {name} ({data.column(name).type}) is not the history's {field.type}: {exc}"
+                ) from None
         else:  # a column added by a later schema version than the file's
-            columns[f.name] = pa.nulls(data.num_rows, f.type)
-    return pa.table(columns)
+            columns[name] = pa.nulls(data.num_rows, field.type)
+    return pa.table(columns, schema=pa.schema([pa.field(n, HISTORY_SCHEMA.field(n).type) for n in wanted]))
+
+
+def _read_file(snapshot: Snapshot, add: dict[str, Any]) -> pa.Table:
+    parts = list(read_file_batches(snapshot, add))
+    return pa.concat_tables(parts) if parts else _nullable_schema().empty_table()
+
+
+def _nullable_schema() -> pa.Schema:
+    return pa.schema([pa.field(f.name, f.type) for f in HISTORY_SCHEMA])
 
 
 def read_history(
@@ -100,9 +154,9 @@ def read_history(
     check_history_table(snapshot, uri)
     if snapshot.metadata.column_mapping_mode != "none":
         raise OperationRefusedError(f"the maintenance history {uri} uses column mapping, which its reader refuses")
-    files = _files_in_range(snapshot, _as_date(since), _as_date(until))
+    files = files_in_range(snapshot, _as_date(since), _as_date(until))
     parts = [_read_file(snapshot, add) for add in files.to_pylist()]
-    data = pa.concat_tables(parts) if parts else HISTORY_SCHEMA.empty_table()
+    data = pa.concat_tables(parts) if parts else _nullable_schema().empty_table()
     if table_uri is not None:
         data = rows_for_table(data, table_uri)
     if since is not None and isinstance(since, dt.datetime):
@@ -122,6 +176,29 @@ def last_runs(rows: pa.Table) -> dict[tuple[str, str], dict[str, Any]]:
 
 #: Statuses after which an operation is no longer due (it ran, or found nothing to do).
 SETTLED = ("done", "nothing_due")
+
+
+def still_due(due_operations: Sequence[Any] | None, measured_at: Any, last: dict[str, tuple[Any, Any]]) -> list[str]:
+    """The operations a measurement (at ``measured_at``) found due that no later run settled;
+    ``last`` maps an operation to its newest row's (started_at, status). Values of any shape
+    (a history others write) count as not settled rather than raise."""
+    out = []
+    for op in due_operations or []:
+        op = str(op)
+        started, status = last.get(op, (None, None))
+        try:
+            settled = started is not None and measured_at is not None and started >= measured_at
+        except TypeError:
+            settled = False
+        if settled and status in SETTLED:
+            continue
+        out.append(op)
+    return out
+
+
+def reason_lines(reason: Any, due: Sequence[str]) -> list[str]:
+    """The lines of a measurement's reason that say why an operation of ``due`` is due."""
+    return [line for line in str(reason or "").splitlines() if line.split(":", 1)[0] in due]
 
 
 @dataclass(frozen=True)
@@ -144,21 +221,13 @@ class TableOverview:
         """The operations the latest measurement found due that no later run has settled."""
         if not self.measured:
             return []
-        since = self.measured["started_at"]
-        out = []
-        for op in self.measured.get("due_operations") or []:
-            last = self.last.get(op)
-            if last is not None and last["started_at"] >= since and last["status"] in SETTLED:
-                continue
-            out.append(op)
-        return out
+        last = {op: (row["started_at"], row["status"]) for op, row in self.last.items()}
+        return still_due(self.measured.get("due_operations"), self.measured["started_at"], last)
 
     @property
     def why(self) -> list[str]:
         """The measurement's reasons for what is still due (one line each)."""
-        due = self.due
-        lines = str((self.measured or {}).get("reason") or "").splitlines()
-        return [line for line in lines if line.split(":", 1)[0] in due]
+        return reason_lines((self.measured or {}).get("reason"), self.due)
 
     def summary_line(self) -> str:
         """One line: the table and what is due."""
@@ -210,4 +279,16 @@ def fleet_overview(rows: pa.Table) -> list[TableOverview]:
     return out
 
 
-__all__ = ["TableOverview", "fleet_overview", "last_runs", "read_history", "rows_for_table"]
+__all__ = [
+    "BATCH_ROWS",
+    "TableOverview",
+    "file_days",
+    "files_in_range",
+    "fleet_overview",
+    "last_runs",
+    "read_file_batches",
+    "read_history",
+    "reason_lines",
+    "rows_for_table",
+    "still_due",
+]
