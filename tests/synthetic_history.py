@@ -36,7 +36,7 @@ from deltalog.journal import HISTORY_SCHEMA
 from deltalog.journal.write import append_arrow
 
 #: Bump when the rows drawn change: cached histories of another version are not reused.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 CACHE = Path(os.environ.get("DELTALOG_CACHE_DIR", Path.home() / ".cache" / "deltalog")) / "fleet-histories"
 
 TEAMS = ("sales", "marketing", "finance", "ops", "ml", "risk", "growth", "support")
@@ -210,7 +210,7 @@ def generate(
             "bytes_reclaimed": pa.array(bytes_reclaimed),
             "log_files_removed": pa.array(log_removed),
             "live_files_before": pa.array(live),
-            "live_files_after": pa.array(live - np.where(compacting & done, files_read - files_written, 0)),
+            "live_files_after": pa.array(np.maximum(0, live - np.where(compacting & done, files_read - files_written, 0))),
             "small_files_before": pa.array(small),
             "small_files_after": pa.array(np.where(compacting & done, 0, small)),
             "table_bytes_before": pa.array(table_bytes),

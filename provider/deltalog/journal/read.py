@@ -166,6 +166,151 @@ def read_history(
     return data.sort_by([("started_at", "ascending"), ("row_id", "ascending")]).select(list(COLUMN_NAMES))
 
 
+#: Items of a list column, and characters per item, a page shows of a row.
+LIST_ITEMS = 50
+LIST_ITEM_CHARS = 200
+#: The long texts of a row (what was due or went wrong, the summary, the settings); the others are
+#: names and ids, cut at :data:`SHORT_TEXT_CHARS` whatever the reader allows the long ones.
+LONG_TEXTS = ("reason", "summary", "policy")
+SHORT_TEXT_CHARS = 4096
+
+
+def _cut_texts(data: pa.Table, text_chars: int) -> pa.Table:
+    """Every text column cut (:data:`LONG_TEXTS` to ``text_chars`` characters, the others to at most
+    :data:`SHORT_TEXT_CHARS`) with its length beside (``<name>_chars``), lists to :data:`LIST_ITEMS`
+    items of :data:`LIST_ITEM_CHARS`: what a reader keeps of rows it shows."""
+    out = data
+    for name in data.column_names:
+        column = out.column(name)
+        if pa.types.is_string(column.type):
+            index = out.column_names.index(name)
+            keep = text_chars if name in LONG_TEXTS else min(text_chars, SHORT_TEXT_CHARS)
+            out = out.set_column(index, name, pc.utf8_slice_codeunits(column, 0, keep))
+            out = out.append_column(f"{name}_chars", pc.cast(pc.utf8_length(column), pa.int64()))
+        elif pa.types.is_list(column.type) and pa.types.is_string(column.type.value_type):
+            items = column.to_pylist()
+            cut = [None if v is None else [None if x is None else x[:LIST_ITEM_CHARS] for x in v[:LIST_ITEMS]] for v in items]
+            out = out.set_column(out.column_names.index(name), name, pa.array(cut, column.type))
+            out = out.append_column(f"{name}_count", pc.cast(pc.list_value_length(column), pa.int64()))
+    return out
+
+
+def _pick_rows(
+    snapshot: Snapshot,
+    files: pa.Table,
+    key_columns: Sequence[str],
+    keep: Any,
+    offset: int,
+    limit: int,
+    columns: Sequence[str],
+    text_chars: int,
+) -> pa.Table:
+    """Rows of ``files`` for which ``keep(batch) -> mask`` holds, newest first (``started_at``, ``row_id``),
+    ``limit`` of them from ``offset``: a first pass reads ``key_columns`` only, a second the chosen rows'
+    ``columns`` (texts cut as they are read), so a large file costs one batch of it at a time."""
+    adds = files.to_pylist()
+    found = []
+    for number, add in enumerate(adds):
+        position = 0
+        for batch in read_file_batches(snapshot, add, [*key_columns, "started_at", "row_id"]):
+            mask = pc.fill_null(keep(batch), False)
+            positions = pc.filter(pa.array(range(position, position + batch.num_rows), pa.int64()), mask)
+            chosen = batch.filter(mask)
+            found.append(
+                pa.table(
+                    {
+                        "file": pa.array([number] * chosen.num_rows, pa.int64()),
+                        "position": positions,
+                        "started_at": chosen.column("started_at"),
+                        "row_id": chosen.column("row_id"),
+                    }
+                )
+            )
+            position += batch.num_rows
+    if not found:
+        return pa.table({})
+    index = pa.concat_tables(found).sort_by([("started_at", "descending"), ("row_id", "descending")])
+    index = index.slice(offset, limit)
+    parts = []
+    for number in sorted(set(index.column("file").to_pylist())):
+        wanted = pc.filter(index.column("position"), pc.equal(index.column("file"), number))
+        position = 0
+        for batch in read_file_batches(snapshot, adds[number], columns):
+            here = pa.array(range(position, position + batch.num_rows), pa.int64())
+            mask = pc.is_in(here, value_set=wanted.combine_chunks() if hasattr(wanted, "combine_chunks") else wanted)
+            if pc.any(mask).as_py():
+                parts.append(_cut_texts(batch.filter(mask), text_chars))
+            position += batch.num_rows
+    if not parts:
+        return pa.table({})
+    rows = pa.concat_tables(parts)
+    return rows.sort_by([("started_at", "descending"), ("row_id", "descending")])
+
+
+#: The columns a page shows of a history row (all but ``policy``, which the settings read on their own).
+SHOWN_COLUMNS = tuple(c for c in COLUMN_NAMES if c != "policy")
+
+
+def table_rows(
+    snapshot: Snapshot,
+    table_uri: str,
+    day_counts: Sequence[tuple[dt.date, int]],
+    *,
+    offset: int,
+    limit: int,
+    text_chars: int = 2000,
+    columns: Sequence[str] = SHOWN_COLUMNS,
+) -> pa.Table:
+    """A page of one table's history rows, newest first: ``limit`` rows from ``offset``.
+
+    ``day_counts`` (the table's rows per ``run_date``, from a rollup) says which days hold
+    the page: only their files are read (the rest pruned by partition), each in two
+    passes (see :func:`_pick_rows`); texts are cut to ``text_chars`` with their lengths in
+    ``<column>_chars``.
+    """
+    if offset < 0 or limit < 1:
+        raise InvalidArgumentError("a page of rows needs offset >= 0 and limit >= 1")
+    needed: list[tuple[dt.date, int, int]] = []
+    seen = 0
+    for day, n in sorted(day_counts, key=lambda d: d[0], reverse=True):
+        if seen + n > offset and seen < offset + limit:
+            skip = max(0, offset - seen)
+            needed.append((day, skip, min(n - skip, offset + limit - seen - skip)))
+        seen += n
+    parts = []
+    for day, skip, take in needed:
+        files = files_in_range(snapshot, day, day)
+        rows = _pick_rows(
+            snapshot,
+            files,
+            ["table_uri"],
+            lambda b: pc.equal(b.column("table_uri"), table_uri),
+            skip,
+            take,
+            columns,
+            text_chars,
+        )
+        if rows.num_rows:
+            parts.append(rows)
+    return pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
+
+
+def history_row(snapshot: Snapshot, day: dt.date, row_id: str, *, text_chars: int, most: int = 5) -> pa.Table:
+    """The rows of ``day`` whose ``row_id`` is ``row_id`` (one, unless another writer reused the id; at most
+    ``most``), every column, texts cut to ``text_chars``: the day's files only, the row's alone read whole."""
+    files = files_in_range(snapshot, day, day)
+    return _pick_rows(
+        snapshot,
+        files,
+        [],
+        lambda b: pc.equal(b.column("row_id"), row_id),
+        0,
+        most,
+        COLUMN_NAMES,
+        text_chars,
+    )
+
+
 def last_runs(rows: pa.Table) -> dict[tuple[str, str], dict[str, Any]]:
     """The newest row per (table URI, operation)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
@@ -281,14 +426,17 @@ def fleet_overview(rows: pa.Table) -> list[TableOverview]:
 
 __all__ = [
     "BATCH_ROWS",
+    "SHOWN_COLUMNS",
     "TableOverview",
     "file_days",
     "files_in_range",
     "fleet_overview",
+    "history_row",
     "last_runs",
     "read_file_batches",
     "read_history",
     "reason_lines",
     "rows_for_table",
     "still_due",
+    "table_rows",
 ]
