@@ -210,7 +210,9 @@ def generate(
             "bytes_reclaimed": pa.array(bytes_reclaimed),
             "log_files_removed": pa.array(log_removed),
             "live_files_before": pa.array(live),
-            "live_files_after": pa.array(np.maximum(0, live - np.where(compacting & done, files_read - files_written, 0))),
+            "live_files_after": pa.array(
+                np.maximum(0, live - np.where(compacting & done, files_read - files_written, 0))
+            ),
             "small_files_before": pa.array(small),
             "small_files_after": pa.array(np.where(compacting & done, 0, small)),
             "table_bytes_before": pa.array(table_bytes),
@@ -280,4 +282,39 @@ def cached_history(
     return FleetShape(**stored)
 
 
-__all__ = ["FleetShape", "cached_history", "generate", "table_uris"]
+def append_as_another_writer(uri: str, data: pa.Table, day: dt.date) -> None:
+    """Commit ``data`` (any columns, any types, any values) as one file of ``day`` to the history at ``uri``:
+    what another engine writing to the history (a plain Delta table) may leave there; no check of ours runs."""
+    import time
+    import uuid
+
+    import pyarrow.parquet as pq
+
+    from deltalog.commit import Transaction
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+
+    storage = Storage(uri)
+    snapshot = snapshot_at(storage)
+    rel = f"run_date={day.isoformat()}/part-foreign-{uuid.uuid4()}.parquet"
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink)
+    body = sink.getvalue().to_pybytes()
+    storage.makedirs(storage.join(rel).rsplit("/", 1)[0])
+    storage.write_atomic(storage.join(rel), body)
+    txn = Transaction(storage, snapshot, operation="WRITE", operation_parameters={"mode": "Append"})
+    txn.add(
+        [
+            {
+                "path": rel,
+                "size": len(body),
+                "partitionValues": {"run_date": day.isoformat()},
+                "modificationTime": int(time.time() * 1000),
+                "dataChange": True,
+            }
+        ]
+    )
+    txn.commit()
+
+
+__all__ = ["FleetShape", "append_as_another_writer", "cached_history", "generate", "table_uris"]

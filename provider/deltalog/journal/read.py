@@ -40,9 +40,17 @@ def _as_date(value: dt.date | dt.datetime | str | None) -> dt.date | None:
         raise InvalidArgumentError(f"not a date: {value!r} (use YYYY-MM-DD)") from None
 
 
+def history_table_uri(table_uri: str) -> str:
+    """A table's URI as the history spells it (a local path as its absolute ``file://`` URI); opens nothing."""
+    try:
+        return canonical_uri(table_uri)
+    except ValueError:  # not a URI at all: compared as given
+        return table_uri
+
+
 def rows_for_table(rows: pa.Table, table_uri: str) -> pa.Table:
     """The rows of one table (its URI as given by a user: a local path matches its ``file://`` URI)."""
-    return rows.filter(pc.equal(rows.column("table_uri"), canonical_uri(table_uri)))
+    return rows.filter(pc.equal(rows.column("table_uri"), history_table_uri(table_uri)))
 
 
 def files_in_range(snapshot: Snapshot, since: dt.date | None, until: dt.date | None) -> pa.Table:
@@ -189,7 +197,10 @@ def _cut_texts(data: pa.Table, text_chars: int) -> pa.Table:
             out = out.append_column(f"{name}_chars", pc.cast(pc.utf8_length(column), pa.int64()))
         elif pa.types.is_list(column.type) and pa.types.is_string(column.type.value_type):
             items = column.to_pylist()
-            cut = [None if v is None else [None if x is None else x[:LIST_ITEM_CHARS] for x in v[:LIST_ITEMS]] for v in items]
+            cut = [
+                None if v is None else [None if x is None else x[:LIST_ITEM_CHARS] for x in v[:LIST_ITEMS]]
+                for v in items
+            ]
             out = out.set_column(out.column_names.index(name), name, pa.array(cut, column.type))
             out = out.append_column(f"{name}_count", pc.cast(pc.list_value_length(column), pa.int64()))
     return out
@@ -432,6 +443,7 @@ __all__ = [
     "files_in_range",
     "fleet_overview",
     "history_row",
+    "history_table_uri",
     "last_runs",
     "read_file_batches",
     "read_history",

@@ -213,7 +213,7 @@ def _excerpts(batch: pa.Table) -> pa.Table:
 
 
 #: What one aggregation's DuckDB may use: the API server that runs it is shared by the whole deployment.
-DUCKDB_CONFIG = {"threads": 1, "memory_limit": "256MB"}
+DUCKDB_CONFIG: dict[str, str | int] = {"threads": 1, "memory_limit": "256MB"}
 
 
 @contextmanager
@@ -222,7 +222,7 @@ def duckdb_connection(con: duckdb.DuckDBPyConnection | None = None) -> Iterator[
     if con is not None:
         yield con
         return
-    own = duckdb.connect(config=dict(DUCKDB_CONFIG))
+    own = duckdb.connect(config=dict(DUCKDB_CONFIG))  # type: ignore[arg-type]
     try:
         yield own
     finally:

@@ -228,7 +228,8 @@ class RollupStore:
                 self._latest[(history, day)] = digest
                 return DayRollup(day, digest, len(sources), found), 0
             base = self._base(history, day, set(sources))
-            parts, unreadable = [], []
+            parts: list[pa.Table] = []
+            unreadable: list[str] = []
             covered: set[str] = set()
             if base is not None:
                 table, keys, bad = base
@@ -278,7 +279,7 @@ class RollupStore:
         """The largest rollup of ``day`` made from live files only: the new one adds the rest to it."""
         latest = self._latest.get((history, day))
         with self._lock:
-            if latest in self._memory and self._memory[latest][1] <= sources:
+            if latest is not None and latest in self._memory and self._memory[latest][1] <= sources:
                 return self._memory[latest]
         if self.storage is None:
             return None
@@ -291,12 +292,12 @@ class RollupStore:
             try:
                 with self.storage.open_input(info.path) as f:
                     meta = pq.read_metadata(f).metadata or {}
-                keys = set(json.loads(meta.get(SOURCES_KEY, b"[]")))
+                listed = set(json.loads(meta.get(SOURCES_KEY, b"[]")))
             except (OSError, pa.ArrowException, ValueError, DeltaLogError):
                 continue
-            if keys <= sources:
-                if best is None or len(keys) > best[0]:
-                    best = (len(keys), info.path)
+            if listed <= sources:
+                if best is None or len(listed) > best[0]:
+                    best = (len(listed), info.path)
             if now_ms - info.modification_time > SUPERSEDED_AFTER_S * 1000:
                 stale.append(info.path)
         for path in stale:  # older rollups of the day: the base found here, or rollups of files gone
@@ -305,10 +306,9 @@ class RollupStore:
         if best is None:
             return None
         try:
-            table, keys, bad = self._read(best[1])
+            return self._read(best[1])
         except (OSError, pa.ArrowException, ValueError, DeltaLogError):
             return None
-        return table, keys, bad
 
     def _read(self, path: str) -> tuple[pa.Table, frozenset[str], tuple[str, ...]]:
         assert self.storage is not None

@@ -15,7 +15,6 @@ thousand), never per history row.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -190,11 +189,4 @@ def table_summaries(rollup: pa.Table) -> pa.Table:
     return out
 
 
-def as_utc(value: Any) -> dt.datetime | None:
-    """A timestamp from a rollup as an aware UTC datetime (DuckDB hands them back in its own zone)."""
-    if not isinstance(value, dt.datetime):
-        return None
-    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-__all__ = ["FIGURES", "REWRITING", "TABLE_STATUSES", "Figure", "as_utc", "day_figures", "table_summaries"]
+__all__ = ["FIGURES", "REWRITING", "TABLE_STATUSES", "Figure", "day_figures", "table_summaries"]

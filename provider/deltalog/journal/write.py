@@ -192,17 +192,21 @@ def append_rows(
 
 
 def _checked_arrow(data: pa.Table) -> pa.Table:
-    """``data`` in the history's schema, or one clear error (a missing column, a null where none may be)."""
+    """``data`` in the history's schema, or one clear error (a missing column, a null where none may be,
+    a type that does not cast, an unknown operation or status)."""
     missing = [f.name for f in HISTORY_SCHEMA if f.name not in data.column_names]
     if missing:
         raise InvalidArgumentError(f"history rows lack the column(s) {', '.join(missing)}")
-    try:
-        data = data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        raise InvalidArgumentError(f"history rows do not fit the history's schema: {exc}") from None
+    columns = []
     for f in HISTORY_SCHEMA:
-        if not f.nullable and data.column(f.name).null_count:
+        column = data.column(f.name)
+        if not f.nullable and column.null_count:
             raise InvalidArgumentError(f"history rows have nulls in {f.name}, which may not be null")
+        try:
+            columns.append(column.cast(f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidArgumentError(f"history rows' {f.name} is not {f.type}: {exc}") from None
+    data = pa.table(columns, schema=HISTORY_SCHEMA)
     for name, allowed in (("operation", OPERATIONS), ("status", STATUSES)):
         unknown = pc.unique(data.column(name).filter(pc.invert(pc.is_in(data.column(name), pa.array(allowed)))))
         if len(unknown):

@@ -28,7 +28,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from deltalog.storage.filesystem import canonical_uri
+from deltalog.journal import history_table_uri
 from deltalog_provider.fleet_view import html
 from deltalog_provider.fleet_view.cost import BadPrice, Prices, configured_prices
 from deltalog_provider.fleet_view.listing import FILTERS, SORT_KEYS, fleet_listing, select, table_json
@@ -212,7 +212,10 @@ def create_app() -> FastAPI:
             }
             if prices.any:
                 totals.update(
-                    {k: sum(v for v in full.column(k).to_pylist() if isinstance(v, int | float)) for k in ("cost", "compute_cost", "storage_cost_month", "saved_month")}
+                    {
+                        k: sum(v for v in full.column(k).to_pylist() if isinstance(v, int | float))
+                        for k in ("cost", "compute_cost", "storage_cost_month", "saved_month")
+                    }
                 )
             body = {
                 "history": opened.location.uri,
@@ -245,10 +248,7 @@ def create_app() -> FastAPI:
         data = view.table(opened.location, opened.options, opened.snapshot, window, query.uri)
         uri = query.uri
         if not data.tables.num_rows:
-            try:
-                spelled = canonical_uri(uri)
-            except ValueError:
-                spelled = uri
+            spelled = history_table_uri(uri)
             if spelled != uri:
                 data = view.table(opened.location, opened.options, opened.snapshot, window, spelled)
                 uri = spelled

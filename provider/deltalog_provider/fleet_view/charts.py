@@ -133,9 +133,7 @@ def line_chart(
     for tick in [lo] if all_zero else _ticks(lo, hi, unit):
         yy = y(tick)
         parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{yy:.1f}" y2="{yy:.1f}" class="grid"/>')
-        parts.append(
-            f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{esc(unit(tick))}</text>'
-        )
+        parts.append(f'<text x="{LEFT - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">{esc(unit(tick))}</text>')
     if all_zero:
         parts.append(f'<text x="{LEFT + 8}" y="{TOP + 14}" class="chart-empty">all zero</text>')
     first, last = min(times), max(times)
@@ -174,7 +172,11 @@ def downsample_band(band: Sequence[Band], limit: int = MAX_POINTS) -> list[Band]
     """A band of at most ``limit`` entries (consecutive entries merged: lowest low, highest high)."""
     size = math.ceil(len(band) / limit)
     return [
-        (band[min(i + size, len(band)) - 1][0], min(b[1] for b in band[i : i + size]), max(b[2] for b in band[i : i + size]))
+        (
+            band[min(i + size, len(band)) - 1][0],
+            min(b[1] for b in band[i : i + size]),
+            max(b[2] for b in band[i : i + size]),
+        )
         for i in range(0, len(band), size)
     ]
 

@@ -78,6 +78,13 @@ def number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def as_utc(value: Any) -> dt.datetime | None:
+    """A timestamp as an aware UTC datetime (DuckDB hands rollup times back in the server's zone)."""
+    if not isinstance(value, dt.datetime):
+        return None
+    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
 def human_bytes(n: Any) -> str:
     value = number(n)
     if value is None:
@@ -208,6 +215,7 @@ __all__ = [
     "DETAILS_CHARS",
     "STYLE",
     "ago",
+    "as_utc",
     "badge",
     "count",
     "error_page",

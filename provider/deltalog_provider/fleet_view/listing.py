@@ -28,10 +28,11 @@ from urllib.parse import urlencode
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.journal.summary import TABLE_STATUSES, as_utc
+from deltalog.journal import TABLE_STATUSES
 from deltalog_provider.fleet_view.cost import Prices, with_costs
 from deltalog_provider.fleet_view.html import (
     ago,
+    as_utc,
     badge,
     count,
     esc,
@@ -94,7 +95,9 @@ def fleet_listing(summaries: pa.Table, prices: Prices, days: int) -> pa.Table:
     lasts = summaries.column("lasts").to_pylist()
     for op in SHOWN_OPERATIONS:
         mine = [next((x for x in (ls or []) if x and x.get("operation") == op), None) for ls in lasts]
-        out = out.append_column(f"last_{op}_at", pa.array([as_utc(m.get("at")) if m else None for m in mine], pa.timestamp("us", tz="UTC")))
+        out = out.append_column(
+            f"last_{op}_at", pa.array([as_utc(m.get("at")) if m else None for m in mine], pa.timestamp("us", tz="UTC"))
+        )
     return with_costs(out, prices, days)
 
 
@@ -237,6 +240,10 @@ def _last_cell(op: str) -> Callable[[dict[str, Any], Context], str]:
     return cell
 
 
+def _ran(op: str) -> Callable[[Context], bool]:
+    return lambda ctx: op in ctx.operations
+
+
 def _figure(column: str, fmt: Callable[[Any], str]) -> Callable[[dict[str, Any], Context], str]:
     return lambda row, ctx: esc(fmt(row.get(column)))
 
@@ -272,7 +279,7 @@ COLUMNS: tuple[Column, ...] = (
             f"last {op.replace('_', ' ')}",
             f"last_{op}_at",
             _last_cell(op),
-            shown=lambda ctx, op=op: op in ctx.operations,
+            shown=_ran(op),
         )
         for op in SHOWN_OPERATIONS
     ),

@@ -140,7 +140,10 @@ def _groups_section(listing: pa.Table, prices: Prices, query: FleetQuery) -> str
         href = _href(FleetQuery(days=query.days, sort=query.sort, order=query.order, filters={"prefix": g["folder"]}))
         cells = [
             f'<td><a href="{esc(href)}" data-prefix="{esc(g["folder"])}" class="path">{esc(g["group"] or g["folder"] or "-")}</a></td>',
-            *(f'<td class="num">{count(g[f"{k}_sum"])}</td>' for k in ("tables", "failed", "refused", "deferred", "due")),
+            *(
+                f'<td class="num">{count(g[f"{k}_sum"])}</td>'
+                for k in ("tables", "failed", "refused", "deferred", "due")
+            ),
             f'<td class="num">{esc(human_bytes(g["bytes_sum"]))}</td>',
         ]
         if prices.any:
@@ -180,14 +183,29 @@ def fleet_page(
         ("tables", f"{listing.num_rows:,}", "tables", _href(base)),
         ("failed", f"{_count_status(listing, 'failed'):,}", "failing", _href(base, filters={"status": "failed"})),
         ("refused", f"{_count_status(listing, 'refused'):,}", "refused", _href(base, filters={"status": "refused"})),
-        ("deferred", f"{_count_status(listing, 'deferred'):,}", "deferred", _href(base, filters={"status": "deferred"})),
+        (
+            "deferred",
+            f"{_count_status(listing, 'deferred'):,}",
+            "deferred",
+            _href(base, filters={"status": "deferred"}),
+        ),
         ("due", f"{_count_status(listing, 'due'):,}", "due now", _href(base, filters={"status": "due"})),
-        ("reclaimed", human_bytes(_sum(listing, "bytes_reclaimed")), f"reclaimed in {query.days} d", _href(base, sort="reclaimed", order="desc")),
+        (
+            "reclaimed",
+            human_bytes(_sum(listing, "bytes_reclaimed")),
+            f"reclaimed in {query.days} d",
+            _href(base, sort="reclaimed", order="desc"),
+        ),
         ("cpu", human_seconds(_sum(listing, "cpu_s")), f"CPU in {query.days} d", _href(base, sort="cpu", order="desc")),
     ]
     if prices.any:
         tile_items.append(
-            ("cost", prices.money(_sum(listing, "cost")), f"cost of {query.days} d: most expensive first", _href(base, sort="cost", order="desc"))
+            (
+                "cost",
+                prices.money(_sum(listing, "cost")),
+                f"cost of {query.days} d: most expensive first",
+                _href(base, sort="cost", order="desc"),
+            )
         )
     if prices.gb_month is not None:
         tile_items.append(("saved", prices.money(_sum(listing, "saved_month")), "saved per month by vacuum", None))
@@ -196,14 +214,13 @@ def fleet_page(
     )
     body_rows = []
     for row in shown.to_pylist():
-        cells = "".join(f'<td{" class=num" if c.numeric else ""}>{c.cell(row, ctx)}</td>' for c in columns)
+        cells = "".join(f"<td{' class=num' if c.numeric else ''}>{c.cell(row, ctx)}</td>" for c in columns)
         body_rows.append(f'<tr data-table="{esc(row.get("table_uri"))}">{cells}</tr>')
     if shown.num_rows:
         table_html = (
             _pager(query, matching, shown.num_rows)
             + f'<div style="overflow-x:auto"><table id="tables"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body_rows)}</tbody></table></div>'
-            + _pager(query, matching, shown.num_rows)
+            f"<tbody>{''.join(body_rows)}</tbody></table></div>" + _pager(query, matching, shown.num_rows)
         )
     elif listing.num_rows:
         table_html = '<p class="empty" id="tables-empty">No table matches these filters.</p>'

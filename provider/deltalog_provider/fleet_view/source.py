@@ -33,11 +33,16 @@ import pyarrow as pa
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError, NotADeltaTableError
-from deltalog.journal.read import history_row, table_rows
-from deltalog.journal.rollup import merge_rollups
-from deltalog.journal.rollup_store import RollupStore, RollupWindow
-from deltalog.journal.summary import day_figures, table_summaries
-from deltalog.journal.write import check_history_table
+from deltalog.journal import (
+    RollupStore,
+    RollupWindow,
+    check_history_table,
+    day_figures,
+    history_row,
+    merge_rollups,
+    table_rows,
+    table_summaries,
+)
 from deltalog.log import Snapshot
 
 log = logging.getLogger(__name__)
@@ -211,7 +216,9 @@ class HistoryView:
         key = ("window", snapshot.storage.uri, snapshot.version, since, today)
         return self._results.get(key, lambda: self.heavy(lambda: store.window(snapshot, since, today)))
 
-    def fleet(self, location: HistoryLocation, options: dict[str, Any], snapshot: Snapshot, window: RollupWindow) -> FleetData:
+    def fleet(
+        self, location: HistoryLocation, options: dict[str, Any], snapshot: Snapshot, window: RollupWindow
+    ) -> FleetData:
         """Every table of the window (one row each) and every day (one row each)."""
         store = self._store(location, options)
 
@@ -250,9 +257,7 @@ class HistoryView:
     ) -> pa.Table:
         """A page of the table's rows, newest first (only the days holding the page are read)."""
         counts = list(zip(days.column("run_date").to_pylist(), days.column("rows").to_pylist(), strict=True))
-        return self.heavy(
-            lambda: table_rows(snapshot, uri, counts, offset=offset, limit=limit, text_chars=text_chars)
-        )
+        return self.heavy(lambda: table_rows(snapshot, uri, counts, offset=offset, limit=limit, text_chars=text_chars))
 
     def row(self, snapshot: Snapshot, day: dt.date, row_id: str, *, text_chars: int) -> pa.Table:
         return self.heavy(lambda: history_row(snapshot, day, row_id, text_chars=text_chars))

@@ -18,10 +18,10 @@ from urllib.parse import urlencode
 
 import pyarrow as pa
 
-from deltalog.journal.summary import as_utc
 from deltalog_provider.fleet_view.cost import Prices
 from deltalog_provider.fleet_view.html import (
     ago,
+    as_utc,
     badge,
     count,
     esc,
@@ -147,7 +147,18 @@ def _by(r: dict[str, Any]) -> str:
 
 
 def _rows_table(rows: list[dict[str, Any]]) -> str:
-    cols = ("when", "operation", "status", "versions", "files read / written / removed", "reclaimed", "seconds", "CPU", "reason", "by")
+    cols = (
+        "when",
+        "operation",
+        "status",
+        "versions",
+        "files read / written / removed",
+        "reclaimed",
+        "seconds",
+        "CPU",
+        "reason",
+        "by",
+    )
     trs = []
     for r in rows:
         href = row_href(r.get("run_date"), r.get("row_id"))
@@ -220,7 +231,8 @@ def table_page(
     if summary is None:
         return page(
             f"{name}: maintenance",
-            head + f'<p class="empty" id="table-empty">No history for <code>{esc(uri)}</code> in the last {query.days} days.</p>',
+            head
+            + f'<p class="empty" id="table-empty">No history for <code>{esc(uri)}</code> in the last {query.days} days.</p>',
         )
     measured = summary.get("measured_status")
     due = summary.get("due") or []
@@ -253,7 +265,9 @@ def table_page(
     measure_href = row_href(summary.get("measured_day"), summary.get("measured_id"))
     why_html = f'<p class="why" id="why">{excerpt(why, href=measure_href, chars=600)}</p>' if why else ""
     if measured in ("failed", "refused"):
-        last_measure = next((x for x in summary.get("lasts") or [] if x and x.get("operation") == "measure"), {})
+        last_measure: dict[str, Any] = next(
+            (x for x in summary.get("lasts") or [] if x and x.get("operation") == "measure"), {}
+        )
         why_html = (
             f'<p class="why" id="why">{badge(measured, "unreadable" if measured == "failed" else "refused")} '
             f"{excerpt(last_measure.get('reason'), last_measure.get('reason_chars'), href=measure_href, chars=600)}</p>"
@@ -287,7 +301,11 @@ def row_page(rows: list[dict[str, Any]], *, day: dt.date, row_id: str, source: s
         )
     row = rows[0]
     uri = row.get("table_uri")
-    back = f'<a href="{esc(table_href(str(uri)))}" id="back">&larr; {esc(title_path(str(uri)))}</a>' if isinstance(uri, str) else ""
+    back = (
+        f'<a href="{esc(table_href(str(uri)))}" id="back">&larr; {esc(title_path(str(uri)))}</a>'
+        if isinstance(uri, str)
+        else ""
+    )
     trs = []
     for name, value in row.items():
         if name.endswith("_chars") or name.endswith("_count"):
@@ -300,13 +318,19 @@ def row_page(rows: list[dict[str, Any]], *, day: dt.date, row_id: str, source: s
         items = row.get(f"{name}_count")
         if isinstance(items, int) and isinstance(value, list) and items > len(value):
             note = f'<p class="muted">the first {len(value):,} of {items:,} items</p>'
-        cell = f"<pre>{esc(shown)}</pre>" if isinstance(value, str) and ("\n" in value or len(value) > 120) else esc(shown)
+        cell = (
+            f"<pre>{esc(shown)}</pre>" if isinstance(value, str) and ("\n" in value or len(value) > 120) else esc(shown)
+        )
         trs.append(f'<tr data-column="{esc(name)}"><th>{esc(name)}</th><td>{cell}{note}</td></tr>')
     if "policy" in row and row.get("policy") is not None:
         settings, problem = settings_rows(row.get("policy"))
         verdict = problem or f"{len(settings)} settings, readable"
         trs.append(f'<tr data-column="policy-verdict"><th>policy, read</th><td>{esc(verdict)}</td></tr>')
-    extra = f'<p class="notice">{len(rows)} rows of this day share this id; the first is shown.</p>' if len(rows) > 1 else ""
+    extra = (
+        f'<p class="notice">{len(rows)} rows of this day share this id; the first is shown.</p>'
+        if len(rows) > 1
+        else ""
+    )
     return page(
         title,
         f'<p class="sub">{back}</p><h1>{esc(title)}</h1><p class="sub">{esc(day.isoformat())}, history <code>{esc(source)}</code></p>'
