@@ -161,7 +161,7 @@ _LAST_FIELDS = {
     "summary": "summary",
     "summary_chars": "summary_chars",
     "engine": "engine",
-    "due_operations": (f"list_transform(due_operations[1:{DUE_ITEMS}], lambda x: left(x, {DUE_ITEM_CHARS}))"),
+    "due_operations": f"due_operations[1:{DUE_ITEMS}]",  # items already cut (see _excerpts)
     "due_count": "len(due_operations)",
     "run_id": f"left(run_id, {SUMMARY_CHARS})",
     "version_before": "version_before",
@@ -200,6 +200,11 @@ def _excerpts(batch: pa.Table) -> pa.Table:
     """The batch with long texts cut to their excerpts and their full lengths beside (``*_chars``),
     and ``policy`` replaced by its length: what the rollup keeps of them."""
     out = batch
+    due = out.column("due_operations").combine_chunks()
+    cut = pa.ListArray.from_arrays(
+        due.offsets, pc.utf8_slice_codeunits(due.values, 0, DUE_ITEM_CHARS), type=due.type, mask=due.is_null()
+    )
+    out = out.set_column(out.column_names.index("due_operations"), "due_operations", cut)
     for column, keep in (("reason", REASON_CHARS), ("summary", SUMMARY_CHARS), ("policy", 0)):
         values = out.column(column)
         chars = pc.utf8_length(values)

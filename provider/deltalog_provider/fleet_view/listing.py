@@ -323,11 +323,8 @@ def select(listing: pa.Table, query: FleetQuery) -> pa.Table:
         raise BadParameter(f"the {column.key} column cannot be sorted by")
     order = "ascending" if query.order == "asc" else "descending"
     key = kept.column(column.sort_by)
-    indices = pc.sort_indices(
-        pa.table({"k": key, "u": kept.column("table_uri")}),
-        sort_keys=[("k", order), ("u", "ascending")],
-        null_placement="at_end",
-    )
+    keys = pa.table({"missing": pc.is_null(key), "k": key, "u": kept.column("table_uri")})
+    indices = pc.sort_indices(keys, sort_keys=[("missing", "ascending"), ("k", order), ("u", "ascending")])
     return kept.take(indices)
 
 
