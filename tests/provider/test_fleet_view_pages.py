@@ -223,7 +223,7 @@ def test_line_chart_scales_labels_bands_and_says_when_empty():
         "/table",
         "/table?uri=",
         "/api/table?uri=x&limit=201",
-        "/table?uri=%01",
+        "/?q=%01",
         "/row?day=2020-13-40&id=x",
         "/row?id=x",
         "/api/row?day=2020-01-01",

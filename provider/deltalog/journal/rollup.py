@@ -100,6 +100,8 @@ STATE = (
 )
 #: The grouping keys of a stored rollup (a day of it): day, table, operation.
 KEYS = (PARTITION_COLUMN, "table_uri", "operation")
+#: A key longer than this is cut (a table URI of megabytes, written by anyone, groups by its start).
+KEY_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,9 @@ MEASURES: tuple[Measure, ...] = (
 
 #: Names stored rollups by what they hold: a rollup made under other declarations is not reused.
 ROLLUP_FORMAT = hashlib.sha256(
-    repr((KEYS, RAW_COLUMNS, [m.to_dict() for m in MEASURES], REASON_CHARS, SUMMARY_CHARS)).encode()
+    repr(
+        (KEYS, KEY_CHARS, RAW_COLUMNS, [m.to_dict() for m in MEASURES], REASON_CHARS, SUMMARY_CHARS, DUE_ITEM_CHARS)
+    ).encode()
 ).hexdigest()[:16]
 
 
@@ -234,8 +238,10 @@ def duckdb_connection(con: duckdb.DuckDBPyConnection | None = None) -> Iterator[
         own.close()
 
 
-_KEYS_SQL = ", ".join(f"coalesce({k}, '')" if k != PARTITION_COLUMN else k for k in KEYS)
-_NAMED_KEYS_SQL = ", ".join(f"coalesce({k}, '') AS {k}" if k != PARTITION_COLUMN else k for k in KEYS)
+_KEYS_SQL = ", ".join(f"left(coalesce({k}, ''), {KEY_CHARS})" if k != PARTITION_COLUMN else k for k in KEYS)
+_NAMED_KEYS_SQL = ", ".join(
+    f"left(coalesce({k}, ''), {KEY_CHARS}) AS {k}" if k != PARTITION_COLUMN else k for k in KEYS
+)
 
 
 def rollup_rows(batches: Iterable[pa.Table], con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:

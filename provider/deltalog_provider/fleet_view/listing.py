@@ -195,7 +195,7 @@ def _table_cell(row: dict[str, Any], ctx: Context) -> str:
     uri = row.get("table_uri") or ""
     return (
         f'<a href="{esc(table_href(uri, days=ctx.query.days if ctx.query.days != 30 else None))}" '
-        f'data-table="{esc(uri)}" title="{esc(uri)}" class="path">{esc(row.get("path") or uri or "-")}</a>'
+        f'data-table="{esc(uri)}" title="{esc(uri[:500])}" class="path">{esc((row.get("path") or uri or "-")[:300])}</a>'
     )
 
 

@@ -27,8 +27,8 @@ FLEET_JSON_MAX = 500
 TABLE_PAGE_ROWS = 50
 TABLE_JSON_LIMIT = 50
 TABLE_JSON_MAX = 200
-#: The longest text parameter (a URI, a prefix, a search).
-MAX_TEXT = 2048
+#: The longest text parameter (a URI, a prefix, a search): the rollups' longest key.
+MAX_TEXT = 4096
 MAX_PAGE = 100_000
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -47,10 +47,12 @@ def _int(name: str, raw: str, lo: int, hi: int) -> int:
     return value
 
 
-def _text(name: str, raw: str, *, allow_empty: bool = True) -> str:
+def _text(name: str, raw: str, *, allow_empty: bool = True, typed: bool = True) -> str:
+    """A text parameter: bounded; one a user types (a filter) holds no control character, one that names a
+    value of the history (a URI, a row id: only ever compared with it) may hold what the history holds."""
     if len(raw) > MAX_TEXT:
         raise BadParameter(f"{name} is longer than {MAX_TEXT} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in raw):
+    if typed and any(ord(c) < 32 or ord(c) == 127 for c in raw):
         raise BadParameter(f"{name} holds a control character")
     if not raw and not allow_empty:
         raise BadParameter(f"{name} must not be empty")
@@ -180,7 +182,7 @@ def parse_table(items: Iterable[tuple[str, str]], *, json: bool) -> TableQuery:
     given = _params(items, ["uri", "days", "page", *(["limit"] if json else [])])
     if "uri" not in given:
         raise BadParameter("uri is missing: the table's URI as the history records it")
-    uri = _text("uri", given["uri"], allow_empty=False)
+    uri = _text("uri", given["uri"], allow_empty=False, typed=False)
     days = _int("days", given["days"], 1, MAX_DAYS) if "days" in given else DEFAULT_DAYS
     page = _int("page", given["page"], 1, MAX_PAGE) if "page" in given else 1
     limit = TABLE_PAGE_ROWS
@@ -212,7 +214,7 @@ def parse_row(items: Iterable[tuple[str, str]]) -> RowQuery:
         day = None
     if day is None:
         raise BadParameter("day must be a date, YYYY-MM-DD")
-    return RowQuery(day, _text("id", given["id"], allow_empty=False))
+    return RowQuery(day, _text("id", given["id"], allow_empty=False, typed=False))
 
 
 def check_name(name: str) -> Callable[[str], str]:
