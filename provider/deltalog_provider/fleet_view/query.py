@@ -111,13 +111,14 @@ class FleetQuery:
     filters: dict[str, str] = field(default_factory=dict)
 
     def params(self, **changes: Any) -> dict[str, str]:
-        """The query as URL parameters (defaults left out), with ``changes``."""
+        """The query as URL parameters (defaults left out), with ``changes`` (``filters``: all of them)."""
+        filters = changes.pop("filters", self.filters)
         base: dict[str, Any] = {
             "days": self.days,
             "sort": self.sort,
             "order": self.order,
             "page": self.page,
-            **self.filters,
+            **filters,
         }
         base.update(changes)
         defaults = {"days": DEFAULT_DAYS, "page": 1, "sort": "status", "order": "asc"}
