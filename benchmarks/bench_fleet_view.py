@@ -67,15 +67,9 @@ class RssSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def now(self) -> float:
-        import psutil
+        from api_server import tree_rss_mb
 
-        total = 0
-        for p in [self.process, *self.process.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                continue
-        return total / (1 << 20)
+        return tree_rss_mb(self.process.pid)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -140,20 +134,9 @@ class Client:
             return time.perf_counter() - started, exc.code, len(exc.read() or b"")
 
 
-def _server_pid(port: int) -> int:
-    import psutil
-
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-            parent = psutil.Process(conn.pid)
-            while parent.parent() is not None and "airflow" in " ".join(parent.parent().cmdline()):
-                parent = parent.parent()
-            return parent.pid
-    raise RuntimeError(f"no process listens on port {port}")
-
-
 def _one_size(rows: int, args: argparse.Namespace, before: bool) -> list[dict[str, Any]]:
-    from api_server import api_server
+    from api_server import api_server, server_pid
+
     from synthetic_history import cached_history
 
     shape = cached_history(rows, tables=1000, busy_share=0.25, days=30)
@@ -173,7 +156,7 @@ def _one_size(rows: int, args: argparse.Namespace, before: bool) -> list[dict[st
         load = "/".join(f"{x:.1f}" for x in os.getloadavg())
         with api_server(home, env, port) as base:
             client = Client(base, args.timeout)
-            with RssSampler(_server_pid(port)) as rss:
+            with RssSampler(server_pid(port)) as rss:
                 first, code, first_bytes = client.get(paths["fleet page"])
             log.info("%s %d rows: first fleet page %.2f s (%d), %d bytes", label, rows, first, code, first_bytes)
             out.append(
@@ -187,7 +170,7 @@ def _one_size(rows: int, args: argparse.Namespace, before: bool) -> list[dict[st
             )
             for name, path in paths.items():
                 times, size, status = [], 0, 0
-                with RssSampler(_server_pid(port)) as rss:
+                with RssSampler(server_pid(port)) as rss:
                     for _ in range(max(1, args.repeat)):
                         seconds, status, size = client.get(path)
                         times.append(seconds)
@@ -205,7 +188,7 @@ def _one_size(rows: int, args: argparse.Namespace, before: bool) -> list[dict[st
         # Restarted on the same rollups: the first page rebuilds nothing; then concurrent viewers.
         with api_server(home, env, port) as base:
             client = Client(base, args.timeout)
-            pid = _server_pid(port)
+            pid = server_pid(port)
             with RssSampler(pid) as rss:
                 again, code, _ = client.get(paths["fleet page"])
             out.append(
@@ -218,7 +201,7 @@ def _one_size(rows: int, args: argparse.Namespace, before: bool) -> list[dict[st
             )
         with api_server(home, env, port) as base:
             clients = [Client(base, args.timeout) for _ in range(args.concurrent)]
-            pid = _server_pid(port)
+            pid = server_pid(port)
             results: list[tuple[float, int, int]] = []
             with RssSampler(pid) as rss:
                 threads = [
@@ -244,7 +227,9 @@ def _one_size(rows: int, args: argparse.Namespace, before: bool) -> list[dict[st
 
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    sizes = [int(s) for s in (args.rows or ("10000,100000" if args.scale == "small" else "10000,100000,1000000")).split(",")]
+    sizes = [
+        int(s) for s in (args.rows or ("10000,100000" if args.scale == "small" else "10000,100000,1000000")).split(",")
+    ]
     rows: list[dict[str, Any]] = []
     for size in sizes:
         if args.provider_path and size <= args.before_max_rows:

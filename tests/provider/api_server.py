@@ -46,6 +46,33 @@ def airflow_env(home: Path, port: int, **settings: str) -> dict[str, str]:
     return env
 
 
+def server_pid(port: int) -> int:
+    """The pid of the ``airflow api-server`` listening on ``port`` (the top of its process tree)."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+            process = psutil.Process(conn.pid)
+            while process.parent() is not None and "api-server" in " ".join(process.parent().cmdline()):
+                process = process.parent()
+            return process.pid
+    raise RuntimeError(f"no process listens on port {port}")
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory of a process and all its children, in MiB."""
+    import psutil
+
+    total = 0
+    process = psutil.Process(pid)
+    for p in [process, *process.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / (1 << 20)
+
+
 @contextmanager
 def api_server(home: Path, env: dict[str, str], port: int) -> Iterator[str]:
     """Migrate the home's database, start ``airflow api-server`` on ``port``, yield its base URL, stop it."""

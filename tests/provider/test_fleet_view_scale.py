@@ -73,13 +73,13 @@ def test_pages_cover_every_table_once(shape, c):
 def test_the_busy_tables_page_is_a_page_of_rows_and_a_point_per_day(shape, c):
     response = c.get(f"/table?uri={quote(shape.busy, safe='')}")
     assert response.status_code == 200 and len(response.content) < MB
-    assert response.text.count("<tr><td><a href=\"row?") == 50
+    assert response.text.count('<tr><td><a href="row?') == 50
     assert f"of {shape.busy_rows:,}, newest first" in response.text
     for svg in re.findall(r"<svg.*?</svg>", response.text, flags=re.S):
         assert svg.count("<circle") <= 3 * 30
     last = -(-shape.busy_rows // 50)
     older = c.get(f"/table?uri={quote(shape.busy, safe='')}&page={last}")
-    assert older.status_code == 200 and older.text.count("<tr><td><a href=\"row?") == shape.busy_rows - 50 * (last - 1)
+    assert older.status_code == 200 and older.text.count('<tr><td><a href="row?') == shape.busy_rows - 50 * (last - 1)
 
 
 def test_json_is_paginated_under_five_megabytes(shape, c):
