@@ -24,7 +24,6 @@ would take minutes and gigabytes of the shared machine).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -87,20 +86,13 @@ class RssSampler:
 
 
 def _server(home: Path, history: str, rollups: str, provider_path: str | None) -> tuple[dict[str, str], int]:
-    from api_server import airflow_env, free_port
+    from api_server import free_port, signed_in_env
 
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "passwords.json").write_text(json.dumps({u: f"{u}-password" for u in USERS}))
     port = free_port()
-    env = airflow_env(
+    env = signed_in_env(
         home,
         port,
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=",".join(f"{u}:{r}" for u, r in USERS.items()),
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
-        AIRFLOW__API_AUTH__JWT_SECRET="deltalog-fleet-view-bench-jwt-secret-0123456789",
-        AIRFLOW__API__SECRET_KEY="deltalog-fleet-view-bench-secret",
+        USERS,
         AIRFLOW__DELTALOG__HISTORY_URI=history,
         AIRFLOW__DELTALOG__ROLLUP_URI=rollups,
         AIRFLOW__DELTALOG__COST_PER_CPU_HOUR="0.06",
@@ -113,14 +105,11 @@ def _server(home: Path, history: str, rollups: str, provider_path: str | None) -
 
 class Client:
     def __init__(self, base: str, timeout: float) -> None:
+        from api_server import bearer_token
+
         self.base = base
         self.timeout = timeout
-        body = json.dumps({"username": "viewer", "password": "viewer-password"}).encode()
-        req = urllib.request.Request(
-            base + "/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            self.token = json.loads(resp.read())["access_token"]
+        self.token = bearer_token(base, "viewer")
 
     def get(self, path: str) -> tuple[float, int, int]:
         """(seconds, status, bytes) of one GET."""

@@ -41,7 +41,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from api_server import airflow_env, api_server, free_port, server_pid, tree_rss_mb
+from api_server import api_server, bearer_token, free_port, server_pid, signed_in_env, tree_rss_mb
 
 from history_helpers import DemoFleet, maintained_fleet
 from synthetic_history import FleetShape, cached_history
@@ -79,12 +79,7 @@ class Server:
     artifacts: Path
 
     def token(self, user: str) -> str:
-        body = json.dumps({"username": user, "password": f"{user}-password"}).encode()
-        req = urllib.request.Request(
-            self.base + "/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())["access_token"]
+        return bearer_token(self.base, user)
 
     def fetch(self, path: str, user: str | None = None) -> tuple[int, bytes]:
         headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
@@ -120,18 +115,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     shutil.copytree(shape.history, history)  # the real tables' rows join the fleet's
     fleet = maintained_fleet(str(root / "lake"), rounds=3, history=str(history))
     home = root / "airflow"
-    home.mkdir()
-    (home / "passwords.json").write_text(json.dumps({u: f"{u}-password" for u in USERS}))
     port = free_port()
-    env = airflow_env(
+    env = signed_in_env(
         home,
         port,
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=",".join(f"{u}:{r}" for u, r in USERS.items()),
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
-        AIRFLOW__API_AUTH__JWT_SECRET="deltalog-fleet-view-test-jwt-secret-0123456789",
-        AIRFLOW__API__SECRET_KEY="deltalog-fleet-view-test-secret",
+        USERS,
         AIRFLOW__DELTALOG__HISTORY_URI=str(history),
         AIRFLOW__DELTALOG__ROLLUP_URI=str(root / "rollups"),
         AIRFLOW__DELTALOG__COST_PER_CPU_HOUR="0.06",

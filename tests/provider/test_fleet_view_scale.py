@@ -74,7 +74,7 @@ def test_the_busy_tables_page_is_a_page_of_rows_and_a_point_per_day(shape, c):
     response = c.get(f"/table?uri={quote(shape.busy, safe='')}")
     assert response.status_code == 200 and len(response.content) < MB
     assert response.text.count('<tr><td><a href="row?') == 50
-    assert f"of {shape.busy_rows:,}, newest first" in response.text
+    assert f"rows, newest first: 1&ndash;50 of {shape.busy_rows:,}" in response.text
     for svg in re.findall(r"<svg.*?</svg>", response.text, flags=re.S):
         assert svg.count("<circle") <= 3 * 30
     last = -(-shape.busy_rows // 50)

@@ -30,7 +30,7 @@ from deltalog.journal.record import HistoryRecorder, table_state
 from deltalog.journal.rollup import MEASURES, Measure, merge_rollups, rollup_rows
 from deltalog.journal.rollup_store import DayRollup, RollupStore, RollupWindow
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
-from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
+from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY, WORK_COLUMNS
 from deltalog.journal.summary import FIGURES, TABLE_STATUSES, Figure, day_figures, table_summaries
 from deltalog.journal.write import AppendResult, append_arrow, append_rows, check_history_table
 
@@ -42,6 +42,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SCHEMA_VERSION_PROPERTY",
     "TABLE_STATUSES",
+    "WORK_COLUMNS",
     "AppendResult",
     "DayRollup",
     "Figure",

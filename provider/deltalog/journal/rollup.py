@@ -28,7 +28,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.journal.schema import PARTITION_COLUMN, STATUSES
+from deltalog.journal.schema import PARTITION_COLUMN, STATUSES, WORK_COLUMNS
 
 #: Characters of ``reason`` kept in a rollup (the measurement's lines of what is due, a failure's start).
 REASON_CHARS = 1000
@@ -37,58 +37,8 @@ SUMMARY_CHARS = 300
 DUE_ITEMS = 20
 DUE_ITEM_CHARS = 64
 
-#: The columns the rollup reads of a history row (a projection: the rest is never read).
-RAW_COLUMNS = (
-    "run_id",
-    "row_id",
-    PARTITION_COLUMN,
-    "table_uri",
-    "table_id",
-    "operation",
-    "engine",
-    "status",
-    "reason",
-    "summary",
-    "due_operations",
-    "policy",
-    "started_at",
-    "ended_at",
-    "duration_s",
-    "cpu_s",
-    "version_before",
-    "version_after",
-    "files_read",
-    "bytes_read",
-    "files_written",
-    "bytes_written",
-    "files_removed",
-    "bytes_removed",
-    "bytes_reclaimed",
-    "log_files_removed",
-    "live_files_after",
-    "small_files_after",
-    "table_bytes_after",
-    "versions_since_checkpoint_after",
-    "dv_share_after",
-    "log_files_after",
-    "airflow_dag_id",
-    "airflow_task_id",
-    "airflow_try_number",
-)
-
 #: The work columns summed per group (as doubles: a sum never overflows; exact below 2^53).
-SUMMED = (
-    "duration_s",
-    "cpu_s",
-    "files_read",
-    "bytes_read",
-    "files_written",
-    "bytes_written",
-    "files_removed",
-    "bytes_removed",
-    "bytes_reclaimed",
-    "log_files_removed",
-)
+SUMMED = ("duration_s", "cpu_s", *WORK_COLUMNS)
 #: The state columns whose range per group the charts draw as bands.
 STATE = (
     "live_files_after",
@@ -97,6 +47,14 @@ STATE = (
     "versions_since_checkpoint_after",
     "dv_share_after",
     "log_files_after",
+)
+#: The columns the rollup reads of a history row (a projection: the rest is never read).
+RAW_COLUMNS = (
+    *("run_id", "row_id", PARTITION_COLUMN, "table_uri", "table_id", "operation", "engine", "status"),
+    *("reason", "summary", "due_operations", "policy", "started_at", "ended_at", "version_before", "version_after"),
+    *SUMMED,
+    *STATE,
+    *("airflow_dag_id", "airflow_task_id", "airflow_try_number"),
 )
 #: The grouping keys of a stored rollup (a day of it): day, table, operation.
 KEYS = (PARTITION_COLUMN, "table_uri", "operation")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -169,6 +169,30 @@ def badge(status: Any, label: str | None = None) -> str:
     return f'<span class="st st-{esc(css)}">{esc(label or name.replace("_", " "))}</span>'
 
 
+def pager(
+    label: str,
+    *,
+    page: int,
+    limit: int,
+    total: int,
+    shown: int,
+    href: Callable[[int], str],
+    words: tuple[str, str] = ("previous", "next"),
+    suffix: str = "",
+) -> str:
+    """ "<label> 1-100 of 1,000 · next →": where a page is among ``total`` items and links to its neighbours
+    (ids ``prev``/``next`` + ``suffix``, so that a page may show its pager twice)."""
+    first = (page - 1) * limit
+    pages = max(1, -(-total // limit))
+    parts = [f"{label} {first + 1 if shown else 0}&ndash;{first + shown} of {total:,}"]
+    if page > 1:
+        parts.append(f'<a href="{esc(href(page - 1))}" id="prev{suffix}">&larr; {esc(words[0])}</a>')
+    parts.append(f"page {page} of {pages}")
+    if page < pages:
+        parts.append(f'<a href="{esc(href(page + 1))}" id="next{suffix}">{esc(words[1])} &rarr;</a>')
+    return '<p class="pager">' + " &middot; ".join(parts) + "</p>"
+
+
 def page(title: str, body: str) -> str:
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -226,6 +250,7 @@ __all__ = [
     "not_configured_page",
     "number",
     "page",
+    "pager",
     "row_href",
     "share",
     "table_href",

@@ -28,6 +28,7 @@ from deltalog_provider.fleet_view.html import (
     human_bytes,
     human_seconds,
     page,
+    pager,
     row_href,
     text,
     tiles,
@@ -83,16 +84,16 @@ def _filters_form(query: FleetQuery) -> str:
     return f'<form class="filters" id="filters" method="get" action="./">{"".join(fields)}{hidden}<button type="submit">show</button>{clear}</form>'
 
 
-def _pager(query: FleetQuery, matching: int, shown: int) -> str:
-    first = (query.page - 1) * query.limit
-    pages = max(1, -(-matching // query.limit))
-    parts = [f"tables {first + 1 if shown else 0}&ndash;{first + shown} of {matching:,}"]
-    if query.page > 1:
-        parts.append(f'<a href="{esc(_href(query, page=query.page - 1))}" id="prev">&larr; previous</a>')
-    parts.append(f"page {query.page} of {pages}")
-    if query.page < pages:
-        parts.append(f'<a href="{esc(_href(query, page=query.page + 1))}" id="next">next &rarr;</a>')
-    return '<p class="pager">' + " &middot; ".join(parts) + "</p>"
+def _pager(query: FleetQuery, matching: int, shown: int, suffix: str = "") -> str:
+    return pager(
+        "tables",
+        page=query.page,
+        limit=query.limit,
+        total=matching,
+        shown=shown,
+        href=lambda p: _href(query, page=p),
+        suffix=suffix,
+    )
 
 
 def _problems(listing: pa.Table, status: str, list_id: str, empty: str, query: FleetQuery, now: dt.datetime) -> str:

@@ -30,6 +30,7 @@ from deltalog_provider.fleet_view.html import (
     human_seconds,
     number,
     page,
+    pager,
     row_href,
     share,
     table_href,
@@ -124,20 +125,20 @@ def settings_section(policy_row: dict[str, Any] | None, too_long: int | None, no
     )
 
 
-def _pager(query: TableQuery, total: int, shown: int) -> str:
-    first = (query.page - 1) * query.limit
-    pages = max(1, -(-total // query.limit))
-
+def _pager(query: TableQuery, total: int, shown: int, suffix: str = "") -> str:
     def href(p: int) -> str:
         return table_href(query.uri, days=query.days if query.days != DEFAULT_DAYS else None, page=p) + "#rows"
 
-    parts = [f"rows {first + 1 if shown else 0}&ndash;{first + shown} of {total:,}, newest first"]
-    if query.page > 1:
-        parts.append(f'<a href="{esc(href(query.page - 1))}" id="prev">&larr; newer</a>')
-    parts.append(f"page {query.page} of {pages}")
-    if query.page < pages:
-        parts.append(f'<a href="{esc(href(query.page + 1))}" id="next">older &rarr;</a>')
-    return '<p class="pager">' + " &middot; ".join(parts) + "</p>"
+    return pager(
+        "rows, newest first:",
+        page=query.page,
+        limit=query.limit,
+        total=total,
+        shown=shown,
+        href=href,
+        words=("newer", "older"),
+        suffix=suffix,
+    )
 
 
 def _by(r: dict[str, Any]) -> str:
@@ -285,7 +286,7 @@ def table_page(
         + '<h2 id="rows-title">History rows</h2>'
         + _pager(query, total_rows, len(rows))
         + _rows_table(rows)
-        + _pager(query, total_rows, len(rows))
+        + _pager(query, total_rows, len(rows), "-bottom")
     )
     return page(f"{name}: maintenance", body)
 

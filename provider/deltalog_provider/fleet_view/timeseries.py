@@ -119,57 +119,62 @@ def _value(row: dict[str, Any], figure: str) -> Any:
     return row.get(figure)
 
 
+def _factor(line: Line, prices: Prices) -> float:
+    return (prices.cpu_hour or 0.0) / 3600 if line.money == "cpu_hour" else 1.0
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def series(chart: Chart, days: pa.Table, prices: Prices) -> list[Series]:
     """The chart's series from ``days`` (one row per day), a point per day with a value."""
-    rows = days.to_pylist()
+    rows = [r for r in days.to_pylist() if isinstance(r.get("run_date"), dt.date)]
     out = []
     for line in chart.lines:
-        factor = 1.0
-        if line.money == "cpu_hour":
-            factor = (prices.cpu_hour or 0.0) / 3600
+        factor = _factor(line, prices)
         points, band = [], []
         for row in rows:
-            day = row.get("run_date")
-            if not isinstance(day, dt.date):
-                continue
-            at = dt.datetime.combine(day, dt.time(), dt.UTC)
-            value = _value(row, line.figure)
-            if isinstance(value, int | float):
-                points.append((at, float(value) * factor))
+            at = dt.datetime.combine(row["run_date"], dt.time(), dt.UTC)
+            value = _number(_value(row, line.figure))
+            if value is not None:
+                points.append((at, value * factor))
             if line.band:
-                lo, hi = row.get(line.band[0]), row.get(line.band[1])
-                if isinstance(lo, int | float) and isinstance(hi, int | float):
-                    band.append((at, float(lo), float(hi)))
+                lo, hi = _number(row.get(line.band[0])), _number(row.get(line.band[1]))
+                if lo is not None and hi is not None:
+                    band.append((at, lo, hi))
         out.append(Series(line.name, points, band))
     return out
 
 
+def _shown(specs: tuple[Chart, ...], prices: Prices) -> list[Chart]:
+    return [c for c in specs if not (c.needs_prices and prices.cpu_hour is None)]
+
+
 def charts(specs: tuple[Chart, ...], days: pa.Table, prices: Prices) -> str:
     """The SVG of each chart of ``specs`` (money charts only with an hourly price)."""
-    drawn = []
-    for chart in specs:
-        if chart.needs_prices and prices.cpu_hour is None:
-            continue
-        unit = prices.money if chart.needs_prices else chart.unit
-        drawn.append(line_chart(chart.title, series(chart, days, prices), unit=unit, chart_id=chart.chart_id))
-    return "".join(drawn)
+    return "".join(
+        line_chart(
+            chart.title,
+            series(chart, days, prices),
+            unit=prices.money if chart.needs_prices else chart.unit,
+            chart_id=chart.chart_id,
+        )
+        for chart in _shown(specs, prices)
+    )
 
 
 def series_json(specs: tuple[Chart, ...], days: pa.Table, prices: Prices) -> dict[str, Any]:
     """The charts' data as JSON: the days, and per chart and series a value per day (null: none)."""
-    rows = days.to_pylist()
-    out: dict[str, Any] = {"days": [r["run_date"].isoformat() for r in rows if isinstance(r.get("run_date"), dt.date)]}
-    for chart in specs:
-        if chart.needs_prices and prices.cpu_hour is None:
-            continue
-        out[chart.chart_id] = {}
-        for line in chart.lines:
-            factor = (prices.cpu_hour or 0.0) / 3600 if line.money == "cpu_hour" else 1.0
-            values = []
-            for row in rows:
-                value = _value(row, line.figure)
-                values.append(float(value) * factor if isinstance(value, int | float) else None)
-            out[chart.chart_id][line.name.replace(" ", "_")] = values
+    rows = [r for r in days.to_pylist() if isinstance(r.get("run_date"), dt.date)]
+    out: dict[str, Any] = {"days": [r["run_date"].isoformat() for r in rows]}
+    for chart in _shown(specs, prices):
+        out[chart.chart_id] = {
+            line.name.replace(" ", "_"): [
+                None if (v := _number(_value(r, line.figure))) is None else v * _factor(line, prices) for r in rows
+            ]
+            for line in chart.lines
+        }
     return out
 
 
