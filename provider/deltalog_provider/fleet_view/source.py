@@ -50,8 +50,10 @@ log = logging.getLogger(__name__)
 SECTION = "deltalog"
 #: Requests that read or aggregate at the same time (the rest wait): bounds the server's memory.
 HEAVY_AT_ONCE = 2
-#: Derived results kept (listings, per-day figures, a table's days), least recently used first out.
-KEPT_RESULTS = 24
+#: Results kept, least recently used first out: windows and the fleet's figures (a few windows at a time),
+#: tables' figures (the tables viewers open), listings at some prices.
+KEPT_WINDOWS = 8
+KEPT_TABLES = 32
 
 T = TypeVar("T")
 
@@ -124,7 +126,7 @@ class FleetData:
 class _Results:
     """Derived results by key: computed once however many requests ask at once, a few kept."""
 
-    def __init__(self, size: int = KEPT_RESULTS) -> None:
+    def __init__(self, size: int) -> None:
         self._size = size
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
@@ -156,7 +158,10 @@ class HistoryView:
         self._lock = threading.Lock()
         self._heavy = threading.BoundedSemaphore(HEAVY_AT_ONCE)
         self._snapshots = _Results(2)
-        self._results = _Results()
+        self._windows = _Results(KEPT_WINDOWS)
+        self._fleets = _Results(KEPT_WINDOWS)
+        self._derived = _Results(KEPT_WINDOWS)
+        self._tables = _Results(KEPT_TABLES)
         self._stores: dict[tuple[str | None, str], RollupStore] = {}
 
     def _store(self, location: HistoryLocation, options: dict[str, Any]) -> RollupStore:
@@ -173,7 +178,7 @@ class HistoryView:
 
     def derived(self, key: Hashable, make: Callable[[], T]) -> T:
         """A result derived from others (a listing at some prices), made once per key and kept."""
-        return self._results.get(key, make)
+        return self._derived.get(key, make)
 
     def heavy(self, work: Callable[[], T]) -> T:
         """``work`` while no more than :data:`HEAVY_AT_ONCE` requests read or aggregate."""
@@ -214,7 +219,7 @@ class HistoryView:
         store = self._store(location, options)
         since = today - dt.timedelta(days=days - 1)
         key = ("window", snapshot.storage.uri, snapshot.version, since, today)
-        return self._results.get(key, lambda: self.heavy(lambda: store.window(snapshot, since, today)))
+        return self._windows.get(key, lambda: self.heavy(lambda: store.window(snapshot, since, today)))
 
     def fleet(
         self, location: HistoryLocation, options: dict[str, Any], snapshot: Snapshot, window: RollupWindow
@@ -231,7 +236,7 @@ class HistoryView:
 
             return self.heavy(work)
 
-        return self._results.get(("fleet", window.key), make)
+        return self._fleets.get(("fleet", window.key), make)
 
     def table(
         self, location: HistoryLocation, options: dict[str, Any], snapshot: Snapshot, window: RollupWindow, uri: str
@@ -250,7 +255,7 @@ class HistoryView:
 
             return self.heavy(work)
 
-        return self._results.get(("table", window.key, uri), make)
+        return self._tables.get(("table", window.key, uri), make)
 
     def rows(
         self, snapshot: Snapshot, uri: str, days: pa.Table, *, offset: int, limit: int, text_chars: int
