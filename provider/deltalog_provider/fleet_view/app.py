@@ -187,8 +187,8 @@ def create_app() -> FastAPI:
             query, opened, data, prices, notices, full, chosen, shown = fleet_data(request, json=False)
             body = fleet_page(
                 full,
+                chosen,
                 shown,
-                chosen.num_rows,
                 data.days,
                 query=query,
                 source=opened.location.uri,

@@ -44,7 +44,7 @@ a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
 code{background:#f3f3f3;padding:1px 4px;border-radius:3px;overflow-wrap:anywhere}
 form.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:end;margin:8px 0 12px}
 form.filters label{display:flex;flex-direction:column;font-size:12px;color:#555}
-.pager{margin:8px 0;color:#555}.pager a,.pager b{margin-right:8px}
+.pager{margin:8px 0;color:#555}#row th{width:220px}#row pre{max-height:600px;overflow:auto;margin:0}.pager a,.pager b{margin-right:8px}
 """
 
 #: Characters of a text shown in a cell; the rest is behind a click.

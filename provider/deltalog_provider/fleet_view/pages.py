@@ -120,7 +120,7 @@ def _problems(listing: pa.Table, status: str, list_id: str, empty: str, query: F
     more = ""
     if len(items) > LISTED_PROBLEMS:
         kind = "problem" if "|" in status else status
-        more = f'<p><a href="{esc(_href(FleetQuery(days=query.days, filters={"status": kind})))}">all {len(items):,} &rarr;</a></p>'
+        more = f'<p><a href="{esc(_href(query, page=1, filters={**query.filters, "status": kind}))}">{len(items):,} in all: their tables &rarr;</a></p>'
     return f'<ul id="{list_id}">{"".join(lis)}</ul>{more}'
 
 
@@ -159,8 +159,8 @@ def _groups_section(listing: pa.Table, prices: Prices, query: FleetQuery) -> str
 
 def fleet_page(
     listing: pa.Table,
+    chosen: pa.Table,
     shown: pa.Table,
-    matching: int,
     days_table: pa.Table,
     *,
     query: FleetQuery,
@@ -171,7 +171,9 @@ def fleet_page(
     prices: Prices,
     notices: list[str],
 ) -> str:
-    """The fleet at a glance: tiles that filter, the listing's page, open problems, folders, charts."""
+    """The fleet at a glance: tiles that filter (of the whole ``listing``), the page ``shown`` of the tables the
+    filters keep (``chosen``), their open problems, the folders, the charts."""
+    matching = chosen.num_rows
     ctx = Context(now, prices, query, operations_run(listing))
     columns = [c for c in COLUMNS if c.shown(ctx)]
     rows_total = _sum(listing, "rows") or 0
@@ -238,9 +240,9 @@ def fleet_page(
         + table_html
         + _groups_section(listing, prices, query)
         + "<h2>Deferred work</h2>"
-        + _problems(listing, "deferred", "deferred", "Nothing deferred: every due operation ran.", query, now)
+        + _problems(chosen, "deferred", "deferred", "Nothing deferred: every due operation ran.", query, now)
         + "<h2>Refusals and failures</h2>"
-        + _problems(listing, "refused|failed", "refusals", "No refusal or failure.", query, now)
+        + _problems(chosen, "refused|failed", "refusals", "No refusal or failure.", query, now)
         + '<h2>The fleet over time</h2><div class="charts" id="fleet-charts">'
         + charts(FLEET_CHARTS, days_table, prices)
         + "</div>"
