@@ -198,6 +198,10 @@ def test_line_chart_scales_labels_bands_and_says_when_empty():
     big = line_chart("many", [Series("s", many, [(t, v - 1, v + 1) for t, v in many])])
     assert "<circle" not in big and big.count("<polygon") == 1 and len(big) < 20_000
     assert "nan" not in line_chart("odd", [Series("s", [(t0, float("nan")), (t0, float("inf")), (t0, -5.0)])])
+    day = dt.timedelta(days=1)
+    for extreme in ([1.7e308, 1.7e308], [-1.7e308, 1.7e308], [10**400, 1.0], [5e-324, 0.0], [-(2**63), 2**63 - 1]):
+        svg = line_chart("x", [Series("s", [(t0 + i * day, v) for i, v in enumerate(extreme)])], unit=human_bytes)
+        assert "nan" not in svg and "inf" not in svg.replace("<title>", ""), extreme
 
 
 # --- safety -------------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def _check_everything(c: Any, rows: list[dict[str, Any]], day: dt.date) -> None:
         json.loads(response.text)  # valid JSON: no NaN, no Infinity
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     rows=st.lists(history_rows(), min_size=1, max_size=6),
     drop=st.lists(st.sampled_from(["cpu_s", "policy", "due_operations", "live_files_after", "engine"]), max_size=2),

@@ -22,6 +22,9 @@ from fleet_view_client import Page, client
 
 from synthetic_history import FleetShape, cached_history
 
+#: The same code on every release (the plugin and pages tests run there): the scale's bounds on the lock only.
+pytestmark = [pytest.mark.lock_only]
+
 MB = 1_000_000
 PRICES = {"cost_per_cpu_hour": "0.06", "cost_per_gb_month": "0.023", "cost_currency": "USD"}
 

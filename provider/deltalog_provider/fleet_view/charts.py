@@ -53,15 +53,19 @@ class Series:
 
 
 def _finite(v: float) -> bool:
-    return isinstance(v, int | float) and math.isfinite(v)
+    try:
+        return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    except OverflowError:  # an integer beyond any double
+        return False
 
 
 def _nice(value: float) -> float:
     """The smallest of 1, 2, 2.5 or 5 times a power of ten at or above ``value`` (an axis end)."""
     if value <= 0:
         return 0.0
-    magnitude = 10 ** math.floor(math.log10(value))
-    return next(step * magnitude for step in (1, 2, 2.5, 5, 10) if step * magnitude >= value)
+    magnitude = 10.0 ** math.floor(math.log10(value))
+    nice = next((step * magnitude for step in (1, 2, 2.5, 5, 10) if step * magnitude >= value), value)
+    return nice if math.isfinite(nice) else value  # at the ends of the doubles: the value itself
 
 
 def _nice_max(value: float) -> float:
@@ -127,7 +131,9 @@ def line_chart(
         return LEFT + (t.timestamp() - t0) / span * plot_w if t1 > t0 else LEFT + plot_w / 2
 
     def y(v: float) -> float:
-        return TOP + plot_h - (v - lo) / ((hi - lo) or 1.0) * plot_h
+        # Halved first: the difference of two doubles near the largest one would overflow.
+        span_v = hi / 2 - lo / 2
+        return TOP + plot_h - ((v / 2 - lo / 2) / span_v if span_v else 0.0) * plot_h
 
     parts = [head]
     for tick in [lo] if all_zero else _ticks(lo, hi, unit):

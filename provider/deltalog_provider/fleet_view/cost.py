@@ -43,7 +43,10 @@ class Prices:
         return self.cpu_hour is not None or self.gb_month is not None
 
     def money(self, amount: Any) -> str:
-        if not isinstance(amount, int | float) or not math.isfinite(amount):
+        try:
+            if not isinstance(amount, int | float) or not math.isfinite(amount):
+                return "-"
+        except OverflowError:
             return "-"
         figure = f"{amount:,.2f}" if abs(amount) < 1e6 else f"{amount:,.0f}"
         return f"{figure} {self.currency}".strip()

@@ -75,7 +75,11 @@ def number(value: Any) -> float | None:
     """A finite number, or None (missing, not a number, NaN or infinite)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        as_float = float(value)
+    except OverflowError:  # an integer beyond any double
+        return None
+    return as_float if math.isfinite(as_float) else None
 
 
 def as_utc(value: Any) -> dt.datetime | None:
