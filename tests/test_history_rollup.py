@@ -190,6 +190,14 @@ def test_the_store_is_a_cache_deleted_or_corrupted_it_is_made_again(history: str
     assert _comparable(_by_table(RollupStore(str(rollups)), history)) == expected
 
 
+def test_a_store_that_cannot_be_written_keeps_its_rollups_in_memory(history: str, tmp_path: Any, caplog: Any) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the rollups' folder would be")
+    store = RollupStore(str(blocked / "rollups"))
+    assert _comparable(_by_table(store, history)) == _comparable(_by_table(RollupStore(None), history))
+    assert sum("kept in memory only" in r.getMessage() for r in caplog.records) == 1  # said once
+
+
 def _build(history: str, rollups: str, out: Any) -> None:
     store = RollupStore(rollups)
     snapshot = _snapshot(history)

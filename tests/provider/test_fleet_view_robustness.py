@@ -124,6 +124,7 @@ def _check_everything(c: Any, rows: list[dict[str, Any]], day: dt.date) -> None:
         json.loads(response.text)  # valid JSON: no NaN, no Infinity
 
 
+@pytest.mark.lock_only  # the named cases below run on every release; the drawn ones here on the lock
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     rows=st.lists(history_rows(), min_size=1, max_size=6),

@@ -231,8 +231,9 @@ class HistoryView:
             def work() -> FleetData:
                 tables = store.tables(window, snapshot)
                 by_table = merge_rollups(tables, by=("table_uri", "operation"))
-                by_day = merge_rollups(tables, by=("run_date", "operation"))
-                return FleetData(window, table_summaries(by_table), day_figures(by_day))
+                # Per day from the day rollups as they are (day, table, operation): a per-day figure may
+                # count tables (how many breached an objective that day), not only sum.
+                return FleetData(window, table_summaries(by_table), day_figures(merge_rollups(tables)))
 
             return self.heavy(work)
 
