@@ -44,14 +44,13 @@ from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.delete import Progress, ancestors, delete_files, remove_empty_dirs
-from deltalog.vacuuming.iceberg_guard import IcebergGuard
+from deltalog.vacuuming.iceberg_guard import IcebergGuard, iceberg_rule
 from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.plan import (
     CURSOR_KEY,
     DEFAULT_MAX_WORKERS,
     VacuumPlan,
     cursor_path,
-    iceberg_rule,
     plan_vacuum,
 )
 from deltalog.vacuuming.result import COMPLETED, FAILED, VacuumResult, result_of_plan
@@ -201,7 +200,7 @@ def execute_vacuum(
     # The Iceberg metadata again: what was written since planning (a converter's next commit) is kept too;
     # unreadable or foreign metadata now is refused, as at planning.
     iceberg = IcebergGuard.revalidate(storage, plan.iceberg, plan.cutoff_ms)
-    rule = iceberg_rule(HiddenRule.for_metadata(plan.snapshot.metadata), plan.snapshot, iceberg)
+    rule = iceberg_rule(plan.snapshot.metadata, iceberg)
     checked = _Checked(rule, newly_referenced, iceberg)
     # First pass: every planned path is checked (and counted) before the first deletion. A plan
     # in memory is kept as checked; a spilled one (millions of files) is read again to delete.

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog.log.actions import Metadata
 from deltalog.storage.filesystem import Storage
 from deltalog.uniform.iceberg_references import (
     IcebergReferences,
@@ -36,8 +37,9 @@ from deltalog.uniform.iceberg_references import (
 from deltalog.vacuuming.path_set import PathSet, PathSetBuilder
 from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.verdict import PLAN_SCHEMA
+from deltalog.write_checks.hidden_paths import HiddenRule, partition_dir_names
 
-__all__ = ["IcebergGuard", "empty_kept"]
+__all__ = ["IcebergGuard", "empty_kept", "iceberg_rule"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,15 @@ _METADATA = 1
 def empty_kept() -> pa.Table:
     """No file kept for Iceberg (``PLAN_SCHEMA``: the reason says which snapshot needs the file)."""
     return PLAN_SCHEMA.empty_table()
+
+
+def iceberg_rule(metadata: Metadata, iceberg: IcebergGuard | None) -> HiddenRule:
+    """The table's hidden-path rule, with ``metadata/`` hidden whenever Iceberg metadata is there (not only on
+    UniForm tables): vacuum never lists or deletes the metadata Iceberg readers open."""
+    rule = HiddenRule.for_metadata(metadata)
+    if iceberg is None or rule.iceberg:
+        return rule
+    return HiddenRule(partition_dir_names(metadata), iceberg=True)
 
 
 def _metadata_listing(storage: Storage) -> dict[str, tuple[int, int]]:

@@ -34,7 +34,7 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
-from deltalog.vacuuming.iceberg_guard import IcebergGuard, empty_kept
+from deltalog.vacuuming.iceberg_guard import IcebergGuard, empty_kept, iceberg_rule
 from deltalog.vacuuming.inventory import newest_per_path, scan_inventory
 from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
@@ -75,7 +75,6 @@ __all__ = [
     "MODES",
     "VacuumPlan",
     "cursor_path",
-    "iceberg_rule",
     "plan_vacuum",
 ]
 
@@ -156,14 +155,6 @@ def _drop_links(storage: Storage, paths: list[str], warnings: list[str]) -> set[
             f"not deleted: {shown}"
         )
     return linked
-
-
-def iceberg_rule(rule: HiddenRule, snapshot: Snapshot, iceberg: IcebergGuard | None) -> HiddenRule:
-    """The hidden-path rule with ``metadata/`` hidden whenever Iceberg metadata is there (not only on UniForm
-    tables): vacuum never lists or deletes the metadata Iceberg readers open."""
-    if iceberg is None or rule.iceberg:
-        return rule
-    return HiddenRule(partition_dir_names(snapshot), iceberg=True)
 
 
 # --- the two modes -------------------------------------------------------------------------
@@ -434,7 +425,7 @@ def plan_vacuum(
     # Iceberg readers of the table (UniForm, or any metadata/*.metadata.json naming this location): what
     # their snapshots reference is kept; unreadable or foreign metadata is refused here, before any listing.
     iceberg = IcebergGuard.load(storage, retention.cutoff_ms)
-    rule = iceberg_rule(HiddenRule.for_metadata(snapshot.metadata), snapshot, iceberg)
+    rule = iceberg_rule(snapshot.metadata, iceberg)
     log.info(
         "planning %s vacuum of %s at version %d: retention %.4g hours, cutoff %s",
         mode,
