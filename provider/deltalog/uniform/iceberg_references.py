@@ -359,7 +359,7 @@ def _live_entries(path: str, data: bytes) -> Iterator[tuple[int, Any]]:
 
     schema, accessor = _projection()
     with AvroFile(_input_file(path, data)) as reader:  # type: ignore[var-annotated]
-        reader.reader = visit_with_partner(reader.schema, schema, ReadSchemaResolver(), accessor)
+        reader.reader = visit_with_partner(reader.schema, schema, ReadSchemaResolver(), accessor)  # type: ignore[assignment]
         for record in reader:
             yield record[0], record[1][1]
 

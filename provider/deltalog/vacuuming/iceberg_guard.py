@@ -65,7 +65,7 @@ def _metadata_listing(storage: Storage) -> dict[str, tuple[int, int]]:
     return {f.name: (f.size, f.modification_time) for f in list_metadata_files(storage)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class IcebergGuard:
     """The files the Iceberg snapshots readers may still use reference, table-relative, and why."""
 
