@@ -159,8 +159,14 @@ def _uniform_vacuum_plan(folder: Any) -> Any:
     """A vacuum plan of a UniForm table whose Iceberg metadata pyiceberg wrote: its Iceberg side (guard,
     metadata files, snapshots) is part of the plan's result."""
     from deltalog.vacuuming import plan_vacuum
-    from iceberg_helpers import append_iceberg, append_uniform, data_file, iceberg_catalog, make_uniform_table
-    from iceberg_helpers import register_iceberg_table
+    from iceberg_helpers import (
+        append_iceberg,
+        append_uniform,
+        data_file,
+        iceberg_catalog,
+        make_uniform_table,
+        register_iceberg_table,
+    )
 
     path = str(folder / "t")
     os.makedirs(path)
