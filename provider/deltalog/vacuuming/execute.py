@@ -31,6 +31,7 @@ from deltalog.commit.transaction import Transaction
 from deltalog.errors import (
     CommitFailedError,
     DeltaLogError,
+    ForeignHandoffError,
     OperationCancelledError,
     OperationRefusedError,
     StorageError,
@@ -82,6 +83,14 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
     none = pa.array([], pa.string())
     if latest is None or latest < view.version:
         raise OperationRefusedError(f"the log of {storage.uri} went back to version {latest} during vacuum")
+    planned, now = view.segment.listing.commits.get(view.version), listing.commits.get(view.version)
+    if planned is not None and (
+        now is None or (now.size, now.modification_time) != (planned.size, planned.modification_time)
+    ):
+        raise ForeignHandoffError(
+            f"the plan was made from version {view.version} of {storage.uri}, and that commit is not the same file "
+            "any more (the table was deleted and re-created?); nothing was deleted, plan again"
+        )
     versions = range(view.version + 1, latest + 1)
     missing = [v for v in versions if v not in listing.commits]
     if missing:
@@ -93,6 +102,11 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
         check_writable(protocol, "vacuum", Operation.VACUUM)
     if refs.metadata is not None:
         metadata = Metadata.from_action(refs.metadata)
+        if metadata.id != view.metadata.id:
+            raise ForeignHandoffError(
+                f"the plan was made for table {view.metadata.id}, but {storage.uri} is table {metadata.id} since a "
+                "commit after planning (replaced?); nothing was deleted, plan again"
+            )
         before = view.metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
         after = metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
         if before_delete and before != after:

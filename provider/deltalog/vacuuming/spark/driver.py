@@ -35,7 +35,7 @@ from deltalog import errors
 from deltalog._arrow_utils import column_sum
 from deltalog.engines.spark.hadoop import hadoop_uri
 from deltalog.engines.spark.submit import DEFAULT_MASTER, spark_submit
-from deltalog.errors import EngineError, InvalidArgumentError, OperationRefusedError
+from deltalog.errors import EngineError, ForeignHandoffError, InvalidArgumentError, OperationRefusedError
 from deltalog.log.checkpoint_reader import check_parquet_file_actions
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing
@@ -210,6 +210,8 @@ def _spec(
         partition_dirs=partition_dir_names(head.snapshot.metadata),
         iceberg=rule.iceberg,
         window=[window.earliest_ms, window.latest_ms, window.earliest_basis] if window is not None else None,
+        table_id=head.snapshot.metadata.id,
+        version=head.snapshot.version,
     )
     return spec, counts
 
@@ -329,6 +331,11 @@ def plan_on_spark(
         report = _run(spec, options, os.path.join(work, "spec.json"), cancel)
         if report.error:
             _refuse(report)
+        if (report.table_id, report.version) != (spec.table_id, spec.version):
+            raise ForeignHandoffError(
+                f"the Spark vacuum job's report answers table {report.table_id or '?'} at version {report.version}, "
+                f"not the plan of {storage.uri} (table {spec.table_id}, version {spec.version}); nothing was deleted"
+            )
         stats = dict(report.stats)
         # The root was listed here (its files joined in the job): its files, hidden entries and folders count too.
         for key, n in root_counts.items():
