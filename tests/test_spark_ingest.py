@@ -72,6 +72,7 @@ def test_commit_request_document_is_what_deltalog_parses() -> None:
         ("d=1/part-0.parquet", 10, {"d": "1"}, 5)
     ]
     assert req.userMetadata == "ingest 2026-11-21"
+    assert req.tableId is None  # named only when given (write_ingest always gives it)
 
 
 # --- one real spark-submit ---------------------------------------------------------------
@@ -119,6 +120,8 @@ def test_job_leaves_data_files_and_a_matching_request(ingested: dict[str, str]) 
         doc = json.load(f)
     adds = doc["add"]
     assert len(adds) == FILES
+    # The request names its table (read by the job through Spark's filesystem): no other table commits it.
+    assert (doc["tableId"], doc["readVersion"]) == (DeltaTable(table).snapshot().metadata.id, 0)
     for add in adds:
         assert add["path"].startswith(f"event_date={DAY.isoformat()}/part-")
         assert add["partitionValues"] == {"event_date": DAY.isoformat()}
