@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from deltalog import DeltaTable
 from deltalog.engines.spark.hadoop import STAGING_DIR, hadoop_uri
 from deltalog.engines.spark.ingest import WrittenFile, build_commit_request, parse_partition_dirs, safe_run_id
 from deltalog.errors import InvalidArgumentError, StorageError
