@@ -259,6 +259,28 @@ def test_paths_outside_the_table_are_not_its_own_and_do_not_stop_vacuum(tmp_path
     assert (elsewhere / other).exists()
 
 
+def test_iceberg_paths_in_any_spelling_protect_the_file_they_name(tmp_path):
+    """Escaped, unescaped, ``file:/`` and ``file:///``, ``..`` segments: each names a file of the table."""
+    path, table = uniform_with_iceberg(tmp_path, files=1)
+    os.makedirs(os.path.join(path, "odd dir"))
+    names = []
+    for i in range(4):
+        rel = f"odd dir/{write_uniform_file(path, 60 + i * 2)}"
+        os.rename(os.path.join(path, os.path.basename(rel)), os.path.join(path, rel))
+        os.utime(os.path.join(path, rel), (time.time() - 9 * 86400,) * 2)
+        names.append(rel)
+    spellings = [
+        f"file://{path}/{names[0].replace(' ', '%20')}",
+        f"file:{path}/{names[1]}",
+        f"{path}/odd dir/../{names[2]}",
+        f"file://{path}/{names[3]}",
+    ]
+    append_iceberg(table, [data_file(s, footer=False, size=1, records=1) for s in spellings])
+    plan = plan_vacuum(path, now_ms=now_ms() + LATER_MS)
+    assert sorted(plan.kept_for_iceberg.column("path").to_pylist()) == sorted(names)
+    assert plan.files.num_rows == 0 and plan.stats["iceberg_paths_outside_table"] == 0
+
+
 # --- re-validation at execution ----------------------------------------------------------------
 
 

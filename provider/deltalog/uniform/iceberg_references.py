@@ -473,14 +473,19 @@ class _Candidate:
     statistics: list[tuple[int, str]]
 
 
-def read_iceberg_references(storage: Storage, cutoff_ms: int, locate: Locate) -> IcebergReferences | None:
+def read_iceberg_references(
+    storage: Storage, cutoff_ms: int, locate: Locate, *, files: list[FileInfo] | None = None
+) -> IcebergReferences | None:
     """The Iceberg metadata beside the table at ``storage``, or None when there is none.
+
+    ``files``: the metadata files, when the caller has listed them (:func:`list_metadata_files`).
 
     ``locate`` turns an absolute URI into a table-relative path (None outside the root): it decides
     which metadata belongs to this table (a metadata file whose ``location`` it does not place at
     the root is foreign and refused) and where manifest lists and manifests are read.
     """
-    files = list_metadata_files(storage)
+    if files is None:
+        files = list_metadata_files(storage)
     if not files:
         return None
     hint = _version_hint(storage)

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.log.actions import Metadata
-from deltalog.storage.filesystem import Storage
+from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.uniform.iceberg_references import (
     IcebergReferences,
     list_metadata_files,
@@ -61,8 +61,8 @@ def iceberg_rule(metadata: Metadata, iceberg: IcebergGuard | None) -> HiddenRule
     return HiddenRule(partition_dir_names(metadata), iceberg=True)
 
 
-def _metadata_listing(storage: Storage) -> dict[str, tuple[int, int]]:
-    return {f.name: (f.size, f.modification_time) for f in list_metadata_files(storage)}
+def _seen(files: list[FileInfo]) -> dict[str, tuple[int, int]]:
+    return {f.name: (f.size, f.modification_time) for f in files}
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,11 @@ class IcebergGuard:
         :class:`~deltalog.uniform.iceberg_references.ForeignIcebergMetadataError` (refusals: nothing may
         be deleted while what Iceberg readers need is unknown).
         """
-        seen = _metadata_listing(storage)
+        files = list_metadata_files(storage)
+        if not files:
+            return None
         resolver = PathResolver(storage)
-        references = read_iceberg_references(storage, cutoff_ms, resolver.relative_literal)
+        references = read_iceberg_references(storage, cutoff_ms, resolver.relative_literal, files=files)
         if references is None:
             return None
         builder = PathSetBuilder()
@@ -99,7 +101,7 @@ class IcebergGuard:
             relative, out = _relative_paths(resolver, batch.paths)
             outside += out
             builder.add(relative, 2 * batch.snapshot + (_METADATA if batch.kind == "metadata" else 0))
-        guard = cls(references, builder.build(), outside, seen)
+        guard = cls(references, builder.build(), outside, _seen(files))
         log.info(
             "Iceberg readers of %s: %d snapshots kept (%d manifest lists, %d manifests, %d entries read), "
             "%d referenced paths%s",
@@ -159,7 +161,7 @@ class IcebergGuard:
         metadata file is read again (refusing as planning does) and only manifests not read
         before are read. Returns None when there is no Iceberg metadata, then or now.
         """
-        now = _metadata_listing(storage)
+        now = _seen(list_metadata_files(storage))
         if guard is None:
             return IcebergGuard.load(storage, cutoff_ms) if now else None
         seen = dict(guard.seen)
@@ -233,10 +235,6 @@ def _relative_paths(resolver: PathResolver, uris: pa.Array) -> tuple[pa.Array, i
         odd.extend(f for f in forms if f)
     if odd:
         out.append(pa.array(odd, pa.string()))
-    # Percent-escaped paths under a plain prefix: their decoded form too (the file may be named either way).
-    escaped = [p for chunk in out for p in chunk.filter(pc.match_substring(chunk, "%")).to_pylist()]
-    if escaped:
-        out.append(pa.array([unquote(p) for p in escaped], pa.string()))
     return (pa.concat_arrays(out) if out else pa.array([], pa.string())), outside
 
 
