@@ -51,6 +51,14 @@ SCALES = {"full": 10_000, "small": 1_000}
 #: not vacuum work; reported to the snapshot owner.
 OURS_PRELOAD = ["pyarrow", "pyarrow.compute", "pyarrow.parquet", "pandas", "deltalog.table", "deltalog.vacuuming"]
 THEIRS_PRELOAD = ["pyarrow", "pandas", "deltalake"]
+#: pyiceberg's import (pydantic models, about a second, once per process) is measured on its own.
+ICEBERG_PRELOAD = [
+    *OURS_PRELOAD,
+    "pyiceberg.table.metadata",
+    "pyiceberg.manifest",
+    "pyiceberg.avro.file",
+    "pyiceberg.avro.resolver",
+]
 
 
 def _digest(paths: list[str]) -> dict[str, Any]:
@@ -95,6 +103,13 @@ def ours_iceberg_dry_run(path: str) -> dict[str, Any]:
     result = vacuum(path, retention_hours=0, allow_short_retention=True, dry_run=True)
     assert result.plan is not None
     return {**_digest(result.plan.files.column("path").to_pylist()), "kept": result.num_kept_for_iceberg}
+
+
+def import_pyiceberg() -> dict[str, Any]:
+    """What vacuum imports of pyiceberg on a table with Iceberg metadata (once per process)."""
+    for name in ICEBERG_PRELOAD[len(OURS_PRELOAD) :]:
+        __import__(name)
+    return {}
 
 
 def ours_iceberg_read(path: str) -> dict[str, Any]:
@@ -232,8 +247,9 @@ def _iceberg_row(path: Path, info: dict[str, Any], shape: str, repeat: int) -> d
     log.info("iceberg: deltalog on the plain table")
     plain = measure("bench_vacuum", "ours_full_dry_run", [str(path)], preload=OURS_PRELOAD, repeat=repeat)
     log.info("iceberg: deltalog on the UniForm copy")
-    ours = measure("bench_vacuum", "ours_iceberg_dry_run", [str(uniform)], preload=OURS_PRELOAD, repeat=repeat)
-    alone = measure("bench_vacuum", "ours_iceberg_read", [str(uniform)], preload=OURS_PRELOAD, repeat=repeat)
+    ours = measure("bench_vacuum", "ours_iceberg_dry_run", [str(uniform)], preload=ICEBERG_PRELOAD, repeat=repeat)
+    alone = measure("bench_vacuum", "ours_iceberg_read", [str(uniform)], preload=ICEBERG_PRELOAD, repeat=repeat)
+    imported = measure("bench_vacuum", "import_pyiceberg", [], preload=OURS_PRELOAD, repeat=repeat)
     log.info("iceberg: deltalake on the UniForm copy")
     theirs = measure("bench_vacuum", "deltalake_full_dry_run", [str(uniform)], preload=THEIRS_PRELOAD, repeat=repeat)
     row = compare_row(
@@ -249,8 +265,9 @@ def _iceberg_row(path: Path, info: dict[str, Any], shape: str, repeat: int) -> d
     row["note"] = (
         f"ours on the plain table {plain.seconds:.2f} s / {plain.peak_mb:.0f} MiB; the Iceberg side adds "
         f"{per_file_us:.1f} us and {per_file_bytes:.0f} bytes of peak per referenced file (reading it alone: "
-        f"{alone.seconds:.2f} s, {alone_us:.1f} us and {alone_bytes:.0f} bytes a file); deltalake does not know "
-        "Iceberg (its list names the files Iceberg readers need)"
+        f"{alone.seconds:.2f} s, {alone_us:.1f} us and {alone_bytes:.0f} bytes a file); importing pyiceberg once "
+        f"costs {imported.seconds:.2f} s and {imported.peak_mb - imported.base_mb:.0f} MiB (not in the figures above); "
+        "deltalake does not know Iceberg (its list names the files Iceberg readers need)"
     )
     row["iceberg_us_per_file"] = round(per_file_us, 2)
     row["iceberg_bytes_per_file"] = round(per_file_bytes, 1)
