@@ -256,6 +256,8 @@ def _iceberg_row(path: Path, info: dict[str, Any], shape: str, repeat: int) -> d
         f"vacuum full dry run, UniForm: {shape}, {referenced:,} files in Iceberg's snapshot", ours, theirs
     )
     per_file_us = (ours.seconds - plain.seconds) / referenced * 1e6
+    per_file_cpu_us = ((ours.cpu_seconds or 0.0) - (plain.cpu_seconds or 0.0)) / referenced * 1e6
+    alone_cpu_us = (alone.cpu_seconds or 0.0) / referenced * 1e6
     per_file_bytes = (ours.peak_mb - plain.peak_mb) * 1024 * 1024 / referenced
     alone_us = alone.seconds / referenced * 1e6
     alone_bytes = (alone.peak_mb - alone.base_mb) * 1024 * 1024 / referenced
@@ -263,12 +265,14 @@ def _iceberg_row(path: Path, info: dict[str, Any], shape: str, repeat: int) -> d
         f"{ours.result['files']:,} deleted, {ours.result['kept']:,} kept for Iceberg vs {theirs.result['files']:,}"
     )
     row["note"] = (
-        f"ours on the plain table {plain.seconds:.2f} s / {plain.peak_mb:.0f} MiB; the Iceberg side adds "
-        f"{per_file_us:.1f} us and {per_file_bytes:.0f} bytes of peak per referenced file (reading it alone: "
-        f"{alone.seconds:.2f} s, {alone_us:.1f} us and {alone_bytes:.0f} bytes a file); importing pyiceberg once "
+        f"ours on the plain table {plain.seconds:.2f} s (CPU {plain.cpu_seconds or 0:.2f} s) / {plain.peak_mb:.0f} MiB; "
+        f"the Iceberg side adds {per_file_us:.1f} us ({per_file_cpu_us:.1f} us of CPU) and {per_file_bytes:.0f} bytes "
+        f"of peak per referenced file (reading it alone: {alone.seconds:.2f} s, {alone_us:.1f} us ({alone_cpu_us:.1f} "
+        f"us of CPU) and {alone_bytes:.0f} bytes a file); importing pyiceberg once "
         f"costs {imported.seconds:.2f} s and {imported.peak_mb - imported.base_mb:.0f} MiB (not in the figures above); "
         "deltalake does not know Iceberg (its list names the files Iceberg readers need)"
     )
     row["iceberg_us_per_file"] = round(per_file_us, 2)
+    row["iceberg_cpu_us_per_file"] = round(per_file_cpu_us, 2)
     row["iceberg_bytes_per_file"] = round(per_file_bytes, 1)
     return row

@@ -407,13 +407,18 @@ def test_the_cli_refuses_in_one_line_with_exit_1(tmp_path):
     lines = [ln for ln in run.stderr.splitlines() if ln.strip() and " WARNING " not in ln and " INFO " not in ln]
     assert len(lines) == 1 and lines[0].startswith("error: the Iceberg metadata file metadata/"), run.stderr
     assert unchanged()
-    # The dry run of the intact table shows the kept files in --json.
-    run = subprocess.run(
-        [sys.executable, "-m", "deltalog", "vacuum", path, "--dry-run", "--json"], capture_output=True, text=True
-    )
+    # The dry run of the intact table (compacted, zero retention: its removed files are candidates) names the
+    # files it keeps for Iceberg, in --json and in the text output.
+    compact(path, target_size=1 << 30)
+    args = [sys.executable, "-m", "deltalog", "vacuum", path, "--dry-run", "--retention-hours", "0"]
+    args.append("--allow-short-retention")
+    run = subprocess.run([*args, "--json"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
-    assert doc["num_kept_for_iceberg"] == 0 and doc["plan"]["iceberg"]["snapshots"]
+    assert doc["num_kept_for_iceberg"] == 3 and doc["plan"]["iceberg"]["snapshots"]
+    assert {r["path"] for r in doc["plan"]["kept_for_iceberg"]} == newest_snapshot_files(path)
+    text = subprocess.run(args, capture_output=True, text=True).stdout
+    assert "3 files kept for Iceberg readers" in text and "kept for Iceberg readers (3):" in text
 
 
 # --- the labelled path set ---------------------------------------------------------------------
