@@ -286,7 +286,11 @@ _INPUT_FILE: list[Any] = []
 
 
 def _input_file(location: str, data: bytes) -> Any:
-    """A pyiceberg ``InputFile`` over bytes read through the table's storage (its credentials, its request counts)."""
+    """A pyiceberg ``InputFile`` over bytes read through the table's storage (its credentials, its request counts).
+
+    Its stream hands the bytes over without a copy: pyiceberg's Avro reader reads a file whole, and a
+    manifest of a million entries is over a hundred megabytes.
+    """
     if not _INPUT_FILE:
         from pyiceberg.io import InputFile
 
@@ -302,10 +306,44 @@ def _input_file(location: str, data: bytes) -> Any:
                 return True
 
             def open(self, seekable: bool = True) -> Any:
-                return io.BytesIO(self._data)
+                return _BytesStream(self._data)
 
         _INPUT_FILE.append(BytesInput)
     return _INPUT_FILE[0](location, data)
+
+
+class _BytesStream:
+    """A read-only stream over ``data`` whose whole-file read returns ``data`` itself (``io.BytesIO`` copies)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def read(self, size: int = -1) -> bytes:
+        start = self._pos
+        if start == 0 and (size is None or size < 0 or size >= len(self._data)):
+            self._pos = len(self._data)
+            return self._data
+        end = len(self._data) if size is None or size < 0 else min(len(self._data), start + size)
+        self._pos = end
+        return self._data[start:end]
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._data)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def close(self) -> None:
+        self._pos = len(self._data)
+
+    def __enter__(self) -> _BytesStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 _ENTRY_PROJECTION: list[Any] = []

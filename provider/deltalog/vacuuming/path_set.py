@@ -189,12 +189,15 @@ class PathSetBuilder:
         self._labels: list[np.ndarray] = []
 
     def add(self, paths: pa.Array, label: int) -> None:
+        """``paths`` with ``label`` (a small non-negative integer: 32 bits are kept)."""
+        if not 0 <= label < 2**31:
+            raise ValueError(f"label {label} is not a small non-negative integer")
         if paths.null_count:
             paths = paths.drop_null()
         if not len(paths):
             return
         self.size += len(paths)
-        self._labels.append(np.full(len(paths), label, dtype=np.int64))
+        self._labels.append(np.full(len(paths), label, dtype=np.int32))
         if self._paths is not None:
             self._paths.append(paths)
             if self.size > self.exact_up_to:
@@ -204,7 +207,7 @@ class PathSetBuilder:
         self._values.append(fingerprints(paths))
 
     def build(self) -> PathSet:
-        labels = np.concatenate(self._labels) if self._labels else np.empty(0, dtype=np.int64)
+        labels = np.concatenate(self._labels) if self._labels else np.empty(0, dtype=np.int32)
         if self._paths is not None:
             paths = pa.concat_arrays(self._paths) if self._paths else pa.array([], pa.string())
             return PathSet(paths, exact_up_to=self.exact_up_to, labels=labels)
