@@ -436,3 +436,58 @@ def test_a_labelled_path_set_answers_the_smallest_label(exact_up_to):
     assert labels.tolist() == [3, 1, 1, -1]
     direct = PathSet(pa.array(["x", "y", "x"]), exact_up_to=exact_up_to, labels=np.array([4, 2, 0]))
     assert direct.labels_of(pa.array(["x", "y", "z"])).tolist() == [0, 2, -1]
+
+
+# --- on S3 (moto's server): s3 and s3a spellings, metadata read through the table's storage -------------
+
+
+@pytest.mark.s3
+@pytest.mark.slow
+def test_on_s3_the_files_iceberg_references_in_another_spelling_are_kept(
+    tmp_path, s3_server, s3_bucket, s3_storage_options
+):
+    import io
+
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from deltalog.create import create_table
+    from helpers import DEFAULT_SCHEMA, rows
+    from s3_server import ACCESS_KEY, REGION, SECRET_KEY
+
+    uri = f"s3://{s3_bucket}/t"
+    create_table(uri, DEFAULT_SCHEMA, storage_options=s3_storage_options, run_hooks=False)
+    storage = DeltaTable(uri, s3_storage_options).storage
+    names = ["a.parquet", "odd dir/b.parquet", "junk.parquet"]
+    for i, name in enumerate(names):  # untracked by Delta: only Iceberg references the first two
+        buf = io.BytesIO()
+        pq.write_table(rows(1, i), buf)
+        storage.fs.pipe(storage.join(name), buf.getvalue())
+    catalog = SqlCatalog(
+        "s3",
+        uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+        **{"s3.endpoint": s3_server, "s3.access-key-id": ACCESS_KEY, "s3.secret-access-key": SECRET_KEY},
+        **{"s3.region": REGION},
+    )
+    catalog.create_namespace("delta")
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "value", StringType(), required=False),
+        NestedField(3, "part", StringType(), required=False),
+    )
+    location = f"s3a://{s3_bucket}/t"  # another spelling of the table's location
+    table = catalog.create_table("delta.t", schema, location=location)
+    append_iceberg(table, [data_file(f"{location}/{n}", footer=False, size=1, records=1) for n in names[:2]])
+    time.sleep(1.1)  # S3 keeps modification times to the second
+    plan = plan_vacuum(uri, retention_hours=0, allow_short_retention=True, storage_options=s3_storage_options)
+    assert sorted(plan.kept_for_iceberg.column("path").to_pylist()) == sorted(names[:2])
+    assert plan.files.column("path").to_pylist() == ["junk.parquet"]
+    result = execute_vacuum(uri, plan, storage_options=s3_storage_options)
+    assert result.num_deleted_files == 1 and result.num_kept_for_iceberg == 2
+    storage.fs.invalidate_cache()
+    left = {k[len(storage.root) + 1 :] for k in storage.fs.find(storage.root) if "/_delta_log/" not in k}
+    assert set(names[:2]) <= left and "junk.parquet" not in left
+    assert any(k.startswith("metadata/") and k.endswith(".metadata.json") for k in left)
