@@ -141,6 +141,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.protocol.features import Cell
     from deltalog.storage import FileInfo, Storage, is_remote
+    from deltalog.uniform import (
+        ForeignIcebergMetadataError,
+        IcebergMetadataError,
+        IcebergReferences,
+        MetadataFile,
+        ReaderSnapshot,
+        read_iceberg_references,
+    )
     from deltalog.vacuuming import (
         LiteVacuumUnavailableError,
         VacuumPlan,
@@ -149,6 +157,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         plan_vacuum,
         vacuum,
     )
+    from deltalog.vacuuming.iceberg_guard import IcebergGuard
     from deltalog.vacuuming.retention import Retention
     from deltalog.vacuuming.spark import vacuum_job_script
 
@@ -288,6 +297,13 @@ _LAZY = {
     "FileInfo": "deltalog.storage",
     "Storage": "deltalog.storage",
     "is_remote": "deltalog.storage",
+    # deltalog.uniform
+    "ForeignIcebergMetadataError": "deltalog.uniform",
+    "IcebergMetadataError": "deltalog.uniform",
+    "IcebergReferences": "deltalog.uniform",
+    "MetadataFile": "deltalog.uniform",
+    "ReaderSnapshot": "deltalog.uniform",
+    "read_iceberg_references": "deltalog.uniform",
     # deltalog.vacuuming
     "LiteVacuumUnavailableError": "deltalog.vacuuming",
     "VacuumPlan": "deltalog.vacuuming",
@@ -295,6 +311,8 @@ _LAZY = {
     "execute_vacuum": "deltalog.vacuuming",
     "plan_vacuum": "deltalog.vacuuming",
     "vacuum": "deltalog.vacuuming",
+    # deltalog.vacuuming.iceberg_guard
+    "IcebergGuard": "deltalog.vacuuming.iceberg_guard",
     # deltalog.vacuuming.retention
     "Retention": "deltalog.vacuuming.retention",
     # deltalog.vacuuming.spark
@@ -342,9 +360,13 @@ __all__ = [
     "FileInfo",
     "FleetPolicy",
     "FleetRunResult",
+    "ForeignIcebergMetadataError",
     "FoundTable",
     "HistoryEntry",
     "HistoryRecorder",
+    "IcebergGuard",
+    "IcebergMetadataError",
+    "IcebergReferences",
     "IngestResult",
     "JournalRow",
     "Lease",
@@ -355,6 +377,7 @@ __all__ = [
     "MaintenanceDue",
     "ManifestResult",
     "Measure",
+    "MetadataFile",
     "NewCommit",
     "Operation",
     "OperationSpan",
@@ -363,6 +386,7 @@ __all__ = [
     "PostCommitHook",
     "PostCommitHookResult",
     "Protocol",
+    "ReaderSnapshot",
     "Retention",
     "RollupStore",
     "RollupWindow",
@@ -380,6 +404,7 @@ __all__ = [
     "VacuumPlan",
     "VacuumResult",
     "WrittenFile",
+    "__version__",
     "acquire_lease",
     "append_arrow",
     "append_rows",
@@ -423,6 +448,7 @@ __all__ = [
     "plan_vacuum",
     "prepare_actions",
     "read_history",
+    "read_iceberg_references",
     "read_spark_request",
     "required_features",
     "rollup_rows",
@@ -440,5 +466,4 @@ __all__ = [
     "vacuum_job_script",
     "write_compaction_plan",
     "write_ingest",
-    "__version__",
 ]
