@@ -62,8 +62,19 @@ def _by_table(store: RollupStore, uri: str) -> pa.Table:
     return table_summaries(store.merged(window, snapshot, ("table_uri", "operation")))
 
 
+def _rounded(value: Any) -> Any:
+    """Sums of doubles depend on the order rows are added in (a rewritten file, another merge): equal to 9 digits."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def _comparable(summaries: pa.Table) -> list[dict[str, Any]]:
-    return summaries.drop_columns(["lasts", "policy"]).sort_by("table_uri").to_pylist()
+    return _rounded(summaries.drop_columns(["lasts", "policy"]).sort_by("table_uri").to_pylist())
 
 
 def test_table_summaries_agree_with_the_rows(history: str) -> None:
@@ -190,12 +201,22 @@ def test_the_store_is_a_cache_deleted_or_corrupted_it_is_made_again(history: str
     assert _comparable(_by_table(RollupStore(str(rollups)), history)) == expected
 
 
-def test_a_store_that_cannot_be_written_keeps_its_rollups_in_memory(history: str, tmp_path: Any, caplog: Any) -> None:
-    blocked = tmp_path / "file"
-    blocked.write_text("a file where the rollups' folder would be")
-    store = RollupStore(str(blocked / "rollups"))
-    assert _comparable(_by_table(store, history)) == _comparable(_by_table(RollupStore(None), history))
-    assert sum("kept in memory only" in r.getMessage() for r in caplog.records) == 1  # said once
+def test_a_store_that_cannot_be_written_keeps_its_rollups_in_memory(history: str, tmp_path: Any) -> None:
+    import logging
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("deltalog.journal.rollup_store")
+    logger.addHandler(handler)
+    try:
+        blocked = tmp_path / "file"
+        blocked.write_text("a file where the rollups' folder would be")
+        store = RollupStore(str(blocked / "rollups"))
+        assert _comparable(_by_table(store, history)) == _comparable(_by_table(RollupStore(None), history))
+    finally:
+        logger.removeHandler(handler)
+    assert sum("kept in memory only" in m for m in said) == 1  # said once
 
 
 def _build(history: str, rollups: str, out: Any) -> None:
@@ -203,7 +224,7 @@ def _build(history: str, rollups: str, out: Any) -> None:
     snapshot = _snapshot(history)
     window = store.window(snapshot, SINCE, TODAY)
     merged = store.merged(window, snapshot, ("table_uri", "operation"))
-    out.put((window.key, merged.drop_columns(["last", "state", "table_id", "policy"]).to_pylist()))
+    out.put((window.key, _rounded(merged.drop_columns(["last", "state", "table_id", "policy"]).to_pylist())))
 
 
 def test_processes_building_one_window_in_one_store_agree(history: str, tmp_path: Any) -> None:
