@@ -18,21 +18,8 @@ from urllib.parse import urlencode
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from deltalog_provider.fleet_view import html
 from deltalog_provider.fleet_view.cost import Prices
-from deltalog_provider.fleet_view.html import (
-    ago,
-    badge,
-    count,
-    esc,
-    excerpt,
-    human_bytes,
-    human_seconds,
-    page,
-    pager,
-    row_href,
-    text,
-    tiles,
-)
 from deltalog_provider.fleet_view.listing import COLUMNS, FILTERS, Context, groups, operations_run, sort_link
 from deltalog_provider.fleet_view.query import FleetQuery
 from deltalog_provider.fleet_view.timeseries import FLEET_CHARTS, charts
@@ -64,28 +51,28 @@ def _filters_form(query: FleetQuery) -> str:
         value = query.filters.get(f.param, "")
         if f.options:
             options = "".join(
-                f'<option value="{esc(v)}"{" selected" if v == value else ""}>{esc(label)}</option>'
+                f'<option value="{html.esc(v)}"{" selected" if v == value else ""}>{html.esc(label)}</option>'
                 for v, label in f.options
             )
             if value and value not in {v for v, _ in f.options}:
-                options += f'<option value="{esc(value)}" selected>{esc(value)}</option>'
-            fields.append(f'<label>{esc(f.label)}<select name="{esc(f.param)}">{options}</select></label>')
+                options += f'<option value="{html.esc(value)}" selected>{html.esc(value)}</option>'
+            fields.append(f'<label>{html.esc(f.label)}<select name="{html.esc(f.param)}">{options}</select></label>')
         else:
             fields.append(
-                f'<label>{esc(f.label)}<input name="{esc(f.param)}" value="{esc(value)}" size="24" maxlength="2048">'
+                f'<label>{html.esc(f.label)}<input name="{html.esc(f.param)}" value="{html.esc(value)}" size="24" maxlength="2048">'
                 "</label>"
             )
     hidden = "".join(
-        f'<input type="hidden" name="{k}" value="{esc(v)}">'
+        f'<input type="hidden" name="{k}" value="{html.esc(v)}">'
         for k, v in query.params(page=1).items()
         if k in ("days", "sort", "order")
     )
-    clear = f' <a href="{esc(_href(FleetQuery(days=query.days)))}" id="clear">clear</a>' if query.filters else ""
+    clear = f' <a href="{html.esc(_href(FleetQuery(days=query.days)))}" id="clear">clear</a>' if query.filters else ""
     return f'<form class="filters" id="filters" method="get" action="./">{"".join(fields)}{hidden}<button type="submit">show</button>{clear}</form>'
 
 
 def _pager(query: FleetQuery, matching: int, shown: int, suffix: str = "") -> str:
-    return pager(
+    return html.pager(
         "tables",
         page=query.page,
         limit=query.limit,
@@ -107,20 +94,22 @@ def _problems(listing: pa.Table, status: str, list_id: str, empty: str, query: F
             if last and last.get("status") in wanted:
                 items.append((row, last))
     if not items:
-        return f'<p class="muted" id="{list_id}">{esc(empty)}</p>'
+        return f'<p class="muted" id="{list_id}">{html.esc(empty)}</p>'
     items.sort(key=lambda x: str(x[1].get("at") or ""), reverse=True)
     lis = []
     for row, last in items[:LISTED_PROBLEMS]:
-        link = f'<a href="table?uri={esc(_quote(row["table_uri"]))}" data-table="{esc(row["table_uri"])}">{esc(row.get("path"))}</a>'
-        why = excerpt(last.get("reason"), last.get("reason_chars"), href=row_href(last.get("day"), last.get("id")))
+        link = f'<a href="table?uri={html.esc(_quote(row["table_uri"]))}" data-table="{html.esc(row["table_uri"])}">{html.esc(row.get("path"))}</a>'
+        why = html.excerpt(
+            last.get("reason"), last.get("reason_chars"), href=html.row_href(last.get("day"), last.get("id"))
+        )
         lis.append(
-            f"<li>{link} {esc(text(last.get('operation')).replace('_', ' '))}: {badge(last.get('status'))} "
-            f'<span class="muted">{esc(ago(last.get("at"), now))}</span> <span class="why">{why}</span></li>'
+            f"<li>{link} {html.esc(html.text(last.get('operation')).replace('_', ' '))}: {html.badge(last.get('status'))} "
+            f'<span class="muted">{html.esc(html.ago(last.get("at"), now))}</span> <span class="why">{why}</span></li>'
         )
     more = ""
     if len(items) > LISTED_PROBLEMS:
         kind = "problem" if "|" in status else status
-        more = f'<p><a href="{esc(_href(query, page=1, filters={**query.filters, "status": kind}))}">{len(items):,} in all: their tables &rarr;</a></p>'
+        more = f'<p><a href="{html.esc(_href(query, page=1, filters={**query.filters, "status": kind}))}">{len(items):,} in all: their tables &rarr;</a></p>'
     return f'<ul id="{list_id}">{"".join(lis)}</ul>{more}'
 
 
@@ -140,15 +129,15 @@ def _groups_section(listing: pa.Table, prices: Prices, query: FleetQuery) -> str
     for g in rows[:LISTED_GROUPS]:
         href = _href(FleetQuery(days=query.days, sort=query.sort, order=query.order, filters={"prefix": g["folder"]}))
         cells = [
-            f'<td><a href="{esc(href)}" data-prefix="{esc(g["folder"])}" class="path">{esc(g["group"] or g["folder"] or "-")}</a></td>',
+            f'<td><a href="{html.esc(href)}" data-prefix="{html.esc(g["folder"])}" class="path">{html.esc(g["group"] or g["folder"] or "-")}</a></td>',
             *(
-                f'<td class="num">{count(g[f"{k}_sum"])}</td>'
+                f'<td class="num">{html.count(g[f"{k}_sum"])}</td>'
                 for k in ("tables", "failed", "refused", "deferred", "due")
             ),
-            f'<td class="num">{esc(human_bytes(g["bytes_sum"]))}</td>',
+            f'<td class="num">{html.esc(html.human_bytes(g["bytes_sum"]))}</td>',
         ]
         if prices.any:
-            cells.append(f'<td class="num">{esc(prices.money(g["cost_sum"]))}</td>')
+            cells.append(f'<td class="num">{html.esc(prices.money(g["cost_sum"]))}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
     more = f'<p class="muted">and {len(rows) - LISTED_GROUPS:,} more folders</p>' if len(rows) > LISTED_GROUPS else ""
     return (
@@ -178,7 +167,7 @@ def fleet_page(
     columns = [c for c in COLUMNS if c.shown(ctx)]
     rows_total = _sum(listing, "rows") or 0
     windows = " ".join(
-        f"<b>{d} days</b>" if d == query.days else f'<a href="{esc(_href(query, days=d, page=1))}">{d} days</a>'
+        f"<b>{d} days</b>" if d == query.days else f'<a href="{html.esc(_href(query, days=d, page=1))}">{d} days</a>'
         for d in WINDOWS
     )
     base = FleetQuery(days=query.days)
@@ -195,11 +184,16 @@ def fleet_page(
         ("due", f"{_count_status(listing, 'due'):,}", "due now", _href(base, filters={"status": "due"})),
         (
             "reclaimed",
-            human_bytes(_sum(listing, "bytes_reclaimed")),
+            html.human_bytes(_sum(listing, "bytes_reclaimed")),
             f"reclaimed in {query.days} d",
             _href(base, sort="reclaimed", order="desc"),
         ),
-        ("cpu", human_seconds(_sum(listing, "cpu_s")), f"CPU in {query.days} d", _href(base, sort="cpu", order="desc")),
+        (
+            "cpu",
+            html.human_seconds(_sum(listing, "cpu_s")),
+            f"CPU in {query.days} d",
+            _href(base, sort="cpu", order="desc"),
+        ),
     ]
     if prices.any:
         tile_items.append(
@@ -213,12 +207,13 @@ def fleet_page(
     if prices.gb_month is not None:
         tile_items.append(("saved", prices.money(_sum(listing, "saved_month")), "saved per month by vacuum", None))
     head = "".join(
-        f'<th data-column="{esc(c.key)}"{" class=num" if c.numeric else ""}>{sort_link(c, query)}</th>' for c in columns
+        f'<th data-column="{html.esc(c.key)}"{" class=num" if c.numeric else ""}>{sort_link(c, query)}</th>'
+        for c in columns
     )
     body_rows = []
     for row in shown.to_pylist():
         cells = "".join(f"<td{' class=num' if c.numeric else ''}>{c.cell(row, ctx)}</td>" for c in columns)
-        body_rows.append(f'<tr data-table="{esc(row.get("table_uri"))}">{cells}</tr>')
+        body_rows.append(f'<tr data-table="{html.esc(row.get("table_uri"))}">{cells}</tr>')
     if shown.num_rows:
         table_html = (
             _pager(query, matching, shown.num_rows)
@@ -231,11 +226,11 @@ def fleet_page(
         table_html = '<p class="empty" id="tables-empty">No maintenance recorded in this window yet.</p>'
     body = (
         "<h1>Delta tables: maintenance</h1>"
-        f'<p class="sub">From the maintenance history <code>{esc(source)}</code>, {esc(since.isoformat())} to '
-        f"{esc(until.isoformat())} ({int(rows_total):,} rows); rendered {esc(now.strftime('%Y-%m-%d %H:%M'))} UTC. "
+        f'<p class="sub">From the maintenance history <code>{html.esc(source)}</code>, {html.esc(since.isoformat())} to '
+        f"{html.esc(until.isoformat())} ({int(rows_total):,} rows); rendered {html.esc(now.strftime('%Y-%m-%d %H:%M'))} UTC. "
         f"Window: {windows}</p>"
-        + "".join(f'<p class="notice">{esc(n)}</p>' for n in notices)
-        + tiles(tile_items)
+        + "".join(f'<p class="notice">{html.esc(n)}</p>' for n in notices)
+        + html.tiles(tile_items)
         + _filters_form(query)
         + table_html
         + _groups_section(listing, prices, query)
@@ -247,7 +242,7 @@ def fleet_page(
         + charts(FLEET_CHARTS, days_table, prices)
         + "</div>"
     )
-    return page("Delta tables: maintenance", body)
+    return html.page("Delta tables: maintenance", body)
 
 
 __all__ = ["LISTED_PROBLEMS", "fleet_page"]
