@@ -154,6 +154,17 @@ OBJECTIVE_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
 COLUMNS = COLUMNS + OBJECTIVE_COLUMNS
 #: The columns each schema version added (an older history is upgraded by adding the later ones).
 COLUMNS_BY_VERSION = {1: len(COLUMNS) - len(OBJECTIVE_COLUMNS), 2: len(COLUMNS)}
+#: The counters of work done (files and bytes read, written, removed, reclaimed): summed over rows.
+WORK_COLUMNS = (
+    "files_read",
+    "bytes_read",
+    "files_written",
+    "bytes_written",
+    "files_removed",
+    "bytes_removed",
+    "bytes_reclaimed",
+    "log_files_removed",
+)
 
 #: Every column, as the table's schema.
 HISTORY_SCHEMA = pa.schema([pa.field(name, typ, nullable) for name, typ, nullable, _ in COLUMNS])
@@ -183,4 +194,5 @@ __all__ = [
     "STATUSES",
     "TABLE_PROPERTIES",
     "schema_of_version",
+    "WORK_COLUMNS",
 ]
