@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltalog.errors import DeltaLogError
+from deltalog.errors import DeltaLogError, NotADeltaTableError
 from deltalog.fleet.discover import FoundTable
 from deltalog.fleet.ranking import TableReport, fleet_health
 from deltalog.fleet.run import COMPLIANCE_HISTORY_DAYS, measurement_rows
@@ -32,7 +32,10 @@ __all__ = ["BreachAlert", "BreachMessage", "breach_alert", "breach_message", "ch
 
 def _history_rows(uri: str, storage_options: dict[str, Any] | None, now: dt.datetime) -> Any:
     since = (now - dt.timedelta(days=COMPLIANCE_HISTORY_DAYS)).date()
-    return read_history(uri, storage_options=storage_options, since=since)
+    try:
+        return read_history(uri, storage_options=storage_options, since=since)
+    except NotADeltaTableError as exc:
+        raise NotADeltaTableError(f"the maintenance history {uri} cannot be read: {exc}") from None
 
 
 def _measure(
