@@ -29,6 +29,7 @@ from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
 from deltalog.compaction import CompactionOptions, commit_outputs, compact, plan_compaction
 from deltalog.compaction.spark import commit_spark_result, compact_with_spark_job, write_compaction_plan
+from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
 from deltalog.convert import convert_to_delta
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
@@ -126,6 +127,8 @@ OPENERS = [
     commit_spark_result,
     compact_with_spark_job,
     write_compaction_plan,
+    sync_iceberg_metadata,
+    expire_iceberg_snapshots,
 ]
 
 

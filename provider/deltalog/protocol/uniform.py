@@ -148,7 +148,11 @@ def _type_changes(dtype: Any, path: str, metadata: dict[str, Any] | None) -> lis
     """Every (column, fromType, toType) recorded in ``delta.typeChanges`` inside a field."""
     out: list[tuple[str, str, str]] = []
     for change in (metadata or {}).get("delta.typeChanges") or []:
-        if isinstance(change, dict) and isinstance(change.get("fromType"), str) and isinstance(change.get("toType"), str):
+        if (
+            isinstance(change, dict)
+            and isinstance(change.get("fromType"), str)
+            and isinstance(change.get("toType"), str)
+        ):
             where = f"{path}.{change['fieldPath']}" if change.get("fieldPath") else path
             out.append((where, change["fromType"], change["toType"]))
     if isinstance(dtype, dict):
@@ -180,8 +184,7 @@ def uniform_iceberg_problem(
     versions = iceberg_compat_versions(configuration)
     if 3 in versions:
         return (
-            "it enables icebergCompatV3 (Iceberg format v3), whose metadata deltalog does not write "
-            "(docs/uniform.md)"
+            "it enables icebergCompatV3 (Iceberg format v3), whose metadata deltalog does not write (docs/uniform.md)"
         )
     if len(versions) != 1:
         return (
@@ -207,5 +210,7 @@ def uniform_iceberg_problem(
     for column, old, new in _type_changes(json.loads(schema_string), "", None):
         why = type_change_problem(old, new)
         if why:
-            return f"column {column} was widened from {old} to {new}: {why}, so Iceberg readers could not read its files"
+            return (
+                f"column {column} was widened from {old} to {new}: {why}, so Iceberg readers could not read its files"
+            )
     return None

@@ -7,4 +7,34 @@ hooks (the Iceberg metadata of each new Delta version) and log cleanup (expiring
 snapshots past the table's retention) can all reach it from above.
 """
 
-__all__: list[str] = []
+from importlib import import_module
+from typing import Any
+
+#: Public names, loaded on first use: pyiceberg takes a second to import, which a commit to a table
+#: without UniForm never pays.
+_LAZY = {
+    "ConvertedSnapshot": "deltalog.uniform.convert",
+    "ExpiredSnapshot": "deltalog.uniform.expire",
+    "IcebergSyncResult": "deltalog.uniform.convert",
+    "UniformConversionError": "deltalog.uniform.convert",
+    "sync_iceberg_metadata": "deltalog.uniform.convert",
+    "IcebergExpiryResult": "deltalog.uniform.expire",
+    "expire_iceberg_snapshots": "deltalog.uniform.expire",
+}
+
+__all__ = [
+    "ConvertedSnapshot",
+    "ExpiredSnapshot",
+    "IcebergExpiryResult",
+    "IcebergSyncResult",
+    "UniformConversionError",
+    "expire_iceberg_snapshots",
+    "sync_iceberg_metadata",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'deltalog.uniform' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -247,7 +247,9 @@ def _set_schema(pending: _Pending, schema: Schema) -> None:
             pending.apply(SetCurrentSchemaUpdate(schema_id=known.schema_id))
             return
     new_id = max(s.schema_id for s in pending.metadata.schemas) + 1
-    pending.apply(AddSchemaUpdate(schema=Schema(*schema.fields, schema_id=new_id)), SetCurrentSchemaUpdate(schema_id=-1))
+    pending.apply(
+        AddSchemaUpdate(schema=Schema(*schema.fields, schema_id=new_id)), SetCurrentSchemaUpdate(schema_id=-1)
+    )
 
 
 class _Conversion:
@@ -309,9 +311,7 @@ class _Conversion:
         factory = self.files(pending)
         for version, data in zip(versions, contents):
             actions = parse_commit(data, self.listing.commits[version].name)
-            adds = {
-                file_key(self.storage, factory.location(a["add"]["path"])): a["add"] for a in actions if "add" in a
-            }
+            adds = {file_key(self.storage, factory.location(a["add"]["path"])): a["add"] for a in actions if "add" in a}
             removes = {
                 file_key(self.storage, factory.location(a["remove"]["path"])): a["remove"]
                 for a in actions

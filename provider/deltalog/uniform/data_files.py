@@ -73,7 +73,9 @@ def _bound(delta_type: str, iceberg_type: IcebergType, value: Any, upper: bool) 
     """One statistic as an Iceberg bound, or None where it may not bound every value (module doc)."""
     try:
         if delta_type in ("integer", "short", "byte"):
-            return to_bytes(iceberg_type, int(value)) if isinstance(value, int) and not isinstance(value, bool) else None
+            return (
+                to_bytes(iceberg_type, int(value)) if isinstance(value, int) and not isinstance(value, bool) else None
+            )
         if delta_type in ("float", "double"):
             if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
                 return None
@@ -96,7 +98,11 @@ def _bound(delta_type: str, iceberg_type: IcebergType, value: Any, upper: bool) 
             if micros is None:
                 return None
             return to_bytes(iceberg_type, micros + (999 if upper else 0))
-        if isinstance(iceberg_type, DecimalType) and isinstance(value, int | float | str) and not isinstance(value, bool):
+        if (
+            isinstance(iceberg_type, DecimalType)
+            and isinstance(value, int | float | str)
+            and not isinstance(value, bool)
+        ):
             number = decimal.Decimal(str(value))
             exact = number.quantize(decimal.Decimal(1).scaleb(-iceberg_type.scale))
             return to_bytes(iceberg_type, exact) if exact == number else None

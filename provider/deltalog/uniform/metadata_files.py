@@ -273,9 +273,7 @@ def read_head(storage: Storage) -> IcebergHead | None:
         version = ours[-1] if ours else None
     if version is not None:
         rel = posixpath.join(METADATA_DIR, metadata_file_name(version))
-        return IcebergHead(
-            version, storage.full_uri(rel), _read_metadata(storage, rel), stale_hint=hint != version
-        )
+        return IcebergHead(version, storage.full_uri(rel), _read_metadata(storage, rel), stale_hint=hint != version)
     if foreign:
         rel = posixpath.join(METADATA_DIR, foreign[-1][1])
         return IcebergHead(0, storage.full_uri(rel), _read_metadata(storage, rel), foreign=True)
@@ -297,6 +295,8 @@ def write_hint(storage: Storage, version: int) -> bool:
     try:
         storage.write_atomic(storage.join(METADATA_DIR, VERSION_HINT), str(version).encode("ascii"))
     except (OSError, StorageError) as exc:
-        log.warning("Iceberg metadata v%d of %s landed but its version hint was not updated: %s", version, storage.uri, exc)
+        log.warning(
+            "Iceberg metadata v%d of %s landed but its version hint was not updated: %s", version, storage.uri, exc
+        )
         return False
     return True

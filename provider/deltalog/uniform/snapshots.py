@@ -172,9 +172,7 @@ def _merge_small(
     small = [m for m in kept if m.manifest_length < TARGET_MANIFEST_BYTES]
     if len(small) < 2:
         return kept
-    entries = [
-        ("existing", entry) for m in small for entry in m.fetch_manifest_entry(io, discard_deleted=True)
-    ]
+    entries = [("existing", entry) for m in small for entry in m.fetch_manifest_entry(io, discard_deleted=True)]
     merged = _write(io, names, metadata, snapshot_id, entries)
     return [m for m in kept if m not in small] + [merged]
 
@@ -218,9 +216,7 @@ def commit_snapshot(
         added = [
             (
                 "added",
-                ManifestEntry.from_args(
-                    status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=data_file
-                ),
+                ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=data_file),
             )
             for data_file in change.added
         ]
