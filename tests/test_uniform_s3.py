@@ -12,8 +12,15 @@ from deltalog import DeltaTable
 from deltalog.compaction import compact
 from deltalog.uniform import sync_iceberg_metadata
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY
-from uniform_tables import append, create_uniform, deltalake_rows, iceberg_rows, iceberg_snapshot_for, rows
-from uniform_tables import snapshots_by_delta_version
+from uniform_tables import (
+    append,
+    create_uniform,
+    deltalake_rows,
+    iceberg_rows,
+    iceberg_snapshot_for,
+    rows,
+    snapshots_by_delta_version,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3]
 
