@@ -44,8 +44,13 @@ def main() -> int:
             if request.get("snapshot_id") is not None:
                 reader = reader.option("versionAsOf", str(request["snapshot_id"]))
             frame = reader.load(request["location"])
-            exact = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
-            rows = sorted(r[0] for r in frame.select(to_json(struct(*[col(c) for c in frame.columns]), exact)).collect())
+            exact = {
+                "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+                "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+            }
+            rows = sorted(
+                r[0] for r in frame.select(to_json(struct(*[col(c) for c in frame.columns]), exact)).collect()
+            )
             answer = {"rows": rows, "columns": frame.columns}
         except Exception as exc:  # noqa: BLE001 - the test reads the error
             answer = {"error": str(exc).splitlines()[0] if str(exc) else repr(exc)}

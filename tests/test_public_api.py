@@ -29,7 +29,6 @@ from deltalog import DeltaTable
 from deltalog.commit.transaction import Transaction
 from deltalog.compaction import CompactionOptions, commit_outputs, compact, plan_compaction
 from deltalog.compaction.spark import commit_spark_result, compact_with_spark_job, write_compaction_plan
-from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
 from deltalog.convert import convert_to_delta
 from deltalog.create import create_table
 from deltalog.errors import InvalidArgumentError
@@ -45,6 +44,7 @@ from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.maintenance.due import maintenance_due
 from deltalog.maintenance.health import compute_health
+from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
 from deltalog.vacuuming import execute_vacuum, plan_vacuum, vacuum
 
 #: method -> (the function it delegates to, its parameters the method does not take, renames).

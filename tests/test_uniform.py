@@ -70,7 +70,9 @@ def test_create_writes_the_iceberg_table_as_deltas_converter_does(tmp_path):
     # Field ids are the column mapping ids; the list element and map key/value ids are the nested ids.
     delta = {f["name"]: f for f in json.loads(md.schema_string)["fields"]}
     iceberg = {f["name"]: f for f in doc["schemas"][0]["fields"]}
-    assert {n: f["id"] for n, f in iceberg.items()} == {n: f["metadata"]["delta.columnMapping.id"] for n, f in delta.items()}
+    assert {n: f["id"] for n, f in iceberg.items()} == {
+        n: f["metadata"]["delta.columnMapping.id"] for n, f in delta.items()
+    }
     nested = delta["tags"]["metadata"]["delta.columnMapping.nested.ids"]
     assert iceberg["tags"]["type"]["element-id"] == next(iter(nested.values()))
     assert iceberg["ts"]["type"] == "timestamptz" and iceberg["small"]["type"] == "int"
@@ -197,8 +199,16 @@ def test_a_commit_whose_actions_do_not_add_up_is_redone_as_a_catch_up(tmp_path):
     size = os.path.getsize(os.path.join(path, rel))
     txn = Transaction(table.storage, snap, operation="WRITE", run_hooks=False)
     txn.add(
-        [{"path": rel, "partitionValues": {phys: "a"}, "size": size, "modificationTime": 0, "dataChange": False,
-          "stats": json.dumps({"numRecords": 5})}]
+        [
+            {
+                "path": rel,
+                "partitionValues": {phys: "a"},
+                "size": size,
+                "modificationTime": 0,
+                "dataChange": False,
+                "stats": json.dumps({"numRecords": 5}),
+            }
+        ]
     )
     txn.commit()
     result = sync_iceberg_metadata(path)
@@ -411,7 +421,8 @@ def test_expiry_keeps_the_current_snapshot_and_what_retained_ones_reference(tmp_
     assert current not in {s.snapshot_id for s in plan.expired}
     assert all(f.startswith("metadata/") for f in plan.files)
     current_files = {os.path.basename(before.current_snapshot().manifest_list)} | {
-        os.path.basename(m.manifest_path) for m in before.current_snapshot().manifests(StaticTable.from_metadata(path).io)
+        os.path.basename(m.manifest_path)
+        for m in before.current_snapshot().manifests(StaticTable.from_metadata(path).io)
     }
     assert not current_files & {os.path.basename(f) for f in plan.files}
     assert sorted(os.listdir(metadata_dir)) == sorted(os.listdir(metadata_dir))  # the dry run deleted nothing

@@ -54,7 +54,10 @@ DDL = (
     "id BIGINT, n INT, small SMALLINT, amount DECIMAL(10,2), name STRING, day DATE, ts TIMESTAMP, "
     "point STRUCT<x: DOUBLE, y: DOUBLE>, part STRING"
 )
-EXACT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+EXACT_JSON = {
+    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
+}
 
 
 def _sql_rows(start: int, count: int, part: str) -> str:
@@ -76,7 +79,11 @@ class IcebergSpark:
 
         iceberg_spark.ensure()
         self.proc = subprocess.Popen(
-            [str(iceberg_spark.python()), str(REPO / "tests" / "iceberg_spark_reader.py"), str(iceberg_spark.jars_file())],
+            [
+                str(iceberg_spark.python()),
+                str(REPO / "tests" / "iceberg_spark_reader.py"),
+                str(iceberg_spark.jars_file()),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -105,15 +105,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         generate_manifest,
         last_checkpoint_checksum,
     )
-    from deltalog.uniform import (
-        ConvertedSnapshot,
-        ExpiredSnapshot,
-        IcebergExpiryResult,
-        IcebergSyncResult,
-        UniformConversionError,
-        expire_iceberg_snapshots,
-        sync_iceberg_metadata,
-    )
     from deltalog.maintenance import (
         DueRule,
         ExplainedSetting,
@@ -136,6 +127,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.protocol.features import Cell
     from deltalog.storage import FileInfo, Storage, is_remote
+    from deltalog.uniform import (
+        ConvertedSnapshot,
+        ExpiredSnapshot,
+        IcebergExpiryResult,
+        IcebergSyncResult,
+        UniformConversionError,
+        expire_iceberg_snapshots,
+        sync_iceberg_metadata,
+    )
     from deltalog.vacuuming import (
         LiteVacuumUnavailableError,
         VacuumPlan,

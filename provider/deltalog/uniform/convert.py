@@ -77,6 +77,7 @@ from deltalog.uniform.metadata_files import (
     IcebergHead,
     StorageFileIO,
     UniformMetadataError,
+    aliased,
     read_head,
     table_relative,
     write_hint,
@@ -217,19 +218,23 @@ def _new_metadata(storage: Storage, target: Snapshot, schema: Schema, max_id: in
         table_uuid = uuid.uuid4()
     max_column = _int(target.metadata.configuration.get("delta.columnMapping.maxColumnId")) or 0
     return TableMetadataV2(
-        location=storage.uri,
-        table_uuid=table_uuid,
-        last_updated_ms=now_ms,
-        last_column_id=max(max_id, max_column),
-        schemas=[schema],
-        current_schema_id=schema.schema_id,
-        partition_specs=[spec],
-        default_spec_id=spec.spec_id,
-        last_partition_id=PARTITION_FIELD_ID_START + len(spec.fields) - 1,
-        properties={},
-        sort_orders=[UNSORTED_SORT_ORDER],
-        default_sort_order_id=UNSORTED_SORT_ORDER.order_id,
-        last_sequence_number=0,
+        **aliased(
+            {
+                "location": storage.uri,
+                "table-uuid": table_uuid,
+                "last-updated-ms": now_ms,
+                "last-column-id": max(max_id, max_column),
+                "schemas": [schema],
+                "current-schema-id": schema.schema_id,
+                "partition-specs": [spec],
+                "default-spec-id": spec.spec_id,
+                "last-partition-id": PARTITION_FIELD_ID_START + len(spec.fields) - 1,
+                "properties": {},
+                "sort-orders": [UNSORTED_SORT_ORDER],
+                "default-sort-order-id": UNSORTED_SORT_ORDER.order_id,
+                "last-sequence-number": 0,
+            }
+        )
     )
 
 
@@ -244,11 +249,12 @@ def _set_schema(pending: _Pending, schema: Schema) -> None:
         return
     for known in pending.metadata.schemas:
         if known.fields == schema.fields:
-            pending.apply(SetCurrentSchemaUpdate(schema_id=known.schema_id))
+            pending.apply(SetCurrentSchemaUpdate(**aliased({"schema-id": known.schema_id})))
             return
     new_id = max(s.schema_id for s in pending.metadata.schemas) + 1
     pending.apply(
-        AddSchemaUpdate(schema=Schema(*schema.fields, schema_id=new_id)), SetCurrentSchemaUpdate(schema_id=-1)
+        AddSchemaUpdate(schema=Schema(*schema.fields, schema_id=new_id)),
+        SetCurrentSchemaUpdate(**aliased({"schema-id": -1})),
     )
 
 

@@ -33,7 +33,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionSpec, partition_record_value
 from pyiceberg.schema import Schema
 from pyiceberg.typedef import Record
-from pyiceberg.types import DecimalType, IcebergType
+from pyiceberg.types import DecimalType
 
 from deltalog.errors import OperationRefusedError
 from deltalog.protocol.parquet_layout import from_log_path, is_absolute
@@ -69,7 +69,7 @@ def _micros(text: str, with_zone: bool) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _bound(delta_type: str, iceberg_type: IcebergType, value: Any, upper: bool) -> bytes | None:
+def _bound(delta_type: str, iceberg_type: Any, value: Any, upper: bool) -> bytes | None:
     """One statistic as an Iceberg bound, or None where it may not bound every value (module doc)."""
     try:
         if delta_type in ("integer", "short", "byte"):
@@ -79,10 +79,10 @@ def _bound(delta_type: str, iceberg_type: IcebergType, value: Any, upper: bool) 
         if delta_type in ("float", "double"):
             if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
                 return None
-            number = float(value)
-            if number == 0.0:  # Iceberg orders -0.0 below 0.0; statistics do not tell them apart
-                number = 0.0 if upper else -0.0
-            return to_bytes(iceberg_type, number)
+            real = float(value)
+            if real == 0.0:  # Iceberg orders -0.0 below 0.0; statistics do not tell them apart
+                real = 0.0 if upper else -0.0
+            return to_bytes(iceberg_type, real)
         if delta_type == "string":
             if not isinstance(value, str) or any(ord(c) >= 0xD800 for c in value):
                 return None

@@ -38,7 +38,14 @@ from deltalog._flags import require_bools
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.uniform.iceberg_schema import snapshot_retention_ms
-from deltalog.uniform.metadata_files import METADATA_DIR, StorageFileIO, read_head, table_relative, write_metadata
+from deltalog.uniform.metadata_files import (
+    METADATA_DIR,
+    StorageFileIO,
+    aliased,
+    read_head,
+    table_relative,
+    write_metadata,
+)
 from deltalog.uniform.snapshots import DELTA_VERSION
 
 __all__ = ["ExpiredSnapshot", "IcebergExpiryResult", "expire_iceberg_snapshots"]
@@ -183,10 +190,14 @@ def expire_iceberg_snapshots(
             return IcebergExpiryResult(True, retention, cutoff, head.version, described, len(kept), files)
         gone_logs = {e.metadata_file for e in old_files}
         log_entries = [e for e in metadata.metadata_log if e.metadata_file not in gone_logs]
-        log_entries.append(MetadataLogEntry(metadata_file=head.location, timestamp_ms=metadata.last_updated_ms))
+        log_entries.append(
+            MetadataLogEntry(**aliased({"metadata-file": head.location, "timestamp-ms": metadata.last_updated_ms}))
+        )
         new = metadata
         if expired:
-            new = update_table_metadata(new, (RemoveSnapshotsUpdate(snapshot_ids=[s.snapshot_id for s in expired]),))
+            new = update_table_metadata(
+                new, (RemoveSnapshotsUpdate(**aliased({"snapshot-ids": [s.snapshot_id for s in expired]})),)
+            )
         new = new.model_copy(update={"metadata_log": log_entries, "last_updated_ms": metadata.last_updated_ms})
         try:
             write_metadata(storage, head.version + 1, new)

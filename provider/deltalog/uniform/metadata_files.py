@@ -33,6 +33,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 from urllib.parse import urlparse
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
@@ -48,6 +49,7 @@ __all__ = [
     "IcebergHead",
     "StorageFileIO",
     "UniformMetadataError",
+    "aliased",
     "metadata_file_name",
     "read_head",
     "table_relative",
@@ -67,6 +69,12 @@ _S3 = ("s3", "s3a", "s3n")
 
 class UniformMetadataError(OperationRefusedError):
     """The Iceberg metadata beside the table cannot be read or continued (the reason says why)."""
+
+
+def aliased(fields: dict[str, Any]) -> Any:
+    """Keyword arguments for a pyiceberg model named by its aliases (the Iceberg spec's field names, as in the
+    JSON), which its typed constructor does not declare."""
+    return fields
 
 
 def metadata_file_name(version: int) -> str:

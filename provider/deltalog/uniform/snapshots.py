@@ -41,7 +41,7 @@ from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate, upda
 
 from deltalog._version import __version__
 from deltalog.storage.filesystem import Storage
-from deltalog.uniform.metadata_files import METADATA_DIR, StorageFileIO, table_relative
+from deltalog.uniform.metadata_files import METADATA_DIR, StorageFileIO, aliased, table_relative
 
 __all__ = ["DELTA_TIMESTAMP", "DELTA_VERSION", "LiveFiles", "SnapshotChange", "commit_snapshot", "file_key"]
 
@@ -52,7 +52,8 @@ DELTA_TIMESTAMP = "delta-timestamp"
 #: Iceberg's ``commit.manifest.min-count-to-merge`` and ``commit.manifest.target-size-bytes`` defaults.
 MIN_COUNT_TO_MERGE = 100
 TARGET_MANIFEST_BYTES = 8 * 1024 * 1024
-AVRO_COMPRESSION = "gzip"
+#: Iceberg's default ``write.avro.compression-codec`` (Avro's deflate).
+AVRO_COMPRESSION: Any = "gzip"
 
 
 def file_key(storage: Storage, location: str) -> str:
@@ -235,24 +236,29 @@ def commit_snapshot(
         list_writer.add_manifests(manifests)
     floor = max([metadata.last_updated_ms] + [e.timestamp_ms for e in metadata.snapshot_log])
     timestamp = max(change.timestamp_ms, floor)
+    # pydantic models built by their aliases (the names the Iceberg spec gives the fields).
     snapshot = Snapshot(
-        snapshot_id=snapshot_id,
-        parent_snapshot_id=parent.snapshot_id if parent else None,
-        sequence_number=sequence,
-        timestamp_ms=timestamp,
-        manifest_list=list_location,
-        summary=_summary(change, removed_files, metadata.schema(), metadata.spec(), parent.summary if parent else None),
-        schema_id=metadata.current_schema_id,
+        **aliased(
+            {
+                "snapshot-id": snapshot_id,
+                "parent-snapshot-id": parent.snapshot_id if parent else None,
+                "sequence-number": sequence,
+                "timestamp-ms": timestamp,
+                "manifest-list": list_location,
+                "summary": _summary(
+                    change, removed_files, metadata.schema(), metadata.spec(), parent.summary if parent else None
+                ),
+                "schema-id": metadata.current_schema_id,
+            }
+        )
     )
-    updates: Any = (
-        AddSnapshotUpdate(snapshot=snapshot),
-        SetSnapshotRefUpdate(
-            ref_name=MAIN_BRANCH,
-            type=SnapshotRefType.BRANCH,
-            snapshot_id=snapshot_id,
-            parent_snapshot_id=snapshot.parent_snapshot_id,
-        ),
-    )
+    ref = {
+        "ref-name": MAIN_BRANCH,
+        "type": SnapshotRefType.BRANCH,
+        "snapshot-id": snapshot_id,
+        "parent-snapshot-id": snapshot.parent_snapshot_id,
+    }
+    updates: Any = (AddSnapshotUpdate(snapshot=snapshot), SetSnapshotRefUpdate(**aliased(ref)))
     metadata = update_table_metadata(metadata, updates, metadata_location=metadata_location)
     # The live files move on: removed ones out, the entries of the manifests written here in (read back through
     # the manifest list, which gave them their sequence number).

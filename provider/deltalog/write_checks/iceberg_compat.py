@@ -31,6 +31,7 @@ from deltalog.protocol.uniform import iceberg_schema_problem
 
 __all__ = ["check_iceberg_file", "check_iceberg_schema", "iceberg_compat_version"]
 
+
 def check_iceberg_schema(
     schema_string: str,
     partition_columns: list[str],
