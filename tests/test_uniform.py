@@ -457,3 +457,19 @@ def test_uniform_sync_cli(tmp_path, capsys):
     snap = DeltaTable(path).snapshot()
     assert "deletionVectors" not in snap.protocol.effective_writer_features()  # the property alone is not enough
     assert main(["uniform-sync", path]) == 0
+
+
+def test_fleet_maintenance_keeps_the_iceberg_metadata_current(tmp_path):
+    """The fleet compacts with its post-commit hooks off; it writes the Iceberg metadata itself afterwards."""
+    from deltalog.fleet.maintain import maintain_table
+
+    path = str(tmp_path / "t")
+    table = create_uniform(path)
+    for i in range(6):
+        append(table, rows(i * 5, 5, "a"))
+    out = maintain_table(path)
+    assert any(step.startswith("compaction") for step in out.ran), out
+    assert any(step.startswith("iceberg_metadata") for step in out.ran), out
+    latest = DeltaTable(path).snapshot().version
+    assert _metadata(path)["properties"]["delta-version"] == str(latest)
+    assert _check_every_version(path) >= 7
