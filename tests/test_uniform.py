@@ -473,3 +473,19 @@ def test_fleet_maintenance_keeps_the_iceberg_metadata_current(tmp_path):
     latest = DeltaTable(path).snapshot().version
     assert _metadata(path)["properties"]["delta-version"] == str(latest)
     assert _check_every_version(path) >= 7
+
+
+def test_iceberg_compat_v1_tables_convert_too(tmp_path):
+    """icebergCompatV1 (no list or map columns) writes the same Iceberg format version 2 metadata."""
+    path = str(tmp_path / "t")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string()), pa.field("part", pa.string())])
+    table = create_uniform(
+        path,
+        schema=schema,
+        configuration={"delta.enableIcebergCompatV1": "true", "delta.enableIcebergCompatV2": "false"},
+    )
+    for i in range(3):
+        append(table, rows(i * 4, 4, "a").select(["id", "name", "part"]))
+    compact(table, target_size=1 << 30)
+    assert _metadata(path)["format-version"] == 2
+    assert _check_every_version(path) == DeltaTable(path).snapshot().version
