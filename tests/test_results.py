@@ -148,12 +148,13 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         op.result = create_checkpoint(table)
     produced += [*recorder.appends, *recorder.recorded, recorder.context, table_state(table.snapshot())]
     produced += fleet_overview(read_history(str(root / "history")))
+    produced.append(_uniform_vacuum_plan(root / "uniform"))
     from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
     from uniform_tables import append as uniform_append
     from uniform_tables import create_uniform
     from uniform_tables import rows as uniform_rows
 
-    uniform = create_uniform(str(root / "uniform"))
+    uniform = create_uniform(str(root / "uniform_sync"))
     uniform_append(uniform, uniform_rows(0, 3, "a"), run_hooks=False)
     uniform_append(uniform, uniform_rows(3, 3, "a"), run_hooks=False)
     produced.append(sync_iceberg_metadata(uniform))  # two snapshots: ConvertedSnapshot
@@ -163,6 +164,28 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     for value in produced:
         _instances_in(value, seen)
     return seen
+
+
+def _uniform_vacuum_plan(folder: Any) -> Any:
+    """A vacuum plan of a UniForm table whose Iceberg metadata pyiceberg wrote: its Iceberg side (guard,
+    metadata files, snapshots) is part of the plan's result."""
+    from deltalog.vacuuming import plan_vacuum
+    from iceberg_helpers import (
+        append_iceberg,
+        append_uniform,
+        data_file,
+        iceberg_catalog,
+        make_uniform_table,
+        register_iceberg_table,
+    )
+
+    path = str(folder / "t")
+    os.makedirs(path)
+    make_uniform_table(path)
+    rel = append_uniform(path, 0)
+    table = register_iceberg_table(iceberg_catalog(str(folder / "catalog")), "file://" + path)
+    append_iceberg(table, [data_file(f"file://{path}/{rel}")])
+    return plan_vacuum(path)
 
 
 def test_every_class_with_to_dict_is_a_dataclass():

@@ -130,10 +130,16 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     from deltalog.uniform import (
         ConvertedSnapshot,
         ExpiredSnapshot,
+        ForeignIcebergMetadataError,
         IcebergExpiryResult,
+        IcebergMetadataError,
+        IcebergReferences,
         IcebergSyncResult,
+        MetadataFile,
+        ReaderSnapshot,
         UniformConversionError,
         expire_iceberg_snapshots,
+        read_iceberg_references,
         sync_iceberg_metadata,
     )
     from deltalog.vacuuming import (
@@ -144,6 +150,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         plan_vacuum,
         vacuum,
     )
+    from deltalog.vacuuming.iceberg_guard import IcebergGuard
     from deltalog.vacuuming.retention import Retention
     from deltalog.vacuuming.spark import vacuum_job_script
 
@@ -245,14 +252,6 @@ _LAZY = {
     "describe_checkpoint": "deltalog.log_maintenance",
     "generate_manifest": "deltalog.log_maintenance",
     "last_checkpoint_checksum": "deltalog.log_maintenance",
-    # deltalog.uniform
-    "ConvertedSnapshot": "deltalog.uniform",
-    "ExpiredSnapshot": "deltalog.uniform",
-    "IcebergExpiryResult": "deltalog.uniform",
-    "IcebergSyncResult": "deltalog.uniform",
-    "UniformConversionError": "deltalog.uniform",
-    "expire_iceberg_snapshots": "deltalog.uniform",
-    "sync_iceberg_metadata": "deltalog.uniform",
     # deltalog.maintenance
     "DueRule": "deltalog.maintenance",
     "ExplainedSetting": "deltalog.maintenance",
@@ -277,6 +276,20 @@ _LAZY = {
     "FileInfo": "deltalog.storage",
     "Storage": "deltalog.storage",
     "is_remote": "deltalog.storage",
+    # deltalog.uniform
+    "ConvertedSnapshot": "deltalog.uniform",
+    "ExpiredSnapshot": "deltalog.uniform",
+    "ForeignIcebergMetadataError": "deltalog.uniform",
+    "IcebergExpiryResult": "deltalog.uniform",
+    "IcebergMetadataError": "deltalog.uniform",
+    "IcebergReferences": "deltalog.uniform",
+    "IcebergSyncResult": "deltalog.uniform",
+    "MetadataFile": "deltalog.uniform",
+    "ReaderSnapshot": "deltalog.uniform",
+    "UniformConversionError": "deltalog.uniform",
+    "expire_iceberg_snapshots": "deltalog.uniform",
+    "read_iceberg_references": "deltalog.uniform",
+    "sync_iceberg_metadata": "deltalog.uniform",
     # deltalog.vacuuming
     "LiteVacuumUnavailableError": "deltalog.vacuuming",
     "VacuumPlan": "deltalog.vacuuming",
@@ -284,6 +297,8 @@ _LAZY = {
     "execute_vacuum": "deltalog.vacuuming",
     "plan_vacuum": "deltalog.vacuuming",
     "vacuum": "deltalog.vacuuming",
+    # deltalog.vacuuming.iceberg_guard
+    "IcebergGuard": "deltalog.vacuuming.iceberg_guard",
     # deltalog.vacuuming.retention
     "Retention": "deltalog.vacuuming.retention",
     # deltalog.vacuuming.spark
@@ -331,10 +346,14 @@ __all__ = [
     "FileInfo",
     "FleetPolicy",
     "FleetRunResult",
+    "ForeignIcebergMetadataError",
     "FoundTable",
     "HistoryEntry",
     "HistoryRecorder",
     "IcebergExpiryResult",
+    "IcebergGuard",
+    "IcebergMetadataError",
+    "IcebergReferences",
     "IcebergSyncResult",
     "IngestResult",
     "JournalRow",
@@ -345,6 +364,7 @@ __all__ = [
     "LogListing",
     "MaintenanceDue",
     "ManifestResult",
+    "MetadataFile",
     "NewCommit",
     "Operation",
     "OperationSpan",
@@ -353,6 +373,7 @@ __all__ = [
     "PostCommitHook",
     "PostCommitHookResult",
     "Protocol",
+    "ReaderSnapshot",
     "Retention",
     "RunContext",
     "Snapshot",
@@ -369,6 +390,7 @@ __all__ = [
     "VacuumPlan",
     "VacuumResult",
     "WrittenFile",
+    "__version__",
     "acquire_lease",
     "append_rows",
     "arrow_schema_to_schema_string",
@@ -407,6 +429,7 @@ __all__ = [
     "plan_vacuum",
     "prepare_actions",
     "read_history",
+    "read_iceberg_references",
     "read_spark_request",
     "required_features",
     "rows_for_table",
@@ -422,5 +445,4 @@ __all__ = [
     "vacuum_job_script",
     "write_compaction_plan",
     "write_ingest",
-    "__version__",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "DataFileMismatchError",
     "DeltaLogError",
     "EngineError",
+    "ForeignHandoffError",
     "HistoryWriteError",
     "InvalidArgumentError",
     "InvalidCommitRequestError",
@@ -141,6 +142,12 @@ class MissingDataFileError(OperationRefusedError):
     Compaction stops at the first bin whose input is missing (any further bin would most
     likely fail the same way); bins it committed before stay, and it says which.
     """
+
+
+class ForeignHandoffError(OperationRefusedError):
+    """A plan, commit request or other hand-off file was made for another table (its ``metaData.id``), at a
+    version the table never had, or names files that were not the table's live files; refused before
+    anything is read or written."""
 
 
 class TableAlreadyExistsError(OperationRefusedError):

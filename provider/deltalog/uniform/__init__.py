@@ -10,25 +10,40 @@ snapshots past the table's retention) can all reach it from above.
 from importlib import import_module
 from typing import Any
 
-#: Public names, loaded on first use: pyiceberg takes a second to import, which a commit to a table
-#: without UniForm never pays.
+from deltalog.uniform.iceberg_references import (
+    ForeignIcebergMetadataError,
+    IcebergMetadataError,
+    IcebergReferences,
+    MetadataFile,
+    ReaderSnapshot,
+    read_iceberg_references,
+)
+
+#: The writing side's public names, loaded on first use: pyiceberg takes a second to import, which a commit
+#: to a table without UniForm never pays.
 _LAZY = {
     "ConvertedSnapshot": "deltalog.uniform.convert",
     "ExpiredSnapshot": "deltalog.uniform.expire",
+    "IcebergExpiryResult": "deltalog.uniform.expire",
     "IcebergSyncResult": "deltalog.uniform.convert",
     "UniformConversionError": "deltalog.uniform.convert",
-    "sync_iceberg_metadata": "deltalog.uniform.convert",
-    "IcebergExpiryResult": "deltalog.uniform.expire",
     "expire_iceberg_snapshots": "deltalog.uniform.expire",
+    "sync_iceberg_metadata": "deltalog.uniform.convert",
 }
 
 __all__ = [
     "ConvertedSnapshot",
     "ExpiredSnapshot",
+    "ForeignIcebergMetadataError",
     "IcebergExpiryResult",
+    "IcebergMetadataError",
+    "IcebergReferences",
     "IcebergSyncResult",
+    "MetadataFile",
+    "ReaderSnapshot",
     "UniformConversionError",
     "expire_iceberg_snapshots",
+    "read_iceberg_references",
     "sync_iceberg_metadata",
 ]
 
