@@ -489,3 +489,57 @@ def test_iceberg_compat_v1_tables_convert_too(tmp_path):
     compact(table, target_size=1 << 30)
     assert _metadata(path)["format-version"] == 2
     assert _check_every_version(path) == DeltaTable(path).snapshot().version
+
+
+def test_our_metadata_and_vacuum_past_retention_keep_what_iceberg_readers_need(tmp_path):
+    """deltalog's Iceberg metadata writer and its vacuum together (issue 36's 'done means'): after compaction,
+    vacuum past the table's retention keeps every file the newest Iceberg snapshot references, even while that
+    snapshot lags behind the Delta log; Iceberg and Delta readers see the same rows."""
+    from pyiceberg.table import StaticTable
+
+    from deltalog.vacuuming import execute_vacuum, plan_vacuum
+
+    path = str(tmp_path / "t")
+    table = create_uniform(path)
+    for i in range(3):
+        append(table, rows(i * 5, 5, "a"))
+    compact(table, target_size=1 << 30)
+    later = int(time.time() * 1000) + 8 * DAY_MS  # the table's 7-day retention has passed for everything
+
+    def newest_files() -> set[str]:
+        tasks = StaticTable.from_metadata(path).scan().plan_files()
+        return {t.file.file_path.removeprefix(f"file://{path}/") for t in tasks}
+
+    def on_disk() -> set[str]:
+        return {
+            os.path.relpath(os.path.join(d, f), path)
+            for d, _, fs in os.walk(path)
+            for f in fs
+            if f.endswith(".parquet")
+        }
+
+    plan = plan_vacuum(path, now_ms=later)
+    assert plan.files.num_rows == 3  # the compacted small files: no Iceberg snapshot a reader may use needs them
+    execute_vacuum(path, plan)
+    assert newest_files() <= on_disk()
+    assert iceberg_rows(path) == deltalake_rows(path, DeltaTable(path).snapshot().version)
+    # Iceberg metadata behind (a compaction whose hooks were off): vacuum keeps what its current snapshot names.
+    for i in range(2):
+        append(table, rows(100 + i * 5, 5, "a"))
+    behind = _metadata(path)["properties"]["delta-version"]
+    compact(table, target_size=1 << 30, run_hooks=False)
+    referenced = newest_files()
+    plan = plan_vacuum(path, now_ms=later)
+    kept = set(plan.kept_for_iceberg.column("path").to_pylist())
+    assert kept and kept <= referenced and not set(plan.files.column("path").to_pylist()) & referenced
+    execute_vacuum(path, plan)
+    assert referenced <= on_disk()
+    assert iceberg_rows(path) == deltalake_rows(path, int(behind))
+    # Caught up and expired (log cleanup past the retention), the old files are no longer anyone's.
+    sync_iceberg_metadata(path)
+    cleanup_log(path, now_ms=later)
+    plan = plan_vacuum(path, now_ms=later)
+    assert plan.kept_for_iceberg.num_rows == 0 and set(plan.files.column("path").to_pylist()) == kept
+    execute_vacuum(path, plan)
+    assert newest_files() <= on_disk()
+    assert iceberg_rows(path) == deltalake_rows(path, DeltaTable(path).snapshot().version)
