@@ -10,6 +10,7 @@ class a public entry point returns must have ``summary_line()``.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import importlib
 import inspect
 import os
@@ -148,6 +149,13 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         op.result = create_checkpoint(table)
     produced += [*recorder.appends, *recorder.recorded, recorder.context, table_state(table.snapshot())]
     produced += fleet_overview(read_history(str(root / "history")))
+    from deltalog.journal import FIGURES, MEASURES, RollupStore
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+
+    history = snapshot_at(Storage(str(root / "history")))
+    today = dt.datetime.now(dt.UTC).date()
+    produced += [RollupStore(None).window(history, today - dt.timedelta(days=1), today), MEASURES[0], FIGURES[0]]
     produced.append(_uniform_vacuum_plan(root / "uniform"))
     from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
     from uniform_tables import append as uniform_append

@@ -32,6 +32,7 @@ __all__ = [
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "UnreadableHistoryFileError",
     "UnsupportedFileNameError",
     "UnsupportedProtocolError",
     "VersionNotFoundError",
@@ -105,6 +106,11 @@ class UnsupportedFileNameError(DeltaLogError):
     Delta logs hold paths as UTF-8 strings, so no log can reference such a file and
     deltalog will not guess what it is: vacuum, convert and manifests stop and name it.
     """
+
+
+class UnreadableHistoryFileError(CorruptLogError):
+    """A data file of the maintenance history cannot be read as history rows (a column of another
+    type, a broken Parquet file): readers that summarise say which file and go on without it."""
 
 
 class StorageError(DeltaLogError):
