@@ -84,6 +84,13 @@ if ! .venv/bin/python scripts/spark_jars.py; then
   log "warning: the Spark jars could not be fetched; the Delta Spark and s3a tests will fail"
 fi
 
+# Spark 4.1 with the Iceberg runtime, the UniForm tests' Iceberg reader (no Iceberg runtime loads on
+# the lock's Spark 4.2): a venv with pyspark 4.1 and iceberg-spark-runtime-4.1 by Maven coordinates,
+# cached by version in ~/.cache/deltalog/iceberg-spark<versions>; a no-op once cached.
+if ! .venv/bin/python scripts/iceberg_spark.py; then
+  log "warning: Spark with the Iceberg runtime could not be set up; the UniForm Spark test will fail"
+fi
+
 # Storage emulators for the Azure and GCS tests: Azurite (npm package azurite, the tree pinned in
 # scripts/emulators/azurite) and fake-gcs-server (Go module, go install), cached by version in
 # ~/.cache/deltalog; a no-op once cached.

@@ -230,8 +230,14 @@ def test_create_refuses_a_disallowed_type_naming_the_column(tmp_path):
     config = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV1": "true"}
     with pytest.raises(InvalidArgumentError, match="column tags has type array, which icebergCompatV1"):
         create_table(str(tmp_path / "a"), schema, configuration=config)
-    # An allowed schema is still refused: deltalog never creates an Iceberg-compatible table (never ignored).
-    config = {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true"}
-    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV2"):
-        create_table(str(tmp_path / "b"), schema, configuration=config)
-    assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b" / "_delta_log")
+    assert not os.path.exists(tmp_path / "a")
+    # An allowed schema creates an Iceberg-compatible table: V2 gives the list element its nested id.
+    config = {"delta.enableIcebergCompatV2": "true"}
+    create_table(str(tmp_path / "b"), schema, configuration=config)
+    md = DeltaTable(str(tmp_path / "b")).snapshot().metadata
+    tags = json.loads(md.schema_string)["fields"][1]["metadata"]
+    assert md.configuration["delta.columnMapping.mode"] == "name"  # set for it, as Delta does
+    assert tags["delta.columnMapping.nested.ids"] == {f"{tags['delta.columnMapping.physicalName']}.element": 3}
+    assert md.configuration["delta.columnMapping.maxColumnId"] == "3"
+    with pytest.raises(UnsupportedProtocolError, match="icebergCompatV3"):
+        create_table(str(tmp_path / "c"), schema, configuration={"delta.enableIcebergCompatV3": "true"})

@@ -44,6 +44,7 @@ from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.maintenance.due import maintenance_due
 from deltalog.maintenance.health import compute_health
+from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
 from deltalog.vacuuming import execute_vacuum, plan_vacuum, vacuum
 
 #: method -> (the function it delegates to, its parameters the method does not take, renames).
@@ -126,6 +127,8 @@ OPENERS = [
     commit_spark_result,
     compact_with_spark_job,
     write_compaction_plan,
+    sync_iceberg_metadata,
+    expire_iceberg_snapshots,
 ]
 
 

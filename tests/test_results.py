@@ -168,6 +168,17 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     today = dt.datetime.now(dt.UTC).date()
     produced += [RollupStore(None).window(history, today - dt.timedelta(days=1), today), MEASURES[0], FIGURES[0]]
     produced.append(_uniform_vacuum_plan(root / "uniform"))
+    from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
+    from uniform_tables import append as uniform_append
+    from uniform_tables import create_uniform
+    from uniform_tables import rows as uniform_rows
+
+    uniform = create_uniform(str(root / "uniform_sync"))
+    uniform_append(uniform, uniform_rows(0, 3, "a"), run_hooks=False)
+    uniform_append(uniform, uniform_rows(3, 3, "a"), run_hooks=False)
+    produced.append(sync_iceberg_metadata(uniform))  # two snapshots: ConvertedSnapshot
+    config = uniform.snapshot().metadata.configuration
+    produced.append(expire_iceberg_snapshots(uniform, config, dry_run=True, now_ms=int(time.time() * 1000) + 10**10))
     seen: dict[type, Any] = {}
     for value in produced:
         _instances_in(value, seen)

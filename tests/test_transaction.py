@@ -420,7 +420,7 @@ def test_standard_hooks_are_an_explicit_list_and_run_by_default(table_path: str)
     """No import-time registry: the default is ``standard_hooks()``, and it does run."""
     from deltalog.commit.standard_post_commit import standard_hooks
 
-    assert [h.name for h in standard_hooks()] == ["checkpoint", "log_cleanup", "symlink_manifest"]
+    assert [h.name for h in standard_hooks()] == ["checkpoint", "iceberg_metadata", "log_cleanup", "symlink_manifest"]
     table = make_table(table_path, configuration={"delta.checkpointInterval": "2"})
     append(table, rows(1))
     result = append(table, rows(1, start=1))

@@ -4,8 +4,11 @@ The protocol is derived from the schema and the properties, never guessed:
 timestamp_ntz columns need ``timestampNtz``, ``delta.enableInCommitTimestamps``
 needs ``inCommitTimestamp``, ``delta.enableDeletionVectors`` needs
 ``deletionVectors``, ``delta.columnMapping.mode`` needs ``columnMapping`` (and
-every column gets an id and a physical name), and ``delta.feature.<name>=supported``
-asks for a feature explicitly. A table that needs nothing beyond append-only and
+every column gets an id and a physical name), ``delta.enableIcebergCompatV1/V2``
+needs its feature and column mapping (name mode unless given; V2 also ids for list
+elements and map keys/values), and ``delta.universalFormat.enabledFormats=iceberg``
+makes a UniForm table whose Iceberg metadata the post-commit hook writes; and
+``delta.feature.<name>=supported`` asks for a feature explicitly. A table that needs nothing beyond append-only and
 invariants gets the legacy protocol (1, 2) that every reader understands. The
 writer-feature gate runs before anything is written, so a table that would need
 a feature deltalog does not implement is refused, naming the feature.
@@ -31,6 +34,7 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import validate_table_properties
 from deltalog.protocol.schema import arrow_schema_to_schema_string, has_timestamp_ntz
 from deltalog.protocol.table_protocol import FeatureRequirements, Protocol
+from deltalog.protocol.uniform import uniform_iceberg_enabled
 from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.write_checks.iceberg_compat import check_iceberg_schema, iceberg_compat_version
@@ -51,10 +55,12 @@ _FEATURE_PROPERTIES = {
     "delta.enableTypeWidening": "typeWidening",
     "delta.enableIcebergCompatV1": "icebergCompatV1",
     "delta.enableIcebergCompatV2": "icebergCompatV2",
+    "delta.enableIcebergCompatV3": "icebergCompatV3",
 }
 _LEGACY_12 = {"appendOnly", "invariants"}
 _PHYSICAL = "delta.columnMapping.physicalName"
 _ID = "delta.columnMapping.id"
+_NESTED_IDS = "delta.columnMapping.nested.ids"
 
 
 def _normalise_configuration(configuration: dict[str, Any] | None) -> tuple[dict[str, str], set[str]]:
@@ -134,22 +140,63 @@ def choose_protocol(features: set[str]) -> Protocol:
     return req.to_protocol()
 
 
-def _with_column_mapping(schema: pa.Schema) -> tuple[pa.Schema, int]:
-    """Give every (nested) field a column id and a unique physical name, as PROTOCOL.md requires."""
+def _with_column_mapping(schema: pa.Schema, nested_ids: bool = False) -> tuple[pa.Schema, int]:
+    """Give every (nested) field a column id and a unique physical name, as PROTOCOL.md requires; struct fields
+    inside lists and maps too. ``nested_ids`` (icebergCompatV2): list elements and map keys/values get ids in
+    ``delta.columnMapping.nested.ids`` of the field holding them, keyed ``<physical name>.element`` / ``.key`` /
+    ``.value`` (deeper: ``<physical name>.element.element``), as Delta's IcebergCompatV2 assigns them."""
     next_id = 0
+
+    def retype(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([assign(t.field(i)) for i in range(t.num_fields)])
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return pa.list_(t.value_field.with_type(retype(t.value_type)))
+        if pa.types.is_map(t):
+            return pa.map_(t.key_field.with_type(retype(t.key_type)), t.item_field.with_type(retype(t.item_type)))
+        return t
 
     def assign(f: pa.Field) -> pa.Field:
         nonlocal next_id
-        t = f.type
-        if pa.types.is_struct(t):
-            t = pa.struct([assign(t.field(i)) for i in range(t.num_fields)])
+        t = retype(f.type)
         next_id += 1
         md = dict(f.metadata or {})
         md[_ID.encode()] = str(next_id).encode()
         md[_PHYSICAL.encode()] = f"col-{uuid.uuid4()}".encode()
         return pa.field(f.name, t, f.nullable, metadata=md)
 
+    def nested(t: pa.DataType, path: str, ids: dict[str, int]) -> None:
+        nonlocal next_id
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            next_id += 1
+            ids[f"{path}.element"] = next_id
+            nested(t.value_type, f"{path}.element", ids)
+        elif pa.types.is_map(t):
+            for part, inner in (("key", t.key_type), ("value", t.item_type)):
+                next_id += 1
+                ids[f"{path}.{part}"] = next_id
+                nested(inner, f"{path}.{part}", ids)
+
+    def with_nested(f: pa.Field) -> pa.Field:
+        t = f.type
+        if pa.types.is_struct(t):
+            t = pa.struct([with_nested(t.field(i)) for i in range(t.num_fields)])
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            t = pa.list_(with_nested(t.value_field))
+        elif pa.types.is_map(t):
+            t = pa.map_(with_nested(t.key_field), with_nested(t.item_field))
+        md = dict(f.metadata or {})
+        physical = md.get(_PHYSICAL.encode())
+        if physical is not None:
+            ids: dict[str, int] = {}
+            nested(f.type, physical.decode(), ids)
+            if ids:
+                md[_NESTED_IDS.encode()] = json.dumps(ids).encode()
+        return f.with_type(t).with_metadata(md)
+
     fields = [assign(f) for f in schema]
+    if nested_ids:
+        fields = [with_nested(f) for f in fields]
     return pa.schema(fields), next_id
 
 
@@ -200,16 +247,29 @@ def create_table(
     partition_by = list(partition_by or [])
     _check_schema(schema, partition_by)
     config, requested = _normalise_configuration(configuration)
+    compat = iceberg_compat_version(config)
+    if (compat or uniform_iceberg_enabled(config)) and config.get("delta.columnMapping.mode", "none") == "none":
+        # icebergCompat requires column mapping; Delta sets name mode when it is not given (RequireColumnMapping).
+        config["delta.columnMapping.mode"] = "name"
     features = required_features(schema, config, requested)
     protocol = choose_protocol(features)
     check_iceberg_schema(
         arrow_schema_to_schema_string(schema), partition_by, iceberg_compat_version(config), InvalidArgumentError
     )
     if "columnMapping" in features:
-        schema, max_id = _with_column_mapping(schema)
+        schema, max_id = _with_column_mapping(schema, nested_ids=(compat or 0) >= 2)
         config["delta.columnMapping.maxColumnId"] = str(max_id)
     storage = Storage(uri, storage_options)
-    check_can_write(storage, protocol, "create the table", Operation.CREATE, commits=True)
+    check_can_write(
+        storage,
+        protocol,
+        "create the table",
+        Operation.CREATE,
+        config,
+        commits=True,
+        schema_string=arrow_schema_to_schema_string(schema),
+        partition_columns=partition_by,
+    )
     existing = existing_table_version(storage)
     if existing is not None:
         raise TableAlreadyExistsError(

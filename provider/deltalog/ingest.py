@@ -662,6 +662,8 @@ def commit_request(
         Operation.COMMIT_REQUEST,
         snapshot.metadata.configuration,
         commits=True,
+        schema_string=snapshot.metadata.schema_string,
+        partition_columns=snapshot.metadata.partition_columns,
     )
     _check_owner(storage, snapshot, req)
     txn = Transaction(

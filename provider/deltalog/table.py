@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from deltalog.log_maintenance.manifest import ManifestResult
     from deltalog.maintenance.health import TableHealth
     from deltalog.protocol.features import Operation
+    from deltalog.uniform.convert import IcebergSyncResult
     from deltalog.vacuuming import VacuumResult
 
 __all__ = ["DeltaTable"]
@@ -159,6 +160,13 @@ class DeltaTable:
         from deltalog.log_maintenance.manifest import generate_manifest
 
         return generate_manifest(self, full=full, dry_run=dry_run)
+
+    def sync_iceberg(self, *, version: int | None = None) -> IcebergSyncResult:
+        """Write a UniForm table's Iceberg metadata up to ``version`` (the latest); see
+        :func:`deltalog.uniform.convert.sync_iceberg_metadata`."""
+        from deltalog.uniform.convert import sync_iceberg_metadata
+
+        return sync_iceberg_metadata(self, version=version)
 
     def transaction(
         self,

@@ -1,4 +1,4 @@
-"""Log maintenance commands: ``checkpoint``, ``cleanup-log``, ``manifest``."""
+"""Log maintenance commands: ``checkpoint``, ``cleanup-log``, ``manifest``, ``uniform-sync``."""
 
 from __future__ import annotations
 
@@ -54,6 +54,18 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
     add_history_option(p)
     p.set_defaults(handler=cmd_manifest)
 
+    p = sub.add_parser(
+        "uniform-sync",
+        parents=[parent],
+        help="write a UniForm table's Iceberg metadata up to its latest version (what every commit's hook does)",
+        description="Bring the Iceberg metadata under metadata/ to the table's latest Delta version (or --version N): "
+        "one Iceberg snapshot per Delta version that changed data files, or one catch-up snapshot when the metadata "
+        "is far behind (docs/uniform.md). Refused, with the reason, for a table state Iceberg cannot express.",
+    )
+    p.add_argument("table", help="table path or URI")
+    p.add_argument("--version", type=int, metavar="N", help="convert up to this version instead of the latest")
+    p.set_defaults(handler=cmd_uniform_sync)
+
 
 def cmd_checkpoint(args: argparse.Namespace) -> None:
     with recorded(args, args.table, "checkpoint") as op:
@@ -96,3 +108,10 @@ def cmd_manifest(args: argparse.Namespace) -> None:
         result = op.result = generate_manifest(table, full=args.full, dry_run=args.dry_run)
 
     emit(args, result, ManifestResult.summary_line)
+
+
+def cmd_uniform_sync(args: argparse.Namespace) -> None:
+    from deltalog.uniform.convert import IcebergSyncResult, sync_iceberg_metadata
+
+    result = sync_iceberg_metadata(DeltaTable(args.table, args.storage_options), version=args.version)
+    emit(args, result, IcebergSyncResult.summary_line)

@@ -1,9 +1,14 @@
 """The standard post-commit hooks, in the order they run after a commit.
 
 1. ``checkpoint``: write a checkpoint when ``delta.checkpointInterval`` says so;
-2. ``log_cleanup``: with ``delta.enableExpiredLogCleanup``, delete expired log files
-   after a checkpoint;
-3. ``symlink_manifest``: with ``delta.compatibility.symlinkFormatManifest.enabled``,
+2. ``iceberg_metadata``: on a UniForm table (``delta.universalFormat.enabledFormats``
+   naming iceberg), write the Iceberg metadata of the new version
+   (:func:`deltalog.uniform.sync_iceberg_metadata`), before log cleanup can remove the
+   commits an incremental conversion reads; a failure is reported in the result and the
+   logs (the commit stands) and the next commit or ``deltalog uniform-sync`` catches up;
+3. ``log_cleanup``: with ``delta.enableExpiredLogCleanup``, delete expired log files
+   after a checkpoint (and expire Iceberg snapshots past the retention);
+4. ``symlink_manifest``: with ``delta.compatibility.symlinkFormatManifest.enabled``,
    update the manifests.
 
 Each decides cheaply from the commit's table configuration whether it has work, then
@@ -25,9 +30,16 @@ from deltalog.log_maintenance.checkpoint import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.log_maintenance.manifest import ENABLED_PROPERTY, generate_manifest
 from deltalog.protocol.properties import checkpoint_due, config_bool
+from deltalog.protocol.uniform import uniform_iceberg_enabled
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["POST_COMMIT_CHECKPOINT", "POST_COMMIT_LOG_CLEANUP", "POST_COMMIT_MANIFEST", "standard_hooks"]
+__all__ = [
+    "POST_COMMIT_CHECKPOINT",
+    "POST_COMMIT_ICEBERG",
+    "POST_COMMIT_LOG_CLEANUP",
+    "POST_COMMIT_MANIFEST",
+    "standard_hooks",
+]
 
 
 def _checkpoint(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
@@ -35,6 +47,15 @@ def _checkpoint(storage: Storage, result: CommitResult) -> dict[str, Any] | None
     if result.noop or not checkpoint_due(hook_configuration(result), result.version):
         return None
     return create_checkpoint(storage, version=result.version).to_dict()
+
+
+def _iceberg(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
+    """On a UniForm table, bring the Iceberg metadata to the latest version (this commit's or a later one)."""
+    if result.noop or not uniform_iceberg_enabled(hook_configuration(result)):
+        return None
+    from deltalog.uniform.convert import sync_iceberg_metadata  # pyiceberg: loaded for UniForm tables only
+
+    return sync_iceberg_metadata(storage).to_dict()
 
 
 def _log_cleanup(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
@@ -57,10 +78,11 @@ def _manifest(storage: Storage, result: CommitResult) -> dict[str, Any] | None:
 
 
 POST_COMMIT_CHECKPOINT = PostCommitHook("checkpoint", _checkpoint)
+POST_COMMIT_ICEBERG = PostCommitHook("iceberg_metadata", _iceberg)
 POST_COMMIT_LOG_CLEANUP = PostCommitHook("log_cleanup", _log_cleanup)
 POST_COMMIT_MANIFEST = PostCommitHook("symlink_manifest", _manifest)
 
 
 def standard_hooks() -> list[PostCommitHook]:
     """What a transaction runs after its commit unless given its own list."""
-    return [POST_COMMIT_CHECKPOINT, POST_COMMIT_LOG_CLEANUP, POST_COMMIT_MANIFEST]
+    return [POST_COMMIT_CHECKPOINT, POST_COMMIT_ICEBERG, POST_COMMIT_LOG_CLEANUP, POST_COMMIT_MANIFEST]

@@ -44,7 +44,8 @@ from deltalog.log.snapshot import Snapshot
 from deltalog.protocol.features import Operation
 from deltalog.protocol.isolation import ISOLATION_LEVELS, SERIALIZABLE, SNAPSHOT_ISOLATION, WRITE_SERIALIZABLE
 from deltalog.protocol.table_protocol import Protocol, check_writable
-from deltalog.protocol.write_gate import check_can_write
+from deltalog.protocol.uniform import uniform_iceberg_enabled
+from deltalog.protocol.write_gate import check_can_write, check_uniform
 from deltalog.storage.filesystem import Storage
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Transaction", "partition_keys"]
@@ -275,15 +276,36 @@ class Transaction:
         # The gate every operation passes: the protocol allows this commit, the storage creates atomically.
         current = self.snapshot.protocol if self.snapshot is not None else self.protocol_update
         assert current is not None
-        configuration = self.snapshot.metadata.configuration if self.snapshot is not None else None
+        # The state the commit leaves is what the checks judge: its properties, schema and (UniForm) what its
+        # Iceberg metadata can express.
+        metadata = self.metadata
+        assert metadata is not None
         check_can_write(
-            self.storage, current, f"commit {self.operation}", self.feature_operation, configuration, commits=True
+            self.storage,
+            current,
+            f"commit {self.operation}",
+            self.feature_operation,
+            self.configuration,
+            commits=True,
+            schema_string=metadata.schema_string,
+            partition_columns=metadata.partition_columns,
         )
         if self.protocol_update is not None and self.snapshot is not None:
             check_writable(self.protocol_update, f"commit {self.operation}", self.feature_operation)
         protocol = self.protocol
         assert protocol is not None
         config = self.configuration
+        if uniform_iceberg_enabled(config):
+            if self.protocol_update is not None:
+                check_uniform(
+                    protocol, f"commit {self.operation}", config, metadata.schema_string, metadata.partition_columns
+                )
+            with_dv = [a["path"] for a in self.adds if a.get("deletionVector")]
+            if with_dv:
+                raise OperationRefusedError(
+                    f"refusing to commit {self.operation}: {with_dv[0]!r} carries a deletion vector, and the table "
+                    "keeps Iceberg metadata (UniForm) whose icebergCompat version cannot express deletion vectors"
+                )
         if _is_true(config.get(ICT_ENABLED, "false")) and not self.ict_enabled():
             raise InvalidArgumentError(
                 "delta.enableInCommitTimestamps=true needs the inCommitTimestamp writer feature in the protocol"
@@ -302,8 +324,6 @@ class Transaction:
                 "writer feature"
             )
         self._check_unique_actions()
-        metadata = self.metadata
-        assert metadata is not None
         expected = set(partition_keys(metadata))
         for a in self.adds:
             pv = a.get("partitionValues") or {}

@@ -85,6 +85,8 @@ def compact(
         compaction_operation(engine),
         latest.metadata.configuration,
         commits=not opts.plan_only,
+        schema_string=latest.metadata.schema_string,
+        partition_columns=latest.metadata.partition_columns,
     )
     snapshot = None
     progress = CompactionProgress(engine)

@@ -70,6 +70,7 @@ from deltalog.maintenance.health import compute_health
 from deltalog.maintenance.objectives import objective_spec
 from deltalog.maintenance.policy import FleetPolicy, TableSettings, due_under, purge_due
 from deltalog.protocol.properties import config_bool
+from deltalog.protocol.uniform import uniform_iceberg_enabled
 from deltalog.protocol.write_gate import spark_reaches
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming import vacuum
@@ -549,6 +550,8 @@ def _run_steps(
         with steps_log.step("manifest") as op:
             op.result = generate_manifest(storage)
         out.ran.append("manifest")
+    if uniform_iceberg_enabled(conf) and out.ran:
+        _sync_iceberg(storage, out)
     after = compute_health(snapshot_at(storage), settings.target_file_size)
     out.version_after = after.version
     out.small_files_after, out.files_after = after.num_small_files, after.num_files
@@ -569,6 +572,21 @@ def with_service(outcome: TableOutcome, planned: PlannedTable) -> TableOutcome:
         if missed or not planned.due.get(op):
             stays.append(name)
     return replace(outcome, first_because=planned.first_because, breached=list(planned.breached), stays_breached=stays)
+
+
+def _sync_iceberg(storage: Storage, out: SimpleNamespace) -> None:
+    """UniForm: the steps committed with their post-commit hooks off, so the Iceberg metadata follows here. Not
+    bound by the time budget (Iceberg readers must not be left behind); a failure is a reason, not a failed run."""
+    from deltalog.uniform.convert import sync_iceberg_metadata
+
+    try:
+        synced = sync_iceberg_metadata(storage)
+    except (DeltaLogError, OSError) as exc:
+        log.warning("maintenance of %s: the Iceberg metadata was not written: %s", storage.uri, exc)
+        out.reasons.append(f"Iceberg metadata not written (deltalog uniform-sync retries): {exc}")
+        return
+    if synced.mode not in ("up_to_date", "not_uniform"):
+        out.ran.append(f"iceberg_metadata: {len(synced.snapshots)} snapshot(s)")
 
 
 def measured_throughput(outcomes: Sequence[TableOutcome], previous: float | None = None) -> float:

@@ -17,7 +17,10 @@ The rules, in the order they are applied:
    monotonic and unchanged: a kept commit whose file time was raised to 1 ms after
    its predecessor's keeps that predecessor's commit file (as Delta Spark does), since
    deleting it would move the kept commit's time-travel timestamp.
-4. ``checkpointProtection``: when the cleanup would stop before
+4. UniForm: Iceberg snapshots past the table's retention are expired and the metadata
+   files only they referenced deleted (:mod:`deltalog.uniform.expire`, with the same dry
+   run), whether or not log files expired; reported under ``iceberg``.
+5. ``checkpointProtection``: when the cleanup would stop before
    ``delta.requireCheckpointProtectionBeforeVersion``, it proceeds only if deltalog
    supports every protocol in the history it deletes (the RFC's exception b).
 
@@ -28,6 +31,7 @@ run) lists every file with its size and the oldest version kept.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -65,6 +69,7 @@ from deltalog.protocol.properties import (
     config_interval_ms,
 )
 from deltalog.protocol.table_protocol import Protocol, check_writable
+from deltalog.protocol.uniform import uniform_iceberg_enabled
 from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import FileInfo, Storage
 from deltalog.storage.table_ref import TableRef, table_storage
@@ -108,16 +113,22 @@ class LogCleanupResult:
     num_deleted: int = 0
     skipped_reason: str | None = None
     duration_seconds: float = 0.0
+    #: UniForm: the Iceberg snapshot expiry (``IcebergExpiryResult.to_dict()``), None without Iceberg metadata.
+    iceberg: dict[str, Any] | None = None
 
     def summary_line(self) -> str:
         """One line for logs and the CLI."""
+        iceberg = ""
+        if self.iceberg and not self.iceberg.get("skipped_reason"):
+            verb = "would expire" if self.dry_run else "expired"
+            iceberg = f"; Iceberg: {verb} {len(self.iceberg.get('expired') or [])} snapshot(s)"
         if self.skipped_reason:
-            return f"log cleanup: nothing deleted: {self.skipped_reason}"
+            return f"log cleanup: nothing deleted: {self.skipped_reason}{iceberg}"
         verb = "would delete" if self.dry_run else "deleted"
         count = self.num_files if self.dry_run else self.num_deleted
         return (
             f"log cleanup: {verb} {count} files ({self.bytes} bytes) older than {self.cutoff_time}; "
-            f"oldest version kept: {self.oldest_version_kept}, table at version {self.latest_version}"
+            f"oldest version kept: {self.oldest_version_kept}, table at version {self.latest_version}{iceberg}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -175,7 +186,9 @@ def cleanup_log(
     storage = table_storage(table, storage_options)
     for attempt in range(1, _REPLANS + 1):
         try:
-            return _cleanup_log(storage, dry_run, now_ms)
+            seen: dict[str, Any] = {}
+            result = _cleanup_log(storage, dry_run, now_ms, seen)
+            return _with_iceberg_expiry(storage, result, seen.get("configuration") or {}, dry_run, now_ms)
         except FileNotFoundError as exc:
             if attempt == _REPLANS:
                 raise StorageError(
@@ -186,7 +199,19 @@ def cleanup_log(
     raise AssertionError("unreachable")
 
 
-def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogCleanupResult:
+def _with_iceberg_expiry(
+    storage: Storage, result: LogCleanupResult, configuration: dict[str, str], dry_run: bool, now_ms: int | None
+) -> LogCleanupResult:
+    """Expire Iceberg snapshots past the retention (UniForm) beside the log cleanup."""
+    if not uniform_iceberg_enabled(configuration) and not storage.exists(storage.join("metadata", "version-hint.text")):
+        return result  # no Iceberg metadata of deltalog's: nothing to expire (and pyiceberg is not loaded)
+    from deltalog.uniform.expire import expire_iceberg_snapshots
+
+    expiry = expire_iceberg_snapshots(storage, configuration, dry_run=dry_run, now_ms=now_ms)
+    return dataclasses.replace(result, iceberg=expiry.to_dict())
+
+
+def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None, seen: dict[str, Any]) -> LogCleanupResult:
     started = time.perf_counter()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     listing = list_log(storage)
@@ -198,6 +223,7 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None) -> LogClea
     # checkpoint would need to be rebuilt from.
     check_file_actions(storage, build_segment(listing))
     conf = metadata.configuration
+    seen["configuration"] = conf
     # The result's fields as the cleanup learns them; frozen into a LogCleanupResult by done().
     found: dict[str, Any] = {
         "log_retention": conf.get("delta.logRetentionDuration", DEFAULT_LOG_RETENTION),

@@ -147,22 +147,28 @@ _ROW_RULES = _conditional(
     "every row of every new file is checked with DuckDB (NULL violates, as in Delta Spark; generated columns "
     "null-safe equal); a violation, or an expression DuckDB cannot evaluate, refuses naming the rule"
 )
+#: What every commit of deltalog does for a UniForm table (docs/uniform.md).
+_UNIFORM = (
+    "with delta.universalFormat.enabledFormats=iceberg (UniForm) each commit is followed by the Iceberg metadata of "
+    "the new version (an Iceberg snapshot per Delta version, as Delta's converter writes it; docs/uniform.md), and "
+    "a table state that metadata cannot express (deletion vectors enabled, no column mapping, a type change that is "
+    "not an Iceberg promotion, icebergCompatV3) is refused before anything is written"
+)
 _ICEBERG_SPARK_V2 = _conditional(
     "new files follow the writer rules as on the local engine; refused when the schema holds an array or a map: "
     "Spark's Parquet writer cannot put the V2 nested field ids on list elements and map keys/values (the local "
-    "engine can)"
+    "engine can); " + _UNIFORM
 )
-_ICEBERG_COMPACT = Cell(
-    SUPPORTED,
+_ICEBERG_COMPACT = _conditional(
     "new files follow the writer rules: partition values materialised after the data columns, field ids on every "
     "column (V2: list element and map key/value ids from delta.columnMapping.nested.ids), numRecords in stats, no "
-    "deletion vectors; the Iceberg metadata is Delta Spark's to write on its next commit",
+    "deletion vectors; " + _UNIFORM
 )
 _ICEBERG_COMMIT = _conditional(
     "a new file must follow the writer rules (partition values materialised, Parquet field ids equal to the column "
     "mapping ids, V2 nested ids, numRecords in stats); refused naming the rule otherwise, and naming the column "
     "when the table's schema holds a type the version does not allow (V1: map, array, void; V2: outside its "
-    "type allow-list)"
+    "type allow-list); " + _UNIFORM
 )
 _ICEBERG_VACUUM = _conditional(
     "keeps every data and delete file the Iceberg snapshots readers may still use reference (the current snapshot "
@@ -171,6 +177,18 @@ _ICEBERG_VACUUM = _conditional(
     "never lists or deletes metadata/; refused, before anything is deleted, when that metadata cannot be read "
     "(torn JSON, a missing or corrupt manifest list or manifest of a snapshot the newest metadata lists, a format "
     "version other than 1 to 3) or names another table's location"
+)
+_ICEBERG_LOG_CLEANUP = Cell(
+    SUPPORTED,
+    "on a UniForm table, Iceberg snapshots older than the smaller of the log and deleted-file retentions (never the "
+    "current one) expire with the manifests, manifest lists and metadata files only they referenced, inside "
+    "metadata/; the dry run lists them (docs/uniform.md)",
+)
+_ICEBERG_CREATE = _conditional(
+    "creates an Iceberg-compatible table: column mapping (name mode unless given), ids and physical names on every "
+    "field, V2 ids for list elements and map keys/values; with delta.universalFormat.enabledFormats=iceberg the "
+    "post-commit hook writes its Iceberg metadata; refused naming the column for a type the version does not allow, "
+    "or with deletion vectors enabled"
 )
 _SHREDDED = _conditional(
     "a new file's variant columns must be unshredded or, while delta.enableVariantShredding is true, in the Parquet "
@@ -389,9 +407,10 @@ FEATURES: dict[str, Feature] = _with_previews(
             commit_request=_ICEBERG_COMMIT,
             compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_COMPACT,
+            log_cleanup=_ICEBERG_LOG_CLEANUP,
             vacuum=_ICEBERG_VACUUM,
             convert=_NOT_CONVERTED,
-            create=_NO_CREATE,
+            create=_ICEBERG_CREATE,
         ),
         _feature(
             "icebergCompatV2",
@@ -400,9 +419,10 @@ FEATURES: dict[str, Feature] = _with_previews(
             commit_request=_ICEBERG_COMMIT,
             compaction_local=_ICEBERG_COMPACT,
             compaction_spark=_ICEBERG_SPARK_V2,
+            log_cleanup=_ICEBERG_LOG_CLEANUP,
             vacuum=_ICEBERG_VACUUM,
             convert=_NOT_CONVERTED,
-            create=_NO_CREATE,
+            create=_ICEBERG_CREATE,
         ),
         _feature(
             "materializePartitionColumns",

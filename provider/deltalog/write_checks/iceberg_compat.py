@@ -21,50 +21,15 @@ it is refused naming the column, as Delta Spark's ``CheckTypeInV2AllowList`` /
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pyarrow as pa
 
 from deltalog.errors import DataFileMismatchError, DeltaLogError, OperationRefusedError
 from deltalog.log.actions import Metadata
 from deltalog.protocol.parquet_layout import PARQUET_FIELD_ID, iceberg_compat_version, iceberg_data_schema
+from deltalog.protocol.uniform import iceberg_schema_problem
 
 __all__ = ["check_iceberg_file", "check_iceberg_schema", "iceberg_compat_version"]
-
-#: PROTOCOL.md "Writer Requirements for IcebergCompatV2": the primitive types of the allow-list.
-V2_PRIMITIVES = frozenset(
-    {"byte", "short", "integer", "long", "float", "double", "string", "binary", "boolean", "timestamp"}
-    | {"timestamp_ntz", "date"}
-)
-#: Nested types of the V2 allow-list (V1 blocks array and map).
-V2_NESTED = frozenset({"array", "map", "struct"})
-
-
-def _disallowed(dtype: Any, version: int, path: str) -> tuple[str, str] | None:
-    """(column path, type name) of the first type ``version`` does not allow inside ``dtype``, if any."""
-    if isinstance(dtype, str):
-        name = "decimal" if dtype.startswith("decimal") else dtype
-        if name in V2_PRIMITIVES or name == "decimal":
-            return None
-        if version == 1 and name not in ("void", "null"):
-            return None  # V1 has no allow-list; it blocks void (and array/map below)
-        return path, dtype
-    kind = dtype.get("type") if isinstance(dtype, dict) else None
-    if kind not in V2_NESTED:
-        return path, str(kind)
-    if version == 1 and kind != "struct":
-        return path, kind
-    if kind == "struct":
-        for f in dtype.get("fields", []):
-            hit = _disallowed(f["type"], version, f"{path}.{f['name']}" if path else f["name"])
-            if hit:
-                return hit
-        return None
-    if kind == "array":
-        return _disallowed(dtype["elementType"], version, f"{path}.element")
-    return _disallowed(dtype["keyType"], version, f"{path}.key") or _disallowed(
-        dtype["valueType"], version, f"{path}.value"
-    )
 
 
 def check_iceberg_schema(
@@ -74,28 +39,9 @@ def check_iceberg_schema(
     error: type[DeltaLogError] = OperationRefusedError,
 ) -> None:
     """Refuse a schema Iceberg compatibility ``version`` does not allow, naming the column (see module doc)."""
-    if not version:
-        return
-    doc = json.loads(schema_string)
-    hit = _disallowed(doc, version, "")
-    if hit is not None:
-        column, type_name = hit
-        allowed = "map, array and void are blocked" if version == 1 else "only its type allow-list is allowed"
-        raise error(
-            f"column {column} has type {type_name}, which icebergCompatV{version} does not allow ({allowed}; "
-            "PROTOCOL.md 'Iceberg Compatibility')"
-        )
-    if version >= 2:
-        for f in doc.get("fields", []):
-            dtype = f["type"]
-            name = "decimal" if isinstance(dtype, str) and dtype.startswith("decimal") else dtype
-            if f["name"] in partition_columns and not (
-                isinstance(name, str) and (name in V2_PRIMITIVES or name == "decimal")
-            ):
-                raise error(
-                    f"partition column {f['name']} has type {json.dumps(dtype)}, which icebergCompatV{version} "
-                    "does not allow as a partition column (primitive types of its allow-list only)"
-                )
+    problem = iceberg_schema_problem(schema_string, partition_columns, version)
+    if problem:
+        raise error(problem)
 
 
 def _fid(field: pa.Field) -> int | None:

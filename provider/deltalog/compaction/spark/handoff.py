@@ -128,7 +128,16 @@ def compact_with_spark_job(
     # a store that commits atomically, and one the job's Hadoop connectors reach.
     latest = snapshot_at(storage)
     config = latest.metadata.configuration
-    check_can_write(storage, latest.protocol, "compact", Operation.COMPACTION_SPARK, config, commits=True)
+    check_can_write(
+        storage,
+        latest.protocol,
+        "compact",
+        Operation.COMPACTION_SPARK,
+        config,
+        commits=True,
+        schema_string=latest.metadata.schema_string,
+        partition_columns=latest.metadata.partition_columns,
+    )
     check_plan_owner(storage, plan, latest)  # another table's plan: refused before it is written or submitted
     conf = storage_spark_conf(storage)
     run_id = uuid.uuid4().hex[:12]
