@@ -18,8 +18,9 @@ what a test uses, so that a new test lands right without anyone naming a group:
    (each release of the Airflow matrix is its own group, so the releases run side by side).
 
 Session fixtures not in :data:`SHARED_FIXTURES` run once per worker: the S3 test server, Azurite,
-fake-gcs-server, the provider tests' migrated Airflow home. Work whose result is files any worker
-can read is done once per run with ``run_once.once_per_run`` (our wheel, the release venvs).
+fake-gcs-server, the provider tests' Airflow home. Work whose result is files any worker can read
+is done once per run with ``run_once.once_per_run`` (our wheel, the release venvs, the migrated
+Airflow database every SQLite home copies: ``airflow_homes``).
 
 **Order.** Units start heaviest first (longest first packs a few workers best): each is weighed
 by :func:`weight` (its tests, ``slow`` ones more, and a group's set-up). The workers write each
@@ -127,8 +128,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup``: xdist's scope scheduling over the units above, heaviest first."""
-    if config.getvalue("dist") != "loadgroup":
+    """``--dist loadgroup`` (and plain ``-n N``, xdist's ``load``): xdist's scope scheduling over the units
+    above, heaviest first."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
         return None
     from xdist.scheduler import LoadScopeScheduling
 

@@ -44,7 +44,8 @@ from airflow_stack import SHARED_ENV, AirflowStack, Postgres, SparkStandalone, S
 
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, deltalake_options_for, start_s3_server_process  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark, pytest.mark.s3, pytest.mark.timeout(900)]
+# The stack's start-up runs inside the first test's time limit, beside the other workers (the limit stops a hang).
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark, pytest.mark.s3, pytest.mark.timeout(1800)]
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from urllib.parse import quote
 import pytest
 from api_server import airflow_env, api_server, free_port
 
+from airflow_homes import prepare_home
 from history_helpers import DemoFleet, maintained_fleet
 
 #: A real browser: on the lock's Airflow only (the release matrix runs test_fleet_view_plugin.py instead).
@@ -100,8 +101,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         )
     root = tmp_path_factory.mktemp("fleet-view")
     fleet = maintained_fleet(str(root / "lake"), rounds=3)
-    home = root / "airflow"
-    home.mkdir()
+    home = prepare_home(tmp_path_factory, root / "airflow")
     (home / "passwords.json").write_text(json.dumps({u: f"{u}-password" for u in USERS}))
     port = free_port()
     env = airflow_env(
