@@ -306,9 +306,11 @@ class Venv:
         uv = installer()
         if uv is None:
             return self.pip("install", "-q", *args, timeout=timeout)
-        return run(
-            [uv, "pip", "install", "-q", "--python", self.python, *args], env=clean_env(self.path), timeout=timeout
-        )
+        # The releases' venvs are made side by side (bootstrap, the matrix): on an empty uv cache one of them
+        # builds a shared sdist (pyspark: minutes on a loaded machine) while the others wait for its lock,
+        # longer than uv's default 300 s (seen: two of three venvs failed on a cold, loaded machine).
+        env = clean_env(self.path, UV_LOCK_TIMEOUT=os.environ.get("UV_LOCK_TIMEOUT", "1800"))
+        return run([uv, "pip", "install", "-q", "--python", self.python, *args], env=env, timeout=timeout)
 
 
 def installer() -> Path | None:
