@@ -49,9 +49,10 @@ def _measure(recorder: HistoryRecorder, table: DeltaTable) -> None:
     recorder.record([row_for_measurement(span, due, policy=settings.policy_json())])
 
 
-def maintained_fleet(root: str, rounds: int = 3) -> DemoFleet:
-    """``rounds`` maintenance runs over three growing tables, each run's rows recorded (see the module doc)."""
-    history = os.path.join(root, "_deltalog", "history")
+def maintained_fleet(root: str, rounds: int = 3, history: str | None = None) -> DemoFleet:
+    """``rounds`` maintenance runs over three growing tables, each run's rows recorded (see the module doc)
+    into ``history`` (default: ``<root>/_deltalog/history``; an existing one gets the rows added)."""
+    history = history or os.path.join(root, "_deltalog", "history")
     sizes = {"orders": 14, "events": 11, "customers": 4}
     tables = {name: make_table(os.path.join(root, "sales", name)) for name in sizes}
     for r in range(rounds):

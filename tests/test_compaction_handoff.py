@@ -48,6 +48,8 @@ class LocalJob:
         plan = CompactionPlan.from_json(plan_file.read_bytes(plan_file.root))
         outputs, _ = run_local(Storage(opt["--table"]), plan)
         request = {"add": [o.add for o in outputs], "remove": [f.path for b in plan.bins for f in b.files]}
+        # As the real job does: the request names the plan's table and version.
+        request.update(tableId=plan.table_id, readVersion=plan.snapshot_version)
         out = Storage(opt["--output-request"])
         out.write_atomic(out.root, json.dumps(request).encode())
 

@@ -156,8 +156,10 @@ def test_plan_json_round_trip_and_plan_only_writes_nothing(tmp_path):
     old = {k: v for k, v in doc["plan"].items() if k != "format_version"}
     with pytest.raises(InvalidArgumentError, match="format_version 1 .*plan again"):
         CompactionPlan.from_dict({**old, "formatVersion": 1})  # a plan written before the keys were snake_case
-    with pytest.raises(InvalidArgumentError, match="malformed"):
+    with pytest.raises(InvalidArgumentError, match="names no table: 'table_id' must be"):
         CompactionPlan.from_dict({"format_version": 2})
+    with pytest.raises(InvalidArgumentError, match="malformed"):
+        CompactionPlan.from_dict({"format_version": 2, "table_id": "x", "snapshot_version": 0})
 
 
 def test_refuses_tables_with_unsupported_writer_features(tmp_path):

@@ -155,6 +155,7 @@ def test_commit_spark_result_commits_bin_by_bin(small_plan):
     b0, b1 = plan.bins
     (out,), _ = run_local(DeltaTable(path).storage, plan, [b0])  # stands in for the Spark job's file
     request = {"add": [out.add], "remove": [f.path for f in b0.files]}
+    request.update(tableId=plan.table_id, readVersion=plan.snapshot_version)
     result = commit_spark_result(path, plan, request, failures=[{"bin": b1.id, "reason": "executor lost"}])
     assert result.engine == "spark" and [c.bins for c in result.commits] == [[b0.id]]
     assert [(s.bin_id, s.kind) for s in result.skipped] == [(b1.id, "error")] and not result.ok

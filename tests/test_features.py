@@ -31,6 +31,7 @@ from deltalog.maintenance.due import maintenance_due
 from deltalog.protocol.features import CONDITIONAL, FEATURES, READ_ONLY, REFUSED, SUPPORTED, Operation, markdown
 from deltalog.protocol.schema import arrow_schema_to_schema_string
 from deltalog.protocol.table_protocol import Protocol, check_readable, check_writable
+from deltalog.uniform import IcebergMetadataError
 from deltalog.vacuuming import vacuum
 from helpers import rows, write_data_file
 
@@ -304,6 +305,12 @@ def test_uniform_vacuum_keeps_the_iceberg_metadata(tmp_path):
     orphan = os.path.join(path, "orphan.parquet")
     open(orphan, "w").write("x")
     os.utime(orphan, (old, old))
+    # A metadata file that is no Iceberg metadata: what its readers need cannot be known, so nothing goes.
+    with pytest.raises(IcebergMetadataError, match="is not Iceberg table metadata"):
+        vacuum(path)
+    assert os.path.exists(orphan)
+    os.rename(kept[0], kept[0] + ".bak")  # no metadata JSON left: only the hidden-path rule applies
+    kept[0] += ".bak"
     result = vacuum(path)
     assert result.num_deleted_files == 1 and not os.path.exists(orphan)
     assert all(os.path.exists(k) for k in kept)

@@ -10,6 +10,7 @@ class a public entry point returns must have ``summary_line()``.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import importlib
 import inspect
 import os
@@ -148,10 +149,40 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         op.result = create_checkpoint(table)
     produced += [*recorder.appends, *recorder.recorded, recorder.context, table_state(table.snapshot())]
     produced += fleet_overview(read_history(str(root / "history")))
+    from deltalog.journal import FIGURES, MEASURES, RollupStore
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+
+    history = snapshot_at(Storage(str(root / "history")))
+    today = dt.datetime.now(dt.UTC).date()
+    produced += [RollupStore(None).window(history, today - dt.timedelta(days=1), today), MEASURES[0], FIGURES[0]]
+    produced.append(_uniform_vacuum_plan(root / "uniform"))
     seen: dict[type, Any] = {}
     for value in produced:
         _instances_in(value, seen)
     return seen
+
+
+def _uniform_vacuum_plan(folder: Any) -> Any:
+    """A vacuum plan of a UniForm table whose Iceberg metadata pyiceberg wrote: its Iceberg side (guard,
+    metadata files, snapshots) is part of the plan's result."""
+    from deltalog.vacuuming import plan_vacuum
+    from iceberg_helpers import (
+        append_iceberg,
+        append_uniform,
+        data_file,
+        iceberg_catalog,
+        make_uniform_table,
+        register_iceberg_table,
+    )
+
+    path = str(folder / "t")
+    os.makedirs(path)
+    make_uniform_table(path)
+    rel = append_uniform(path, 0)
+    table = register_iceberg_table(iceberg_catalog(str(folder / "catalog")), "file://" + path)
+    append_iceberg(table, [data_file(f"file://{path}/{rel}")])
+    return plan_vacuum(path)
 
 
 def test_every_class_with_to_dict_is_a_dataclass():

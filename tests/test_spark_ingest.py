@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from deltalog import DeltaTable
 from deltalog.engines.spark.hadoop import STAGING_DIR, hadoop_uri
 from deltalog.engines.spark.ingest import WrittenFile, build_commit_request, parse_partition_dirs, safe_run_id
 from deltalog.errors import InvalidArgumentError, StorageError
@@ -72,6 +73,7 @@ def test_commit_request_document_is_what_deltalog_parses() -> None:
         ("d=1/part-0.parquet", 10, {"d": "1"}, 5)
     ]
     assert req.userMetadata == "ingest 2026-11-21"
+    assert req.tableId is None  # named only when given (write_ingest always gives it)
 
 
 # --- one real spark-submit ---------------------------------------------------------------
@@ -119,6 +121,8 @@ def test_job_leaves_data_files_and_a_matching_request(ingested: dict[str, str]) 
         doc = json.load(f)
     adds = doc["add"]
     assert len(adds) == FILES
+    # The request names its table (read by the job through Spark's filesystem): no other table commits it.
+    assert (doc["tableId"], doc["readVersion"]) == (DeltaTable(table).snapshot().metadata.id, 0)
     for add in adds:
         assert add["path"].startswith(f"event_date={DAY.isoformat()}/part-")
         assert add["partitionValues"] == {"event_date": DAY.isoformat()}

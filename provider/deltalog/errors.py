@@ -16,6 +16,7 @@ __all__ = [
     "DataFileMismatchError",
     "DeltaLogError",
     "EngineError",
+    "ForeignHandoffError",
     "HistoryWriteError",
     "InvalidArgumentError",
     "InvalidCommitRequestError",
@@ -31,6 +32,7 @@ __all__ = [
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "UnreadableHistoryFileError",
     "UnsupportedFileNameError",
     "UnsupportedProtocolError",
     "VersionNotFoundError",
@@ -106,6 +108,11 @@ class UnsupportedFileNameError(DeltaLogError):
     """
 
 
+class UnreadableHistoryFileError(CorruptLogError):
+    """A data file of the maintenance history cannot be read as history rows (a column of another
+    type, a broken Parquet file): readers that summarise say which file and go on without it."""
+
+
 class StorageError(DeltaLogError):
     """The storage layer failed in a way that is not a missing file (permissions, network)."""
 
@@ -141,6 +148,12 @@ class MissingDataFileError(OperationRefusedError):
     Compaction stops at the first bin whose input is missing (any further bin would most
     likely fail the same way); bins it committed before stay, and it says which.
     """
+
+
+class ForeignHandoffError(OperationRefusedError):
+    """A plan, commit request or other hand-off file was made for another table (its ``metaData.id``), at a
+    version the table never had, or names files that were not the table's live files; refused before
+    anything is read or written."""
 
 
 class TableAlreadyExistsError(OperationRefusedError):

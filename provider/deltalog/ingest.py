@@ -10,7 +10,8 @@ application transaction that makes the commit idempotent::
       "add": [{"path": "day=2024-05-01/part-0001.parquet"}],
       "remove": ["day=2024-05-01/part-0000.parquet"],
       "dataChange": true,
-      "appId": "ingest.load_events", "txnVersion": 42
+      "appId": "ingest.load_events", "txnVersion": 42,
+      "tableId": "5f1c...", "readVersion": 17
     }
 
 Paths are relative to the table root, exactly as the files are named on storage
@@ -19,6 +20,14 @@ the log. Anything missing is filled from storage: ``size`` and
 ``modificationTime`` from the file's metadata, ``partitionValues`` from the
 hive-style directories, ``stats`` from the Parquet footer. Everything is
 validated before a byte is written; a bad request gets one clear error.
+
+``tableId`` (the ``metaData.id`` of the table the request was made for) and ``readVersion``
+(the table version its writer saw) make the request belong to one table
+(:mod:`deltalog.write_checks.handoffs`): another id, or a version the table never reached, is
+refused before anything is read. A request without ``tableId`` (written by an older writer)
+is still accepted, because every file in it is checked against the table itself: an added
+file must be in this table's folder, readable, of its schema and not yet live, a removed one
+must be live; it is logged (INFO) as naming no table. ``deltalog.engines.spark.ingest`` writes both.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.write_checks import clustering, identity
 from deltalog.write_checks.claimed_stats import check_claimed_stats, parse_stats
+from deltalog.write_checks.handoffs import check_made_at, check_table_id
 from deltalog.write_checks.hidden_paths import HiddenRule
 from deltalog.write_checks.iceberg_compat import check_iceberg_file, check_iceberg_schema, iceberg_compat_version
 from deltalog.write_checks.row_rules import RowRuleChecker
@@ -74,6 +84,8 @@ _REQUEST_KEYS = {
     "readPartitions",
     "readWholeTable",
     "isolationLevel",
+    "tableId",
+    "readVersion",
 }
 _ADD_KEYS = {"path", "size", "partitionValues", "modificationTime", "stats", "tags", "dataChange"}
 #: Characters left as they are when a storage path becomes a log path (RFC 2396 path characters).
@@ -139,6 +151,9 @@ class CommitRequest:
     readPartitions: list[dict[str, Any]] = field(default_factory=list)
     readWholeTable: bool = False
     isolationLevel: str | None = None
+    #: The ``metaData.id`` of the table the request was made for, and the version its writer saw.
+    tableId: str | None = None
+    readVersion: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -258,6 +273,16 @@ def _parse(doc: Any) -> CommitRequest:
     if level is not None and level not in ISOLATION_LEVELS:
         raise _bad(f"'isolationLevel' must be one of {', '.join(ISOLATION_LEVELS)}")
     req.isolationLevel = level
+    table_id, read_version = doc.get("tableId"), doc.get("readVersion")
+    if table_id is not None and (not isinstance(table_id, str) or not table_id.strip()):
+        raise _bad(f"'tableId' must be the id of the table the request was made for (a string), got {table_id!r}")
+    if read_version is not None and (
+        isinstance(read_version, bool) or not isinstance(read_version, int) or read_version < 0
+    ):
+        raise _bad(
+            f"'readVersion' must be the table version the writer read (a non-negative integer), got {read_version!r}"
+        )
+    req.tableId, req.readVersion = table_id, read_version
     return req
 
 
@@ -588,6 +613,21 @@ def _metrics(adds: list[dict[str, Any]], removes: list[dict[str, Any]]) -> dict[
     return out
 
 
+def _check_owner(storage: Storage, snapshot: Snapshot, req: CommitRequest) -> None:
+    """The request is this table's (its ``tableId`` and ``readVersion``), checked before anything else, even
+    before an app transaction already done makes it a no-op: a request for another table is never silently done."""
+    if req.tableId is not None:
+        check_table_id("the commit request", "tableId", req.tableId, snapshot.metadata.id, storage.uri)
+    else:
+        log.info(
+            "the commit request names no table ('tableId'); accepted because each of its files is checked against "
+            "%s (writers should add the table id: deltalog.engines.spark.ingest does)",
+            storage.uri,
+        )
+    if req.readVersion is not None:
+        check_made_at("the commit request", "readVersion", req.readVersion, snapshot.version, storage.uri)
+
+
 def commit_request(
     table: TableRef,
     request: str | dict[str, Any] | CommitRequest,
@@ -623,6 +663,7 @@ def commit_request(
         snapshot.metadata.configuration,
         commits=True,
     )
+    _check_owner(storage, snapshot, req)
     txn = Transaction(
         storage,
         snapshot,

@@ -47,6 +47,65 @@ def airflow_env(home: Path, port: int, **settings: str) -> dict[str, str]:
     return env
 
 
+def signed_in_env(home: Path, port: int, users: dict[str, str], **settings: str) -> dict[str, str]:
+    """:func:`airflow_env` with the simple auth manager: ``users`` (name -> role, "" for none), each with the
+    password ``<name>-password`` (written to the home's passwords file), no one an admin by default."""
+    import json
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "passwords.json").write_text(json.dumps({u: f"{u}-password" for u in users}))
+    return airflow_env(
+        home,
+        port,
+        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=",".join(f"{u}:{r}" for u, r in users.items()),
+        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
+        AIRFLOW__API_AUTH__JWT_SECRET="deltalog-test-api-server-jwt-secret-0123456789",
+        AIRFLOW__API__SECRET_KEY="deltalog-test-api-server-secret",
+        **settings,
+    )
+
+
+def bearer_token(base: str, user: str) -> str:
+    """A JWT for ``user`` (password ``<user>-password``) from the API server's ``/auth/token``."""
+    import json
+
+    body = json.dumps({"username": user, "password": f"{user}-password"}).encode()
+    req = urllib.request.Request(
+        base + "/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())["access_token"]
+
+
+def server_pid(port: int) -> int:
+    """The pid of the ``airflow api-server`` listening on ``port`` (the top of its process tree)."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+            process = psutil.Process(conn.pid)
+            while process.parent() is not None and "api-server" in " ".join(process.parent().cmdline()):
+                process = process.parent()
+            return process.pid
+    raise RuntimeError(f"no process listens on port {port}")
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The resident memory of a process and all its children, in MiB."""
+    import psutil
+
+    total = 0
+    process = psutil.Process(pid)
+    for p in [process, *process.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / (1 << 20)
+
+
 @contextmanager
 def api_server(home: Path, env: dict[str, str], port: int) -> Iterator[str]:
     """Migrate the home's database (unless it has one: ``airflow_homes.prepare_home``), start ``airflow

@@ -1,29 +1,37 @@
-"""The fleet view in a real browser, served by a real ``airflow api-server``.
+"""The fleet view in a real browser, served by a real ``airflow api-server``, at fleet scale.
 
-The test makes a maintenance history with real maintenance rounds on real tables
-(``tests/history_helpers.py``), starts ``airflow api-server`` in a temporary AIRFLOW_HOME
-(SQLite, the simple auth manager with three users: ``admin``, ``viewer`` and ``nobody``,
-who has no role and so no permission), and drives Debian's headless Chromium through its
-chromedriver (Selenium). It asserts what is rendered, not what is sent:
+One API server serves every test here (module scope): a temporary AIRFLOW_HOME (SQLite, the
+simple auth manager with ``admin``, ``viewer`` and ``nobody``, who has no role and so no
+permission), prices set, and one maintenance history holding both a fleet of 1,000 tables
+with 100,000 rows (a quarter on one table; ``tests/synthetic_history.py``, generated once
+per day and cached) and a few real tables maintained for real (``tests/history_helpers.py``),
+whose figures are checked against the tables themselves. Debian's headless Chromium is
+driven through its chromedriver (Selenium). What is asserted is what is rendered:
 
 - the REST API lists the plugin with its view (``airflow plugins``, the app's routes and its
   permission check run on every release without a browser: ``test_fleet_view_plugin.py``);
-- a viewer who opens the page is sent to Airflow's login, signs in, and sees the table list
-  (every table, its figures, what is due) and, on a table's page, the charts drawn;
+- a viewer who opens the page is sent to Airflow's login, signs in, and sees a page of the
+  1,006 tables under a megabyte; the real tables by their folder (the prefix filter) with
+  their figures; a table's charts drawn, a point per day;
+- the failing and the most expensive tables two clicks from the fleet page; search, sort,
+  pages; the busy table's rows a page at a time; a long failure message one click away;
 - the page inside Airflow's own UI (the external view's iframe);
+- four concurrent fleet requests leave the API server under 1.5 GB;
 - ``nobody`` signs in and sees no data (403 page, no table name anywhere); anonymous API
   calls get 401, ``nobody``'s 403.
 
 Screenshots are kept under ``$DELTALOG_TEST_ARTIFACTS/fleet-view`` (default: the pytest
-temporary directory); the path is printed.
+temporary directory); the path is printed. The ones in docs/fleet-view.md come from here.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,13 +42,16 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from api_server import airflow_env, api_server, free_port
+from api_server import api_server, bearer_token, free_port, server_pid, signed_in_env, tree_rss_mb
 
 from airflow_homes import prepare_home
+from deltalog.journal import OperationSpan, RunContext, append_rows, make_row
 from history_helpers import DemoFleet, maintained_fleet
+from synthetic_history import FleetShape, cached_history
 
 #: A real browser: on the lock's Airflow only (the release matrix runs test_fleet_view_plugin.py instead).
-pytestmark = [pytest.mark.slow, pytest.mark.lock_only]
+#: One server for the module: parallel workers keep the module together (``--dist loadgroup``).
+pytestmark = [pytest.mark.slow, pytest.mark.lock_only, pytest.mark.xdist_group("fleet-view-browser")]
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -57,32 +68,37 @@ CHROMIUM_FLAGS = (
     "--window-size=1440,1000",
 )
 USERS = {"admin": "ADMIN", "viewer": "VIEWER", "nobody": ""}
+MB = 1_000_000
+#: A failure whose message is long (a stack of 300,000 characters): one click from the fleet page.
+INCIDENT_TABLE = "s3://lake/ops/incidents/events"
+INCIDENT = "vacuum failed: storage answered 503\n" + "  at frame <deep>\n" * 16_000
 
 
 @dataclass
 class Server:
     base: str
+    port: int
     fleet: DemoFleet
+    shape: FleetShape
     env: dict[str, str]
     home: Path
     artifacts: Path
 
     def token(self, user: str) -> str:
-        body = json.dumps({"username": user, "password": f"{user}-password"}).encode()
-        req = urllib.request.Request(
-            self.base + "/auth/token", data=body, headers={"Content-Type": "application/json"}, method="POST"
-        )
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())["access_token"]
+        return bearer_token(self.base, user)
 
-    def get(self, path: str, user: str | None = None) -> tuple[int, Any]:
+    def fetch(self, path: str, user: str | None = None) -> tuple[int, bytes]:
         headers = {"Authorization": f"Bearer {self.token(user)}"} if user else {}
         req = urllib.request.Request(self.base + path, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                return resp.status, json.loads(resp.read())
+            with urllib.request.urlopen(req, timeout=300) as resp:
+                return resp.status, resp.read()
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
+            return exc.code, exc.read() or b"null"
+
+    def get(self, path: str, user: str | None = None) -> tuple[int, Any]:
+        status, body = self.fetch(path, user)
+        return status, json.loads(body)
 
 
 def _artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -100,23 +116,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             "Chromium and chromedriver are missing: run scripts/bootstrap.sh (Debian chromium, chromium-driver)"
         )
     root = tmp_path_factory.mktemp("fleet-view")
-    fleet = maintained_fleet(str(root / "lake"), rounds=3)
-    home = prepare_home(tmp_path_factory, root / "airflow")
-    (home / "passwords.json").write_text(json.dumps({u: f"{u}-password" for u in USERS}))
+    shape = cached_history(100_000, tables=1000, busy_share=0.25, days=30)
+    history = root / "history"
+    shutil.copytree(shape.history, history)  # the real tables' rows join the fleet's
+    fleet = maintained_fleet(str(root / "lake"), rounds=3, history=str(history))
+    now = dt.datetime.now(dt.UTC)
+    span = OperationSpan(RunContext(run_id="incident"), INCIDENT_TABLE, "vacuum", now, now)
+    append_rows(str(history), [make_row(span, "failed", reason=INCIDENT)])
+    home = prepare_home(tmp_path_factory, root / "airflow")  # a copy of the run's migrated database
     port = free_port()
-    env = airflow_env(
+    env = signed_in_env(
         home,
         port,
-        AIRFLOW__CORE__AUTH_MANAGER="airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=",".join(f"{u}:{r}" for u, r in USERS.items()),
-        AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(home / "passwords.json"),
-        AIRFLOW__API_AUTH__JWT_SECRET="deltalog-fleet-view-test-jwt-secret-0123456789",
-        AIRFLOW__API__SECRET_KEY="deltalog-fleet-view-test-secret",
-        AIRFLOW__DELTALOG__HISTORY_URI=fleet.history,
+        USERS,
+        AIRFLOW__DELTALOG__HISTORY_URI=str(history),
+        AIRFLOW__DELTALOG__ROLLUP_URI=str(root / "rollups"),
+        AIRFLOW__DELTALOG__COST_PER_CPU_HOUR="0.06",
+        AIRFLOW__DELTALOG__COST_PER_GB_MONTH="0.023",
+        AIRFLOW__DELTALOG__COST_CURRENCY="USD",
     )
     with api_server(home, env, port) as base:
-        yield Server(base, fleet, env, home, _artifacts(tmp_path_factory))
+        yield Server(base, port, fleet, shape, env, home, _artifacts(tmp_path_factory))
 
 
 @pytest.fixture()
@@ -130,7 +150,7 @@ def browser() -> Iterator[Any]:
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(60)
+    driver.set_page_load_timeout(120)
     try:
         yield driver
     finally:
@@ -138,7 +158,7 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def _wait(driver: Any, css: str, timeout: float = 30) -> Any:
+def _wait(driver: Any, css: str, timeout: float = 60) -> Any:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -158,12 +178,22 @@ def sign_in(driver: Any, server: Server, user: str, path: str = "/deltalog/") ->
     driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
 
 
-def _shot(driver: Any, server: Server, name: str) -> Path:
+def _shot(driver: Any, server: Server, name: str, height: int | None = None) -> Path:
     path = server.artifacts / f"{name}.png"
-    height = driver.execute_script("return Math.max(document.body.scrollHeight, 1000)")
-    driver.set_window_size(1440, min(int(height) + 40, 3000))
+    full = driver.execute_script("return Math.max(document.body.scrollHeight, 1000)")
+    driver.set_window_size(1440, height or min(int(full) + 40, 3000))
     assert driver.save_screenshot(str(path))
+    driver.set_window_size(1440, 1000)
     return path
+
+
+def _rows(driver: Any) -> dict[str, list[str]]:
+    """The listed tables and their cells' text as rendered (one script call: a hundred rows of cells)."""
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#tables tbody tr')).map("
+        "r => [r.getAttribute('data-table'), Array.from(r.querySelectorAll(':scope > td')).map(c => c.innerText.trim())])"
+    )
+    return {uri: cells for uri, cells in rows}
 
 
 # --- registration ----------------------------------------------------------------------------
@@ -180,66 +210,182 @@ def test_the_api_server_lists_the_plugin_and_its_view(server):
 # --- a viewer sees the fleet --------------------------------------------------------------------
 
 
-def test_a_viewer_signs_in_and_sees_the_table_list_and_a_tables_charts(server, browser):
+def test_a_viewer_signs_in_and_sees_a_page_of_a_thousand_tables(server, browser):
+    sign_in(browser, server, "viewer")
+    _wait(browser, "#tables", timeout=180)
+    assert browser.current_url == server.base + "/deltalog/"
+    assert len(_rows(browser)) == 100
+    assert browser.find_element("id", "tile-tables").text.startswith("1,006")
+    status, page = server.fetch("/deltalog/", user="viewer")
+    assert status == 200 and len(page) < MB
+    _shot(browser, server, "fleet", height=1400)
+
+
+def test_the_real_tables_by_their_folder_with_their_figures_and_charts(server, browser):
     from selenium.webdriver.common.by import By
 
     from deltalog import DeltaTable
 
-    sign_in(browser, server, "viewer")
-    table = _wait(browser, "#tables")
-    assert browser.current_url == server.base + "/deltalog/"
-    rows = {
-        r.get_attribute("data-table"): [c.text for c in r.find_elements(By.TAG_NAME, "td")]
-        for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")
-    }
-    expected = {*server.fleet.tables.values(), server.fleet.refused, server.fleet.deferred}
-    assert set(rows) == expected
+    folder = os.path.dirname(server.fleet.tables["orders"]) + "/"
+    sign_in(browser, server, "viewer", path=f"/deltalog/?prefix={quote(folder, safe='')}")
+    _wait(browser, "#tables", timeout=180)
+    rows = _rows(browser)
+    assert set(rows) == {*server.fleet.tables.values(), server.fleet.refused, server.fleet.deferred}
     orders = DeltaTable(server.fleet.tables["orders"]).snapshot()
     cells = rows[server.fleet.tables["orders"]]
-    assert cells[0] == "orders" and cells[1] == str(orders.version) and cells[2] == str(orders.files.num_rows)
-    assert rows[server.fleet.deferred][7] == "compaction" and rows[server.fleet.refused][7] == "refused"
-    assert browser.find_element(By.ID, "tile-deferred").text.startswith("1")
+    # "orders" alone would not tell it from the fleet's s3://lake/*/*/orders: its folder is shown too.
+    assert cells[0] == "sales/orders" and cells[4] == str(orders.version) and cells[5] == str(orders.files.num_rows)
+    assert rows[server.fleet.deferred][2] == "compaction" and rows[server.fleet.refused][2] == "refused"
     assert "late" in browser.find_element(By.ID, "deferred").text
-    assert "catalog-managed" in browser.find_element(By.ID, "refusals").text
-    _shot(browser, server, "fleet")
-
-    browser.find_element(By.CSS_SELECTOR, f'a[data-table="{server.fleet.tables["orders"]}"]').click()
+    browser.find_element(By.CSS_SELECTOR, f'#tables a[data-table="{server.fleet.tables["orders"]}"]').click()
     charts = _wait(browser, "#charts")
     assert browser.find_element(By.ID, "table-uri").text == server.fleet.tables["orders"]
     drawn = {c.get_attribute("data-chart"): c for c in charts.find_elements(By.CSS_SELECTOR, "svg.chart")}
-    assert sorted(drawn) == ["bytes", "files", "log", "reclaimed", "seconds"]
+    assert sorted(drawn) == ["bytes", "cost", "files", "live", "log", "problems", "seconds", "size"]
     for name, svg in drawn.items():
         assert svg.is_displayed() and svg.size["width"] > 300 and svg.size["height"] > 150, name
-        assert len(svg.find_elements(By.TAG_NAME, "circle")) >= 3, name  # a point per round at least
-    assert len(drawn["files"].find_elements(By.TAG_NAME, "polyline")) == 2  # live files, small files
+    assert (
+        len(drawn["live"].find_elements(By.TAG_NAME, "polyline"))
+        + len(drawn["live"].find_elements(By.TAG_NAME, "circle"))
+        >= 2
+    )  # live files, small files
     assert browser.find_element(By.ID, "tile-version").text.startswith(str(orders.version))
-    settings = browser.find_element(By.ID, "settings")
-    target = settings.find_element(By.CSS_SELECTOR, 'tr[data-setting="target_file_size"]')
-    assert settings.is_displayed() and target.text.split() == [
-        "target_file_size",
-        str(64 << 20),
-        "per-table",
-        "override",
-        "tables['orders']",
-    ]
-    _shot(browser, server, "table")
+    target = browser.find_element(By.CSS_SELECTOR, '#settings tr[data-setting="target_file_size"]')
+    assert target.text.split() == ["target_file_size", str(64 << 20), "per-table", "override", "tables['orders']"]
+    _shot(browser, server, "table", height=1600)
+
+
+def test_the_failing_and_the_most_expensive_tables_are_two_clicks_away(server, browser):
+    from selenium.webdriver.common.by import By
+
+    sign_in(browser, server, "viewer")
+    _wait(browser, "#tables", timeout=180)
+    browser.find_element(By.ID, "tile-failed").click()  # click 1
+    _wait(browser, "#tables")
+    rows = _rows(browser)
+    assert rows and all(cells[1].startswith("failed") for cells in rows.values())
+    assert "status=failed" in browser.current_url
+    _shot(browser, server, "failing", height=1200)
+    first = next(iter(rows))
+    browser.find_element(By.CSS_SELECTOR, "#tables tbody tr a").click()  # click 2
+    _wait(browser, "#lasts")
+    assert browser.find_element(By.ID, "table-uri").text == first
+    assert browser.find_elements(By.CSS_SELECTOR, "#lasts .st-failed")
+    browser.get(server.base + "/deltalog/")
+    _wait(browser, "#tables")
+    browser.find_element(By.ID, "tile-cost").click()  # click 1
+    _wait(browser, "#tables")
+    status, body = server.get("/deltalog/api/fleet?sort=cost&order=desc&limit=1", user="viewer")
+    assert status == 200 and next(iter(_rows(browser))) == body["tables"][0]["table_uri"]
+    browser.find_element(By.CSS_SELECTOR, "#tables tbody tr a").click()  # click 2
+    _wait(browser, "#charts")
+    assert browser.find_element(By.ID, "table-uri").text == body["tables"][0]["table_uri"]
+
+
+def test_search_sort_and_pages(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sign_in(browser, server, "viewer")
+    _wait(browser, "#filters", timeout=180)
+    browser.find_element(By.CSS_SELECTOR, "#filters input[name=q]").send_keys("history")
+    Select(browser.find_element(By.CSS_SELECTOR, "#filters select[name=status]")).select_by_value("problem")
+    browser.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    _wait(browser, "#tables")
+    rows = _rows(browser)
+    assert rows and all("history" in uri for uri in rows)
+    assert all(c[1].split()[0] in ("failed", "refused", "deferred") for c in rows.values())
+    assert len({c[0] for c in rows.values()}) == len(rows)  # same-named tables told apart by their folders
+    browser.find_element(By.CSS_SELECTOR, 'th a[data-sort="size"]').click()
+    _wait(browser, "#tables")
+    status, body = server.get(
+        "/deltalog/api/fleet?q=history&status=problem&sort=size&order=desc&limit=500", user="viewer"
+    )
+    assert list(_rows(browser)) == [t["table_uri"] for t in body["tables"]][:100]
+    browser.get(server.base + "/deltalog/?sort=table&order=asc")
+    _wait(browser, "#tables")
+    first_page = list(_rows(browser))
+    browser.find_element(By.ID, "next").click()
+    _wait(browser, "#tables")
+    second_page = list(_rows(browser))
+    assert len(second_page) == 100 and not set(first_page) & set(second_page)
+
+
+def test_the_busy_tables_rows_a_page_at_a_time_and_a_long_message_one_click_away(server, browser):
+    from selenium.webdriver.common.by import By
+
+    busy = server.shape.busy
+    sign_in(browser, server, "viewer", path=f"/deltalog/table?uri={quote(busy, safe='')}")
+    charts = _wait(browser, "#charts", timeout=180)
+    for svg in charts.find_elements(By.CSS_SELECTOR, "svg.chart"):
+        assert len(svg.find_elements(By.TAG_NAME, "circle")) <= 3 * 30  # a point per day and series
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#rows tbody tr")) == 50
+    status, page = server.fetch(f"/deltalog/table?uri={quote(busy, safe='')}", user="viewer")
+    assert status == 200 and len(page) < MB
+    _shot(browser, server, "busy-table", height=1500)
+    newest = browser.find_element(By.CSS_SELECTOR, "#rows tbody tr td a").text
+    browser.find_element(By.ID, "next").click()
+    _wait(browser, "#rows")
+    assert browser.find_element(By.CSS_SELECTOR, "#rows tbody tr td a").text <= newest
+    # A failure with a long message: found by name, an excerpt; "more" opens it, a link has all of it.
+    browser.get(server.base + "/deltalog/?q=incidents")
+    _wait(browser, "#refusals")
+    details = browser.find_element(By.CSS_SELECTOR, "#refusals details")
+    details.find_element(By.TAG_NAME, "summary").click()
+    assert details.find_element(By.TAG_NAME, "pre").is_displayed()
+    full = details.find_element(By.CSS_SELECTOR, "a.full")
+    assert full.text == f"all {len(INCIDENT):,} characters"
+    status, page = server.fetch("/deltalog/?q=incidents", user="viewer")
+    assert status == 200 and len(page) < 100_000  # the message is there once, as an excerpt
+    full.click()
+    reason = _wait(browser, 'tr[data-column="reason"] pre')
+    assert reason.text.startswith("vacuum failed: storage answered 503")
+    assert browser.execute_script(
+        "return document.querySelector('tr[data-column=\"reason\"] pre').textContent.length"
+    ) == len(INCIDENT)
+    _shot(browser, server, "row", height=1000)
 
 
 def test_the_page_shows_inside_airflows_ui(server, browser):
     from selenium.webdriver.common.by import By
 
     sign_in(browser, server, "viewer", path=f"/deltalog/table?uri={quote(server.fleet.tables['orders'], safe='')}")
-    _wait(browser, "#charts")
+    _wait(browser, "#charts", timeout=180)
     browser.get(server.base + "/plugin/deltalog")
     frame = _wait(browser, "iframe[title='Delta tables']", timeout=60)
     assert frame.get_attribute("src") == server.base + "/deltalog/"
     time.sleep(1.0)  # the UI's navigation finishes drawing
     browser.switch_to.frame(frame)
     _wait(browser, "#tables")
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#tables tbody tr")) == 5
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tables tbody tr")) == 100
     browser.switch_to.default_content()
     browser.set_window_size(1440, 1000)
     assert browser.save_screenshot(str(server.artifacts / "airflow-ui.png"))
+
+
+def test_four_concurrent_fleet_requests_leave_the_server_under_one_and_a_half_gigabytes(server):
+    pid = server_pid(server.port)
+    token = server.token("viewer")
+    results: list[int] = []
+
+    def fetch(days: int) -> None:  # four windows: four aggregations, none served from another's result
+        req = urllib.request.Request(
+            f"{server.base}/deltalog/?days={days}", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            results.append(resp.status)
+
+    peak = tree_rss_mb(pid)
+    threads = [threading.Thread(target=fetch, args=(d,)) for d in (7, 14, 90, 366)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, tree_rss_mb(pid))
+        time.sleep(0.05)
+    after = tree_rss_mb(pid)
+    print(f"\nAPI server RSS with four concurrent fleet requests: peak {peak:.0f} MiB, after {after:.0f} MiB")
+    assert results == [200] * 4
+    assert peak < 1536 and after < 1536
 
 
 # --- and a user without permission does not ------------------------------------------------------
@@ -253,13 +399,14 @@ def test_a_user_without_permission_sees_no_data(server, browser):
     assert "Forbidden" in denied.text
     assert browser.find_elements(By.ID, "tables") == []
     source = browser.page_source
-    assert not any(word in source for word in ("orders", "customers", "catalog-managed", "_deltalog"))
+    assert not any(word in source for word in ("orders", "customers", "catalog-managed", "s3://lake"))
     _shot(browser, server, "denied")
     # The JSON routes too, and nobody at all gets 401.
     assert server.get("/deltalog/api/fleet")[0] == 401
     assert server.get("/deltalog/api/fleet", user="nobody")[0] == 403
+    assert server.get("/deltalog/api/row?day=2030-01-01&id=x", user="nobody")[0] == 403
     status, body = server.get("/deltalog/api/fleet", user="viewer")
-    assert status == 200 and len(body["tables"]) == 5
+    assert status == 200 and len(body["tables"]) == 100 and body["total_tables"] == 1006
 
 
 def test_an_anonymous_browser_is_sent_to_sign_in_and_never_loops(server):

@@ -10,12 +10,12 @@ signs real users in). Each request is served by the release's FastAPI and Starle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from airflow_helpers import airflow_cli_json
+from fleet_view_client import User, client
 
 from history_helpers import DemoFleet, maintained_fleet
 
@@ -35,37 +35,8 @@ def test_airflow_lists_the_plugin_with_its_app_and_where_the_release_has_them_it
     assert views == ([("Delta tables", "deltalog")] if AIRFLOW_V_3_1_PLUS else [])
 
 
-@dataclass
-class User:
-    name: str
-    may_read_assets: bool
-
-    def get_name(self) -> str:
-        return self.name
-
-
-class AuthManager:
-    """What the app asks the auth manager: may this user read assets; where to sign in."""
-
-    def is_authorized_asset(self, *, method: str, user: User, details: Any = None) -> bool:
-        assert method == "GET"
-        return user.may_read_assets
-
-    def get_url_login(self, **kwargs: Any) -> str:
-        return "/auth/login"
-
-
 def _client(fleet: DemoFleet, monkeypatch: pytest.MonkeyPatch, user: User) -> Any:
-    from fastapi.testclient import TestClient
-
-    from deltalog_provider.fleet_view import app as app_module
-    from deltalog_provider.version_compat import get_user
-
-    monkeypatch.setenv("AIRFLOW__DELTALOG__HISTORY_URI", fleet.history)
-    monkeypatch.setattr(app_module, "get_auth_manager", AuthManager)
-    app = app_module.create_app()
-    app.dependency_overrides[get_user] = lambda: user
-    return TestClient(app)
+    return client(monkeypatch, fleet.history, user=user)
 
 
 def test_a_reader_gets_the_pages_and_the_json(fleet: DemoFleet, monkeypatch: pytest.MonkeyPatch):
@@ -75,9 +46,11 @@ def test_a_reader_gets_the_pages_and_the_json(fleet: DemoFleet, monkeypatch: pyt
     for uri in (*fleet.tables.values(), fleet.refused, fleet.deferred):
         assert f'data-table="{uri}"' in page.text
     table = client.get(f"/table?uri={quote(fleet.tables['orders'], safe='')}")
-    assert table.status_code == 200 and table.text.count('class="chart"') == 5
+    assert table.status_code == 200 and table.text.count('class="chart"') == 7
+    assert table.headers["cache-control"] == "no-store"
     assert 'data-setting="target_file_size"' in table.text and "per-table override" in table.text
     body = client.get("/api/fleet").json()
+    assert client.get("/api/fleet").headers["cache-control"] == "no-store"
     assert body["history"] == fleet.history and {t["table_uri"] for t in body["tables"]} >= set(fleet.tables.values())
     rows = client.get(f"/api/table?uri={quote(fleet.deferred, safe='')}").json()["rows"]
     assert {(r["operation"], r["status"]) for r in rows} >= {("compaction", "deferred")}
@@ -85,7 +58,15 @@ def test_a_reader_gets_the_pages_and_the_json(fleet: DemoFleet, monkeypatch: pyt
 
 def test_a_user_who_may_not_read_assets_gets_a_403_and_no_data(fleet: DemoFleet, monkeypatch: pytest.MonkeyPatch):
     client = _client(fleet, monkeypatch, User("nobody", False))
-    for path in ("/", f"/table?uri={quote(fleet.tables['orders'], safe='')}", "/api/fleet"):
+    for path in (
+        "/",
+        f"/table?uri={quote(fleet.tables['orders'], safe='')}",
+        "/api/fleet",
+        "/api/table?uri=x",
+        "/row?day=2020-01-01&id=x",
+        "/api/row?day=2020-01-01&id=x",
+        "/?sort=nope",
+    ):
         response = client.get(path, headers={"accept": "text/html"})
         assert response.status_code == 403, path
         assert not any(name in response.text for name in ("orders", "customers", "events")), path

@@ -837,6 +837,7 @@ storage = DeltaTable(opt("--table")).storage
 plan = CompactionPlan.from_json(Storage(opt("--plan")).read_bytes(Storage(opt("--plan")).root))
 outputs, _ = run_local(storage, plan)
 request = {{"add": [o.add for o in outputs], "remove": [f.path for b in plan.bins for f in b.files]}}
+request.update(tableId=plan.table_id, readVersion=plan.snapshot_version)  # as the real job names its plan
 out = Storage(opt("--output-request"))
 out.write_atomic(out.root, json.dumps(request).encode())
 """

@@ -77,6 +77,13 @@ def _human(r: VacuumResult) -> str:
             lines.append(f"  {row['path']}  {row['size']}  ({row['reason']})")
         if r.plan.num_files > 20:
             lines.append(f"  ... and {r.plan.num_files - 20} more (use --json for all)")
+        kept = r.plan.kept_for_iceberg
+        if kept.num_rows:
+            lines.append(f"kept for Iceberg readers ({kept.num_rows}):")
+            for row in kept.slice(0, 20).to_pylist():
+                lines.append(f"  {row['path']}  ({row['reason']})")
+            if kept.num_rows > 20:
+                lines.append(f"  ... and {kept.num_rows - 20} more (use --json for all)")
     lines += [f"warning: {w}" for w in r.warnings]
     return "\n".join(lines)
 

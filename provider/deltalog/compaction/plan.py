@@ -247,6 +247,18 @@ class CompactionPlan:
             raise InvalidArgumentError(
                 f"compaction plan format_version {found!r} is not supported (expected {PLAN_FORMAT}; plan again)"
             )
+        # Whose plan it is comes first: a plan is run only against the table it was made for.
+        table_id, version = doc.get("table_id"), doc.get("snapshot_version")
+        if not isinstance(table_id, str) or not table_id.strip():
+            raise InvalidArgumentError(
+                "the compaction plan names no table: 'table_id' must be the id of the table it was made for (a "
+                f"non-empty string), got {table_id!r}"
+            )
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(
+                "the compaction plan: 'snapshot_version' must be the table version it was made at (a non-negative "
+                f"integer), got {version!r}"
+            )
         try:
             bins = [
                 Bin(
@@ -258,8 +270,8 @@ class CompactionPlan:
             ]
             return cls(
                 table_uri=str(doc["table_uri"]),
-                table_id=str(doc["table_id"]),
-                snapshot_version=int(doc["snapshot_version"]),
+                table_id=table_id,
+                snapshot_version=version,
                 target_size=int(doc["target_size"]),
                 small_file_threshold=int(doc["small_file_threshold"]),
                 min_files=int(doc["min_files"]),

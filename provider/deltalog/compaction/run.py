@@ -14,6 +14,7 @@ fields of :class:`~deltalog.compaction.options.CompactionOptions`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from deltalog.compaction.batches import batches, commit_work, ready_batches
 from deltalog.compaction.options import CompactionOptions, LocalOptions
 from deltalog.compaction.plan import CompactionPlan, compaction_operation, plan_from_snapshot
+from deltalog.compaction.plan_owner import check_plan_owner
 from deltalog.compaction.result import CompactionProgress, CompactionResult
 from deltalog.log.load import snapshot_at
 from deltalog.protocol.write_gate import check_can_write
@@ -85,11 +87,17 @@ def compact(
         commits=not opts.plan_only,
     )
     snapshot = None
+    progress = CompactionProgress(engine)
     if plan is None:
         snapshot = latest
         plan = plan_from_snapshot(snapshot, storage.uri, opts, engine=engine)
-    progress = CompactionProgress(engine)
-    if opts.plan_only or not plan.bins:
+        runnable = plan
+    else:
+        # A plan made elsewhere: this table's (id, version, its own files) or refused, before any bin is read.
+        progress.skipped.extend(check_plan_owner(storage, plan, latest))
+        gone = {s.bin_id for s in progress.skipped}
+        runnable = dataclasses.replace(plan, bins=[b for b in plan.bins if b.id not in gone]) if gone else plan
+    if opts.plan_only or not runnable.bins:
         return progress.result(storage.uri, plan, time.perf_counter() - started, plan_only=opts.plan_only)
     local = opts.local_options or LocalOptions(max_workers=opts.max_workers)
     bins_per_commit = opts.bins_per_commit
@@ -100,17 +108,17 @@ def compact(
         from deltalog.compaction.spark.job import check_spark_can_rewrite
         from deltalog.compaction.spark.submit import run_spark
 
-        check_spark_can_rewrite(plan)
+        check_spark_can_rewrite(runnable)
         t0 = time.perf_counter()
-        outputs, skipped = run_spark(storage, plan, cancel=cancel, **(opts.spark_options or {}))
+        outputs, skipped = run_spark(storage, runnable, cancel=cancel, **(opts.spark_options or {}))
         progress.engine_seconds = time.perf_counter() - t0
         progress.skipped.extend(skipped)
-        work = ready_batches(plan, outputs, bins_per_commit)
+        work = ready_batches(runnable, outputs, bins_per_commit)
     else:
-        work = [(batch, None) for batch in batches(plan.bins, bins_per_commit)]
+        work = [(batch, None) for batch in batches(runnable.bins, bins_per_commit)]
     commit_work(
         storage,
-        plan,
+        runnable,
         work,
         progress,
         local,

@@ -8,34 +8,66 @@ maintenance operation, committed with our own transaction so any Delta reader re
 
 * :func:`append_rows` (``write.py``): create on first use, append idempotently.
 * :class:`HistoryRecorder` (``record.py``; its ``row_*`` builders are for the fleet): results to rows.
-* :func:`read_history`, :func:`fleet_overview`, :func:`rows_for_table` (``read.py``): what the
-  Airflow page and queries read.
+* :func:`read_history`, :func:`fleet_overview`, :func:`rows_for_table` (``read.py``): what
+  queries read; :func:`table_rows`, :func:`history_row`: a page of rows, one row.
+* :class:`RollupStore` (``rollup_store.py``), :func:`merge_rollups` (``rollup.py``),
+  :func:`table_summaries` and :func:`day_figures` (``summary.py``): the history in aggregate,
+  per day, table and operation, kept beside it; what the Airflow page reads.
 """
 
 from __future__ import annotations
 
-from deltalog.journal.read import TableOverview, fleet_overview, read_history, rows_for_table
+from deltalog.journal.read import (
+    TableOverview,
+    fleet_overview,
+    history_row,
+    history_table_uri,
+    read_history,
+    rows_for_table,
+    table_rows,
+)
 from deltalog.journal.record import HistoryRecorder, table_state
+from deltalog.journal.rollup import MEASURES, Measure, merge_rollups, rollup_rows
+from deltalog.journal.rollup_store import DayRollup, RollupStore, RollupWindow
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
-from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY
-from deltalog.journal.write import AppendResult, append_rows
+from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY, WORK_COLUMNS
+from deltalog.journal.summary import FIGURES, TABLE_STATUSES, Figure, day_figures, table_summaries
+from deltalog.journal.write import AppendResult, append_arrow, append_rows, check_history_table
 
 __all__ = [
     "COLUMNS",
+    "FIGURES",
     "HISTORY_SCHEMA",
+    "MEASURES",
     "SCHEMA_VERSION",
     "SCHEMA_VERSION_PROPERTY",
+    "TABLE_STATUSES",
+    "WORK_COLUMNS",
     "AppendResult",
+    "DayRollup",
+    "Figure",
     "HistoryRecorder",
     "JournalRow",
+    "Measure",
     "OperationSpan",
+    "RollupStore",
+    "RollupWindow",
     "RunContext",
     "TableOverview",
     "TableState",
+    "append_arrow",
     "append_rows",
+    "check_history_table",
+    "day_figures",
     "fleet_overview",
+    "history_row",
+    "history_table_uri",
     "make_row",
+    "merge_rollups",
     "read_history",
+    "rollup_rows",
     "rows_for_table",
+    "table_rows",
     "table_state",
+    "table_summaries",
 ]

@@ -110,6 +110,18 @@ COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
     ("deltalog_version", pa.string(), False, "the deltalog release that wrote the row"),
 )
 
+#: The counters of work done (files and bytes read, written, removed, reclaimed): summed over rows.
+WORK_COLUMNS = (
+    "files_read",
+    "bytes_read",
+    "files_written",
+    "bytes_written",
+    "files_removed",
+    "bytes_removed",
+    "bytes_reclaimed",
+    "log_files_removed",
+)
+
 #: Every column, as the table's schema.
 HISTORY_SCHEMA = pa.schema([pa.field(name, typ, nullable) for name, typ, nullable, _ in COLUMNS])
 #: The columns stored in data files (the partition column lives in the path and the log).
@@ -129,4 +141,5 @@ __all__ = [
     "SCHEMA_VERSION_PROPERTY",
     "STATUSES",
     "TABLE_PROPERTIES",
+    "WORK_COLUMNS",
 ]

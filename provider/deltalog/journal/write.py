@@ -35,9 +35,11 @@ from deltalog.journal.schema import (
     HISTORY_SCHEMA,
     KIND,
     KIND_PROPERTY,
+    OPERATIONS,
     PARTITION_COLUMN,
     SCHEMA_VERSION,
     SCHEMA_VERSION_PROPERTY,
+    STATUSES,
     TABLE_PROPERTIES,
 )
 from deltalog.log import Snapshot, snapshot_at
@@ -184,9 +186,54 @@ def append_rows(
     rows = list(rows)
     if not rows or not all(isinstance(r, JournalRow) for r in rows):
         raise InvalidArgumentError("append_rows needs a non-empty list of JournalRow")
+    return append_arrow(
+        uri, rows_to_arrow(rows), storage_options=storage_options, app_id=app_id, app_version=app_version
+    )
+
+
+def _checked_arrow(data: pa.Table) -> pa.Table:
+    """``data`` in the history's schema, or one clear error (a missing column, a null where none may be,
+    a type that does not cast, an unknown operation or status)."""
+    missing = [f.name for f in HISTORY_SCHEMA if f.name not in data.column_names]
+    if missing:
+        raise InvalidArgumentError(f"history rows lack the column(s) {', '.join(missing)}")
+    columns = []
+    for f in HISTORY_SCHEMA:
+        column = data.column(f.name)
+        if not f.nullable and column.null_count:
+            raise InvalidArgumentError(f"history rows have nulls in {f.name}, which may not be null")
+        try:
+            columns.append(column.cast(f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            raise InvalidArgumentError(f"history rows' {f.name} is not {f.type}: {exc}") from None
+    data = pa.table(columns, schema=HISTORY_SCHEMA)
+    for name, allowed in (("operation", OPERATIONS), ("status", STATUSES)):
+        unknown = pc.unique(data.column(name).filter(pc.invert(pc.is_in(data.column(name), pa.array(allowed)))))
+        if len(unknown):
+            raise InvalidArgumentError(
+                f"unknown history {name} {unknown[0].as_py()!r}: use one of {', '.join(allowed)}"
+            )
+    return data
+
+
+def append_arrow(
+    uri: str,
+    data: pa.Table,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    app_id: str | None = None,
+    app_version: int | None = None,
+) -> AppendResult:
+    """Append an Arrow table of history rows (every column of the schema) in one commit.
+
+    What :func:`append_rows` does for rows built in Python, for rows made in bulk (an import of
+    another system's log, a synthetic fleet's history): one Parquet file per day, one commit.
+    """
+    if not isinstance(data, pa.Table) or not data.num_rows:
+        raise InvalidArgumentError("append_arrow needs a non-empty Arrow table of history rows")
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("give app_id and app_version together")
-    data = rows_to_arrow(rows)
+    data = _checked_arrow(data)
     storage, snapshot, created = _open_or_create(uri, storage_options)
     if app_id is not None:
         assert app_version is not None
@@ -243,4 +290,4 @@ def append_rows(
     return out
 
 
-__all__ = ["AppendResult", "append_rows", "check_history_table", "prepare_history"]
+__all__ = ["AppendResult", "append_arrow", "append_rows", "check_history_table", "prepare_history"]

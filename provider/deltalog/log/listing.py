@@ -19,11 +19,15 @@ from deltalog.errors import MissingCommitError, NotADeltaTableError, StorageErro
 from deltalog.storage.filesystem import FileInfo, Storage, ensure_table_root
 
 __all__ = [
+    "CLASSIC_CHECKPOINT_RE",
+    "COMMIT_RE",
     "Checkpoint",
     "LAST_CHECKPOINT",
     "LogListing",
     "LogSegment",
+    "MULTIPART_CHECKPOINT_RE",
     "SIDECARS_DIR",
+    "V2_CHECKPOINT_RE",
     "build_segment",
     "commit_name",
     "list_log",

@@ -164,10 +164,13 @@ _ICEBERG_COMMIT = _conditional(
     "when the table's schema holds a type the version does not allow (V1: map, array, void; V2: outside its "
     "type allow-list)"
 )
-_ICEBERG_VACUUM = Cell(
-    SUPPORTED,
-    "metadata/ (the Iceberg metadata) is hidden from vacuum, as Delta Spark hides it; the Iceberg metadata itself "
-    "is Delta Spark's to write on its next commit",
+_ICEBERG_VACUUM = _conditional(
+    "keeps every data and delete file the Iceberg snapshots readers may still use reference (the current snapshot "
+    "of every newest metadata/*.metadata.json, its branches and tags, the snapshot current at the cutoff, every "
+    "snapshot committed inside the retention window; docs/vacuum.md), in every mode and on both engines, and "
+    "never lists or deletes metadata/; refused, before anything is deleted, when that metadata cannot be read "
+    "(torn JSON, a missing or corrupt manifest list or manifest of a snapshot the newest metadata lists, a format "
+    "version other than 1 to 3) or names another table's location"
 )
 _SHREDDED = _conditional(
     "a new file's variant columns must be unshredded or, while delta.enableVariantShredding is true, in the Parquet "

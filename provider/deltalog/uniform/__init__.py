@@ -7,4 +7,20 @@ hooks (the Iceberg metadata of each new Delta version) and log cleanup (expiring
 snapshots past the table's retention) can all reach it from above.
 """
 
-__all__: list[str] = []
+from deltalog.uniform.iceberg_references import (
+    ForeignIcebergMetadataError,
+    IcebergMetadataError,
+    IcebergReferences,
+    MetadataFile,
+    ReaderSnapshot,
+    read_iceberg_references,
+)
+
+__all__ = [
+    "ForeignIcebergMetadataError",
+    "IcebergMetadataError",
+    "IcebergReferences",
+    "MetadataFile",
+    "ReaderSnapshot",
+    "read_iceberg_references",
+]

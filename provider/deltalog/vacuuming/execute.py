@@ -31,6 +31,7 @@ from deltalog.commit.transaction import Transaction
 from deltalog.errors import (
     CommitFailedError,
     DeltaLogError,
+    ForeignHandoffError,
     OperationCancelledError,
     OperationRefusedError,
     StorageError,
@@ -44,6 +45,7 @@ from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 from deltalog.vacuuming.delete import Progress, ancestors, delete_files, remove_empty_dirs
+from deltalog.vacuuming.iceberg_guard import IcebergGuard, iceberg_rule
 from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.plan import (
     CURSOR_KEY,
@@ -81,6 +83,14 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
     none = pa.array([], pa.string())
     if latest is None or latest < view.version:
         raise OperationRefusedError(f"the log of {storage.uri} went back to version {latest} during vacuum")
+    planned, now = view.segment.listing.commits.get(view.version), listing.commits.get(view.version)
+    if planned is not None and (
+        now is None or (now.size, now.modification_time) != (planned.size, planned.modification_time)
+    ):
+        raise ForeignHandoffError(
+            f"the plan was made from version {view.version} of {storage.uri}, and that commit is not the same file "
+            "any more (the table was deleted and re-created?); nothing was deleted, plan again"
+        )
     versions = range(view.version + 1, latest + 1)
     missing = [v for v in versions if v not in listing.commits]
     if missing:
@@ -92,6 +102,11 @@ def _advance(storage: Storage, view: Snapshot, plan: VacuumPlan, *, before_delet
         check_writable(protocol, "vacuum", Operation.VACUUM)
     if refs.metadata is not None:
         metadata = Metadata.from_action(refs.metadata)
+        if metadata.id != view.metadata.id:
+            raise ForeignHandoffError(
+                f"the plan was made for table {view.metadata.id}, but {storage.uri} is table {metadata.id} since a "
+                "commit after planning (replaced?); nothing was deleted, plan again"
+            )
         before = view.metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
         after = metadata.configuration.get(DELETED_FILE_RETENTION_KEY)
         if before_delete and before != after:
@@ -116,12 +131,14 @@ _OUTSIDE = r"^$|^/|(^|/)\.{1,2}(/|$)|//"
 
 class _Checked:
     """A planned batch as it may be deleted: refused if it names a hidden path or one outside the table
-    root, without the files that commits since planning reference (counted)."""
+    root, without the files that commits since planning reference and those Iceberg readers may still
+    need (both counted)."""
 
-    def __init__(self, rule: HiddenRule, newly_referenced: pa.Array) -> None:
+    def __init__(self, rule: HiddenRule, newly_referenced: pa.Array, iceberg: IcebergGuard | None) -> None:
         self.rule = rule
         self.newly_referenced = newly_referenced
-        self.kept = self.count = self.size = 0
+        self.iceberg = iceberg
+        self.kept = self.kept_for_iceberg = self.count = self.size = 0
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         paths = batch.column("path")
@@ -139,6 +156,9 @@ class _Checked:
             if kept:
                 self.kept += kept
                 batch = batch.filter(pc.invert(keep))
+        if self.iceberg is not None:
+            batch, for_iceberg = self.iceberg.split(batch)
+            self.kept_for_iceberg += for_iceberg.num_rows
         self.count += batch.num_rows
         self.size += column_sum(batch, "size")
         return batch
@@ -190,15 +210,23 @@ def execute_vacuum(
     check_can_write(
         storage, snapshot.protocol, "vacuum", Operation.VACUUM, snapshot.metadata.configuration, commits=True
     )
-    rule = HiddenRule.for_metadata(plan.snapshot.metadata)
     view, newly_referenced = _advance(storage, plan.snapshot, plan, before_delete=True)
-    checked = _Checked(rule, newly_referenced)
+    # The Iceberg metadata again: what was written since planning (a converter's next commit) is kept too;
+    # unreadable or foreign metadata now is refused, as at planning.
+    iceberg = IcebergGuard.revalidate(storage, plan.iceberg, plan.cutoff_ms)
+    rule = iceberg_rule(plan.snapshot.metadata, iceberg)
+    checked = _Checked(rule, newly_referenced, iceberg)
     # First pass: every planned path is checked (and counted) before the first deletion. A plan
     # in memory is kept as checked; a spilled one (millions of files) is read again to delete.
     batches = [checked(b) for b in plan.file_batches()]
     kept, total, size = checked.kept, checked.count, checked.size
     if kept:
         log.warning("vacuum: %d planned files were referenced by commits made since planning; keeping them", kept)
+    if checked.kept_for_iceberg:
+        log.warning(
+            "vacuum: %d planned files are referenced by Iceberg metadata written since planning; keeping them",
+            checked.kept_for_iceberg,
+        )
     if plan.files_location:
         batches = []
 
@@ -226,7 +254,7 @@ def execute_vacuum(
     parents: set[str] = set()
     try:
         # In parallel batches: each batch's files by the bounded pool, batch after batch.
-        for batch in batches or (_Checked(rule, newly_referenced)(b) for b in plan.file_batches()):
+        for batch in batches or (_Checked(rule, newly_referenced, iceberg)(b) for b in plan.file_batches()):
             if progress.halted():
                 break
             paths = batch.column("path").to_pylist()
@@ -285,6 +313,7 @@ def execute_vacuum(
         num_already_gone=gone,
         num_vacuumed_directories=num_dirs,
         num_kept_by_revalidation=kept,
+        num_kept_for_iceberg=(plan.num_kept_for_iceberg + checked.kept_for_iceberg) if iceberg is not None else None,
         start_commit_version=start.version,
         end_commit_version=end_version,
         warnings=warnings,

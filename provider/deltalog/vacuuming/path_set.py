@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["EXACT_UP_TO", "PathSet", "fingerprints"]
+__all__ = ["EXACT_UP_TO", "PathSet", "PathSetBuilder", "fingerprints"]
 
 #: Protected sets up to this many paths are probed exactly, with Arrow's ``is_in``.
 EXACT_UP_TO = 100_000
@@ -71,20 +71,42 @@ def fingerprints(paths: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 class PathSet:
-    """Membership of table-relative paths; false positives possible (a file kept), false negatives never."""
+    """Membership of table-relative paths; false positives possible (a file kept), false negatives never.
 
-    def __init__(self, paths: pa.Array | pa.ChunkedArray, exact_up_to: int | None = None) -> None:
+    ``labels`` (optional, one small non-negative integer per path) say why a path is in the set:
+    :meth:`labels_of` answers with the smallest label of a path found (the most important reason,
+    when labels are given in order of importance).
+    """
+
+    def __init__(
+        self, paths: pa.Array | pa.ChunkedArray, exact_up_to: int | None = None, labels: np.ndarray | None = None
+    ) -> None:
         self.size = len(paths)
         if exact_up_to is None:
             exact_up_to = EXACT_UP_TO
+        if labels is not None and len(labels) != self.size:
+            raise ValueError(f"{len(labels)} labels for {self.size} paths")
         self._exact: pa.Array | None = None
         self._sorted = np.empty(0, dtype=np.uint64)
+        self._labels = labels
         if self.size <= exact_up_to:
             if isinstance(paths, pa.ChunkedArray):
                 paths = paths.combine_chunks() if paths.num_chunks else pa.array([], pa.string())
+            if labels is not None and self.size:
+                # Smallest label first, so a lookup's first match (index_in) is the most important reason.
+                order = np.argsort(labels, kind="stable")
+                paths, self._labels = paths.take(pa.array(order)), labels[order]
             self._exact = paths
             return
-        self._sorted = np.sort(fingerprints(paths))  # (a copy: the fingerprints may be a read-only Arrow view)
+        self._sorted, self._labels = _sorted_fingerprints(fingerprints(paths), labels)
+
+    @classmethod
+    def _of_fingerprints(cls, values: np.ndarray, labels: np.ndarray | None) -> PathSet:
+        out = cls(pa.array([], pa.string()))
+        out.size = len(values)
+        out._exact = None
+        out._sorted, out._labels = _sorted_fingerprints(values, labels)
+        return out
 
     @property
     def exact(self) -> bool:
@@ -119,3 +141,74 @@ class PathSet:
         mask = np.empty(n, dtype=bool)
         mask[order] = found
         return pa.array(mask)
+
+    def labels_of(self, paths: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Per path, the smallest label it carries in the set, or -1 when it is not in it (needs ``labels``)."""
+        if self._labels is None:
+            raise ValueError("this PathSet carries no labels")
+        n = len(paths)
+        out = np.full(n, -1, dtype=np.int64)
+        if n == 0 or not self.size:
+            return out
+        if self._exact is not None:
+            index = pc.index_in(paths, value_set=self._exact)
+            hit = index.is_valid()
+            at = pc.fill_null(index, 0).to_numpy(zero_copy_only=False)
+            found = hit.to_numpy(zero_copy_only=False)
+            out[found] = self._labels[at[found]]
+            return out
+        probe = fingerprints(paths)
+        at = np.searchsorted(self._sorted, probe)  # leftmost equal fingerprint: its smallest label
+        at[at == len(self._sorted)] = 0
+        found = self._sorted[at] == probe
+        out[found] = self._labels[at[found]]
+        return out
+
+
+def _sorted_fingerprints(values: np.ndarray, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Fingerprints sorted (a copy: they may be a read-only Arrow view), labels along, smallest first per value."""
+    if labels is None:
+        return np.sort(values), None
+    order = np.lexsort((labels, values))
+    return values[order], labels[order]
+
+
+class PathSetBuilder:
+    """A labelled :class:`PathSet` built from batches, without holding the paths once the set is large.
+
+    Paths are kept as they come while there are at most ``exact_up_to`` of them (the set stays
+    exact); past that every batch is reduced to its fingerprints on arrival, so building a set of
+    ten million paths streamed from manifests holds 16 bytes a path, not the paths.
+    """
+
+    def __init__(self, exact_up_to: int | None = None) -> None:
+        self.exact_up_to = EXACT_UP_TO if exact_up_to is None else exact_up_to
+        self.size = 0
+        self._paths: list[pa.Array] | None = []
+        self._values: list[np.ndarray] = []
+        self._labels: list[np.ndarray] = []
+
+    def add(self, paths: pa.Array, label: int) -> None:
+        """``paths`` with ``label`` (a small non-negative integer: 32 bits are kept)."""
+        if not 0 <= label < 2**31:
+            raise ValueError(f"label {label} is not a small non-negative integer")
+        if paths.null_count:
+            paths = paths.drop_null()
+        if not len(paths):
+            return
+        self.size += len(paths)
+        self._labels.append(np.full(len(paths), label, dtype=np.int32))
+        if self._paths is not None:
+            self._paths.append(paths)
+            if self.size > self.exact_up_to:
+                self._values = [fingerprints(p) for p in self._paths]
+                self._paths = None
+            return
+        self._values.append(fingerprints(paths))
+
+    def build(self) -> PathSet:
+        labels = np.concatenate(self._labels) if self._labels else np.empty(0, dtype=np.int32)
+        if self._paths is not None:
+            paths = pa.concat_arrays(self._paths) if self._paths else pa.array([], pa.string())
+            return PathSet(paths, exact_up_to=self.exact_up_to, labels=labels)
+        return PathSet._of_fingerprints(np.concatenate(self._values), labels)

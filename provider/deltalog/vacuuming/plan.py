@@ -34,6 +34,7 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.vacuuming.iceberg_guard import IcebergGuard, empty_kept, iceberg_rule
 from deltalog.vacuuming.inventory import newest_per_path, scan_inventory
 from deltalog.vacuuming.links import LinkGuard, describe, scan_links, through_links
 from deltalog.vacuuming.listing import LISTING_SCHEMA, FileListing, fill_stats, list_table_files
@@ -211,8 +212,10 @@ def _plan_full(
     diff: Unreferenced,
     max_workers: int,
     warnings: list[str],
-) -> tuple[pa.Table, list[str], str, dict[str, int]]:
-    """Turn the unreferenced files into the plan: stat them (local listings), keep the recent and implausible ones."""
+    iceberg: IcebergGuard | None,
+) -> tuple[pa.Table, pa.Table, list[str], str, dict[str, int]]:
+    """Turn the unreferenced files into the plan: stat them (local listings), keep the recent and implausible
+    ones, and those Iceberg readers may still need (returned apart, with the reason)."""
     cutoff = retained.cutoff_ms
     candidates = diff.files
     if not listing.has_stats:
@@ -235,6 +238,10 @@ def _plan_full(
     del_paths = to_delete.column("path").combine_chunks()
     expired = pc.is_in(del_paths, value_set=retained.expired_tombstones)
     plan = to_delete.append_column("reason", reasons(del_paths, expired))
+    kept = empty_kept()
+    if iceberg is not None:
+        plan, kept = iceberg.split(plan)
+        del_paths = plan.column("path").combine_chunks()
 
     stats = {
         "files_listed": diff.listed,
@@ -248,7 +255,7 @@ def _plan_full(
         "links_skipped": links_skipped,
     }
     dirs = _empty_directories(listing, del_paths, cutoff) if storage.is_local and listing.source == "listing" else []
-    return plan, dirs, listing.source, stats
+    return plan, kept, dirs, listing.source, stats
 
 
 def _stat_candidates(storage: Storage, rel_paths: list[str], max_workers: int) -> list[tuple[str, int, int] | None]:
@@ -415,7 +422,10 @@ def plan_vacuum(
     )
     check_checkpoint_deletion_vectors(storage, snapshot.segment)  # stats were projected away
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
-    rule = HiddenRule.for_metadata(snapshot.metadata)
+    # Iceberg readers of the table (UniForm, or any metadata/*.metadata.json naming this location): what
+    # their snapshots reference is kept; unreadable or foreign metadata is refused here, before any listing.
+    iceberg = IcebergGuard.load(storage, retention.cutoff_ms)
+    rule = iceberg_rule(snapshot.metadata, iceberg)
     log.info(
         "planning %s vacuum of %s at version %d: retention %.4g hours, cutoff %s",
         mode,
@@ -436,6 +446,9 @@ def plan_vacuum(
                 storage, listing, retained, rule, previous_cursor, max_workers, warnings
             )
             source = "log"
+            kept = empty_kept()
+            if iceberg is not None:
+                files, kept = iceberg.split(files)
         except LiteVacuumUnavailableError as exc:
             if not full_fallback:
                 raise
@@ -464,8 +477,13 @@ def plan_vacuum(
             file_listing = FileListing(diff.files, {}, scan.hidden, scan.outside, source="inventory")
         else:
             diff = unreferenced([file_listing.files], protected)
-        files, dirs, source, stats = _plan_full(storage, retained, file_listing, diff, max_workers, warnings)
+        files, kept, dirs, source, stats = _plan_full(
+            storage, retained, file_listing, diff, max_workers, warnings, iceberg
+        )
     stats["commits_read_for_window"] = retained.commits_read
+    if iceberg is not None:
+        stats.update(iceberg.stats(), files_kept_for_iceberg=kept.num_rows)
+        warnings.extend(iceberg.references.warnings)
     stats.setdefault("protected_paths", protected_count)
     cursor = next_cursor(retained.window_start, previous_cursor)
     plan = VacuumPlan(
@@ -485,6 +503,8 @@ def plan_vacuum(
         warnings=warnings,
         planning_seconds=time.perf_counter() - t0,
         snapshot=without_file_lists(snapshot),
+        kept_for_iceberg=kept,
+        iceberg=iceberg,
     )
     log_plan(plan)
     return plan

@@ -38,6 +38,9 @@ class VacuumResult:
     num_already_gone: int = 0
     num_vacuumed_directories: int = 0
     num_kept_by_revalidation: int = 0
+    #: Files the rules would delete that Iceberg snapshots readers may still use reference (kept);
+    #: None on a table without Iceberg metadata.
+    num_kept_for_iceberg: int | None = None
     start_commit_version: int | None = None
     end_commit_version: int | None = None
     cursor: int | None = None
@@ -53,10 +56,15 @@ class VacuumResult:
         """One line for logs and the CLI: what was (or would be) deleted and what stays readable."""
         verb = "would delete" if self.dry_run else "deleted"
         count = self.num_files_to_delete if self.dry_run else self.num_deleted_files
+        iceberg = (
+            f"; {self.num_kept_for_iceberg} files kept for Iceberg readers"
+            if self.num_kept_for_iceberg is not None
+            else ""
+        )
         return (
             f"{self.mode} vacuum of {self.table} at version {self.version} ({self.status}): {verb} {count} files "
             f"({self.size_of_data_to_delete} bytes); versions {self.fully_readable_versions} (and later) keep all "
-            "their files"
+            f"their files{iceberg}"
         )
 
     def to_dict(self, include_files: bool = True) -> dict[str, Any]:
@@ -78,6 +86,7 @@ class VacuumResult:
             "num_already_gone": self.num_already_gone,
             "num_vacuumed_directories": self.num_vacuumed_directories,
             "num_kept_by_revalidation": self.num_kept_by_revalidation,
+            "num_kept_for_iceberg": self.num_kept_for_iceberg,
             "start_commit_version": self.start_commit_version,
             "end_commit_version": self.end_commit_version,
             "cursor": self.cursor,
@@ -104,6 +113,7 @@ def result_of_plan(plan: VacuumPlan, seconds: float) -> VacuumResult:
         num_files_to_delete=plan.num_files,
         size_of_data_to_delete=plan.size_in_bytes,
         cursor=plan.cursor,
+        num_kept_for_iceberg=plan.num_kept_for_iceberg if plan.iceberg is not None else None,
         seconds=seconds,
         warnings=list(plan.warnings),
         plan=plan,

@@ -88,6 +88,12 @@ class VacuumPlan:
     spilled: tuple[int, int] = (0, 0)
     #: What keeps ``files_location`` alive (a temporary directory, removed with the plan).
     workspace: Any = field(default=None, repr=False, compare=False)
+    #: Files the verdicts would delete that Iceberg snapshots readers may still use reference
+    #: (``PLAN_SCHEMA``; ``reason`` names the snapshot), kept.
+    kept_for_iceberg: pa.Table = field(default_factory=PLAN_SCHEMA.empty_table)
+    #: The Iceberg side of a table with Iceberg metadata (an ``IcebergGuard``), else None; executing
+    #: the plan re-validates against it.
+    iceberg: Any = field(default=None, repr=False, compare=False)
 
     @property
     def num_files(self) -> int:
@@ -132,12 +138,22 @@ class VacuumPlan:
     def readable_versions(self) -> str:
         return f"{self.fully_readable_from}..{self.version}"
 
+    @property
+    def num_kept_for_iceberg(self) -> int:
+        return self.kept_for_iceberg.num_rows
+
+    def iceberg_note(self) -> str:
+        """``"; N files kept for Iceberg readers"`` on a table with Iceberg metadata, else ``""``."""
+        if self.iceberg is None:
+            return ""
+        return f"; {self.num_kept_for_iceberg} files kept for Iceberg readers"
+
     def summary_line(self) -> str:
         """One line for logs and the CLI: what the vacuum would delete and what stays readable."""
         return (
             f"{self.mode} vacuum plan for {self.table_uri} at version {self.version}: {self.num_files} files "
             f"({self.size_in_bytes} bytes) to delete; versions {self.readable_versions()} (and later) keep all "
-            "their files"
+            f"their files{self.iceberg_note()}"
         )
 
     def to_dict(self, include_files: bool = True) -> dict[str, Any]:
@@ -162,11 +178,14 @@ class VacuumPlan:
             "planning_seconds": round(self.planning_seconds, 3),
             "engine": self.engine,
             "files_location": self.files_location,
+            "num_kept_for_iceberg": self.num_kept_for_iceberg,
+            "iceberg": self.iceberg.to_dict() if self.iceberg is not None else None,
         }
         if include_files:
             # A spilled plan's millions of files stay where they are (``files_location``).
             out["files"] = None if self.files_location else self.files.to_pylist()
             out["directories"] = list(self.directories)
+            out["kept_for_iceberg"] = self.kept_for_iceberg.to_pylist()
         return out
 
 
@@ -223,6 +242,15 @@ def log_plan(plan: VacuumPlan, job_seconds: float | None = None) -> None:
         log.warning("vacuum %s: %s", plan.table_uri, w)
     engine = " (Spark)" if plan.engine == "spark" else ""
     job = f", job {job_seconds:.2f} s" if job_seconds is not None else ""
+    if plan.iceberg is not None:
+        kept = plan.kept_for_iceberg.column("path").to_pylist()
+        log.info(
+            "vacuum plan for %s: %d files kept for Iceberg readers (%d Iceberg snapshots they may still use)%s",
+            plan.table_uri,
+            len(kept),
+            len(plan.iceberg.references.snapshots),
+            f": {', '.join(kept[:5])}" + (f" and {len(kept) - 5} more" if len(kept) > 5 else "") if kept else "",
+        )
     log.info(
         "vacuum plan for %s%s: %d files (%d bytes) to delete, versions %s stay fully readable (%.2f s%s)",
         plan.table_uri,

@@ -9,6 +9,7 @@
 | ``clustering`` | liquid clustering: the clustering columns, their stats required of every added file |
 | ``hidden_paths`` | which paths readers and vacuum skip, and where a data file may live |
 | ``iceberg_compat`` | a file added to an Iceberg-compatible table must have the layout compaction writes |
+| ``handoffs`` | a plan or request file belongs to one table: its table id and the version it was made at |
 
 Commit requests, convert and compaction call these; they read the protocol and the log,
 never commit.

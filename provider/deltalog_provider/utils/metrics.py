@@ -36,21 +36,13 @@ import re
 from typing import Any
 
 from deltalog import JournalRow
+from deltalog.journal import WORK_COLUMNS
 from deltalog_provider.version_compat import Stats
 
 __all__ = ["COUNTED", "STATE_GAUGES", "emit_row_metrics", "table_stat_key"]
 
-#: Row columns sent as counters (when not zero).
-COUNTED = (
-    "files_read",
-    "bytes_read",
-    "files_written",
-    "bytes_written",
-    "files_removed",
-    "bytes_removed",
-    "bytes_reclaimed",
-    "log_files_removed",
-)
+#: Row columns sent as counters (when not zero): the history's counters of work done.
+COUNTED = WORK_COLUMNS
 #: Gauge name -> the row column of the table's state after the operation.
 STATE_GAUGES = {
     "live_files": "live_files_after",

@@ -21,13 +21,16 @@ from deltalog.compaction.batches import commit_outputs
 from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.file_names import bin_id_from_name
 from deltalog.compaction.plan import CompactionPlan
+from deltalog.compaction.plan_owner import check_plan_owner
 from deltalog.compaction.result import CompactionResult
-from deltalog.errors import EngineError
+from deltalog.errors import EngineError, ForeignHandoffError, InvalidArgumentError
+from deltalog.log.load import snapshot_at
 from deltalog.protocol.parquet_layout import from_log_path, to_log_path
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.write_checks.handoffs import check_table_id
 
-__all__ = ["commit_spark_result", "outputs_from_request", "read_spark_request"]
+__all__ = ["check_request_owner", "commit_spark_result", "outputs_from_request", "read_spark_request"]
 
 
 #: How a missing input file surfaces from the Spark job (our reader, Hadoop, Spark's error classes).
@@ -103,8 +106,16 @@ def commit_spark_result(
     engine_seconds: float = 0.0,
     storage_options: dict[str, Any] | None = None,
 ) -> CompactionResult:
-    """Commit the Spark job's ``request`` for ``plan`` (``failures``: the bins the job reported failed)."""
+    """Commit the Spark job's ``request`` for ``plan`` (``failures``: the bins the job reported failed).
+
+    Refused before anything is committed unless the plan is this table's (``check_plan_owner``) and the
+    request the job wrote names the plan's table and version (``tableId``, ``readVersion``). Bins whose
+    inputs commits since the plan removed are dropped by the commit's conflict rules (their new files
+    deleted), as for any compaction.
+    """
     storage = table_storage(table, storage_options)
+    check_request_owner(plan, request)
+    check_plan_owner(storage, plan, snapshot_at(storage))
     outputs, skipped = outputs_from_request(storage, plan, request, failures or [])
     return commit_outputs(
         storage,
@@ -117,6 +128,21 @@ def commit_spark_result(
         cancel=cancel,
         engine_seconds=engine_seconds,
     )
+
+
+def check_request_owner(plan: CompactionPlan, request: dict[str, Any]) -> None:
+    """The job's commit request is for ``plan``: the same table id and plan version (a request left by
+    another run, or another table's job, is refused before anything is committed)."""
+    what = "the Spark compaction job's commit request"
+    check_table_id(what, "tableId", request.get("tableId"), plan.table_id, plan.table_uri)
+    made_at = request.get("readVersion")
+    if isinstance(made_at, bool) or not isinstance(made_at, int):
+        raise InvalidArgumentError(f"{what}: 'readVersion' must be the plan's version (an integer), got {made_at!r}")
+    if made_at != plan.snapshot_version:
+        raise ForeignHandoffError(
+            f"{what} was made for the plan at version {made_at}, not this plan (version {plan.snapshot_version}); "
+            "nothing was committed"
+        )
 
 
 def read_spark_request(storage: Storage, location: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.compaction.plan import CompactionPlan
+from deltalog.compaction.plan_owner import check_plan_owner
 from deltalog.compaction.result import CompactionResult
 from deltalog.compaction.spark.commit import commit_spark_result, read_spark_request
 from deltalog.compaction.spark.job import check_spark_can_rewrite
@@ -53,7 +54,18 @@ def write_compaction_plan(
 
     A relative ``path`` is under the table root, written with the table's own storage; an
     absolute path or URI is written with ``plan_storage_options`` (the options of that location).
+    The plan must be ``table``'s (``check_plan_owner``: its id and version, inputs that were the
+    table's live files), or nothing is written.
     """
+    table_store = table_storage(table, storage_options)
+    check_plan_owner(table_store, plan, snapshot_at(table_store))
+    return _write_plan(table_store, plan, path, plan_storage_options)
+
+
+def _write_plan(
+    table_store: Storage, plan: CompactionPlan, path: str, plan_storage_options: dict[str, Any] | None
+) -> str:
+    """:func:`write_compaction_plan` once the plan is known to be the table's."""
     text = plan.to_json().encode("utf-8")
     if is_absolute(path):
         folder, _, name = path.rstrip("/").rpartition("/")
@@ -62,7 +74,7 @@ def write_compaction_plan(
         storage.write_atomic(storage.join(name), text)
         log.info("compaction plan written to %s", path)
         return path
-    storage = table_storage(table, storage_options)
+    storage = table_store
     location = storage.join(*path.strip("/").split("/"))
     storage.makedirs(location.rsplit("/", 1)[0])
     storage.write_atomic(location, text)
@@ -117,11 +129,12 @@ def compact_with_spark_job(
     latest = snapshot_at(storage)
     config = latest.metadata.configuration
     check_can_write(storage, latest.protocol, "compact", Operation.COMPACTION_SPARK, config, commits=True)
+    check_plan_owner(storage, plan, latest)  # another table's plan: refused before it is written or submitted
     conf = storage_spark_conf(storage)
     run_id = uuid.uuid4().hex[:12]
     plan_rel = f"{WORK_DIR}/plan-{run_id}.json"
     request_rel = f"{WORK_DIR}/request-{run_id}.json"
-    plan_uri = write_compaction_plan(storage, plan, plan_path or plan_rel, plan_storage_options=plan_storage_options)
+    plan_uri = _write_plan(storage, plan, plan_path or plan_rel, plan_storage_options)
     request_location = storage.join(*request_rel.split("/"))
     scratch = [request_location] + ([] if plan_path else [storage.join(*plan_rel.split("/"))])
     handoff = SparkHandoff(run_id, spark_table_uri(storage), plan_uri, storage.full_uri(request_rel), conf)

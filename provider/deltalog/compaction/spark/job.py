@@ -57,6 +57,7 @@ from deltalog.compaction.plan import Bin, CompactionPlan, PlanFile
 from deltalog.compaction.purge import REORG_OPERATION
 from deltalog.compaction.spark.curve import SAMPLE_ROWS, bits_for, interleave_expr, range_id, sample_boundaries
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
+from deltalog.engines.spark.table_identity import table_identity
 from deltalog.errors import DeltaLogError, OperationRefusedError
 from deltalog.protocol.deletion_vectors import deleted_rows
 from deltalog.protocol.file_stats import stats_from_parquet_metadata, stats_json
@@ -69,6 +70,7 @@ from deltalog.protocol.parquet_layout import (
     physical_data_schema_json,
 )
 from deltalog.protocol.schema import parse_schema_string
+from deltalog.write_checks.handoffs import check_made_at, check_table_id
 
 __all__ = ["REPORT_PREFIX", "check_spark_can_rewrite", "configure", "run_job"]
 
@@ -354,6 +356,9 @@ class SparkBinRewriter:
             self.fs.delete(self.staging)
             self.fs.delete_if_empty(f"{self.table}/{STAGING_DIR}")
         request = {
+            # Whose request it is: the commit refuses it for any other table, or another plan's state.
+            "tableId": self.plan.table_id,
+            "readVersion": self.plan.snapshot_version,
             "operation": REORG_OPERATION if self.plan.purge_min_deleted_share is not None else OPERATION,
             "operationParameters": operation_parameters(self.plan, "spark"),
             "dataChange": False,
@@ -371,6 +376,10 @@ def run_job(
     # is on S3: each gets the Hadoop FileSystem of its own URI ("Wrong FS" otherwise).
     plan_fs = HadoopFs(spark, hadoop_uri(plan_uri))
     plan = CompactionPlan.from_json(plan_fs.read_text(hadoop_uri(plan_uri)))
+    # The plan is this table's, or the job stops before a bin is read or a file written.
+    identity = table_identity(spark, table_uri)
+    check_table_id("the compaction plan", "table_id", plan.table_id, identity.table_id, table_uri)
+    check_made_at("the compaction plan", "snapshot_version", plan.snapshot_version, identity.version, table_uri)
     rewrite = SparkBinRewriter(spark, plan, table_uri).run(max_parallel_bins)
     doc = dict(rewrite.request)
     HadoopFs(spark, hadoop_uri(request_uri)).write_text(

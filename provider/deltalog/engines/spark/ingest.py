@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from deltalog.engines.spark.hadoop import STAGING_DIR, HadoopFs, hadoop_uri, is_data_file
+from deltalog.engines.spark.table_identity import table_identity
 from deltalog.errors import InvalidArgumentError, StorageError
 
 __all__ = ["IngestResult", "WrittenFile", "safe_run_id", "write_ingest"]
@@ -123,13 +124,21 @@ def build_commit_request(
     operation: str = "WRITE",
     operation_parameters: dict[str, Any] | None = None,
     user_metadata: str | None = None,
+    *,
+    table_id: str | None = None,
+    read_version: int | None = None,
 ) -> dict[str, Any]:
-    """The commit request document ``deltalog.ingest`` reads (a blind append of ``files``)."""
+    """The commit request document ``deltalog.ingest`` reads (a blind append of ``files``), naming the table it
+    was made for (``tableId``, ``readVersion``: the commit refuses it for any other table)."""
     request: dict[str, Any] = {
         "operation": operation,
         "operationParameters": dict(operation_parameters or {"mode": "Append"}),
         "add": [f.to_request() for f in files],
     }
+    if table_id is not None:
+        request["tableId"] = table_id
+    if read_version is not None:
+        request["readVersion"] = read_version
     if user_metadata:
         request["userMetadata"] = user_metadata
     return request
@@ -149,13 +158,16 @@ def write_ingest(
 
     Re-running with the same ``run_id`` (an Airflow retry) starts from a clean staging
     folder and writes a fresh request; files a failed attempt already moved are never
-    committed and are removed by vacuum once past the retention window.
+    committed and are removed by vacuum once past the retention window. The table must
+    exist: its id and version, read first through Spark's filesystem, go into the request
+    (``tableId``, ``readVersion``), so the commit refuses the request for any other table.
     """
     partition_by = list(partition_by or [])
     missing = [c for c in partition_by if c not in df.columns]
     if missing:
         raise InvalidArgumentError(f"partition columns {missing} are not columns of the DataFrame")
     run = safe_run_id(run_id)
+    identity = table_identity(spark, table_uri)  # before a file is written: a location that is no table stops here
     table = hadoop_uri(table_uri).rstrip("/")
     request = hadoop_uri(request_uri)
     staging = f"{table}/{STAGING_DIR}/{run}"
@@ -184,7 +196,13 @@ def write_ingest(
     hfs.delete_if_empty(f"{table}/{STAGING_DIR}")
     log.info("moved %d data files (%d bytes) into %s", len(files), sum(f.size for f in files), table_path)
 
-    doc = build_commit_request(files, operation=operation, user_metadata=user_metadata)
+    doc = build_commit_request(
+        files,
+        operation=operation,
+        user_metadata=user_metadata,
+        table_id=identity.table_id,
+        read_version=identity.version,
+    )
     hfs.write_text(request, json.dumps(doc, indent=1, sort_keys=True))
     log.info("commit request for %d files written to %s", len(files), request)
     return IngestResult(table_uri=table_uri, request_uri=request_uri, run_id=run, files=files)

@@ -32,9 +32,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from deltalog import errors
+from deltalog._arrow_utils import column_sum
 from deltalog.engines.spark.hadoop import hadoop_uri
 from deltalog.engines.spark.submit import DEFAULT_MASTER, spark_submit
-from deltalog.errors import EngineError, InvalidArgumentError, OperationRefusedError
+from deltalog.errors import EngineError, ForeignHandoffError, InvalidArgumentError, OperationRefusedError
 from deltalog.log.checkpoint_reader import check_parquet_file_actions
 from deltalog.log.history import format_ms
 from deltalog.log.listing import LogListing
@@ -44,6 +45,7 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.write_gate import check_can_write
 from deltalog.storage.filesystem import Storage
 from deltalog.vacuuming import paths as vacuum_paths
+from deltalog.vacuuming.iceberg_guard import IcebergGuard, empty_kept, iceberg_rule
 from deltalog.vacuuming.inventory import scan_inventory
 from deltalog.vacuuming.links import describe, scan_links
 from deltalog.vacuuming.listing import LISTING_SCHEMA, top_level
@@ -52,7 +54,14 @@ from deltalog.vacuuming.retention import resolve_retention
 from deltalog.vacuuming.spark.job import REPORT_PREFIX
 from deltalog.vacuuming.spark.spec import JobReport, VacuumJobSpec
 from deltalog.vacuuming.times import PlausibleTimes, plausible_times
-from deltalog.vacuuming.vacuum_plan import VacuumPlan, log_plan, next_cursor, previous_cursor_of, without_file_lists
+from deltalog.vacuuming.vacuum_plan import (
+    SPILL_BATCH_ROWS,
+    VacuumPlan,
+    log_plan,
+    next_cursor,
+    previous_cursor_of,
+    without_file_lists,
+)
 from deltalog.vacuuming.verdict import PLAN_SCHEMA
 from deltalog.write_checks.hidden_paths import HiddenRule, partition_dir_names
 
@@ -201,6 +210,8 @@ def _spec(
         partition_dirs=partition_dir_names(head.snapshot.metadata),
         iceberg=rule.iceberg,
         window=[window.earliest_ms, window.latest_ms, window.earliest_basis] if window is not None else None,
+        table_id=head.snapshot.metadata.id,
+        version=head.snapshot.version,
     )
     return spec, counts
 
@@ -216,6 +227,29 @@ def _plan_files(report: JobReport) -> tuple[pa.Table, str | None]:
 
     files = ds.dataset(location, format="parquet").to_table(columns=PLAN_SCHEMA.names)
     return files.cast(PLAN_SCHEMA).sort_by("path"), None
+
+
+def _without_iceberg_files(location: str, iceberg: IcebergGuard, work: str) -> tuple[str, tuple[int, int], pa.Table]:
+    """A spilled plan less the files Iceberg readers may still need: streamed a batch at a time into a new
+    folder of the workspace; returns it, its (count, bytes) and the files kept."""
+    import pyarrow.dataset as ds
+
+    target = os.path.join(work, "plan-without-iceberg")
+    os.makedirs(target, exist_ok=True)
+    count = size = 0
+    kept: list[pa.Table] = []
+    dataset = ds.dataset(location, format="parquet")
+    for i, batch in enumerate(dataset.to_batches(columns=PLAN_SCHEMA.names, batch_size=SPILL_BATCH_ROWS)):
+        if not batch.num_rows:
+            continue
+        rest, keep = iceberg.split(pa.Table.from_batches([batch]).cast(PLAN_SCHEMA))
+        if keep.num_rows:
+            kept.append(keep)
+        if rest.num_rows:
+            pq.write_table(rest, os.path.join(target, f"part-{i:05d}.parquet"))
+            count += rest.num_rows
+            size += column_sum(rest, "size")
+    return target, (count, size), (pa.concat_tables(kept) if kept else empty_kept())
 
 
 def plan_on_spark(
@@ -259,7 +293,10 @@ def plan_on_spark(
     # refused before anything is submitted, as every other command refuses it.
     check_parquet_file_actions(storage, [f.path for f in head.deferred])
     retention = resolve_retention(snapshot.metadata.configuration, retention_hours, allow_short_retention, now_ms)
-    rule = HiddenRule.for_metadata(snapshot.metadata)
+    # What Iceberg readers need is read here, before the job: a refusal submits nothing, and the job's
+    # verdicts are filtered through it (the local engine's rule, after the same verdicts).
+    iceberg = IcebergGuard.load(storage, retention.cutoff_ms)
+    rule = iceberg_rule(snapshot.metadata, iceberg)
     cutoff = retention.cutoff_ms
     log.info(
         "planning full vacuum of %s at version %d on Spark: retention %.4g hours, cutoff %s, %d checkpoint files",
@@ -294,11 +331,25 @@ def plan_on_spark(
         report = _run(spec, options, os.path.join(work, "spec.json"), cancel)
         if report.error:
             _refuse(report)
+        if (report.table_id, report.version) != (spec.table_id, spec.version):
+            raise ForeignHandoffError(
+                f"the Spark vacuum job's report answers table {report.table_id or '?'} at version {report.version}, "
+                f"not the plan of {storage.uri} (table {spec.table_id}, version {spec.version}); nothing was deleted"
+            )
         stats = dict(report.stats)
         # The root was listed here (its files joined in the job): its files, hidden entries and folders count too.
         for key, n in root_counts.items():
             stats[key] = stats.get(key, 0) + n
         files, location = _plan_files(report)
+        kept = empty_kept()
+        spilled = (report.num_files, report.size)
+        if iceberg is not None:
+            if location is None:
+                files, kept = iceberg.split(files)
+            else:
+                location, spilled, kept = _without_iceberg_files(location, iceberg, work)
+            stats.update(iceberg.stats(), files_kept_for_iceberg=kept.num_rows)
+            warnings.extend(iceberg.references.warnings)
     except BaseException:
         workspace.remove()
         raise
@@ -329,8 +380,10 @@ def plan_on_spark(
         snapshot=without_file_lists(snapshot),
         engine="spark",
         files_location=location,
-        spilled=(report.num_files, report.size) if location else (0, 0),
+        spilled=spilled if location else (0, 0),
         workspace=workspace if location else None,
+        kept_for_iceberg=kept,
+        iceberg=iceberg,
     )
     log_plan(plan, report.seconds)
     return plan

@@ -24,6 +24,7 @@ Deleting stays with deltalog (:func:`deltalog.vacuuming.execute_vacuum`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -318,4 +319,5 @@ def run_job(spark: Any, spec: VacuumJobSpec) -> JobReport:
         "vacuum job for %s: cutoff %d, %d checkpoint files", spec.table_uri, spec.cutoff_ms, len(spec.checkpoint_files)
     )
     spark.sparkContext.setJobDescription(f"deltalog vacuum plan of {os.path.basename(spec.table_uri.rstrip('/'))}")
-    return _Job(spark, spec).run()
+    report = _Job(spark, spec).run()
+    return dataclasses.replace(report, table_id=spec.table_id, version=spec.version)

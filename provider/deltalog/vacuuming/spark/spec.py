@@ -37,6 +37,8 @@ class VacuumJobSpec:
     - ``partition_dirs`` / ``iceberg``: the hidden-path rule; ``window``: ``[earliest, latest,
       basis]`` of plausible inventory times (before the checkpoint's files are seen).
     - ``output``: Hadoop URI of a folder the job writes (``refs/`` and ``plan/``).
+    - ``table_id`` / ``version``: the table (``metaData.id``) and version the driver planned; the
+      report echoes them, and the driver refuses a report made for another spec.
     """
 
     table_uri: str
@@ -56,6 +58,8 @@ class VacuumJobSpec:
     partition_dirs: list[str] = field(default_factory=list)
     iceberg: bool = False
     window: list[Any] | None = None
+    table_id: str = ""
+    version: int = -1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True)
@@ -82,6 +86,9 @@ class JobReport:
     error: str = ""
     error_kind: str = ""
     seconds: float = 0.0
+    #: The spec's table id and version, echoed: which plan this report answers.
+    table_id: str = ""
+    version: int = -1
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -1,0 +1,277 @@
+"""The history in aggregate: per day, table and operation, what the fleet view and reports read.
+
+A page about a thousand tables and a year of history must not walk every row. Rows are
+summed up once into a *rollup*: one row per (``run_date``, ``table_uri``, ``operation``)
+holding counts per status, sums of the work columns, the range of each state column,
+and the newest row's facts (its status, when, an excerpt of its reason, where to find it
+in full). Every measure is mergeable: the rollup of two sets of rows is the rollup of
+their rollups (sums add, ranges widen, the newest of two newest is the newest), so a day
+is rolled up a file at a time, a file a batch at a time, and a window of days is the
+merge of its days (:func:`merge_rollups` with ``by`` the keys to keep).
+
+What a rollup holds is declared once, in :data:`MEASURES`: each measure's SQL over raw
+rows and its SQL over rollups. Adding a per-day figure (a count of breached objectives,
+say) is one entry there; the rollup's :data:`ROLLUP_FORMAT` (which stored rollups carry) is
+a digest of these declarations, so rollups of an older declaration are never reused.
+The aggregation runs in DuckDB over Arrow batches (texts cut to excerpts in Arrow first,
+so a megabyte message costs its excerpt, not its size, past the batch that read it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from deltalog.journal.schema import PARTITION_COLUMN, STATUSES, WORK_COLUMNS
+
+#: Characters of ``reason`` kept in a rollup (the measurement's lines of what is due, a failure's start).
+REASON_CHARS = 1000
+#: Characters of ``summary`` kept; items and characters per item of ``due_operations``.
+SUMMARY_CHARS = 300
+DUE_ITEMS = 20
+DUE_ITEM_CHARS = 64
+
+#: The work columns summed per group (as doubles: a sum never overflows; exact below 2^53).
+SUMMED = ("duration_s", "cpu_s", *WORK_COLUMNS)
+#: The state columns whose range per group the charts draw as bands.
+STATE = (
+    "live_files_after",
+    "small_files_after",
+    "table_bytes_after",
+    "versions_since_checkpoint_after",
+    "dv_share_after",
+    "log_files_after",
+)
+#: The columns the rollup reads of a history row (a projection: the rest is never read).
+RAW_COLUMNS = (
+    *("run_id", "row_id", PARTITION_COLUMN, "table_uri", "table_id", "operation", "engine", "status"),
+    *("reason", "summary", "due_operations", "policy", "started_at", "ended_at", "version_before", "version_after"),
+    *SUMMED,
+    *STATE,
+    *("airflow_dag_id", "airflow_task_id", "airflow_try_number"),
+)
+#: The grouping keys of a stored rollup (a day of it): day, table, operation.
+KEYS = (PARTITION_COLUMN, "table_uri", "operation")
+#: A key longer than this is cut (a table URI of megabytes, written by anyone, groups by its start).
+KEY_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One column of a rollup: its SQL over raw rows and over rollups (``{name}`` is the column)."""
+
+    name: str
+    raw: str
+    merge: str
+
+    def summary_line(self) -> str:
+        """One line: the measure and how raw rows make it."""
+        return f"{self.name} = {self.raw}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "raw": self.raw, "merge": self.merge}
+
+
+def _finite(column: str) -> str:
+    """The column as a double, null unless finite (a NaN or infinity written by anyone adds nothing)."""
+    return f"(CASE WHEN isfinite(CAST({column} AS DOUBLE)) THEN CAST({column} AS DOUBLE) END)"
+
+
+def count_where(name: str, condition: str = "true") -> Measure:
+    """Rows for which ``condition`` holds (SQL over a history row)."""
+    return Measure(name, f"count(*) FILTER (WHERE {condition})", f"CAST(sum({name}) AS BIGINT)")
+
+
+def total(name: str, column: str, condition: str = "true") -> Measure:
+    """The sum of ``column`` over the rows for which ``condition`` holds (finite values only)."""
+    return Measure(name, f"sum({_finite(column)}) FILTER (WHERE {condition})", f"sum({name})")
+
+
+def smallest(name: str, column: str) -> Measure:
+    return Measure(name, f"min({_finite(column)})", f"min({name})")
+
+
+def largest(name: str, column: str) -> Measure:
+    return Measure(name, f"max({_finite(column)})", f"max({name})")
+
+
+def newest(name: str, fields: dict[str, str], order: str = "started_at", condition: str = "true") -> Measure:
+    """The newest row's ``fields`` (name -> SQL) among the rows for which ``condition`` holds, by
+    ``order`` then ``row_id`` (ties broken the same way everywhere: rollups are deterministic)."""
+    packed = ", ".join(f"{k} := {v}" for k, v in {"at": order, "id": "row_id", **fields}.items())
+    return Measure(
+        name,
+        f"arg_max(struct_pack({packed}), struct_pack(a := {order}, b := row_id)) FILTER (WHERE {condition})",
+        f"arg_max({name}, struct_pack(a := {name}.at, b := {name}.id)) FILTER (WHERE {name} IS NOT NULL)",
+    )
+
+
+_LAST_FIELDS = {
+    "day": PARTITION_COLUMN,
+    "ended_at": "ended_at",
+    "status": "status",
+    "reason": "reason",
+    "reason_chars": "reason_chars",
+    "summary": "summary",
+    "summary_chars": "summary_chars",
+    "engine": "engine",
+    "due_operations": f"due_operations[1:{DUE_ITEMS}]",  # items already cut (see _excerpts)
+    "due_count": "len(due_operations)",
+    "run_id": f"left(run_id, {SUMMARY_CHARS})",
+    "version_before": "version_before",
+    "version_after": "version_after",
+    "duration_s": _finite("duration_s"),
+    "cpu_s": _finite("cpu_s"),
+    "airflow_dag_id": f"left(airflow_dag_id, {SUMMARY_CHARS})",
+    "airflow_task_id": f"left(airflow_task_id, {SUMMARY_CHARS})",
+    "airflow_try_number": "airflow_try_number",
+}
+_STATE_FIELDS = {
+    "version_after": "version_after",
+    **{column: _finite(column) for column in STATE},
+}
+
+#: What a rollup holds per group, in column order (after :data:`KEYS`).
+MEASURES: tuple[Measure, ...] = (
+    count_where("rows"),
+    *(count_where(f"n_{status}", f"status = '{status}'") for status in STATUSES),
+    *(total(column, column) for column in SUMMED),
+    count_where("cpu_rows", "cpu_s IS NOT NULL"),
+    *(m for column in STATE for m in (smallest(f"{column}_min", column), largest(f"{column}_max", column))),
+    newest("last", _LAST_FIELDS),
+    newest("state", _STATE_FIELDS, order="ended_at", condition="live_files_after IS NOT NULL"),
+    newest("table_id", {"value": f"left(table_id, {SUMMARY_CHARS})"}, condition="table_id IS NOT NULL"),
+    newest("policy", {"day": PARTITION_COLUMN, "chars": "policy_chars"}, condition="policy_chars IS NOT NULL"),
+)
+
+#: Names stored rollups by what they hold: a rollup made under other declarations is not reused.
+ROLLUP_FORMAT = hashlib.sha256(
+    repr(
+        (KEYS, KEY_CHARS, RAW_COLUMNS, [m.to_dict() for m in MEASURES], REASON_CHARS, SUMMARY_CHARS, DUE_ITEM_CHARS)
+    ).encode()
+).hexdigest()[:16]
+
+
+def _excerpts(batch: pa.Table) -> pa.Table:
+    """The batch with long texts cut to their excerpts and their full lengths beside (``*_chars``),
+    and ``policy`` replaced by its length: what the rollup keeps of them."""
+    out = batch
+    due = out.column("due_operations").combine_chunks()
+    cut = pa.ListArray.from_arrays(
+        due.offsets, pc.utf8_slice_codeunits(due.values, 0, DUE_ITEM_CHARS), type=due.type, mask=due.is_null()
+    )
+    out = out.set_column(out.column_names.index("due_operations"), "due_operations", cut)
+    for column, keep in (("reason", REASON_CHARS), ("summary", SUMMARY_CHARS), ("policy", 0)):
+        values = out.column(column)
+        chars = pc.utf8_length(values)
+        index = out.column_names.index(column)
+        if keep:
+            out = out.set_column(index, column, pc.utf8_slice_codeunits(values, 0, keep))
+        else:
+            out = out.remove_column(index)
+        out = out.append_column(f"{column}_chars", pc.cast(chars, pa.int64()))
+    return out
+
+
+#: What one aggregation's DuckDB may use: the API server that runs it is shared by the whole deployment.
+DUCKDB_CONFIG: dict[str, str | int] = {"threads": 1, "memory_limit": "256MB"}
+
+
+@contextmanager
+def duckdb_connection(con: duckdb.DuckDBPyConnection | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """``con``, or a DuckDB of its own (:data:`DUCKDB_CONFIG`) closed afterwards."""
+    if con is not None:
+        yield con
+        return
+    own = duckdb.connect(config=dict(DUCKDB_CONFIG))  # type: ignore[arg-type]
+    try:
+        yield own
+    finally:
+        own.close()
+
+
+_KEYS_SQL = ", ".join(f"left(coalesce({k}, ''), {KEY_CHARS})" if k != PARTITION_COLUMN else k for k in KEYS)
+_NAMED_KEYS_SQL = ", ".join(
+    f"left(coalesce({k}, ''), {KEY_CHARS}) AS {k}" if k != PARTITION_COLUMN else k for k in KEYS
+)
+
+
+def rollup_rows(batches: Iterable[pa.Table], con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """The rollup of history rows (batches of :data:`RAW_COLUMNS`) by :data:`KEYS`."""
+    select = ", ".join(f"{m.raw} AS {m.name}" for m in MEASURES)
+    parts = []
+    with duckdb_connection(con) as db:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            rows = _excerpts(batch)  # noqa: F841 - read by DuckDB by name
+            parts.append(db.sql(f"SELECT {_NAMED_KEYS_SQL}, {select} FROM rows GROUP BY {_KEYS_SQL}").to_arrow_table())
+        if not parts:
+            return empty_rollup()
+        return parts[0] if len(parts) == 1 else merge_rollups(parts, con=db)
+
+
+_EMPTY: pa.Schema | None = None
+
+
+def empty_rollup() -> pa.Table:
+    """A rollup of no rows (its schema is that of every rollup)."""
+    global _EMPTY
+    if _EMPTY is None:
+        from deltalog.journal.schema import HISTORY_SCHEMA
+
+        fields = [pa.field(n, HISTORY_SCHEMA.field(n).type) for n in RAW_COLUMNS]
+        with duckdb_connection() as db:
+            rows = _excerpts(pa.schema(fields).empty_table())  # noqa: F841 - read by DuckDB by name
+            select = ", ".join(f"{m.raw} AS {m.name}" for m in MEASURES)
+            sql = f"SELECT {_NAMED_KEYS_SQL}, {select} FROM rows GROUP BY {_KEYS_SQL}"
+            _EMPTY = db.sql(sql).to_arrow_table().schema
+    return _EMPTY.empty_table()
+
+
+def merge_rollups(
+    parts: Sequence[pa.Table], by: Sequence[str] = KEYS, con: duckdb.DuckDBPyConnection | None = None
+) -> pa.Table:
+    """Rollups merged, grouped by ``by`` (a subset of :data:`KEYS`; a key left out is merged over),
+    ordered by ``by``."""
+    unknown = [k for k in by if k not in KEYS]
+    if unknown:
+        raise ValueError(f"rollups merge by {', '.join(KEYS)}, not {', '.join(unknown)}")
+    present = [p for p in parts if p.num_rows]
+    if not present:
+        empty = empty_rollup()
+        return empty.select([*by, *(m.name for m in MEASURES)])
+    rows = present[0] if len(present) == 1 else pa.concat_tables(present, promote_options="permissive")  # noqa: F841
+    select = ", ".join(f"{m.merge} AS {m.name}" for m in MEASURES)
+    keys = ", ".join(by)
+    sql = f"SELECT {keys}{', ' if keys else ''}{select} FROM rows"
+    if keys:
+        sql += f" GROUP BY {keys} ORDER BY {keys}"
+    with duckdb_connection(con) as db:
+        return db.sql(sql).to_arrow_table()
+
+
+__all__ = [
+    "KEYS",
+    "MEASURES",
+    "RAW_COLUMNS",
+    "REASON_CHARS",
+    "ROLLUP_FORMAT",
+    "STATE",
+    "SUMMED",
+    "Measure",
+    "DUCKDB_CONFIG",
+    "count_where",
+    "duckdb_connection",
+    "empty_rollup",
+    "merge_rollups",
+    "newest",
+    "rollup_rows",
+    "total",
+]
