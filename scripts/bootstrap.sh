@@ -1,99 +1,153 @@
 #!/usr/bin/env bash
-# One-time set-up, safe to re-run: a JRE (for Spark) if `java` is missing, the
-# virtual environment at .venv with the pinned working set (requirements.lock)
-# and this project installed in editable mode. Re-installs only when the lock
-# file or pyproject.toml changed.
+# One-time set-up, safe to re-run; each step is a no-op once done and says in one line what it did.
+#
+#   bash scripts/bootstrap.sh          everything the tests need (scripts/test.sh runs this)
+#   bash scripts/bootstrap.sh --main   what the main job needs: a JRE and .venv (scripts/main.sh)
+#
+# Steps that do not depend on each other run side by side; their output goes to a log each (the
+# tail is shown when a step fails):
+#   Debian packages  a JRE (openjdk-17-jre-headless) if `java` is missing; for the tests also Postgres
+#                    (the system test) and Chromium + chromedriver (the fleet view's browser test):
+#                    one apt-get for all that is missing
+#   .venv            the pinned working set (requirements.lock) and this project, editable, by uv;
+#                    re-installed only when the lock file or pyproject.toml changed
+#   emulators        Azurite (npm) and fake-gcs-server (go install), cached by version (scripts/emulators.py)
+#   Spark jars       by Maven coordinates from Maven Central, cached by version (scripts/spark_jars.py;
+#                    after .venv, and after the JRE when it is being installed)
+#   release venvs    a venv per Airflow release of airflow-releases.toml, cached by release and pins
+#                    (tests/airflow_matrix.py prepare; after .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODE=tests
+if [ "${1:-}" = "--main" ]; then MODE=main; fi
+
 log() { echo "[bootstrap] $*" >&2; }
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/deltalog-bootstrap.XXXXXX")
+STARTED=$SECONDS
 
-if ! command -v java >/dev/null 2>&1; then
-  log "java not found: installing a headless JRE (Debian package openjdk-17-jre-headless)"
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-  if command -v apt-get >/dev/null 2>&1; then
-    $SUDO apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null \
-      || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jre-headless >/dev/null
-  else
-    log "no apt-get on this machine: install a Java 17 runtime by hand for the Spark parts"
+# Compiled bytecode is kept (the machine's environment may say PYTHONDONTWRITEBYTECODE): every
+# Python process of the set-up and the tests imports from it instead of compiling again.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="${PYTHONPYCACHEPREFIX:-$PWD/.venv/pycache}"
+
+# step NAME COMMAND...: run COMMAND in the background, its output into $LOGS/NAME.log; the last line of
+# that log (less a "[tool] " prefix) is its one-line summary.
+declare -A PIDS=()
+step() {
+  local name=$1
+  shift
+  (
+    began=$SECONDS
+    if "$@" >"$LOGS/$name.log" 2>&1; then
+      summary=$(grep -v '^[[:space:]]*$' "$LOGS/$name.log" | tail -n 1 | sed 's/^\[[a-z_ -]*\] //')
+      log "$name: ${summary:-done} ($((SECONDS - began)) s)"
+    else
+      rc=$?
+      log "$name FAILED (exit $rc, $((SECONDS - began)) s); the end of its log ($LOGS/$name.log):"
+      tail -n 25 "$LOGS/$name.log" | sed 's/^/    /' >&2
+      exit $rc
+    fi
+  ) &
+  PIDS[$name]=$!
+}
+# finish NAME [warning]: wait for a step; a failure stops the set-up unless a warning is given.
+finish() {
+  local name=$1 warning=${2:-}
+  [ -n "${PIDS[$name]:-}" ] || return 0
+  if ! wait "${PIDS[$name]}"; then
+    if [ -n "$warning" ]; then log "warning: $warning"; else exit 1; fi
+  fi
+  unset "PIDS[$name]"
+}
+
+# --- Debian packages ---------------------------------------------------------------------------
+JAVA_MISSING=""
+command -v java >/dev/null 2>&1 || JAVA_MISSING=1
+debian=()
+[ -z "$JAVA_MISSING" ] || debian+=(openjdk-17-jre-headless)
+if [ "$MODE" = tests ]; then
+  if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null 2>&1; then
+    debian+=(postgresql)
+  fi
+  if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    debian+=(chromium chromium-driver)
   fi
 fi
-
-# Postgres (Debian package postgresql) for the system test's Airflow metadata database
-# (tests/test_system.py starts its own throw-away cluster with it; nothing else uses it).
-if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null 2>&1; then
-  log "Postgres not found: installing the Debian package postgresql"
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-  if command -v apt-get >/dev/null 2>&1; then
-    $SUDO apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null \
-      || log "warning: postgresql could not be installed; the Airflow system test will fail"
-  else
-    log "no apt-get on this machine: install Postgres by hand for the Airflow system test"
+debian_packages() {
+  local sudo=""
+  [ "$(id -u)" = "0" ] || sudo="sudo"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no apt-get on this machine: install by hand: $*"
+    return 1
   fi
-fi
-
-# Headless Chromium and its driver (Debian packages chromium, chromium-driver) for the fleet
-# view's browser test (tests/provider/test_fleet_view_browser.py); nothing else uses them.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  log "Chromium not found: installing the Debian packages chromium and chromium-driver"
-  SUDO=""
-  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-  if command -v apt-get >/dev/null 2>&1; then
-    $SUDO apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null \
-      || log "warning: chromium could not be installed; the fleet view's browser test will fail"
-  else
-    log "no apt-get on this machine: install Chromium and chromedriver by hand for the browser test"
+  $sudo apt-get update -qq
+  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@"; then
+    [ -n "$JAVA_MISSING" ] || return 1
+    echo "retrying with the distribution's default JRE"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${@/openjdk-17-jre-headless/default-jre-headless}"
   fi
+  echo "installed $*"
+}
+if [ ${#debian[@]} -gt 0 ]; then
+  step "Debian packages" debian_packages "${debian[@]}"
 fi
 
-PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  log "creating .venv with $($PYTHON --version)"
-  "$PYTHON" -m venv .venv
+# --- the storage emulators (stdlib only: they start before .venv exists) ------------------------
+if [ "$MODE" = tests ]; then
+  PYTHON_FOR_SCRIPTS=${PYTHON:-python3}
+  step "Azure emulator" "$PYTHON_FOR_SCRIPTS" scripts/emulators.py azurite
+  step "GCS emulator" "$PYTHON_FOR_SCRIPTS" scripts/emulators.py fake-gcs-server
 fi
 
-# The installer: uv (PyPI package `uv`, pinned here), which fetches and unpacks the ~220
-# pinned packages in parallel: 46 s on an empty cache against 5 min for pip (pyspark alone is
-# a 400 MB source archive pip builds serially). The same pins give the same working set; pip
-# stays the fallback when uv cannot be installed.
+# --- .venv -------------------------------------------------------------------------------------
+# The installer: uv (PyPI package `uv`, pinned here), which fetches and unpacks the ~220 pinned packages
+# in parallel: 46 s on an empty cache against 5 min for pip (pyspark alone is a 400 MB source archive
+# pip builds serially). The same pins give the same working set; pip stays the fallback.
 UV_VERSION=0.13.8
-want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
-stamp=.venv/.deltalog-installed
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  log "installing the pinned working set into .venv (a minute or two on a fresh machine)"
+PYTHON=${PYTHON:-python3}
+python_venv() {
+  if [ ! -x .venv/bin/python ]; then
+    echo "creating .venv with $($PYTHON --version)"
+    "$PYTHON" -m venv .venv
+  fi
+  local want stamp
+  want=$(cat requirements.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+  stamp=.venv/.deltalog-installed
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "up to date ($(.venv/bin/python --version), requirements.lock)"
+    return 0
+  fi
   if .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" && [ -x .venv/bin/uv ]; then
     .venv/bin/uv pip install -q --python .venv/bin/python "pip>=24" -r requirements.lock
     .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
   else
-    log "uv could not be installed: installing with pip (several minutes on a fresh machine)"
+    echo "uv could not be installed: installing with pip (several minutes on a fresh machine)"
     .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=24"
     .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.lock
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
   fi
-  echo "$want" > "$stamp"
+  echo "$want" >"$stamp"
+  echo "installed the pinned working set of requirements.lock and this project, editable ($(.venv/bin/python --version))"
+}
+step ".venv" python_venv
+finish ".venv"
+
+# --- after .venv: the release venvs; the Spark jars (after the JRE when it is being installed) ----
+if [ "$MODE" = tests ]; then
+  step "release venvs" .venv/bin/python tests/airflow_matrix.py prepare
+  if [ -n "$JAVA_MISSING" ]; then finish "Debian packages" "no JRE: the Spark parts will fail"; fi
+  step "Spark jars" .venv/bin/python scripts/spark_jars.py
+  # Spark 4.1 with the Iceberg runtime, the UniForm tests' Iceberg reader (no Iceberg runtime loads on
+  # the lock's Spark 4.2): its own venv and jars, cached by version (scripts/iceberg_spark.py).
+  step "Iceberg Spark" .venv/bin/python scripts/iceberg_spark.py
 fi
 
-# Spark jars (Delta Spark for the oracle tests, hadoop-aws + AWS SDK for s3a), by
-# Maven coordinates into ~/.cache/deltalog/ivy-<versions>; a no-op once cached.
-if ! .venv/bin/python scripts/spark_jars.py; then
-  log "warning: the Spark jars could not be fetched; the Delta Spark and s3a tests will fail"
-fi
-
-# Spark 4.1 with the Iceberg runtime, the UniForm tests' Iceberg reader (no Iceberg runtime loads on
-# the lock's Spark 4.2): a venv with pyspark 4.1 and iceberg-spark-runtime-4.1 by Maven coordinates,
-# cached by version in ~/.cache/deltalog/iceberg-spark<versions>; a no-op once cached.
-if ! .venv/bin/python scripts/iceberg_spark.py; then
-  log "warning: Spark with the Iceberg runtime could not be set up; the UniForm Spark test will fail"
-fi
-
-# Storage emulators for the Azure and GCS tests: Azurite (npm package azurite, the tree pinned in
-# scripts/emulators/azurite) and fake-gcs-server (Go module, go install), cached by version in
-# ~/.cache/deltalog; a no-op once cached.
-if ! .venv/bin/python scripts/emulators.py; then
-  log "warning: an emulator could not be installed; the Azure or GCS tests will fail"
-fi
+finish "Debian packages" "a Debian package could not be installed: the tests that need it will fail"
+finish "Azure emulator" "Azurite could not be installed: the Azure tests will fail"
+finish "GCS emulator" "fake-gcs-server could not be installed: the GCS tests will fail"
+finish "Spark jars" "the Spark jars could not be fetched: the Delta Spark, s3a, Azure and GCS Spark tests will fail"
+finish "Iceberg Spark" "Spark with the Iceberg runtime could not be set up: the UniForm Spark test will fail"
+finish "release venvs" "a release venv could not be made: the release matrix will try again and fail with the reason"
+log "set-up done in $((SECONDS - STARTED)) s"
+rm -rf "$LOGS"

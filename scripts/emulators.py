@@ -147,8 +147,14 @@ def main(argv: list[str]) -> int:
     ok = True
     for name in wanted:
         try:
-            where = " ".join(ensure_azurite()) if name == "azurite" else ensure_fake_gcs_server()
-            print(f"[emulators] {name}: {where}", file=sys.stderr)
+            if name == "azurite":
+                cached, version, where = azurite_installed(), azurite_version(), azurite_dir()
+                ensure_azurite()
+            else:
+                cached, version, where = fake_gcs_binary().exists(), FAKE_GCS_VERSION, fake_gcs_binary()
+                ensure_fake_gcs_server()
+            how = "cached" if cached else ("npm ci" if name == "azurite" else "go install") + ", done"
+            print(f"[emulators] {name} {version}: {how} ({where})", file=sys.stderr)
         except (EmulatorUnavailable, OSError, subprocess.TimeoutExpired) as exc:
             print(f"[emulators] {name} unavailable: {exc}", file=sys.stderr)
             ok = False

@@ -33,7 +33,8 @@ _RESOLVE = """
 import sys
 from pyspark.sql import SparkSession
 builder = SparkSession.builder.master("local[1]").appName("deltalog-iceberg-jars")
-for k, v in {"spark.jars.packages": sys.argv[1], "spark.jars.ivy": sys.argv[2], "spark.ui.enabled": "false"}.items():
+conf = {"spark.jars.packages": sys.argv[1], "spark.jars.ivy": sys.argv[2], "spark.jars.ivySettings": sys.argv[4]}
+for k, v in {**conf, "spark.ui.enabled": "false"}.items():
     builder = builder.config(k, v)
 spark = builder.getOrCreate()
 spark.sparkContext._jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(
@@ -85,6 +86,13 @@ def _venv() -> None:
         )
 
 
+def _central_only() -> str:
+    """The Ivy settings that resolve from Maven Central alone (no warnings about a second repository)."""
+    from deltalog.engines.spark_packages import ivy_settings_file
+
+    return str(ivy_settings_file())
+
+
 def ensure() -> Path:
     """Build the venv and resolve the runtime once; returns the cache directory."""
     target = home()
@@ -98,7 +106,7 @@ def ensure() -> Path:
             _venv()
         log.info("resolving %s into %s", RUNTIME_PACKAGE, target / "ivy")
         subprocess.run(
-            [str(python()), "-c", _RESOLVE, RUNTIME_PACKAGE, str(target / "ivy"), str(jars_file())],
+            [str(python()), "-c", _RESOLVE, RUNTIME_PACKAGE, str(target / "ivy"), str(jars_file()), _central_only()],
             check=True,
             stdout=subprocess.DEVNULL,
         )

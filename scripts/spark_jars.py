@@ -2,10 +2,12 @@
 
 Run by ``scripts/bootstrap.sh``; safe to re-run (a marker file per Ivy directory
 skips work already done). Spark's own Ivy resolves ``spark.jars.packages`` from
-Maven Central into ``~/.cache/deltalog/ivy-<versions>`` (see
-``deltalog.engines.spark_packages``), so every clone on the machine shares one
-download. A file lock keeps two bootstraps from resolving into the same cache at
-once. Exit 0 when the jars are cached, 1 when they could not be fetched.
+Maven Central alone (``spark.jars.ivySettings``) into ``~/.cache/deltalog/ivy-<versions>``
+(see ``deltalog.engines.spark_packages``), so every clone on the machine shares one
+download. The package sets resolve side by side (Ivy locks each artifact in the cache),
+each in its own process with its output in ``resolve-<set>.log`` beside the cache; this
+prints one line per set. A file lock keeps two bootstraps from resolving into the same
+cache at once. Exit 0 when the jars are cached, 1 when they could not be fetched.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from deltalog.engines.spark_packages import (
     azure_jar_list_file,
     gcs_jar_list_file,
     ivy_dir,
+    ivy_settings_file,
     jar_list_file,
     packages,
+    resolve_conf,
 )
 
 #: The package sets resolved, by the flag of the child process that resolves each (its own classpath: a
@@ -81,7 +85,7 @@ def fetch(flag: str) -> float:
 
     coordinates, probe, listed, delta = SETS[flag]
     started = time.perf_counter()
-    conf = {"spark.jars.packages": coordinates, "spark.jars.ivy": str(ivy_dir())}
+    conf = resolve_conf(coordinates)
     if delta:
         conf.update(DELTA_SQL_CONF)
     builder = SparkSession.builder.master("local[1]").appName("deltalog-fetch-jars")
@@ -101,11 +105,19 @@ def fetch(flag: str) -> float:
 def fetch_one(flag: str) -> int:
     """Child process: resolve one package set (``--delta``, ``--s3a``, ``--azure`` or ``--gcs``)."""
     try:
-        fetch(flag)
+        seconds = fetch(flag)
+        log.info("%s resolved in %.0f s", SETS[flag][0], seconds)
     except Exception as exc:  # noqa: BLE001 - report any JVM/Ivy failure as one line
         log.error("could not fetch the Spark jars (%s): %s", flag, (str(exc).splitlines() or [repr(exc)])[0])
         return 1
     return 0
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 def main() -> int:
@@ -116,17 +128,36 @@ def main() -> int:
     target.mkdir(parents=True, exist_ok=True)
     with open(target / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        ivy_settings_file()  # Maven Central alone, for every resolution (here and in the jobs)
         if is_cached():
             log.info("jars already cached in %s", target)
             return 0
-        log.info(
-            "resolving %s into %s (first time: a few minutes)", ", ".join(c for c, _, _, _ in SETS.values()), target
-        )
+        log.info("resolving %d package sets side by side into %s (first time: a few minutes)", len(SETS), target)
         started = time.perf_counter()
+        # One process per set (a Python process keeps its first JVM, whose classpath is fixed), all at once:
+        # most of the time goes to fetching POMs one by one. Ivy's output goes to a log per set.
+        running = {}
         for flag in SETS:
-            # One process per set: a Python process keeps its first JVM, whose classpath is fixed.
-            if subprocess.run([sys.executable, __file__, flag], check=False).returncode != 0:
-                return 1
+            log_path = target / f"resolve{flag.replace('--', '-')}.log"
+            with open(log_path, "wb") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, __file__, flag], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
+            running[flag] = (proc, log_path, time.perf_counter())
+        failed = []
+        for flag, (proc, log_path, began) in running.items():
+            rc = proc.wait()
+            coordinates, _, listed, _ = SETS[flag]
+            if rc == 0:
+                count = len(listed.read_text().split())
+                log.info("%s: %d jars (%.0f s)", coordinates, count, time.perf_counter() - began)
+            else:
+                failed.append(flag)
+                log.error(
+                    "%s could not be resolved (exit %d); the end of %s:\n%s", coordinates, rc, log_path, _tail(log_path)
+                )
+        if failed:
+            return 1
         seconds = time.perf_counter() - started
         (target / MARKER).write_text(resolved_marker_text())
         log.info("jars cached in %s (%.0f s)", target, seconds)

@@ -162,15 +162,42 @@ def clean_env(venv: Path | Venv | None = None, **extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("AIRFLOW") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTEST_ADDOPTS")
+        # Nor this session's pytest (its options, its xdist worker's name).
+        if not k.startswith(("AIRFLOW", "PYTEST_")) and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
     }
     if venv is not None:
         env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
         env["VIRTUAL_ENV"] = str(venv)
+        # Compiled bytecode kept with the venv, which outlives this checkout (the cache): its imports are
+        # compiled once, not once per process (see pycache_prefix).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache_prefix(venv))
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PYTHONWARNINGS"] = "ignore"
     env.update(extra)
     return env
+
+
+def pycache_prefix(venv: Path) -> Path:
+    """Where a release venv's processes keep compiled bytecode (``PYTHONPYCACHEPREFIX``): beside the venv.
+
+    It mirrors the source paths: the venv's own and the interpreter's files, which stay, and this
+    checkout's tests and DAGs, whose paths change with each clone (:func:`prune_pycache` drops those).
+    """
+    return venv / ".pycache"
+
+
+def prune_pycache(venv: Path) -> None:
+    """Drop the compiled files of sources that are gone (earlier clones, temporary DAG folders)."""
+    prefix = pycache_prefix(venv)
+    if not prefix.is_dir():
+        return
+    for here, dirs, _ in os.walk(prefix):
+        source = Path("/", os.path.relpath(here, prefix))
+        for name in list(dirs):
+            if not (source / name).exists():
+                shutil.rmtree(Path(here) / name, ignore_errors=True)
+                dirs.remove(name)
 
 
 def run(
@@ -211,7 +238,15 @@ class Dists:
 def build_dists(out: Path) -> Dists:
     """``python -m build``: the sdist, then the wheel built from the unpacked sdist."""
     out.mkdir(parents=True, exist_ok=True)
-    run([sys.executable, "-m", "build", "--outdir", out, REPO], env=clean_env(), timeout=900)
+    uv = installer()  # build's isolated environments made by uv when the session has it: a second, not five
+    args = ["--installer", "uv"] if uv else []
+    env = clean_env(PATH=f"{uv.parent}{os.pathsep}{os.environ.get('PATH', '')}") if uv else clean_env()
+    run([sys.executable, "-m", "build", *args, "--outdir", out, REPO], env=env, timeout=900)
+    return read_dists(out)
+
+
+def read_dists(out: Path) -> Dists:
+    """The sdist and wheel :func:`build_dists` left in ``out``."""
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
     with zipfile.ZipFile(wheel) as zf:
@@ -271,9 +306,11 @@ class Venv:
         uv = installer()
         if uv is None:
             return self.pip("install", "-q", *args, timeout=timeout)
-        return run(
-            [uv, "pip", "install", "-q", "--python", self.python, *args], env=clean_env(self.path), timeout=timeout
-        )
+        # The releases' venvs are made side by side (bootstrap, the matrix): on an empty uv cache one of them
+        # builds a shared sdist (pyspark: minutes on a loaded machine) while the others wait for its lock,
+        # longer than uv's default 300 s (seen: two of three venvs failed on a cold, loaded machine).
+        env = clean_env(self.path, UV_LOCK_TIMEOUT=os.environ.get("UV_LOCK_TIMEOUT", "1800"))
+        return run([uv, "pip", "install", "-q", "--python", self.python, *args], env=env, timeout=timeout)
 
 
 def installer() -> Path | None:
@@ -290,6 +327,7 @@ def ensure_venv(release: Release, dists: Dists) -> Venv:
     done = path / ".deltalog-venv.json"
     with _locked(CACHE / f".{key}.lock"):
         if done.exists():
+            prune_pycache(path)
             return Venv(path, 0.0)
         started = time.monotonic()
         shutil.rmtree(path, ignore_errors=True)  # a build that died half way
@@ -347,3 +385,42 @@ def json_from(output: str) -> object:
     if "No data found" in output:
         return []
     raise AssertionError(f"no JSON in the output:\n{output[-3000:]}")
+
+
+def _how(venv: Venv) -> str:
+    return f"built in {venv.built_seconds:.0f} s" if venv.built_seconds else "cached"
+
+
+def prepare(argv: list[str]) -> int:
+    """``python tests/airflow_matrix.py prepare``: every release's venv made or found in the cache, side by
+    side (scripts/bootstrap.sh runs it; the release matrix then finds them). One line per release; exit 1
+    when one could not be made."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    matrix = load_matrix()
+    with tempfile.TemporaryDirectory(prefix="deltalog-dists-") as out:
+        started = time.monotonic()
+        dists = build_dists(Path(out))
+        print(f"our sdist and wheel built in {time.monotonic() - started:.0f} s", flush=True)
+
+        def ready(release: Release) -> tuple[Release, Venv | None, str]:
+            try:
+                return release, ensure_venv(release, dists), ""
+            except (AssertionError, RuntimeError, OSError, subprocess.SubprocessError) as exc:
+                return release, None, str(exc)
+
+        with ThreadPoolExecutor(len(matrix.releases)) as pool:
+            done = list(pool.map(ready, matrix.releases))
+    failed = [(r, why) for r, v, why in done if v is None]
+    for release, why in failed:
+        print(f"{release.id}: could not be made:\n{why[-3000:]}", flush=True)
+    parts = [f"{r.airflow} {_how(v)}" for r, v, _ in done if v is not None]
+    print(f"Airflow {', '.join(parts)}{'; ' + str(len(failed)) + ' failed' if failed else ''} ({CACHE})", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["prepare"]:
+        sys.exit("usage: python tests/airflow_matrix.py prepare")
+    sys.exit(prepare(sys.argv[2:]))

@@ -11,8 +11,9 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("AIRFLOW_VAR_DELTALOG_HISTORY_URI", "")
 
 #: Shared fixtures: local S3 (moto), Azure (Azurite) and GCS (fake-gcs-server) servers; the Delta Spark
-#: oracle session and its cached feature corpus.
-pytest_plugins = ["s3_server", "azure_server", "gcs_server", "delta_spark"]
+#: oracle session and its cached feature corpus; the reliability totals; how the suite runs on parallel
+#: workers (groups, order, one summary: tests/parallel.py).
+pytest_plugins = ["s3_server", "azure_server", "gcs_server", "delta_spark", "reliability_totals", "parallel"]
 
 
 @pytest.fixture

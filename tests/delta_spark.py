@@ -584,22 +584,49 @@ def corpus_summary(corpus: Corpus) -> str:
 REPORTS: list[str] = []
 #: (table, phase, seconds, Delta Spark version reads) of the checks, printed in the terminal summary.
 TIMINGS: list[tuple[str, str, float, int]] = []
+#: What parallel workers (pytest-xdist) sent the controller, which prints the one summary of the run.
+FROM_WORKERS: dict[str, list[Any]] = {"corpora": [], "reports": [], "timings": [], "cold": []}
+
+
+def _summary_state() -> dict[str, list[Any]]:
+    """This process's part of the summary, as plain data (what a worker sends the controller)."""
+    return {
+        "corpora": [corpus_summary(corpus) for corpus in CORPORA],
+        "reports": list(REPORTS),
+        "timings": [list(t) for t in TIMINGS],
+        "cold": [[t["name"], t.get("seconds", 0)] for corpus in CORPORA for t in corpus.tables],
+    }
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller prints the summary
+        workeroutput["deltalog_delta_spark"] = _summary_state()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    for key, values in (getattr(node, "workeroutput", None) or {}).get("deltalog_delta_spark", {}).items():
+        FROM_WORKERS[key] += values
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for corpus in CORPORA:
+    state = _summary_state()
+    for key, values in FROM_WORKERS.items():
+        state[key] += values
+    for text in state["corpora"]:
         terminalreporter.write_sep("-", "Delta Spark corpus")
-        terminalreporter.write(corpus_summary(corpus))
-    for path in REPORTS:
+        terminalreporter.write(text)
+    for path in state["reports"]:
         terminalreporter.write_sep("-", f"Delta Spark feature matrix ({path})")
         terminalreporter.write(Path(path).read_text())
-    if TIMINGS:
+    if state["timings"]:
         terminalreporter.write_sep("-", "Delta Spark oracle: seconds per table")
-        cold = {t["name"]: t.get("seconds", 0) for corpus in CORPORA for t in corpus.tables}
+        cold = dict(state["cold"])
         lines = ["| table | phase | seconds | versions Delta Spark read | cold build s |", "|---|---|---|---|---|"]
-        for name, phase, seconds, reads in TIMINGS:
+        for name, phase, seconds, reads in state["timings"]:
             lines.append(f"| {name} | {phase} | {seconds} | {reads} | {cold.get(name, '')} |")
-        total = round(sum(t[2] for t in TIMINGS), 1)
+        total = round(sum(t[2] for t in state["timings"]), 1)
         terminalreporter.write("\n".join(lines) + f"\ntotal {total}s\n")
 
 

@@ -31,7 +31,6 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +48,10 @@ from airflow_matrix import (
     install_wheel,
     json_from,
     load_matrix,
+    read_dists,
     run,
 )
+from run_once import once_per_run
 
 sys.path.insert(0, str(REPO / "dags"))  # deltalog_example (the example DAGs' seeding), as test_example_dags does
 
@@ -72,10 +73,15 @@ EXAMPLE_DAGS = {
 
 @pytest.fixture(scope="session")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
-    started = time.monotonic()
-    built = build_dists(tmp_path_factory.mktemp("dists"))
-    print(f"\n[releases] sdist + wheel built in {time.monotonic() - started:.0f} s")
-    return built
+    """The sdist and the wheel, built once per run (parallel workers share them: run_once)."""
+
+    def build(out: Path) -> str:
+        started = time.monotonic()
+        build_dists(out)
+        print(f"\n[releases] sdist + wheel built in {time.monotonic() - started:.0f} s")
+        return str(out)
+
+    return read_dists(Path(once_per_run(tmp_path_factory, "dists", build)))
 
 
 def test_dists_carry_what_a_provider_package_must(dists: Dists):
@@ -111,26 +117,23 @@ def test_dists_carry_what_a_provider_package_must(dists: Dists):
 # --- one venv per release --------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def venvs(dists: Dists) -> dict[str, Venv]:
-    """Every release's venv, made (or taken from the cache) at once: the installs are downloads and
-    unpacking, which overlap well; our wheel installed into each."""
+@pytest.fixture(scope="module", params=MATRIX.releases, ids=lambda r: r.id)
+def release_venv(
+    request: pytest.FixtureRequest, dists: Dists, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Release, Venv]:
+    """The release's venv (from the cache, or made now) with this run's wheel installed: once per run and
+    release, whichever worker gets there first (each release's tests are one group of the parallel run)."""
+    release: Release = request.param
 
-    def ready(release: Release) -> Venv:
+    def ready(_: Path) -> dict[str, Any]:
         venv = ensure_venv(release, dists)
         install_wheel(venv, dists)
         how = f"built in {venv.built_seconds:.0f} s" if venv.built_seconds else "reused from the cache"
         print(f"\n[releases] {release.id}: venv {how} ({venv.path})")
-        return venv
+        return {"path": str(venv.path), "built_seconds": venv.built_seconds}
 
-    with ThreadPoolExecutor(len(MATRIX.releases)) as pool:
-        return dict(zip((r.id for r in MATRIX.releases), pool.map(ready, MATRIX.releases), strict=True))
-
-
-@pytest.fixture(scope="module", params=MATRIX.releases, ids=lambda r: r.id)
-def release_venv(request: pytest.FixtureRequest, venvs: dict[str, Venv]) -> tuple[Release, Venv]:
-    release: Release = request.param
-    return release, venvs[release.id]
+    made = once_per_run(tmp_path_factory, f"venv-{release.id}", ready)
+    return release, Venv(Path(made["path"]), made["built_seconds"])
 
 
 def _installed(venv: Venv) -> dict[str, Any]:
@@ -182,7 +185,7 @@ def test_provider_tests_pass_on_the_release(release_venv: tuple[Release, Venv]):
             "not spark and not lock_only",
         ],
         cwd=REPO,
-        env=clean_env(venv, PYTHONDONTWRITEBYTECODE="1"),
+        env=clean_env(venv),
         capture_output=True,
         text=True,
         timeout=2100,

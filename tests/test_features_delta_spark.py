@@ -73,30 +73,9 @@ OPERATIONS = (
 
 
 @pytest.fixture(scope="module")
-def spark(request):
-    try:
-        yield request.getfixturevalue("delta_spark")
-        return
-    except pytest.FixtureLookupError:
-        pass
-    from pyspark.sql import SparkSession
-
-    from deltalog.engines.spark_packages import spark_conf
-
-    builder = SparkSession.builder.master("local[1]").appName("deltalog-features")
-    conf = {
-        **spark_conf(delta=True, s3a=False),
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.databricks.delta.snapshotPartitions": "1",
-        "spark.sql.session.timeZone": "UTC",
-    }
-    for k, v in conf.items():
-        builder = builder.config(k, v)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+def spark(delta_spark):
+    """The test run's one Delta Spark session (tests/delta_spark.py)."""
+    return delta_spark
 
 
 def _copy_a_live_file(path: str, src: str | None = None) -> str:

@@ -30,6 +30,8 @@ sys.path[:0] = [str(REPO / "dags"), str(REPO / "scripts")]
 
 from demo import airflow_env  # noqa: E402
 
+from airflow_homes import prepare_home  # noqa: E402
+
 VENV_BIN = str(Path(sys.executable).parent)
 pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.azure, pytest.mark.gcs]
 LAKE = {"healthy": healthy_table, "small_a": small_files_table, "small_b": small_files_table}
@@ -61,7 +63,7 @@ def _mapped_states(home: str, run_id: str) -> tuple[str, dict[str, str], str]:
     return run_state, mapped, summary
 
 
-def test_fleet_dag_on_azurite_and_fake_gcs_server(tmp_path, azure_server, gcs_server) -> None:
+def test_fleet_dag_on_azurite_and_fake_gcs_server(tmp_path, tmp_path_factory, azure_server, gcs_server) -> None:
     import azure_server as az
     import gcs_server as gcs
 
@@ -107,7 +109,7 @@ def test_fleet_dag_on_azurite_and_fake_gcs_server(tmp_path, azure_server, gcs_se
     }
     home = str(tmp_path / "airflow_home")
     base_env = airflow_env(home, "/unused", VENV_BIN)
-    _airflow(base_env, "db", "migrate")
+    prepare_home(tmp_path_factory, home)  # what `airflow db migrate` leaves (tests/airflow_homes.py)
     for day, (store, (root, options, dl_options, conns)) in enumerate(stores.items(), start=1):
         _upload_lake(tmp_path / store, root, options)
         env = {

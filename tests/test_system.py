@@ -44,7 +44,8 @@ from airflow_stack import SHARED_ENV, AirflowStack, Postgres, SparkStandalone, S
 
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY, deltalake_options_for, start_s3_server_process  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark, pytest.mark.s3, pytest.mark.timeout(900)]
+# The stack's start-up runs inside the first test's time limit, beside the other workers (the limit stops a hang).
+pytestmark = [pytest.mark.slow, pytest.mark.airflow, pytest.mark.spark, pytest.mark.s3, pytest.mark.timeout(1800)]
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +69,12 @@ MAINTENANCE_PATH = {
 
 def _test_settings(s3: str, spark_master: str) -> dict[str, str]:
     """What differs from docker/airflow.env here: hosts and ports, and test sizes and clocks."""
-    from deltalog.engines.spark_packages import HADOOP_AWS_PACKAGE, ivy_dir, s3a_conf
+    from deltalog.engines.spark_packages import HADOOP_AWS_PACKAGE, resolve_conf, s3a_conf
 
     host, port = spark_master.removeprefix("spark://").rsplit(":", 1)
     spark_conf = {
         **s3a_conf(s3, ACCESS_KEY, SECRET_KEY, REGION),
-        "spark.jars.packages": HADOOP_AWS_PACKAGE,
-        "spark.jars.ivy": str(ivy_dir()),
+        **resolve_conf(HADOOP_AWS_PACKAGE),  # as compose's jobs: Ivy resolves (from the cache, Maven Central alone)
         "spark.driver.host": "127.0.0.1",
         "spark.driver.memory": "512m",
         "spark.executor.memory": "512m",

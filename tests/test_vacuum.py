@@ -55,7 +55,14 @@ from vacuum_helpers import (
 )
 
 
-@pytest.fixture(params=["local", pytest.param("spark", marks=[pytest.mark.slow, pytest.mark.spark])])
+# The Spark case reaches the run's Delta Spark session by name (request.getfixturevalue): it joins that
+# session's group of the parallel run (tests/parallel.py), as a test that names the fixture does.
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("spark", marks=[pytest.mark.slow, pytest.mark.spark, pytest.mark.xdist_group("delta-spark")]),
+    ]
+)
 def engine(request: pytest.FixtureRequest) -> dict:
     """Where full-mode plans are made: the local engine, or the Spark engine in the test run's one session.
 

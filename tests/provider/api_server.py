@@ -2,7 +2,8 @@
 
 The fleet view's browser test reads pages from it; the metrics test's tasks run through its
 execution API (``airflow dags test --use-executor``: LocalExecutor, each task in a supervised
-process, as in a deployment). The home gets its own SQLite database (``airflow db migrate``).
+process, as in a deployment). The home gets its own SQLite database (a copy of the run's migrated one,
+``tests/airflow_homes.py``, or ``airflow db migrate``).
 """
 
 from __future__ import annotations
@@ -107,12 +108,14 @@ def tree_rss_mb(pid: int) -> float:
 
 @contextmanager
 def api_server(home: Path, env: dict[str, str], port: int) -> Iterator[str]:
-    """Migrate the home's database, start ``airflow api-server`` on ``port``, yield its base URL, stop it."""
+    """Migrate the home's database (unless it has one: ``airflow_homes.prepare_home``), start ``airflow
+    api-server`` on ``port``, yield its base URL, stop it."""
     (home / "dags").mkdir(parents=True, exist_ok=True)
-    migrate = subprocess.run(
-        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    if not (home / "airflow.db").exists():
+        migrate = subprocess.run(
+            [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert migrate.returncode == 0, migrate.stderr[-3000:]
     log_path = home / "api-server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

@@ -5,8 +5,8 @@ here, at conftest import, before any test module imports ``airflow``. Only what
 the default configuration derives from AIRFLOW_HOME is changed (the SQLite URL
 follows AIRFLOW_HOME), so other suites' ``airflow`` subprocesses that set their
 own AIRFLOW_HOME are not pointed at this session's database. The
-metadata database (SQLite) is created once per session with ``airflow db
-migrate``; DAG files are written into the session's dags folder, because in
+metadata database (SQLite) is a copy of the one ``airflow db migrate`` made once for
+the run (``tests/airflow_homes.py``); DAG files are written into the session's dags folder, because in
 Airflow 3.1+ ``dag.test()`` only runs DAGs it finds by parsing the bundles.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from airflow_homes import prepare_home
 
 #: A fixed home can be given (to inspect logs afterwards); otherwise a temporary one is made and removed.
 _GIVEN_HOME = os.environ.get("DELTALOG_TEST_AIRFLOW_HOME")
@@ -55,18 +56,12 @@ def _cleanup() -> None:
 
 
 @pytest.fixture(scope="session")
-def airflow_db() -> Iterator[Path]:
-    """``airflow db migrate`` once per session (about 6 s); returns AIRFLOW_HOME."""
-    if not (AIRFLOW_HOME / "airflow.db").exists() or not (AIRFLOW_HOME / "airflow.cfg").exists():
+def airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The session's home with a migrated metadata database (``airflow db migrate``'s, made once per run
+    and copied: tests/airflow_homes.py); returns AIRFLOW_HOME."""
+    if not (AIRFLOW_HOME / "airflow.db").exists():
         started = time.monotonic()
-        proc = subprocess.run(
-            [str(VENV_BIN / "airflow"), "db", "migrate"],
-            env=os.environ.copy(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, f"airflow db migrate failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
-        print(f"airflow db migrate: {time.monotonic() - started:.1f}s")
+        prepare_home(tmp_path_factory, AIRFLOW_HOME, VENV_BIN / "airflow")
+        print(f"airflow metadata database ready: {time.monotonic() - started:.1f}s")
     yield AIRFLOW_HOME
     _cleanup()

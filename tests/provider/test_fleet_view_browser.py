@@ -44,6 +44,7 @@ from urllib.parse import quote
 import pytest
 from api_server import api_server, bearer_token, free_port, server_pid, signed_in_env, tree_rss_mb
 
+from airflow_homes import prepare_home
 from deltalog.journal import OperationSpan, RunContext, append_rows, make_row
 from history_helpers import DemoFleet, maintained_fleet
 from synthetic_history import FleetShape, cached_history
@@ -122,7 +123,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     now = dt.datetime.now(dt.UTC)
     span = OperationSpan(RunContext(run_id="incident"), INCIDENT_TABLE, "vacuum", now, now)
     append_rows(str(history), [make_row(span, "failed", reason=INCIDENT)])
-    home = root / "airflow"
+    home = prepare_home(tmp_path_factory, root / "airflow")  # a copy of the run's migrated database
     port = free_port()
     env = signed_in_env(
         home,

@@ -30,6 +30,7 @@ import deltalake
 import pytest
 from api_server import VENV_BIN, airflow_env, api_server, free_port
 
+from airflow_homes import prepare_home
 from deltalog_provider.utils.metrics import table_stat_key
 from fleet_helpers import small_files_table
 
@@ -214,7 +215,7 @@ def listener(request: pytest.FixtureRequest) -> Iterator[Listener]:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, str]]]:
     """An Airflow home with a running API server (no metrics of its own), for the DAG runs."""
-    home = tmp_path_factory.mktemp("airflow")
+    home = prepare_home(tmp_path_factory, tmp_path_factory.mktemp("airflow"))
     port = free_port()
     env = airflow_env(home, port, AIRFLOW__API_AUTH__JWT_SECRET="deltalog-metrics-test-jwt-secret-0123456789")
     with api_server(home, env, port):

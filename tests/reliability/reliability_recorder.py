@@ -93,10 +93,28 @@ def observe(observation: Any, _thread_id: int | None = None) -> None:
         add("unsafe_outcomes", 1, "adversarial")
 
 
+#: Corrupt logs ``tests/test_bad_logs.py`` tried in parallel workers (pytest-xdist), sent to the controller.
+_WORKERS_CORRUPT_LOGS = Counter()
+
+
 def corrupt_logs_tried() -> int:
-    """Examples ``tests/test_bad_logs.py`` ran in this process (0 when it did not run)."""
+    """Examples ``tests/test_bad_logs.py`` ran in this process, or in the workers that reported here."""
     module = sys.modules.get("test_bad_logs")
-    return int(getattr(module, "CORRUPT_LOGS_TRIED", 0) or 0)
+    return int(getattr(module, "CORRUPT_LOGS_TRIED", 0) or 0) + _WORKERS_CORRUPT_LOGS["tried"]
+
+
+def state() -> dict[str, Any]:
+    """This process's counters as plain data: what a parallel worker sends the controller."""
+    with _lock:
+        return {"counts": dict(COUNTS), "seconds": dict(SECONDS), "corrupt_logs": corrupt_logs_tried()}
+
+
+def merge(worker: dict[str, Any]) -> None:
+    """Add a worker's :func:`state` to this process's counters (the controller's, which reports)."""
+    with _lock:
+        COUNTS.update(worker["counts"])
+        SECONDS.update(worker["seconds"])
+        _WORKERS_CORRUPT_LOGS["tried"] += int(worker["corrupt_logs"])
 
 
 def report() -> dict[str, Any]:

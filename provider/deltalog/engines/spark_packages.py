@@ -15,7 +15,8 @@ runs our jobs unchanged:
 
 Jars are resolved from Maven coordinates only, by Spark's own Ivy
 (``spark.jars.packages``), into a cache keyed by the versions under
-``~/.cache/deltalog`` so every clone on the machine reuses one download.
+``~/.cache/deltalog`` so every clone on the machine reuses one download, from Maven
+Central alone (``spark.jars.ivySettings``: :func:`ivy_settings_file`).
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ __all__ = [
     "gcs_jar_list_file",
     "gcs_spark_conf",
     "ivy_dir",
+    "ivy_settings_file",
     "jar_list_file",
     "packages",
+    "resolve_conf",
     "spark_conf",
 ]
 
@@ -76,6 +79,53 @@ def ivy_dir() -> Path:
     return cache_root() / f"ivy-spark{SPARK_VERSION}-delta{DELTA_SPARK_VERSION}-hadoop{HADOOP_VERSION}"
 
 
+#: Ivy settings with one resolver: Maven Central (Ivy's ``ibiblio`` resolver in the Maven 2 layout, at its
+#: default root). Spark's built-in chain also asks a second, Spark-packages repository that none of our
+#: coordinates need; where it cannot be reached (a machine that reaches Maven Central only) every artifact
+#: it misses there prints a warning, dozens per resolution, which read as failures.
+IVY_SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by deltalog (deltalog.engines.spark_packages): resolve Spark packages from Maven Central alone. -->
+<ivysettings>
+  <settings defaultResolver="central"/>
+  <!-- A lock per artifact in the cache: resolutions running at once (the set-up resolves its package
+       sets side by side) never write the same file together. -->
+  <caches lockStrategy="artifact-lock-nio"/>
+  <resolvers>
+    <ibiblio name="central" m2compatible="true"/>
+  </resolvers>
+</ivysettings>
+"""
+
+
+def ivy_settings_file() -> Path:
+    """The Ivy settings file of :data:`IVY_SETTINGS` in the Ivy directory (written when missing or different).
+
+    Every resolution of ``spark.jars.packages`` names it (``spark.jars.ivySettings``): the set-up's
+    (``scripts/spark_jars.py``), the tests' sessions and spark-submit calls, and the Spark engines' jobs
+    when the jars are not cached yet.
+    """
+    path = ivy_dir() / "ivysettings.xml"
+    try:
+        current = path.read_text()
+    except OSError:
+        current = None
+    if current != IVY_SETTINGS:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.with_name(f".{path.name}.{os.getpid()}")
+        staging.write_text(IVY_SETTINGS)
+        os.replace(staging, path)  # one rename: a concurrent reader sees the old or the new file, whole
+    return path
+
+
+def resolve_conf(coordinates: str) -> dict[str, str]:
+    """Spark settings that resolve ``coordinates`` (Maven, comma-separated) from Maven Central into the cache."""
+    return {
+        "spark.jars.packages": coordinates,
+        "spark.jars.ivy": str(ivy_dir()),
+        "spark.jars.ivySettings": str(ivy_settings_file()),
+    }
+
+
 def packages(*, delta: bool = True, s3a: bool = True) -> str:
     """The ``spark.jars.packages`` value (comma-separated Maven coordinates)."""
     names = ([DELTA_SPARK_PACKAGE] if delta else []) + ([HADOOP_AWS_PACKAGE] if s3a else [])
@@ -92,7 +142,7 @@ def spark_conf(*, delta: bool = True, s3a: bool = True) -> dict[str, str]:
 
     Once ``scripts/spark_jars.py`` has resolved a package set, its jars are named
     directly (``spark.jars``: no Ivy resolution, no network, no lock at session
-    start); before that, ``spark.jars.packages`` with the cache as ``spark.jars.ivy``.
+    start); before that, ``spark.jars.packages`` with the cache as ``spark.jars.ivy`` (:func:`resolve_conf`).
     """
     conf: dict[str, str] = {}
     if delta or s3a:
@@ -101,7 +151,7 @@ def spark_conf(*, delta: bool = True, s3a: bool = True) -> dict[str, str]:
         if jars and all(os.path.exists(j) for j in jars):
             conf["spark.jars"] = ",".join(jars)
         else:
-            conf = {"spark.jars.packages": packages(delta=delta, s3a=s3a), "spark.jars.ivy": str(ivy_dir())}
+            conf = resolve_conf(packages(delta=delta, s3a=s3a))
     if delta:
         conf.update(DELTA_SQL_CONF)
     return conf
@@ -116,7 +166,7 @@ def _jars_conf(listed: Path, coordinates: str) -> dict[str, str]:
     jars = listed.read_text().split() if listed.exists() else []
     if jars and all(os.path.exists(j) for j in jars):
         return {"spark.jars": ",".join(jars)}
-    return {"spark.jars.packages": coordinates, "spark.jars.ivy": str(ivy_dir())}
+    return resolve_conf(coordinates)
 
 
 def azure_spark_conf(host: str, options: dict[str, Any]) -> tuple[dict[str, str], str]:
