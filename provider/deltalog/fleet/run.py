@@ -35,7 +35,7 @@ from deltalog.fleet.maintain import (
 )
 from deltalog.fleet.ranking import TableReport, fleet_health
 from deltalog.journal import HistoryRecorder, JournalRow, OperationSpan, TableState, make_row, read_history
-from deltalog.journal.compliance import ComplianceHistory
+from deltalog.journal.compliance import COMPLIANCE_HISTORY_DAYS, ComplianceHistory
 from deltalog.journal.record import row_for_measurement, state_of, utc_now
 from deltalog.maintenance.objectives import FinishBy
 from deltalog.maintenance.policy import FleetPolicy, purge_due
@@ -51,9 +51,6 @@ __all__ = [
     "run_fleet",
 ]
 
-#: How much of the maintenance history a run reads for its tables' objectives (breach start, trend,
-#: the last vacuum): a breach older than this shows as starting this many days ago.
-COMPLIANCE_HISTORY_DAYS = 90
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ maintenance operation, committed with our own transaction so any Delta reader re
 from __future__ import annotations
 
 from deltalog.journal.compliance import (
+    COMPLIANCE_HISTORY_DAYS,
     BreachChange,
     BreachReport,
     ComplianceHistory,
@@ -37,15 +38,18 @@ from deltalog.journal.read import (
     table_rows,
 )
 from deltalog.journal.record import HistoryRecorder, table_state
-from deltalog.journal.rollup import MEASURES, Measure, merge_rollups, rollup_rows
+from deltalog.journal.rollup import BREACH_RUNS, MEASURES, Measure, merge_rollups, rollup_rows
 from deltalog.journal.rollup_store import DayRollup, RollupStore, RollupWindow
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
 from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY, WORK_COLUMNS
-from deltalog.journal.summary import FIGURES, TABLE_STATUSES, Figure, day_figures, table_summaries
+from deltalog.journal.summary import COMPLIANCE_STATES, FIGURES, TABLE_STATUSES, Figure, day_figures, table_summaries
 from deltalog.journal.write import AppendResult, append_arrow, append_rows, check_history_table
 
 __all__ = [
+    "BREACH_RUNS",
     "COLUMNS",
+    "COMPLIANCE_STATES",
+    "COMPLIANCE_HISTORY_DAYS",
     "BreachChange",
     "BreachReport",
     "ComplianceHistory",

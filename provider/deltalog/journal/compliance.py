@@ -40,6 +40,7 @@ from deltalog.storage.filesystem import canonical_uri
 
 __all__ = [
     "BREACHED_SINCE_SCHEMA",
+    "COMPLIANCE_HISTORY_DAYS",
     "DEFAULT_RUN_INTERVAL_HOURS",
     "TREND_WINDOW_DAYS",
     "BreachChange",
@@ -61,6 +62,9 @@ BREACHED_SINCE_SCHEMA = pa.schema(
         pa.field("measured_at", _TS, False),
     ]
 )
+#: How much of the history a judgement reads for its breach starts (``deltalog objectives``, a fleet run, the
+#: alert, the fleet view's compliance column): a breach older than this shows as starting this many days ago.
+COMPLIANCE_HISTORY_DAYS = 90
 #: How far back the trend of a value is read (days before the newest measurement).
 TREND_WINDOW_DAYS = 7.0
 #: When the history cannot tell how often the fleet runs: daily.

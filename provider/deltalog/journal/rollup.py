@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.journal.schema import PARTITION_COLUMN, STATUSES, WORK_COLUMNS
+from deltalog.maintenance.objectives import OBJECTIVE_NAMES
 
 #: Characters of ``reason`` kept in a rollup (the measurement's lines of what is due, a failure's start).
 REASON_CHARS = 1000
@@ -48,6 +49,13 @@ STATE = (
     "dv_share_after",
     "log_files_after",
 )
+#: The service-level objectives' columns of a measure row (schema version 2), per objective.
+OBJECTIVE_FIELDS = ("target", "value", "met", "source")
+OBJECTIVE_RAW = (
+    "objectives_at_risk",
+    *(f"objective_{name}_{part}" for name in OBJECTIVE_NAMES for part in OBJECTIVE_FIELDS),
+    *("finish_by", "finish_by_deadline", "finish_by_met"),
+)
 #: The columns the rollup reads of a history row (a projection: the rest is never read).
 RAW_COLUMNS = (
     *("run_id", "row_id", PARTITION_COLUMN, "table_uri", "table_id", "operation", "engine", "status"),
@@ -55,6 +63,7 @@ RAW_COLUMNS = (
     *SUMMED,
     *STATE,
     *("airflow_dag_id", "airflow_task_id", "airflow_try_number"),
+    *OBJECTIVE_RAW,
 )
 #: The grouping keys of a stored rollup (a day of it): day, table, operation.
 KEYS = (PARTITION_COLUMN, "table_uri", "operation")
@@ -137,6 +146,98 @@ _STATE_FIELDS = {
     **{column: _finite(column) for column in STATE},
 }
 
+# --- service-level objectives -------------------------------------------------------------------
+
+#: The rows that judge objectives: the breached-since rule (:mod:`deltalog.journal.compliance`) reads only these.
+JUDGED = "operation = 'measure' AND status = 'done'"
+#: Characters of an objective's ``source`` and of a run's ``finish_by`` kept.
+SOURCE_CHARS = 300
+
+
+def _objective(name: str, part: str) -> str:
+    return f"objective_{name}_{part}"
+
+
+def _judged_state() -> str:
+    """SQL: a judging row's verdict over its objectives: breached, at_risk, met, or none (no objective set)."""
+    breached = " OR ".join(
+        f"({_objective(n, 'met')} = false AND {_objective(n, 'target')} IS NOT NULL)" for n in OBJECTIVE_NAMES
+    )
+    any_set = " OR ".join(f"{_objective(n, 'target')} IS NOT NULL" for n in OBJECTIVE_NAMES)
+    return (
+        f"CASE WHEN {breached} THEN 'breached' WHEN NOT ({any_set}) THEN 'none' "
+        "WHEN coalesce(len(objectives_at_risk), 0) > 0 THEN 'at_risk' ELSE 'met' END"
+    )
+
+
+_JUDGED_FIELDS = {
+    "day": PARTITION_COLUMN,
+    "state": _judged_state(),
+    "at_risk": f"objectives_at_risk[1:{DUE_ITEMS}]",
+    **{
+        field: sql
+        for n in OBJECTIVE_NAMES
+        for field, sql in (
+            (f"{n}_set", f"{_objective(n, 'target')} IS NOT NULL"),
+            (f"{n}_target", _finite(_objective(n, "target"))),
+            (f"{n}_value", _finite(_objective(n, "value"))),
+            (f"{n}_met", _objective(n, "met")),
+            (f"{n}_source", _objective(n, "source")),  # already cut (see _excerpts)
+        )
+    },
+}
+
+#: The breached-since rule as a fold over judging rows in time order (the rule: :mod:`deltalog.journal.compliance`).
+#: A *run* summarises a stretch of time for one objective of one table: ``first`` its first row; ``k_at`` and
+#: ``k_met`` its newest row that knew the objective's state; ``since`` the start of the breach that row ends (null
+#: unless ``k_met`` is false); ``open`` no break before that row (met, or the objective unset), so the breach may
+#: have begun earlier; ``tail`` the objective unset after it. Two runs of consecutive stretches combine into the
+#: run of both, so rows, files, days and windows fold the same way (runs are ordered by ``first``: stretches that
+#: interleave in time, two writers measuring one table at once, fold as if one came after the other).
+_FOLD = (
+    "lambda a, b: CASE WHEN b.k_at IS NULL THEN struct_pack("
+    "first := least(a.first, b.first), k_at := a.k_at, k_met := a.k_met, since := a.since, "
+    "open := CASE WHEN a.k_at IS NULL THEN a.open AND b.open ELSE a.open END, tail := a.tail OR b.tail) "
+    "ELSE struct_pack("
+    "first := least(a.first, b.first), k_at := b.k_at, k_met := b.k_met, "
+    "since := CASE WHEN b.k_met = false AND b.open AND NOT a.tail AND a.k_met = false THEN a.since ELSE b.since END, "
+    "open := b.k_met = false AND b.open AND NOT a.tail AND (a.k_at IS NULL OR a.k_met = false) AND a.open, "
+    "tail := b.tail) END"
+)
+
+
+def breach_run(name: str) -> Measure:
+    """``run_<name>``: the breached-since rule's fold of one objective over the judging rows (see :data:`_FOLD`).
+
+    As the rule reads a row: a known state (``met`` true or false) is a judgement, whatever the target says;
+    an unknown one (``met`` null) with a target neither breaks nor extends a breach, without one (the
+    objective unset) it breaks it.
+    """
+    met, target = _objective(name, "met"), _objective(name, "target")
+    row = (
+        f"struct_pack(first := started_at, k_at := CASE WHEN {met} IS NOT NULL THEN started_at END, k_met := {met}, "
+        f"since := CASE WHEN {met} = false THEN started_at END, "
+        f"open := coalesce(CASE WHEN {met} IS NULL THEN {target} IS NOT NULL ELSE {met} = false END, false), "
+        f"tail := {met} IS NULL AND {target} IS NULL)"
+    )
+    column = f"run_{name}"
+    return Measure(
+        column,
+        f"list_reduce(list({row} ORDER BY started_at, row_id) FILTER (WHERE {JUDGED}), {_FOLD})",
+        f"list_reduce(list({column} ORDER BY {column}.first, {column}.k_at) FILTER (WHERE {column} IS NOT NULL), {_FOLD})",
+    )
+
+
+def _judged_range(name: str, value: str, how: str) -> Measure:
+    return Measure(name, f"{how}({_finite(value)}) FILTER (WHERE {JUDGED})", f"{how}({name})")
+
+
+#: The rollup's columns of each objective's breach (:func:`breach_run`), in objective order.
+BREACH_RUNS = tuple(f"run_{name}" for name in OBJECTIVE_NAMES)
+
+#: The fleet run's own rows (``fleet_run``) with a finishing time: met or missed.
+_FLEET_RUN = "operation = 'fleet_run'"
+
 #: What a rollup holds per group, in column order (after :data:`KEYS`).
 MEASURES: tuple[Measure, ...] = (
     count_where("rows"),
@@ -148,12 +249,45 @@ MEASURES: tuple[Measure, ...] = (
     newest("state", _STATE_FIELDS, order="ended_at", condition="live_files_after IS NOT NULL"),
     newest("table_id", {"value": f"left(table_id, {SUMMARY_CHARS})"}, condition="table_id IS NOT NULL"),
     newest("policy", {"day": PARTITION_COLUMN, "chars": "policy_chars"}, condition="policy_chars IS NOT NULL"),
+    # Service-level objectives: the newest judgement, each objective's breach as a fold, its values' range.
+    newest("judged", _JUDGED_FIELDS, condition=JUDGED),
+    *(breach_run(name) for name in OBJECTIVE_NAMES),
+    *(
+        m
+        for name in OBJECTIVE_NAMES
+        for m in (
+            _judged_range(f"objective_{name}_min", _objective(name, "value"), "min"),
+            _judged_range(f"objective_{name}_max", _objective(name, "value"), "max"),
+        )
+    ),
+    count_where("finish_by_missed", f"{_FLEET_RUN} AND finish_by_met = false"),
+    count_where("finish_by_kept", f"{_FLEET_RUN} AND finish_by_met = true"),
+    newest(
+        "missed",
+        {
+            "day": PARTITION_COLUMN,
+            "finish_by": "finish_by",
+            "deadline": "finish_by_deadline",
+            "ended_at": "ended_at",
+            "fleet": f"left(table_uri, {SUMMARY_CHARS})",
+        },
+        condition=f"{_FLEET_RUN} AND finish_by_met = false",
+    ),
 )
 
 #: Names stored rollups by what they hold: a rollup made under other declarations is not reused.
 ROLLUP_FORMAT = hashlib.sha256(
     repr(
-        (KEYS, KEY_CHARS, RAW_COLUMNS, [m.to_dict() for m in MEASURES], REASON_CHARS, SUMMARY_CHARS, DUE_ITEM_CHARS)
+        (
+            KEYS,
+            KEY_CHARS,
+            RAW_COLUMNS,
+            [m.to_dict() for m in MEASURES],
+            REASON_CHARS,
+            SUMMARY_CHARS,
+            DUE_ITEM_CHARS,
+            SOURCE_CHARS,
+        )
     ).encode()
 ).hexdigest()[:16]
 
@@ -162,11 +296,18 @@ def _excerpts(batch: pa.Table) -> pa.Table:
     """The batch with long texts cut to their excerpts and their full lengths beside (``*_chars``),
     and ``policy`` replaced by its length: what the rollup keeps of them."""
     out = batch
-    due = out.column("due_operations").combine_chunks()
-    cut = pa.ListArray.from_arrays(
-        due.offsets, pc.utf8_slice_codeunits(due.values, 0, DUE_ITEM_CHARS), type=due.type, mask=due.is_null()
-    )
-    out = out.set_column(out.column_names.index("due_operations"), "due_operations", cut)
+    for column in ("due_operations", "objectives_at_risk"):
+        items = out.column(column).combine_chunks()
+        cut = pa.ListArray.from_arrays(
+            items.offsets,
+            pc.utf8_slice_codeunits(items.values, 0, DUE_ITEM_CHARS),
+            type=items.type,
+            mask=items.is_null(),
+        )
+        out = out.set_column(out.column_names.index(column), column, cut)
+    for column in (*(_objective(n, "source") for n in OBJECTIVE_NAMES), "finish_by"):
+        index = out.column_names.index(column)
+        out = out.set_column(index, column, pc.utf8_slice_codeunits(out.column(column), 0, SOURCE_CHARS))
     for column, keep in (("reason", REASON_CHARS), ("summary", SUMMARY_CHARS), ("policy", 0)):
         values = out.column(column)
         chars = pc.utf8_length(values)
@@ -236,19 +377,26 @@ def empty_rollup() -> pa.Table:
 
 
 def merge_rollups(
-    parts: Sequence[pa.Table], by: Sequence[str] = KEYS, con: duckdb.DuckDBPyConnection | None = None
+    parts: Sequence[pa.Table],
+    by: Sequence[str] = KEYS,
+    con: duckdb.DuckDBPyConnection | None = None,
+    *,
+    measures: Sequence[str] | None = None,
 ) -> pa.Table:
     """Rollups merged, grouped by ``by`` (a subset of :data:`KEYS`; a key left out is merged over),
-    ordered by ``by``."""
+    ordered by ``by``; only the ``measures`` named (default: all; the parts need only those and ``by``)."""
     unknown = [k for k in by if k not in KEYS]
     if unknown:
         raise ValueError(f"rollups merge by {', '.join(KEYS)}, not {', '.join(unknown)}")
+    chosen = list(MEASURES) if measures is None else [m for m in MEASURES if m.name in set(measures)]
+    if measures is not None and len(chosen) != len(set(measures)):
+        raise ValueError(f"no such measures: {sorted(set(measures) - {m.name for m in chosen})}")
     present = [p for p in parts if p.num_rows]
     if not present:
         empty = empty_rollup()
-        return empty.select([*by, *(m.name for m in MEASURES)])
+        return empty.select([*by, *(m.name for m in chosen)])
     rows = present[0] if len(present) == 1 else pa.concat_tables(present, promote_options="permissive")  # noqa: F841
-    select = ", ".join(f"{m.merge} AS {m.name}" for m in MEASURES)
+    select = ", ".join(f"{m.merge} AS {m.name}" for m in chosen)
     keys = ", ".join(by)
     sql = f"SELECT {keys}{', ' if keys else ''}{select} FROM rows"
     if keys:
@@ -258,6 +406,8 @@ def merge_rollups(
 
 
 __all__ = [
+    "BREACH_RUNS",
+    "JUDGED",
     "KEYS",
     "MEASURES",
     "RAW_COLUMNS",
@@ -267,6 +417,7 @@ __all__ = [
     "SUMMED",
     "Measure",
     "DUCKDB_CONFIG",
+    "breach_run",
     "count_where",
     "duckdb_connection",
     "empty_rollup",

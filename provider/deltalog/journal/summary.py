@@ -15,6 +15,7 @@ thousand), never per history row.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 import pyarrow as pa
 
 from deltalog.journal.read import reason_lines, still_due
-from deltalog.journal.rollup import STATE, duckdb_connection
+from deltalog.journal.rollup import STATE, breach_run, duckdb_connection
+from deltalog.maintenance.objectives import OBJECTIVE_NAMES
 
 #: Operations whose ``files_read``/``bytes_read`` are files rewritten (compacted).
 REWRITING = ("compaction", "purge")
@@ -30,6 +32,9 @@ REWRITING = ("compaction", "purge")
 WHY_CHARS = 300
 #: A table's status, worst first (the fleet's sort order by status).
 TABLE_STATUSES = ("failed", "refused", "deferred", "due", "ok")
+#: A table's compliance with its service-level objectives at its newest measurement, worst first:
+#: an objective breached, all met but one predicted to breach before the next run, all met, none set.
+COMPLIANCE_STATES = ("breached", "at_risk", "met", "none")
 
 
 @dataclass(frozen=True)
@@ -38,13 +43,16 @@ class Figure:
 
     name: str
     sql: str
+    #: Rollup columns beyond the measures the SQL reads (a count of tables needs ``table_uri``): without
+    #: them the figure is null.
+    needs: tuple[str, ...] = ()
 
     def summary_line(self) -> str:
         """One line: the figure's name and SQL."""
         return f"{self.name} = {self.sql}"
 
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "sql": self.sql}
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "sql": self.sql, "needs": list(self.needs)}
 
 
 def _rewriting(column: str) -> str:
@@ -57,7 +65,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("failures", "CAST(sum(n_failed) AS BIGINT)"),
     Figure("refusals", "CAST(sum(n_refused) AS BIGINT)"),
     Figure("deferrals", "CAST(sum(n_deferred) AS BIGINT)"),
-    Figure("duration_s", "sum(duration_s)"),
+    # A fleet run's own row spans the operations it ran: its wall time is not maintenance time of its own.
+    Figure("duration_s", "sum(duration_s) FILTER (WHERE operation <> 'fleet_run')"),
     Figure("cpu_s", "sum(cpu_s)"),
     Figure("cpu_rows", "CAST(sum(cpu_rows) AS BIGINT)"),
     Figure("files_compacted", _rewriting("files_read")),
@@ -72,6 +81,19 @@ FIGURES: tuple[Figure, ...] = (
     Figure("state", "arg_max(state, struct_pack(a := state.at, b := state.id)) FILTER (WHERE state IS NOT NULL)"),
     *(Figure(f"{c}_min", f"min({c}_min)") for c in STATE),
     *(Figure(f"{c}_max", f"max({c}_max)") for c in STATE),
+    # Service-level objectives: the newest judgement (per day: the day's), each objective's values' range,
+    # tables per verdict (per day: by the day's newest judgement of each table; tables counted, not rows),
+    # and the fleet runs that met or missed their finishing time.
+    Figure("judged", "arg_max(judged, struct_pack(a := judged.at, b := judged.id)) FILTER (WHERE judged IS NOT NULL)"),
+    *(Figure(f"objective_{n}_min", f"min(objective_{n}_min)") for n in OBJECTIVE_NAMES),
+    *(Figure(f"objective_{n}_max", f"max(objective_{n}_max)") for n in OBJECTIVE_NAMES),
+    *(
+        Figure(f"tables_{state}", f"count(DISTINCT table_uri) FILTER (WHERE judged.state = '{state}')", ("table_uri",))
+        for state in COMPLIANCE_STATES[:3]
+    ),
+    Figure("finish_by_missed", "CAST(sum(finish_by_missed) AS BIGINT)"),
+    Figure("finish_by_kept", "CAST(sum(finish_by_kept) AS BIGINT)"),
+    Figure("missed", "arg_max(missed, struct_pack(a := missed.at, b := missed.id)) FILTER (WHERE missed IS NOT NULL)"),
 )
 
 #: Per table only: its id, the newest row of each operation, the newest settings (policy) row.
@@ -82,18 +104,38 @@ _TABLE_ONLY = (
     "list(struct_pack(operation := operation, at := last.at, id := last.id, day := last.day, "
     "status := last.status, reason := last.reason, reason_chars := last.reason_chars, "
     "due_operations := last.due_operations, due_count := last.due_count) ORDER BY operation) AS lasts",
+    *(f"{breach_run(n).merge} AS run_{n}" for n in OBJECTIVE_NAMES),
+)
+#: Figures of no use per table (their per-day sense only), left out of :func:`table_summaries`.
+_PER_DAY_ONLY = ("missed", "finish_by_missed", "finish_by_kept", *(f"tables_{s}" for s in COMPLIANCE_STATES[:3]))
+
+_TS = pa.timestamp("us", tz="UTC")
+#: One objective of a table in :func:`table_summaries` (``objectives``): its newest judgement and breach start.
+OBJECTIVE_TYPE = pa.struct(
+    [
+        pa.field("name", pa.string()),
+        pa.field("target", pa.float64()),
+        pa.field("value", pa.float64()),
+        pa.field("met", pa.bool_()),
+        pa.field("at_risk", pa.bool_()),
+        pa.field("breached_since", _TS),
+        pa.field("source", pa.string()),
+    ]
 )
 
 
 def _group(rollup: pa.Table, key: str, extra: Sequence[str] = ()) -> pa.Table:
     rows = rollup  # noqa: F841 - read by DuckDB by name
-    select = ", ".join([*(f"{f.sql} AS {f.name}" for f in FIGURES), *extra])
+    have = set(rollup.column_names)
+    figures = [f.sql if set(f.needs) <= have else "NULL" for f in FIGURES]
+    select = ", ".join([*(f"{sql} AS {f.name}" for f, sql in zip(FIGURES, figures, strict=True)), *extra])
     with duckdb_connection() as con:
         return con.sql(f"SELECT {key}, {select} FROM rows GROUP BY {key} ORDER BY {key}").to_arrow_table()
 
 
 def day_figures(rollup: pa.Table) -> pa.Table:
-    """One row per ``run_date`` of ``rollup`` (merged by day and operation, or finer) with every figure."""
+    """One row per ``run_date`` of ``rollup`` (merged by day and operation, or finer) with every figure
+    (tables counted per verdict only from a rollup by day, table and operation)."""
     return _group(rollup, "run_date")
 
 
@@ -112,11 +154,67 @@ def _problems(lasts: list[dict[str, Any]]) -> dict[str, list[str]]:
     return out
 
 
-def table_summaries(rollup: pa.Table) -> pa.Table:
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def compliance(
+    judged: dict[str, Any] | None, runs: dict[str, Any]
+) -> tuple[str, dt.datetime | None, list[dict[str, Any]]]:
+    """A table's compliance at its newest judging row ``judged`` (the rollup's ``judged``), each breach's
+    start from ``runs`` (``run_<name>``: the breached-since fold over the history read): (state, when the
+    table became breached, each objective set). A breach's start is the rule's; should the fold not end
+    at ``judged`` (rows of equal times), the breach is known since ``judged`` at least."""
+    if not judged:
+        return "none", None, []
+    at_risk = {str(x) for x in judged.get("at_risk") or [] if x is not None}
+    objectives: list[dict[str, Any]] = []
+    starts: list[dt.datetime] = []
+    for name in OBJECTIVE_NAMES:
+        if judged.get(f"{name}_set") is not True:
+            continue
+        met = _bool(judged.get(f"{name}_met"))
+        since: dt.datetime | None = None
+        if met is False:
+            run = runs.get(f"run_{name}") or {}
+            since = (run.get("since") if run.get("k_met") is False else None) or judged.get("at")
+            if since is not None:
+                starts.append(since)
+        objectives.append(
+            {
+                "name": name,
+                "target": judged.get(f"{name}_target"),
+                "value": judged.get(f"{name}_value"),
+                "met": met,
+                "at_risk": met is True and name in at_risk,
+                "breached_since": since,
+                "source": judged.get(f"{name}_source"),
+            }
+        )
+    state = str(judged.get("state") or "none")
+    if state not in COMPLIANCE_STATES:
+        state = "none"
+    return state, (min(starts) if starts else None), objectives
+
+
+def _compliance_order(state: str, since: dt.datetime | None) -> float | None:
+    """The fleet's sort key by compliance: breached (the oldest breach first), at risk, met; none set: no key."""
+    if state == "none":
+        return None
+    rank = COMPLIANCE_STATES.index(state)
+    return rank * 1e11 + (since.timestamp() if since is not None and state == "breached" else 0.0)
+
+
+def table_summaries(rollup: pa.Table, runs: pa.Table | None = None) -> pa.Table:
     """One row per table of ``rollup`` (merged by table and operation, or finer): every figure,
-    the latest state flattened, what is still due and why, the open problems and the status."""
+    the latest state flattened, what is still due and why, the open problems and the status, and
+    the compliance with its objectives (its newest judgement; each breach's start from ``runs``, one
+    row per table with ``run_<objective>`` columns merged over a longer history, else from ``rollup``)."""
     grouped = _group(rollup, "table_uri", _TABLE_ONLY)
     rows = grouped.to_pylist()
+    longer: dict[str, dict[str, Any]] = {}
+    if runs is not None:
+        longer = {str(r.get("table_uri")): r for r in runs.to_pylist()}
     extra: dict[str, list[Any]] = {
         name: []
         for name in (
@@ -135,6 +233,14 @@ def table_summaries(rollup: pa.Table) -> pa.Table:
             "open_deferred",
             "status",
             "status_rank",
+            "compliance",
+            "compliance_order",
+            "breached_since",
+            "judged_at",
+            "judged_day",
+            "judged_id",
+            "objectives",
+            "breached_objectives",
         )
     }
     for row in rows:
@@ -166,6 +272,18 @@ def table_summaries(rollup: pa.Table) -> pa.Table:
         extra["open_deferred"].append(problems["deferred"])
         extra["status"].append(status)
         extra["status_rank"].append(TABLE_STATUSES.index(status))
+        judged = row.get("judged")
+        state, since, objectives = compliance(
+            judged, longer.get(str(row.get("table_uri")), row) if runs is not None else row
+        )
+        extra["compliance"].append(state)
+        extra["compliance_order"].append(_compliance_order(state, since))
+        extra["breached_since"].append(since)
+        extra["judged_at"].append((judged or {}).get("at"))
+        extra["judged_day"].append((judged or {}).get("day"))
+        extra["judged_id"].append((judged or {}).get("id"))
+        extra["objectives"].append(objectives)
+        extra["breached_objectives"].append([o["name"] for o in objectives if o["met"] is False])
     types = {
         "version": pa.int64(),
         **{c: pa.float64() for c in STATE},
@@ -182,11 +300,30 @@ def table_summaries(rollup: pa.Table) -> pa.Table:
         "open_deferred": pa.list_(pa.string()),
         "status": pa.string(),
         "status_rank": pa.int64(),
+        "compliance": pa.string(),
+        "compliance_order": pa.float64(),
+        "breached_since": _TS,
+        "judged_at": _TS,
+        "judged_day": pa.date32(),
+        "judged_id": pa.string(),
+        "objectives": pa.list_(OBJECTIVE_TYPE),
+        "breached_objectives": pa.list_(pa.string()),
     }
-    out = grouped.drop_columns(["state"])
+    dropped = ["state", "judged", *_PER_DAY_ONLY, *(f"run_{n}" for n in OBJECTIVE_NAMES)]
+    out = grouped.drop_columns([c for c in dropped if c in grouped.column_names])
     for name, values in extra.items():
         out = out.append_column(name, pa.array(values, types[name]))
     return out
 
 
-__all__ = ["FIGURES", "REWRITING", "TABLE_STATUSES", "Figure", "day_figures", "table_summaries"]
+__all__ = [
+    "COMPLIANCE_STATES",
+    "FIGURES",
+    "OBJECTIVE_TYPE",
+    "REWRITING",
+    "TABLE_STATUSES",
+    "Figure",
+    "compliance",
+    "day_figures",
+    "table_summaries",
+]

@@ -28,11 +28,11 @@ from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from deltalog.journal import history_table_uri
+from deltalog.journal import COMPLIANCE_STATES, history_table_uri
 from deltalog_provider.fleet_view import html
 from deltalog_provider.fleet_view.cost import BadPrice, Prices, configured_prices
 from deltalog_provider.fleet_view.listing import FILTERS, SORT_KEYS, fleet_listing, select, table_json
-from deltalog_provider.fleet_view.pages import fleet_page
+from deltalog_provider.fleet_view.pages import fleet_page, missed_finish_by
 from deltalog_provider.fleet_view.query import BadParameter, parse_fleet, parse_row, parse_table
 from deltalog_provider.fleet_view.source import (
     FleetData,
@@ -51,7 +51,7 @@ from deltalog_provider.fleet_view.table_page import (
     settings_section,
     table_page,
 )
-from deltalog_provider.fleet_view.timeseries import FLEET_CHARTS, TABLE_CHARTS, series_json
+from deltalog_provider.fleet_view.timeseries import FLEET_CHARTS, series_json, table_charts
 from deltalog_provider.version_compat import get_auth_manager, get_user
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,8 @@ def create_app() -> FastAPI:
         query = parse_fleet(request.query_params.multi_items(), sort_keys=SORT_KEYS, filters=FILTERS, json=json)
         opened = _Opened(view)
         window = view.window(opened.location, opened.options, opened.snapshot, query.days, today())
-        data = view.fleet(opened.location, opened.options, opened.snapshot, window)
+        lookback = view.lookback(opened.location, opened.options, opened.snapshot, window)
+        data = view.fleet(opened.location, opened.options, opened.snapshot, window, lookback)
         prices, notices = _prices()
         full = listing(data, prices, query.days)
         chosen = select(full, query)
@@ -210,6 +211,8 @@ def create_app() -> FastAPI:
                 k: sum(v for v in full.column(k).to_pylist() if isinstance(v, int | float))
                 for k in ("rows", "failures", "refusals", "deferrals", "cpu_s", "bytes_reclaimed", "bytes_written")
             }
+            states = full.column("compliance").to_pylist()
+            totals.update({f"tables_{state}": states.count(state) for state in COMPLIANCE_STATES})
             if prices.any:
                 totals.update(
                     {
@@ -234,6 +237,17 @@ def create_app() -> FastAPI:
                 "notices": notices,
                 "tables": [table_json(row, prices) for row in shown.to_pylist()],
                 "series": series_json(FLEET_CHARTS, data.days, prices),
+                "missed_finish_by": [
+                    {
+                        "fleet": m.get("fleet"),
+                        "finish_by": m.get("finish_by"),
+                        "deadline": m.get("deadline"),
+                        "ended_at": m.get("ended_at"),
+                        "missed_that_day": m.get("count"),
+                        "row": html.row_href(m.get("day"), m.get("id")),
+                    }
+                    for m in missed_finish_by(data.days)
+                ],
             }
             return _json(body)
 
@@ -245,12 +259,13 @@ def create_app() -> FastAPI:
         query = parse_table(request.query_params.multi_items(), json=json)
         opened = _Opened(view)
         window = view.window(opened.location, opened.options, opened.snapshot, query.days, today())
-        data = view.table(opened.location, opened.options, opened.snapshot, window, query.uri)
+        lookback = view.lookback(opened.location, opened.options, opened.snapshot, window)
+        data = view.table(opened.location, opened.options, opened.snapshot, window, query.uri, lookback)
         uri = query.uri
         if not data.tables.num_rows:
             spelled = history_table_uri(uri)
             if spelled != uri:
-                data = view.table(opened.location, opened.options, opened.snapshot, window, spelled)
+                data = view.table(opened.location, opened.options, opened.snapshot, window, spelled, lookback)
                 uri = spelled
         prices, notices = _prices()
         rows_listing = fleet_listing(data.tables, prices, query.days)
@@ -310,7 +325,7 @@ def create_app() -> FastAPI:
                 "since": data.window.since,
                 "until": data.window.until,
                 "table": table_json(summary, prices) if summary else None,
-                "series": series_json(TABLE_CHARTS, data.days, prices),
+                "series": series_json(table_charts(data.days), data.days, prices),
                 "total_rows": total,
                 "page": query.page,
                 "limit": query.limit,

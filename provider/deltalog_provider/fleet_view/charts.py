@@ -39,6 +39,8 @@ class Series:
     name: str
     points: list[Point] = field(default_factory=list)
     band: list[Band] = field(default_factory=list)
+    #: Drawn dashed (a target to stay under, not a measurement).
+    dashed: bool = False
 
     def summary_line(self) -> str:
         """One line: the series' name and how many points it has."""
@@ -49,6 +51,7 @@ class Series:
             "name": self.name,
             "points": [(t.isoformat(), v) for t, v in self.points],
             "band": [(t.isoformat(), lo, hi) for t, lo, hi in self.band],
+            "dashed": self.dashed,
         }
 
 
@@ -107,6 +110,7 @@ def line_chart(
     """An SVG line chart of ``series`` (an empty chart says "no data yet", an all-zero one "all zero")."""
     esc = html.escape
     drawn = []
+    dashed = {s.name for s in series if s.dashed}
     for s in series:
         pts, band = downsample(s.points)
         given = [(t, lo, hi) for t, lo, hi in s.band if _finite(lo) and _finite(hi)]
@@ -160,7 +164,8 @@ def line_chart(
             parts.append(f'<polygon points="{path}" fill="{color}" fill-opacity="0.15" stroke="none" class="band"/>')
         if len(pts) > 1:
             path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
-            parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
+            dash = ' stroke-dasharray="6 4"' if name in dashed else ""
+            parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
         if len(pts) <= DOTS_UP_TO:
             for t, v in pts:
                 parts.append(

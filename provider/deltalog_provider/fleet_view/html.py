@@ -30,6 +30,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .st{border-radius:10px;padding:1px 7px;font-size:12px;white-space:nowrap}
 .st-done,.st-ok{background:#e3f4e3}.st-nothing_due{background:#eee}.st-deferred,.st-due{background:#fff1c9}
 .st-refused{background:#fde2e2}.st-failed{background:#f8c9c9}.due{background:#fff1c9}
+.st-met{background:#e3f4e3}.st-at_risk{background:#fff1c9}.st-breached,.st-missed{background:#f8c9c9;font-weight:600}
+.st-unknown{background:#eee}
 .why{color:#444;font-size:12px;max-width:420px;overflow-wrap:anywhere}.muted{color:#777}
 .path{overflow-wrap:anywhere}#tables td:first-child{min-width:190px}#tables td:nth-child(2){min-width:120px}
 #tables td:nth-child(4){min-width:220px}#tables td{white-space:normal}

@@ -28,7 +28,8 @@ from urllib.parse import urlencode
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.journal import TABLE_STATUSES
+from deltalog.journal import COMPLIANCE_STATES, TABLE_STATUSES
+from deltalog.maintenance import OBJECTIVES
 from deltalog_provider.fleet_view.cost import Prices, with_costs
 from deltalog_provider.fleet_view.html import (
     ago,
@@ -39,6 +40,7 @@ from deltalog_provider.fleet_view.html import (
     excerpt,
     human_bytes,
     human_seconds,
+    number,
     row_href,
     share,
     table_href,
@@ -131,6 +133,20 @@ def _by_name(listing: pa.Table, value: str) -> pa.Array:
     return pc.match_substring(listing.column("table_uri"), value, ignore_case=True)
 
 
+def _by_compliance(listing: pa.Table, value: str) -> pa.Array:
+    """A compliance state (breached, at_risk, met, none), or an objective's name: the tables breaching it."""
+    if value in COMPLIANCE_STATES:
+        return pc.equal(listing.column("compliance"), value)
+    breached = listing.column("breached_objectives").combine_chunks()
+    hits = pc.filter(pc.list_parent_indices(breached), pc.equal(pc.list_flatten(breached), value))
+    return pc.is_in(pa.array(range(listing.num_rows), pa.int64()), value_set=pc.cast(hits, pa.int64()))
+
+
+#: How the page names a compliance state.
+COMPLIANCE_LABELS = {"breached": "breached", "at_risk": "at risk", "met": "met", "none": "no objectives"}
+_SPECS = {o.name: o for o in OBJECTIVES}
+
+
 FILTERS: tuple[Filter, ...] = (
     Filter(
         "status",
@@ -150,6 +166,17 @@ FILTERS: tuple[Filter, ...] = (
         _by_due,
         (("", "any or none"), ("any", "something due"), *((op, op.replace("_", " ")) for op in SHOWN_OPERATIONS)),
     ),
+    Filter(
+        "objectives",
+        "objectives",
+        check_choice("objectives", (*COMPLIANCE_STATES, *_SPECS)),
+        _by_compliance,
+        (
+            ("", "any or none"),
+            *((state, COMPLIANCE_LABELS[state]) for state in COMPLIANCE_STATES),
+            *((name, f"breached: {name.replace('_', ' ')}") for name in _SPECS),
+        ),
+    ),
     Filter("prefix", "path prefix", check_text("prefix"), _by_prefix),
     Filter("q", "name contains", check_text("q"), _by_name),
 )
@@ -167,6 +194,8 @@ class Context:
     query: FleetQuery
     #: The operations some table of the fleet ran (a "last" column each).
     operations: frozenset[str] = frozenset(SHOWN_OPERATIONS)
+    #: Some table of the fleet sets service-level objectives (the compliance column is shown).
+    objectives: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,6 +255,58 @@ def _why_cell(row: dict[str, Any], ctx: Context) -> str:
     return excerpt(why, href=row_href(row.get("measured_day"), row.get("measured_id")))
 
 
+def objective_text(name: Any, value: Any) -> str:
+    """An objective's value or target as messages show it (``12``, ``10.2 days``, ``5.00%``); "-" unknown."""
+    spec = _SPECS.get(str(name))
+    known = number(value)
+    if spec is None or known is None:
+        return "-"
+    return spec.shown(known)
+
+
+def utc_time(value: Any) -> str:
+    """A moment as the pages write it: ``2026-11-25 06:00 UTC`` ("-" when there is none)."""
+    stamp = as_utc(value)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC") if stamp else "-"
+
+
+def objective_line(o: dict[str, Any]) -> str:
+    """``max_small_files 12 > 5`` (breached), ``<= 5`` (met), ``unknown`` (value unknown): one objective, plain text."""
+    name = text(o.get("name"))
+    value, target = objective_text(name, o.get("value")), objective_text(name, o.get("target"))
+    if o.get("met") is False:
+        return f"{name} {value} > {target}"
+    if o.get("met") is True:
+        risk = ", at risk" if o.get("at_risk") else ""
+        return f"{name} {value} <= {target}{risk}"
+    return f"{name} unknown (target {target})"
+
+
+def compliance_label(row: dict[str, Any]) -> str:
+    """The compliance column's words: ``met``, ``breached since 2026-11-25 06:00 UTC``, ``at risk``, ``-``."""
+    state = row.get("compliance")
+    if state == "breached":
+        since = row.get("breached_since")
+        return f"breached since {utc_time(since)}" if since else "breached"
+    return {"at_risk": "at risk", "met": "met"}.get(str(state), "-")
+
+
+def _compliance_cell(row: dict[str, Any], ctx: Context) -> str:
+    state = row.get("compliance")
+    if state not in ("breached", "at_risk", "met"):
+        return '<span class="muted">-</span>'
+    objectives = [o for o in row.get("objectives") or [] if o]
+    shown = [o for o in objectives if o.get("met") is False] if state == "breached" else objectives
+    if state == "at_risk":
+        shown = [o for o in objectives if o.get("at_risk")]
+    detail = "; ".join(objective_line(o) for o in shown)
+    title = "\n".join(f"{objective_line(o)} [{text(o.get('source'))[:200]}]" for o in objectives)
+    href = row_href(row.get("judged_day"), row.get("judged_id"))
+    label = badge(state, compliance_label(row))
+    inner = f'<a href="{esc(href)}" title="{esc(title)}">{label}</a>' if href else label
+    return inner + (f' <span class="why">{esc(detail[:300])}</span>' if detail else "")
+
+
 def _last_cell(op: str) -> Callable[[dict[str, Any], Context], str]:
     def cell(row: dict[str, Any], ctx: Context) -> str:
         last = next((x for x in row.get("lasts") or [] if x and x.get("operation") == op), None)
@@ -259,6 +340,14 @@ def _version(value: Any) -> str:
 COLUMNS: tuple[Column, ...] = (
     Column("table", "table", "path", _table_cell, first_order="asc"),
     Column("status", "status", "status_rank", _status_cell, first_order="asc"),
+    Column(
+        "compliance",
+        "objectives",
+        "compliance_order",
+        _compliance_cell,
+        first_order="asc",
+        shown=lambda ctx: ctx.objectives,
+    ),
     Column("due", "due", "due_count", _due_cell),
     Column("why", "why", None, _why_cell),
     Column("version", "version", "version", _figure("version", _version), numeric=True),
@@ -301,6 +390,11 @@ COLUMNS: tuple[Column, ...] = (
 )
 
 SORT_KEYS = tuple(c.key for c in COLUMNS if c.sort_by)
+
+
+def sets_objectives(listing: pa.Table) -> bool:
+    """Whether some table of ``listing`` set a service-level objective at its newest judgement."""
+    return bool(listing.num_rows) and pc.any(pc.not_equal(listing.column("compliance"), "none")).as_py() is True
 
 
 def operations_run(listing: pa.Table) -> frozenset[str]:
@@ -433,23 +527,72 @@ def table_json(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
             )
         },
     }
+    out["compliance"] = compliance_json(row)
     if prices.any:
         out["cost"] = {k: row.get(k) for k in ("cost", "compute_cost", "storage_cost_month", "saved_month")}
     return out
 
 
+def _objective_number(name: str, value: Any) -> int | float | None:
+    """A target or value as ``deltalog objectives --json`` gives it: a count as an integer, the rest as numbers."""
+    known = number(value)
+    if known is None:
+        return None
+    spec = _SPECS.get(name)
+    if spec is not None and spec.kind == "count" and known == int(known) and abs(known) < 2**63:
+        return int(known)
+    return known
+
+
+def compliance_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A table's compliance as JSON: its state at its newest judgement (``breached``, ``at_risk``, ``met``,
+    ``none``), since when it is breached, and each objective as ``deltalog objectives --json`` names it."""
+
+    def when(value: Any) -> str | None:
+        stamp = as_utc(value)
+        return stamp.isoformat() if stamp else None
+
+    state = row.get("compliance")
+    return {
+        "state": state if state in COMPLIANCE_STATES else "none",
+        "breached_since": when(row.get("breached_since")),
+        "measured_at": when(row.get("judged_at")),
+        "row": row_href(row.get("judged_day"), row.get("judged_id")),
+        "objectives": [
+            {
+                "name": o.get("name"),
+                "target": _objective_number(str(o.get("name")), o.get("target")),
+                "value": _objective_number(str(o.get("name")), o.get("value")),
+                "met": o.get("met"),
+                "at_risk": bool(o.get("at_risk")),
+                "breached_since": when(o.get("breached_since")),
+                "source": o.get("source"),
+            }
+            for o in row.get("objectives") or []
+            if o
+        ],
+    }
+
+
 __all__ = [
     "COLUMNS",
+    "COMPLIANCE_LABELS",
     "FILTERS",
     "SHOWN_OPERATIONS",
     "SORT_KEYS",
     "Column",
     "Context",
+    "compliance_json",
+    "compliance_label",
     "display_paths",
     "fleet_listing",
     "groups",
+    "objective_line",
+    "objective_text",
     "operations_run",
     "select",
+    "sets_objectives",
     "sort_link",
     "table_json",
+    "utc_time",
 ]

@@ -20,7 +20,16 @@ import pyarrow.compute as pc
 
 from deltalog_provider.fleet_view import html
 from deltalog_provider.fleet_view.cost import Prices
-from deltalog_provider.fleet_view.listing import COLUMNS, FILTERS, Context, groups, operations_run, sort_link
+from deltalog_provider.fleet_view.listing import (
+    COLUMNS,
+    FILTERS,
+    Context,
+    groups,
+    operations_run,
+    sets_objectives,
+    sort_link,
+    utc_time,
+)
 from deltalog_provider.fleet_view.query import FleetQuery
 from deltalog_provider.fleet_view.timeseries import FLEET_CHARTS, charts
 
@@ -41,8 +50,50 @@ def _sum(table: pa.Table, column: str) -> float | None:
     return sum(values) if values else None
 
 
-def _count_status(listing: pa.Table, status: str) -> int:
-    return sum(1 for s in listing.column("status").to_pylist() if s == status)
+def _count_status(listing: pa.Table, status: str, column: str = "status") -> int:
+    return sum(1 for s in listing.column(column).to_pylist() if s == status)
+
+
+#: Missed finishing times listed on the fleet page (the newest per day; the chart counts them all).
+LISTED_MISSES = 20
+
+
+def missed_finish_by(days_table: pa.Table) -> list[dict[str, Any]]:
+    """The window's missed ``finish_by``, newest first: per day the newest miss and how many there were."""
+    out = []
+    for row in days_table.to_pylist():
+        missed = row.get("missed")
+        if isinstance(missed, dict) and missed.get("at") is not None:
+            out.append({**missed, "count": row.get("finish_by_missed") or 1})
+    out.sort(key=lambda m: str(html.as_utc(m.get("at")) or ""), reverse=True)
+    return out
+
+
+def _misses_section(days_table: pa.Table, now: dt.datetime) -> str:
+    misses = missed_finish_by(days_table)
+    if not misses:
+        return ""
+    items = []
+    for m in misses[:LISTED_MISSES]:
+        href = html.row_href(m.get("day"), m.get("id"))
+        late = ""
+        ended, deadline = html.as_utc(m.get("ended_at")), html.as_utc(m.get("deadline"))
+        if ended and deadline:
+            try:
+                late = f", {html.human_seconds((ended - deadline).total_seconds())} late"
+            except OverflowError:
+                late = ""
+        what = (
+            f"{html.esc(html.text(m.get('finish_by'))[:120])}: ended {html.esc(utc_time(ended))}, "
+            f"deadline {html.esc(utc_time(deadline))}{html.esc(late)}"
+        )
+        more = f' <span class="muted">({int(m["count"]):,} that day)</span>' if m.get("count", 1) > 1 else ""
+        link = f'<a href="{html.esc(href)}">{what}</a>' if href else what
+        items.append(
+            f'<li>{html.badge("missed")} {link} <span class="muted path">{html.esc(html.text(m.get("fleet"))[:200])}</span>{more}</li>'
+        )
+    rest = f'<p class="muted">and {len(misses) - LISTED_MISSES:,} more days</p>' if len(misses) > LISTED_MISSES else ""
+    return f'<h2>Missed finishing times</h2><ul id="missed-finish-by">{"".join(items)}</ul>{rest}'
 
 
 def _filters_form(query: FleetQuery) -> str:
@@ -163,7 +214,7 @@ def fleet_page(
     """The fleet at a glance: tiles that filter (of the whole ``listing``), the page ``shown`` of the tables the
     filters keep (``chosen``), their open problems, the folders, the charts."""
     matching = chosen.num_rows
-    ctx = Context(now, prices, query, operations_run(listing))
+    ctx = Context(now, prices, query, operations_run(listing), sets_objectives(listing))
     columns = [c for c in COLUMNS if c.shown(ctx)]
     rows_total = _sum(listing, "rows") or 0
     windows = " ".join(
@@ -182,6 +233,18 @@ def fleet_page(
             _href(base, filters={"status": "deferred"}),
         ),
         ("due", f"{_count_status(listing, 'due'):,}", "due now", _href(base, filters={"status": "due"})),
+    ]
+    if ctx.objectives:  # the breached tables: the tile, then the table (oldest breach first)
+        for state, label in (("breached", "breach an objective"), ("at_risk", "at risk of a breach")):
+            tile_items.append(
+                (
+                    state.replace("_", "-"),
+                    f"{_count_status(listing, state, 'compliance'):,}",
+                    label,
+                    _href(base, filters={"objectives": state}, sort="compliance", order="asc"),
+                )
+            )
+    tile_items += [
         (
             "reclaimed",
             html.human_bytes(_sum(listing, "bytes_reclaimed")),
@@ -238,6 +301,7 @@ def fleet_page(
         + _problems(chosen, "deferred", "deferred", "Nothing deferred: every due operation ran.", query, now)
         + "<h2>Refusals and failures</h2>"
         + _problems(chosen, "refused|failed", "refusals", "No refusal or failure.", query, now)
+        + _misses_section(days_table, now)
         + '<h2>The fleet over time</h2><div class="charts" id="fleet-charts">'
         + charts(FLEET_CHARTS, days_table, prices)
         + "</div>"
@@ -245,4 +309,4 @@ def fleet_page(
     return html.page("Delta tables: maintenance", body)
 
 
-__all__ = ["LISTED_PROBLEMS", "fleet_page"]
+__all__ = ["LISTED_MISSES", "LISTED_PROBLEMS", "fleet_page", "missed_finish_by"]

@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError, NotADeltaTableError
 from deltalog.journal import (
+    BREACH_RUNS,
+    COMPLIANCE_HISTORY_DAYS,
     RollupStore,
     RollupWindow,
     check_history_table,
@@ -105,6 +108,17 @@ def storage_options(location: HistoryLocation) -> dict[str, Any]:
         return DeltaTableHook(deltalog_conn_id=location.conn_id).storage_options_for(location.uri)
     except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found class; the page says why
         raise HistoryUnavailable(f"The connection {location.conn_id!r} cannot be read: {exc}") from None
+
+
+#: The rows of the fleet run itself (its finishing time): never a table of the listing.
+FLEET_RUN = "fleet_run"
+
+
+def _tables_only(rollup: pa.Table) -> pa.Table:
+    """``rollup`` without the fleet run's own rows (their ``table_uri`` names the fleet: its root, list or DAG)."""
+    if not rollup.num_rows:
+        return rollup
+    return rollup.filter(pc.fill_null(pc.not_equal(rollup.column("operation"), FLEET_RUN), True))
 
 
 @dataclass(frozen=True)
@@ -221,42 +235,68 @@ class HistoryView:
         key = ("window", snapshot.storage.uri, snapshot.version, since, today)
         return self._windows.get(key, lambda: self.heavy(lambda: store.window(snapshot, since, today)))
 
-    def fleet(
+    def lookback(
         self, location: HistoryLocation, options: dict[str, Any], snapshot: Snapshot, window: RollupWindow
+    ) -> RollupWindow:
+        """The window the objectives' breach starts are read from: at least :data:`COMPLIANCE_HISTORY_DAYS`
+        days (as ``deltalog objectives`` and the fleet run read them), the page's window when longer."""
+        days = (window.until - window.since).days + 1
+        if days >= COMPLIANCE_HISTORY_DAYS:
+            return window
+        return self.window(location, options, snapshot, COMPLIANCE_HISTORY_DAYS, window.until)
+
+    def fleet(
+        self,
+        location: HistoryLocation,
+        options: dict[str, Any],
+        snapshot: Snapshot,
+        window: RollupWindow,
+        lookback: RollupWindow | None = None,
     ) -> FleetData:
-        """Every table of the window (one row each) and every day (one row each)."""
+        """Every table of the window (one row each; the fleet run's own rows are no table) and every day
+        (one row each); each table's breach starts from ``lookback`` (default: the window)."""
         store = self._store(location, options)
+        longer = lookback or window
 
         def make() -> FleetData:
             def work() -> FleetData:
                 tables = store.tables(window, snapshot)
-                by_table = merge_rollups(tables, by=("table_uri", "operation"))
+                by_table = _tables_only(merge_rollups(tables, by=("table_uri", "operation")))
+                runs = store.merged(longer, snapshot, ("table_uri",), operation="measure", measures=BREACH_RUNS)
                 # Per day from the day rollups as they are (day, table, operation): a per-day figure may
                 # count tables (how many breached an objective that day), not only sum.
-                return FleetData(window, table_summaries(by_table), day_figures(merge_rollups(tables)))
+                return FleetData(window, table_summaries(by_table, runs), day_figures(merge_rollups(tables)))
 
             return self.heavy(work)
 
-        return self._fleets.get(("fleet", window.key), make)
+        return self._fleets.get(("fleet", window.key, longer.key), make)
 
     def table(
-        self, location: HistoryLocation, options: dict[str, Any], snapshot: Snapshot, window: RollupWindow, uri: str
+        self,
+        location: HistoryLocation,
+        options: dict[str, Any],
+        snapshot: Snapshot,
+        window: RollupWindow,
+        uri: str,
+        lookback: RollupWindow | None = None,
     ) -> FleetData:
-        """One table of the window: its row (as in the fleet's) and its days."""
+        """One table of the window: its row (as in the fleet's: none when the URI names only the fleet run's
+        own rows) and its days (every row of the URI: the page's rows are counted from them)."""
         store = self._store(location, options)
+        longer = lookback or window
 
         def make() -> FleetData:
             def work() -> FleetData:
                 by_op = store.merged(window, snapshot, ("run_date", "table_uri", "operation"), table_uri=uri)
-                return FleetData(
-                    window,
-                    table_summaries(merge_rollups([by_op], by=("table_uri", "operation"))),
-                    day_figures(by_op),
+                by_table = _tables_only(merge_rollups([by_op], by=("table_uri", "operation")))
+                runs = store.merged(
+                    longer, snapshot, ("table_uri",), table_uri=uri, operation="measure", measures=BREACH_RUNS
                 )
+                return FleetData(window, table_summaries(by_table, runs), day_figures(by_op))
 
             return self.heavy(work)
 
-        return self._tables.get(("table", window.key, uri), make)
+        return self._tables.get(("table", window.key, longer.key, uri), make)
 
     def rows(
         self, snapshot: Snapshot, uri: str, days: pa.Table, *, offset: int, limit: int, text_chars: int
@@ -270,6 +310,7 @@ class HistoryView:
 
 
 __all__ = [
+    "FLEET_RUN",
     "HEAVY_AT_ONCE",
     "FleetData",
     "HistoryLocation",

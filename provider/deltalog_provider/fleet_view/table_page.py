@@ -20,8 +20,9 @@ import pyarrow as pa
 
 from deltalog_provider.fleet_view import html
 from deltalog_provider.fleet_view.cost import Prices
+from deltalog_provider.fleet_view.listing import compliance_label, objective_text, utc_time
 from deltalog_provider.fleet_view.query import DEFAULT_DAYS, TableQuery
-from deltalog_provider.fleet_view.timeseries import TABLE_CHARTS, charts
+from deltalog_provider.fleet_view.timeseries import charts, table_charts
 
 #: Characters of each text a row's page shows (and the row JSON returns).
 ROW_TEXT_CHARS = 1 << 20
@@ -184,6 +185,41 @@ def _lasts_table(summary: dict[str, Any], now: dt.datetime) -> str:
     )
 
 
+def objectives_section(summary: dict[str, Any], now: dt.datetime) -> str:
+    """Each objective the table set at its newest judgement: target, value, state (breached since), source."""
+    objectives = [o for o in summary.get("objectives") or [] if o]
+    if not objectives:
+        return ""
+    href = html.row_href(summary.get("judged_day"), summary.get("judged_id"))
+    when = html.esc(html.ago(html.as_utc(summary.get("judged_at")), now))
+    link = f'<a href="{html.esc(href)}">{when}</a>' if href else when
+    rows = []
+    for o in objectives:
+        name = html.text(o.get("name"))
+        met = o.get("met")
+        if met is False:
+            state = html.badge("breached")
+        elif met is True:
+            state = html.badge("at_risk", "met, at risk") if o.get("at_risk") else html.badge("met")
+        else:
+            state = html.badge("unknown")
+        since = utc_time(o.get("breached_since")) if met is False else ""
+        rows.append(
+            f'<tr data-objective="{html.esc(name)}"><td>{html.esc(name)}</td>'
+            f'<td class="num">{html.esc(objective_text(name, o.get("target")))}</td>'
+            f'<td class="num">{html.esc(objective_text(name, o.get("value")))}</td>'
+            f"<td>{state}</td><td>{html.esc(since)}</td>"
+            f'<td class="why">{html.excerpt(o.get("source"), chars=200)}</td></tr>'
+        )
+    return (
+        f'<h2>Objectives</h2><p class="sub" id="compliance">{html.badge(summary.get("compliance"), compliance_label(summary))} '
+        f"at the newest measurement ({link}); a breach's start is the history's "
+        "(the last 90 days or the window, whichever is longer).</p>"
+        '<table id="objectives"><thead><tr><th>objective</th><th>target</th><th>value</th><th>state</th>'
+        f"<th>breached since</th><th>target from</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
 def table_page(
     summary: dict[str, Any] | None,
     days_table: pa.Table,
@@ -242,6 +278,11 @@ def table_page(
         ),
         ("dv", html.share(summary.get("dv_share_after")), "DV share", None),
         ("due", due_tile, "due", None),
+        *(
+            [("objectives", compliance_label(summary), "objectives", "#objectives")]
+            if summary.get("compliance") not in (None, "none")
+            else []
+        ),
         ("cpu", html.human_seconds(summary.get("cpu_s")), f"CPU in {query.days} d", None),
         ("reclaimed", html.human_bytes(summary.get("bytes_reclaimed")), f"reclaimed in {query.days} d", None),
     ]
@@ -265,10 +306,11 @@ def table_page(
         head
         + html.tiles(items)
         + why_html
+        + objectives_section(summary, now)
         + "<h2>Newest row of each operation</h2>"
         + _lasts_table(summary, now)
         + '<h2>Over time</h2><div class="charts" id="charts">'
-        + charts(TABLE_CHARTS, days_table, prices)
+        + charts(table_charts(days_table), days_table, prices)
         + "</div><h2>Settings</h2>"
         + settings
         + '<h2 id="rows-title">History rows</h2>'
@@ -353,6 +395,7 @@ __all__ = [
     "POLICY_CHARS",
     "ROW_TEXT_CHARS",
     "jsonable",
+    "objectives_section",
     "row_page",
     "settings_rows",
     "settings_section",

@@ -16,9 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltalog.maintenance import OBJECTIVES
 from deltalog_provider.fleet_view.charts import Series, line_chart
 from deltalog_provider.fleet_view.cost import Prices
-from deltalog_provider.fleet_view.html import count, human_bytes, human_seconds
+from deltalog_provider.fleet_view.html import count, human_bytes, human_seconds, share
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class Line:
     band: tuple[str, str] | None = None
     #: The figure turned into money at the prices (compute cost per day): shown only with prices.
     money: str | None = None
+    #: Drawn dashed: a target, not a measurement.
+    dashed: bool = False
 
     def summary_line(self) -> str:
         """One line: the series and its figure."""
@@ -47,6 +50,9 @@ class Chart:
     unit: Callable[[float], str]
     #: Drawn only with prices (the money charts).
     needs_prices: bool = False
+    #: Drawn only when the window holds a value other than zero for it (the objectives' charts: a fleet
+    #: that sets none sees no empty chart).
+    only_with_data: bool = False
 
     def summary_line(self) -> str:
         """One line: the chart's id and title."""
@@ -85,8 +91,23 @@ TIME = Chart(
     human_seconds,
 )
 COST = Chart("cost", "compute cost per day", (Line("compute", "cpu_s", money="cpu_hour"),), str, needs_prices=True)
+#: The fleet's compliance per day: tables by their day's newest judgement (tables, not rows).
+OBJECTIVES_CHART = Chart(
+    "objectives",
+    "tables breached, at risk and meeting their objectives per day",
+    (Line("breached", "tables_breached"), Line("at risk", "tables_at_risk"), Line("met", "tables_met")),
+    count,
+    only_with_data=True,
+)
+FINISH_BY_CHART = Chart(
+    "finish_by",
+    "fleet runs that missed or met their finish_by per day",
+    (Line("missed", "finish_by_missed"), Line("met", "finish_by_kept")),
+    count,
+    only_with_data=True,
+)
 
-FLEET_CHARTS: tuple[Chart, ...] = (PROBLEMS, FILES, BYTES, TIME, COST)
+FLEET_CHARTS: tuple[Chart, ...] = (OBJECTIVES_CHART, FINISH_BY_CHART, PROBLEMS, FILES, BYTES, TIME, COST)
 TABLE_CHARTS: tuple[Chart, ...] = (
     Chart(
         "live",
@@ -110,6 +131,41 @@ TABLE_CHARTS: tuple[Chart, ...] = (
     TIME,
     COST,
 )
+
+
+def _days(value: float) -> str:
+    return f"{value:.1f} d"
+
+
+_UNITS: dict[str, Callable[[float], str]] = {"count": count, "days": _days, "share": share}
+
+
+def objective_chart(name: str, kind: str) -> Chart:
+    """One objective of a table over time: the day's last value with the day's range as a band, and the target."""
+    return Chart(
+        f"objective_{name}",
+        f"{name}: value against its target",
+        (
+            Line("value", f"judged.{name}_value", (f"objective_{name}_min", f"objective_{name}_max")),
+            Line("target", f"judged.{name}_target", dashed=True),
+        ),
+        _UNITS[kind],
+    )
+
+
+#: Each objective's chart on a table's page (drawn for the objectives the table set in the window).
+OBJECTIVE_CHARTS: tuple[Chart, ...] = tuple(objective_chart(o.name, o.kind) for o in OBJECTIVES)
+
+
+def table_charts(days: pa.Table) -> tuple[Chart, ...]:
+    """A table's charts: its state, each objective it set in the window (value and target), its work."""
+    judged = [r.get("judged") or {} for r in days.to_pylist()] if "judged" in days.column_names else []
+    objectives = tuple(
+        c
+        for c, o in zip(OBJECTIVE_CHARTS, OBJECTIVES, strict=True)
+        if any(j.get(f"{o.name}_set") is True for j in judged)
+    )
+    return (*TABLE_CHARTS[:3], *objectives, *TABLE_CHARTS[3:])
 
 
 def _value(row: dict[str, Any], figure: str) -> Any:
@@ -143,16 +199,26 @@ def series(chart: Chart, days: pa.Table, prices: Prices) -> list[Series]:
                 lo, hi = _number(row.get(line.band[0])), _number(row.get(line.band[1]))
                 if lo is not None and hi is not None:
                     band.append((at, lo, hi))
-        out.append(Series(line.name, points, band))
+        out.append(Series(line.name, points, band, dashed=line.dashed))
     return out
 
 
-def _shown(specs: tuple[Chart, ...], prices: Prices) -> list[Chart]:
-    return [c for c in specs if not (c.needs_prices and prices.cpu_hour is None)]
+def _has_data(chart: Chart, rows: list[dict[str, Any]]) -> bool:
+    return any(_number(_value(row, line.figure)) not in (None, 0.0) for row in rows for line in chart.lines)
+
+
+def _shown(specs: tuple[Chart, ...], prices: Prices, days: pa.Table) -> list[Chart]:
+    rows = days.to_pylist() if any(c.only_with_data for c in specs) else []
+    return [
+        c
+        for c in specs
+        if not (c.needs_prices and prices.cpu_hour is None) and (not c.only_with_data or _has_data(c, rows))
+    ]
 
 
 def charts(specs: tuple[Chart, ...], days: pa.Table, prices: Prices) -> str:
-    """The SVG of each chart of ``specs`` (money charts only with an hourly price)."""
+    """The SVG of each chart of ``specs`` (money charts only with an hourly price, the objectives' only
+    with data in the window)."""
     return "".join(
         line_chart(
             chart.title,
@@ -160,7 +226,7 @@ def charts(specs: tuple[Chart, ...], days: pa.Table, prices: Prices) -> str:
             unit=prices.money if chart.needs_prices else chart.unit,
             chart_id=chart.chart_id,
         )
-        for chart in _shown(specs, prices)
+        for chart in _shown(specs, prices, days)
     )
 
 
@@ -168,7 +234,7 @@ def series_json(specs: tuple[Chart, ...], days: pa.Table, prices: Prices) -> dic
     """The charts' data as JSON: the days, and per chart and series a value per day (null: none)."""
     rows = [r for r in days.to_pylist() if isinstance(r.get("run_date"), dt.date)]
     out: dict[str, Any] = {"days": [r["run_date"].isoformat() for r in rows]}
-    for chart in _shown(specs, prices):
+    for chart in _shown(specs, prices, days):
         out[chart.chart_id] = {
             line.name.replace(" ", "_"): [
                 None if (v := _number(_value(r, line.figure))) is None else v * _factor(line, prices) for r in rows
@@ -178,4 +244,17 @@ def series_json(specs: tuple[Chart, ...], days: pa.Table, prices: Prices) -> dic
     return out
 
 
-__all__ = ["FLEET_CHARTS", "TABLE_CHARTS", "Chart", "Line", "charts", "series", "series_json"]
+__all__ = [
+    "FINISH_BY_CHART",
+    "FLEET_CHARTS",
+    "OBJECTIVES_CHART",
+    "OBJECTIVE_CHARTS",
+    "TABLE_CHARTS",
+    "Chart",
+    "Line",
+    "charts",
+    "objective_chart",
+    "series",
+    "series_json",
+    "table_charts",
+]
