@@ -79,8 +79,9 @@ def seed_measurements(
             _measured(recorder, table, now - days * DAY, name, target, value, source)
 
 
-def breach_fleet(root: str, now: dt.datetime | None = None) -> BreachFleet:
-    """The scenario of the module docstring under ``root`` (history at ``root/_deltalog/history``)."""
+def breach_fleet(root: str, now: dt.datetime | None = None, history: str | None = None) -> BreachFleet:
+    """The scenario of the module docstring under ``root`` (history at ``root/_deltalog/history``, or
+    ``history``: an existing one gets the rows added)."""
     now = now or dt.datetime.now(dt.UTC)
     orders, events, customers = (os.path.join(root, n) for n in ("orders", "events", "customers"))
     table = make_table(orders)
@@ -95,7 +96,7 @@ def breach_fleet(root: str, now: dt.datetime | None = None) -> BreachFleet:
     vacuumed = now - 10 * DAY
     _backdate(events, vacuumed)
 
-    history_uri = os.path.join(root, "_deltalog", "history")
+    history_uri = history or os.path.join(root, "_deltalog", "history")
     recorder = HistoryRecorder(history_uri, context=RunContext(run_id="seeded-history"), measure=False)
     with recorder.batch():
         vac = OperationSpan(recorder.context, canonical_uri(events), "vacuum", vacuumed, vacuumed)  # type: ignore[arg-type]
@@ -117,3 +118,16 @@ def breach_fleet(root: str, now: dt.datetime | None = None) -> BreachFleet:
         orders_since=now - 3 * DAY,
         events_since=now - 2 * DAY,
     )
+
+
+def measure_now(lake: BreachFleet, run_id: str = "measured-now") -> None:
+    """What a fleet run records first: each table measured now and judged against its objectives (breach
+    start and trend from the history), one ``measure`` row each, appended to the history."""
+    from deltalog import fleet_health, measurement_rows
+    from deltalog.fleet.run import compliance_views
+
+    recorder = HistoryRecorder(lake.history, context=RunContext(run_id=run_id), measure=False)
+    tables = [lake.orders, lake.events, lake.customers]
+    reports = fleet_health(tables, settings=lake.settings, history=compliance_views(recorder, tables))
+    with recorder.batch():
+        recorder.record(measurement_rows(reports, recorder))

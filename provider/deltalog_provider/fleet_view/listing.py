@@ -296,9 +296,8 @@ def _compliance_cell(row: dict[str, Any], ctx: Context) -> str:
     if state not in ("breached", "at_risk", "met"):
         return '<span class="muted">-</span>'
     objectives = [o for o in row.get("objectives") or [] if o]
-    shown = [o for o in objectives if o.get("met") is False] if state == "breached" else objectives
-    if state == "at_risk":
-        shown = [o for o in objectives if o.get("at_risk")]
+    # What makes the state (the breached objectives, those at risk); the rest is in the tooltip.
+    shown = [o for o in objectives if o.get("met") is False or (state == "at_risk" and o.get("at_risk"))]
     detail = "; ".join(objective_line(o) for o in shown)
     title = "\n".join(f"{objective_line(o)} [{text(o.get('source'))[:200]}]" for o in objectives)
     href = row_href(row.get("judged_day"), row.get("judged_id"))

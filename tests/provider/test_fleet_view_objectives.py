@@ -1,0 +1,262 @@
+"""The fleet view shows service-level objectives as ``deltalog objectives`` judges them (issues 34 and 35).
+
+The history is the issue's "Done means" fleet (``tests/objectives_helpers.py``): ``orders`` over its
+small-file objective for three days, ``events`` unvacuumed for ten days against seven (its table
+property), ``customers`` met through a per-table override that relaxes the fleet's target; each
+table then measured now as a fleet run measures it, and the fleet's own ``fleet_run`` rows (one met
+``finish_by``, one missed). Checked through the app (``fleet_view_client.py``), against ``deltalog
+objectives --json`` on the same history: each table's compliance (breached since when, met), each
+objective's target, value, state, source; the filter and the tiles (the breached tables two clicks
+away); the order by compliance; compliance per day (tables counted, not rows); a table's objectives
+over time; the missed finishing time; ``fleet_run`` rows never listed as tables; JSON and HTML
+saying the same; rollups made before this change are not reused (rebuilt, nothing fails).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pytest
+from fleet_view_client import Page, assert_no_markup_from_values, client
+
+from deltalog.journal import HISTORY_SCHEMA, HistoryRecorder, RunContext
+from deltalog.storage.filesystem import canonical_uri
+from objectives_helpers import DAY, BreachFleet, breach_fleet, measure_now
+from synthetic_history import append_as_another_writer
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> BreachFleet:
+    from deltalog import finish_by_row, parse_finish_by
+
+    lake = breach_fleet(str(tmp_path_factory.mktemp("slo") / "lake"))
+    measure_now(lake)
+    # The fleet's own rows: a run two days ago met 06:00 UTC, yesterday's missed it by half an hour.
+    recorder = HistoryRecorder(lake.history, context=RunContext(run_id="nightly"), measure=False)
+    finish = parse_finish_by("06:00 UTC")
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    with recorder.batch():
+        for days, fleet, start, end in ((2, lake.root, (5, 0), (5, 40)), (1, "deltalog_fleet", (5, 30), (6, 30))):
+            day = today - days * DAY
+            started, ended = (day + dt.timedelta(hours=h, minutes=m) for h, m in (start, end))
+            recorder.record([finish_by_row(recorder, finish, fleet, started, ended)])
+    # Another writer's fleet run row naming no table at all.
+    fields = [pa.field(f.name, f.type) for f in HISTORY_SCHEMA if f.name != "run_date"]
+    now = dt.datetime.now(dt.UTC)
+    row = {f.name: None for f in fields} | {"run_id": "other", "row_id": "fr-empty", "table_uri": "", "status": "done"}
+    row |= {"operation": "fleet_run", "started_at": now, "ended_at": now, "finish_by_met": True}
+    append_as_another_writer(
+        lake.history,
+        pa.table({f.name: pa.array([row[f.name]], f.type) for f in fields}, schema=pa.schema(fields)),
+        now.date(),
+    )
+    return lake
+
+
+def _uris(lake: BreachFleet) -> dict[str, str]:
+    return {name: canonical_uri(getattr(lake, name)) for name in ("orders", "events", "customers")}
+
+
+def _cli(lake: BreachFleet, tmp_path: Any, capsys: Any) -> dict[str, dict[str, Any]]:
+    from deltalog.cli import main
+
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(lake.settings))
+    args = ["objectives", "--root", lake.root, "--settings", str(settings), "--history", lake.history, "--json"]
+    assert main(args) == 4
+    out = json.loads(capsys.readouterr().out)
+    return {t["table_uri"]: t for t in out["tables"]}
+
+
+def _when(value: str | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_the_view_judges_as_deltalog_objectives_does(lake, monkeypatch, tmp_path, capsys):
+    cli = _cli(lake, tmp_path, capsys)
+    body = client(monkeypatch, lake.history).get("/api/fleet").json()
+    view = {t["table_uri"]: t["compliance"] for t in body["tables"]}
+    assert set(cli) == set(_uris(lake).values()) and set(cli) <= set(view)
+    for uri, judged in cli.items():
+        mine = view[uri]
+        assert (mine["state"] == "breached") == (judged["met"] is False), uri
+        assert [o["name"] for o in mine["objectives"]] == [o["name"] for o in judged["objectives"]]
+        for o, expected in zip(mine["objectives"], judged["objectives"], strict=True):
+            assert (o["target"], o["met"], o["source"]) == (expected["target"], expected["met"], expected["source"])
+            assert _when(o["breached_since"]) == _when(expected["breached_since"]), (uri, o["name"])
+            # The view shows the newest measurement's value; the command measures again, a moment later.
+            assert o["value"] == pytest.approx(expected["value"], abs=0.01)
+    uris = _uris(lake)
+    orders, events, customers = (view[uris[n]] for n in ("orders", "events", "customers"))
+    assert _when(orders["breached_since"]) == lake.orders_since and _when(events["breached_since"]) == lake.events_since
+    (relaxed,) = customers["objectives"]
+    assert customers["state"] == "met" and (relaxed["target"], relaxed["value"]) == (50, 20)
+    assert relaxed["source"] == "per-table override tables['customers']" and relaxed["breached_since"] is None
+    assert isinstance(orders["objectives"][0]["target"], int)  # a count is an integer, as the command says
+    assert body["totals"]["tables_breached"] == 2 and body["totals"]["tables_met"] == 1
+
+
+def test_the_compliance_column_says_breached_since_or_met(lake, monkeypatch):
+    page = Page(client(monkeypatch, lake.history).get("/").text)
+    uris = _uris(lake)
+    headers = [a.get("data-column") for tag, a in page.tags if tag == "th" and a.get("data-column")]
+    assert headers[:4] == ["table", "status", "compliance", "due"]
+    cells = {uri: cells[2] for uri, cells in page.rows}
+    since = lake.orders_since.strftime("%Y-%m-%d %H:%M UTC")
+    assert cells[uris["orders"]] == f"breached since {since} max_small_files 12 > 5"
+    assert cells[uris["events"]].startswith(f"breached since {lake.events_since:%Y-%m-%d %H:%M} UTC max_days_since_vacuum")
+    assert cells[uris["customers"]] == "met"
+    assert "tile-breached" in page.ids and "tile-at-risk" in page.ids
+
+
+def test_the_breached_tables_are_two_clicks_away_oldest_breach_first(lake, monkeypatch):
+    c = client(monkeypatch, lake.history)
+    fleet = c.get("/").text
+    tile = re.search(r'id="tile-breached" href="([^"]+)"', fleet)
+    assert tile and ">2<" in fleet[tile.end() : tile.end() + 20]
+    breached = c.get("/" + tile.group(1).replace("&amp;", "&").removeprefix("./"))  # click 1: the tile
+    uris = _uris(lake)
+    assert Page(breached.text).tables() == [uris["orders"], uris["events"]]  # three days breached, then two
+    table = c.get(f"/table?uri={quote(uris['orders'], safe='')}")  # click 2: the table
+    assert 'data-objective="max_small_files"' in table.text
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("breached", ["events", "orders"]),
+        ("met", ["customers"]),
+        ("at_risk", []),
+        ("none", []),
+        ("max_small_files", ["orders"]),
+        ("max_days_since_vacuum", ["events"]),
+        ("max_dv_share", []),
+    ],
+)
+def test_the_objectives_filter(lake, monkeypatch, value, names):
+    c = client(monkeypatch, lake.history)
+    listed = Page(c.get(f"/?objectives={value}&sort=table").text).tables()
+    assert sorted(listed) == sorted(_uris(lake)[n] for n in names)
+    api = c.get(f"/api/fleet?objectives={value}").json()
+    assert api["matching_tables"] == len(names) and api["query"]["filters"] == {"objectives": value}
+    assert c.get("/?objectives=breachd").status_code == 400
+
+
+def test_sorting_by_compliance_and_fleet_runs_are_no_table(lake, monkeypatch):
+    c = client(monkeypatch, lake.history)
+    uris = _uris(lake)
+    ordered = Page(c.get("/?sort=compliance&order=asc").text).tables()
+    assert ordered == [uris["orders"], uris["events"], uris["customers"]]
+    assert Page(c.get("/?sort=compliance&order=desc").text).tables() == ordered[::-1]
+    body = c.get("/api/fleet").json()
+    listed = {t["table_uri"] for t in body["tables"]}
+    assert listed == set(uris.values()) and body["total_tables"] == 3
+    for name in (lake.root, "deltalog_fleet", ""):
+        assert name not in listed
+        assert f'data-table="{name}"' not in c.get("/").text
+    assert c.get(f"/table?uri={quote(lake.root, safe='')}").status_code == 200
+
+
+def test_compliance_and_missed_finish_by_per_day(lake, monkeypatch):
+    c = client(monkeypatch, lake.history)
+    body = c.get("/api/fleet").json()
+    series = body["series"]
+    today = dt.datetime.now(dt.UTC).date()
+
+    def on(days_ago: int) -> dict[str, Any]:
+        i = series["days"].index((today - dt.timedelta(days=days_ago)).isoformat())
+        return {k: v[i] for k, v in series["objectives"].items()}
+
+    # Tables by their day's newest judgement: events met until three days ago, orders met five and four days
+    # ago, breached since; customers measured today only.
+    assert on(9) == {"breached": 0, "at_risk": 0, "met": 1}
+    assert on(4) == {"breached": 0, "at_risk": 0, "met": 2}
+    assert on(3) == {"breached": 1, "at_risk": 0, "met": 1}
+    assert on(1) == {"breached": 2, "at_risk": 0, "met": 0}
+    assert on(0) == {"breached": 2, "at_risk": 0, "met": 1}
+    finish = series["finish_by"]
+    assert sum(finish["missed"]) == 1 and sum(finish["met"]) == 2  # the other writer's row met too
+    (missed,) = body["missed_finish_by"]
+    assert missed["fleet"] == "deltalog_fleet" and missed["finish_by"] == "06:00 UTC"
+    assert _when(missed["ended_at"]) - _when(missed["deadline"]) == dt.timedelta(minutes=30)
+    html = c.get("/").text
+    assert 'data-chart="objectives"' in html and 'data-chart="finish_by"' in html
+    misses = html[html.index('id="missed-finish-by"') :]
+    assert "06:00 UTC: ended" in misses and "30.0 min late" in misses and missed["row"].replace("&", "&amp;") in misses
+
+
+def test_a_tables_objectives_over_time_with_their_targets(lake, monkeypatch):
+    c = client(monkeypatch, lake.history)
+    uris = _uris(lake)
+    html = c.get(f"/table?uri={quote(uris['orders'], safe='')}").text
+    rows = dict(re.findall(r'<tr data-objective="(\w+)">(.*?)</tr>', html, flags=re.S))
+    cells = [re.sub(r"<[^>]+>", "", td).strip() for td in re.findall(r"<td[^>]*>(.*?)</td>", rows["max_small_files"], re.S)]
+    since = lake.orders_since.strftime("%Y-%m-%d %H:%M UTC")
+    assert cells == ["max_small_files", "5", "12", "breached", since, "fleet defaults"]
+    charts = dict(re.findall(r'data-chart="([a-z_]+)"(.*?)</svg>', html, flags=re.S))
+    chart = charts["objective_max_small_files"]
+    assert chart.count("<circle") == 12 and 'stroke-dasharray="6 4"' in chart  # six days, value and target
+    body = c.get(f"/api/table?uri={quote(uris['orders'], safe='')}").json()
+    points = body["series"]["objective_max_small_files"]
+    assert [v for v in points["value"] if v is not None] == [3, 4, 8, 10, 12, 12]
+    assert set(v for v in points["target"] if v is not None) == {5}
+    assert body["table"]["compliance"]["state"] == "breached"
+    assert "objective_max_days_since_vacuum" not in body["series"]  # orders sets no such objective
+    events = c.get(f"/table?uri={quote(uris['events'], safe='')}").text
+    assert "table property deltalog.objective.maxDaysSinceVacuum = &#x27;7&#x27;" in events
+    assert 'data-chart="objective_max_days_since_vacuum"' in events
+    customers = c.get(f"/table?uri={quote(uris['customers'], safe='')}").text
+    assert "per-table override tables[&#x27;customers&#x27;]" in customers and 'id="tile-objectives"' in customers
+    for page in (html, events, customers):
+        assert_no_markup_from_values(page)
+
+
+def test_a_fleet_without_objectives_shows_no_compliance(monkeypatch, tmp_path):
+    from history_helpers import maintained_fleet
+
+    fleet = maintained_fleet(str(tmp_path / "lake"), rounds=1)
+    c = client(monkeypatch, fleet.history)
+    html = c.get("/").text
+    assert 'data-column="compliance"' not in html and "tile-breached" not in html
+    assert 'data-chart="objectives"' not in html and "missed-finish-by" not in html
+    body = c.get("/api/fleet").json()
+    assert all(t["compliance"] == {"state": "none", "breached_since": None, "measured_at": t["compliance"]["measured_at"], "row": t["compliance"]["row"], "objectives": []} for t in body["tables"])
+    assert body["totals"]["tables_none"] == len(body["tables"])
+
+
+def test_rollups_made_before_objectives_are_rebuilt_not_reused(lake, monkeypatch, tmp_path):
+    """Rollups of the declarations before this change (no objectives' measures) are named by another format:
+    the view rolls the days up again under its own and never reads them."""
+    from deltalog.journal import MEASURES, RollupStore, rollup, rollup_store
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+
+    rollups = tmp_path / "rollups"
+    before = tuple(m for m in MEASURES if m.name in {"rows", "last", "state", "policy", "table_id"})
+    with monkeypatch.context() as old:
+        old.setattr(rollup, "MEASURES", before)
+        old.setattr(rollup_store, "ROLLUP_FORMAT", "before-objectives")
+        snapshot = snapshot_at(Storage(lake.history))
+        today = dt.datetime.now(dt.UTC).date()
+        RollupStore(str(rollups)).window(snapshot, today - dt.timedelta(days=29), today)
+    made = {p for p in rollups.rglob("*.parquet")}
+    assert made and all("before-objectives" in str(p) for p in made)
+    seen: list[str] = []
+    real = rollup_store.RollupStore._read
+
+    def read(self: Any, path: str) -> Any:
+        seen.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(rollup_store.RollupStore, "_read", read)
+    body = client(monkeypatch, lake.history, rollups=str(rollups)).get("/api/fleet").json()
+    assert body["totals"]["tables_breached"] == 2
+    assert not any("before-objectives" in p for p in seen)
+    assert {p for p in rollups.rglob("*.parquet") if "before-objectives" not in str(p)}  # made anew beside
+    assert os.path.isdir(rollups)
