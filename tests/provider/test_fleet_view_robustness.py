@@ -57,7 +57,31 @@ POLICIES = (
     '{"a": ' * 3000 + "1" + "}" * 3000,
 )
 STATUSES = ("done", "nothing_due", "deferred", "refused", "failed")
-OPERATIONS = ("measure", "compaction", "purge", "checkpoint", "vacuum", "log_cleanup", "manifest", "commit")
+OPERATIONS = (
+    "measure",
+    "compaction",
+    "purge",
+    "checkpoint",
+    "vacuum",
+    "log_cleanup",
+    "manifest",
+    "commit",
+    "fleet_run",
+)
+OBJECTIVE_NAMES = ("max_small_files", "max_versions_since_checkpoint", "max_days_since_vacuum", "max_dv_share")
+#: An objective's source as anything may write it: markup, a megabyte, JSON, nothing.
+SOURCES = (*MARKUP, "z" * 1_000_000, '{"source": 1}', "", "per-table override tables['<b>x</b>']")
+#: The objectives' columns (schema version 2) as another writer may type them: each a value of another type.
+RETYPED = {
+    "objective_max_small_files_target": (pa.string(), ["five", "<b>5</b>", None]),
+    "objective_max_small_files_value": (pa.list_(pa.int64()), [[1, 2], [], None]),
+    "objective_max_days_since_vacuum_met": (pa.string(), ["yes", "<i>no</i>", None]),
+    "objective_max_dv_share_target": (pa.bool_(), [True, False, None]),
+    "objective_max_versions_since_checkpoint_source": (pa.int64(), [7, -1, None]),
+    "objectives_at_risk": (pa.string(), ["max_small_files", "<script>", None]),
+    "finish_by_met": (pa.string(), ["late", None, ""]),
+    "finish_by_deadline": (pa.string(), ["tomorrow", None, "06:00"]),
+}
 
 texts = st.one_of(st.none(), st.sampled_from(MARKUP), st.text(max_size=40), st.just("y" * 30_000))
 names = st.one_of(st.sampled_from(OPERATIONS), st.sampled_from(STATUSES), st.sampled_from(MARKUP), st.text(max_size=12))
@@ -87,6 +111,15 @@ def history_rows(draw: Any) -> dict[str, Any]:
             row[f.name] = draw(st.one_of(st.none(), st.lists(st.one_of(st.none(), names, texts), max_size=30)))
         elif f.name == "row_id":
             row[f.name] = draw(st.one_of(st.none(), st.uuids().map(str), st.sampled_from(MARKUP), st.text(max_size=8)))
+        elif f.name.startswith("objective_") and f.name.endswith("_source"):
+            row[f.name] = draw(st.one_of(st.none(), st.sampled_from(SOURCES), texts))
+        elif f.name == "finish_by":
+            row[f.name] = draw(st.one_of(st.none(), st.just("06:00 Europe/Berlin"), texts))
+        elif pa.types.is_boolean(f.type):
+            row[f.name] = draw(st.one_of(st.none(), st.booleans()))
+        elif pa.types.is_list(f.type):  # the objectives breached or at risk: names, markup, anything
+            items = st.one_of(st.none(), st.sampled_from(OBJECTIVE_NAMES), texts)
+            row[f.name] = draw(st.one_of(st.none(), st.lists(items, max_size=30)))
         elif pa.types.is_string(f.type):
             row[f.name] = draw(texts)
         elif pa.types.is_timestamp(f.type):
@@ -100,15 +133,29 @@ def history_rows(draw: Any) -> dict[str, Any]:
     return row
 
 
-def _write(uri: str, rows: list[dict[str, Any]], drop: list[str], day: dt.date) -> None:
+def _write(uri: str, rows: list[dict[str, Any]], drop: list[str], day: dt.date, retyped: list[str] = ()) -> None:
     prepare_history(uri)
     fields = [pa.field(f.name, f.type) for f in HISTORY_SCHEMA if f.name != "run_date" and f.name not in drop]
-    data = pa.table({f.name: pa.array([r[f.name] for r in rows], f.type) for f in fields}, schema=pa.schema(fields))
-    append_as_another_writer(uri, data, day)
+    columns = {}
+    for i, f in enumerate(fields):
+        if f.name in retyped:  # another writer's type for the column: its values, one per row
+            typ, values = RETYPED[f.name]
+            fields[i] = pa.field(f.name, typ)
+            columns[f.name] = pa.array([values[j % len(values)] for j in range(len(rows))], typ)
+        else:
+            columns[f.name] = pa.array([r[f.name] for r in rows], f.type)
+    append_as_another_writer(uri, pa.table(columns, schema=pa.schema(fields)), day)
 
 
 def _check_everything(c: Any, rows: list[dict[str, Any]], day: dt.date) -> None:
-    pages = ["/", "/?status=problem&sort=cost&order=desc", "/?sort=live_files&order=desc"]
+    pages = [
+        "/",
+        "/?status=problem&sort=cost&order=desc",
+        "/?sort=live_files&order=desc",
+        "/?sort=compliance&order=asc",
+        "/?objectives=breached",
+        "/?objectives=max_small_files&sort=compliance&order=desc",
+    ]
     for row in rows:
         if isinstance(row.get("table_uri"), str) and row["table_uri"]:
             pages.append(f"/table?uri={quote(row['table_uri'], safe='')}")
@@ -128,14 +175,20 @@ def _check_everything(c: Any, rows: list[dict[str, Any]], day: dt.date) -> None:
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
     rows=st.lists(history_rows(), min_size=1, max_size=6),
-    drop=st.lists(st.sampled_from(["cpu_s", "policy", "due_operations", "live_files_after", "engine"]), max_size=2),
+    drop=st.lists(
+        st.sampled_from(
+            ["cpu_s", "policy", "due_operations", "live_files_after", "engine", "objectives_at_risk", "finish_by_met"]
+        ),
+        max_size=2,
+    ),
+    retyped=st.lists(st.sampled_from(sorted(RETYPED)), max_size=3, unique=True),
     days_ago=st.integers(0, 5),
 )
-def test_any_history_row_renders_on_every_page_and_in_json(rows, drop, days_ago):
+def test_any_history_row_renders_on_every_page_and_in_json(rows, drop, retyped, days_ago):
     day = TODAY - dt.timedelta(days=days_ago)
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as monkeypatch:
         uri = f"{tmp}/history"
-        _write(uri, rows, drop, day)
+        _write(uri, rows, drop, day, [r for r in retyped if r not in drop])
         _check_everything(client(monkeypatch, uri), rows, day)
 
 
@@ -214,3 +267,75 @@ def test_missing_and_non_finite_figures_are_dashes(tmp_path, monkeypatch):
     text = c.get(f"/table?uri={quote(uri, safe='')}").text
     assert " nan" not in text.lower().replace("nan-", "") and ">None<" not in text
     assert json.loads(c.get(f"/api/table?uri={quote(uri, safe='')}").text)["rows"][0]["duration_s"] is None
+
+
+# --- the objectives' columns, by name ---------------------------------------------------------------
+
+
+def _objective_row(uri: str, **values: Any) -> dict[str, Any]:
+    now = dt.datetime.now(dt.UTC)
+    row = {f.name: None for f in HISTORY_SCHEMA if f.name != "run_date"}
+    row.update(run_id="odd", row_id=f"r-{len(values)}-{abs(hash(str(values))) % 10**8}", table_uri=uri)
+    row.update(operation="measure", status="done", started_at=now, ended_at=now, duration_s=1.0)
+    row.update(values)
+    return row
+
+
+ODD_OBJECTIVES = [
+    # NaN and infinite values and targets, a negative count, a share above one, a huge value
+    {"objective_max_small_files_target": -5, "objective_max_small_files_value": 2**63 - 1,
+     "objective_max_small_files_met": False, "objective_max_small_files_source": "z" * 1_000_000},
+    {"objective_max_dv_share_target": math.nan, "objective_max_dv_share_value": math.inf,
+     "objective_max_dv_share_met": False, "objective_max_dv_share_source": "<script>alert(1)</script>"},
+    {"objective_max_days_since_vacuum_target": 7.0, "objective_max_days_since_vacuum_value": -math.inf,
+     "objective_max_days_since_vacuum_met": None, "objectives_at_risk": ["<img src=x onerror=alert(1)>", None]},
+    # met although the value is over the target (the row says so: shown as it says), at risk of nothing known
+    {"objective_max_versions_since_checkpoint_target": 0, "objective_max_versions_since_checkpoint_value": 99,
+     "objective_max_versions_since_checkpoint_met": True, "objectives_at_risk": ["max_versions_since_checkpoint"]},
+    # a met without a target, a source without anything else
+    {"objective_max_small_files_met": False, "objective_max_dv_share_source": "orphan"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("values", ODD_OBJECTIVES)
+def test_odd_objective_values_render_as_unknown_or_as_the_row_says(tmp_path, monkeypatch, values):
+    uri = "s3://lake/odd/objectives"
+    prepare_history(str(tmp_path / "h"))
+    fields = [pa.field(f.name, f.type) for f in HISTORY_SCHEMA if f.name != "run_date"]
+    row = _objective_row(uri, **values)
+    append_as_another_writer(
+        str(tmp_path / "h"),
+        pa.table({f.name: pa.array([row[f.name]], f.type) for f in fields}, schema=pa.schema(fields)),
+        TODAY,
+    )
+    c = client(monkeypatch, str(tmp_path / "h"))
+    for path in ("/", "/?sort=compliance", f"/table?uri={quote(uri, safe='')}", "/?objectives=breached"):
+        response = c.get(path, headers={"accept": "text/html"})
+        assert response.status_code == 200 and len(response.content) < 200_000, path
+        assert_no_markup_from_values(response.text)
+        body = re.sub(r"<[^>]+>", " ", response.text)
+        assert not {"None", "nan", "inf", "NaN"} & set(body.split()), path
+    api = json.loads(c.get(f"/api/table?uri={quote(uri, safe='')}").text)
+    compliance = api["table"]["compliance"]
+    json.loads(c.get("/api/fleet").text)
+    for o in compliance["objectives"]:
+        assert o["target"] is None or math.isfinite(o["target"])
+        assert o["value"] is None or math.isfinite(o["value"])
+        assert o["source"] is None or len(o["source"]) <= 300  # an excerpt of the history's text
+
+
+def test_objectives_columns_of_another_type_are_unknown_and_the_rows_still_count(tmp_path, monkeypatch):
+    uri = "s3://lake/odd/types"
+    rows = [_objective_row(uri, objective_max_small_files_met=True), _objective_row(uri + "2")]
+    rows[1]["row_id"] = "r-other"
+    _write(str(tmp_path / "h"), rows, [], TODAY, sorted(RETYPED))
+    c = client(monkeypatch, str(tmp_path / "h"))
+    page = c.get("/")
+    assert page.status_code == 200 and "could not be read" not in page.text
+    assert set(Page(page.text).tables()) == {uri, uri + "2"}  # the file is read: its rows are there
+    body = c.get(f"/api/table?uri={quote(uri, safe='')}").json()
+    # A target of another type that does not cast ("five") is unknown: that objective is not set; one that
+    # casts (a boolean as a share: 1.0) is read as it casts.
+    names = [o["name"] for o in body["table"]["compliance"]["objectives"]]
+    assert "max_small_files" not in names and names == ["max_dv_share"]
+    assert body["rows"][0]["objective_max_small_files_target"] is None

@@ -10,6 +10,7 @@ marker, is refused with one clear error.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +20,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError, UnreadableHistoryFileError
-from deltalog.journal.schema import COLUMN_NAMES, HISTORY_SCHEMA, PARTITION_COLUMN
+from deltalog.journal.schema import COLUMN_NAMES, HISTORY_SCHEMA, OBJECTIVE_COLUMNS, PARTITION_COLUMN
 from deltalog.journal.write import check_history_table
 from deltalog.log import Snapshot, snapshot_at
 from deltalog.protocol.deletion_vectors import read_deletion_vector
 from deltalog.storage import Storage
 from deltalog.storage.filesystem import canonical_uri
+
+log = logging.getLogger(__name__)
 
 
 def _as_date(value: dt.date | dt.datetime | str | None) -> dt.date | None:
@@ -85,7 +88,8 @@ def read_file_batches(
     vector applied, the partition column filled in, a column the file lacks (a later schema
     version's) as nulls, each column in the history's type.
 
-    Raises :class:`UnreadableHistoryFileError` naming the file when it cannot be read so.
+    Raises :class:`UnreadableHistoryFileError` naming the file when it cannot be read so (a value of an
+    objective's column, :data:`LENIENT_COLUMNS`, that is not of its type is read as null instead).
     """
     wanted = list(COLUMN_NAMES if columns is None else columns)
     storage = snapshot.storage
@@ -117,6 +121,12 @@ def read_file_batches(
         raise UnreadableHistoryFileError(f"history file {path} cannot be read: {exc}") from None
 
 
+#: Columns whose values another writer may give in another type without making a file unreadable: the
+#: service-level objectives' (schema version 2); a value that does not cast is unknown (null) and the
+#: row's other columns still count.
+LENIENT_COLUMNS = frozenset(name for name, *_ in OBJECTIVE_COLUMNS)
+
+
 def _in_history_types(data: pa.Table, wanted: list[str], day: dt.date | None) -> pa.Table:
     columns = {}
     for name in wanted:
@@ -127,6 +137,15 @@ def _in_history_types(data: pa.Table, wanted: list[str], day: dt.date | None) ->
             try:
                 columns[name] = data.column(name).cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                if name in LENIENT_COLUMNS:
+                    log.warning(
+                        "maintenance history: column %s (%s) is not %s: read as unknown",
+                        name,
+                        data.column(name).type,
+                        field.type,
+                    )
+                    columns[name] = pa.nulls(data.num_rows, field.type)
+                    continue
                 raise UnreadableHistoryFileError(
                     f"its column {name} ({data.column(name).type}) is not the history's {field.type}: {exc}"
                 ) from None
@@ -437,6 +456,7 @@ def fleet_overview(rows: pa.Table) -> list[TableOverview]:
 
 __all__ = [
     "BATCH_ROWS",
+    "LENIENT_COLUMNS",
     "SHOWN_COLUMNS",
     "TableOverview",
     "file_days",
