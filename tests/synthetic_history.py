@@ -11,7 +11,11 @@ The shape is fixed by the arguments and the seed, and written down in :class:`Fl
 (what the tests assert against): ``tables`` tables under team and schema prefixes (last path
 segments repeat: ``.../sales/raw/history`` and ``.../ml/raw/history``), a ``busy_share`` of
 the rows on one table, the rows spread over the last ``days`` days (today included), some
-failures with long messages, the ``policy`` of each measurement as a fleet run writes it.
+failures with long messages, the ``policy`` of each measurement as a fleet run writes it,
+service-level objectives judged on two tables in three (small files against the fleet's 400
+or a per-table 1,000, versions since checkpoint against a path rule's 8; met, at risk or
+breached as the values fall), and the fleet run's own row each night with its ``finish_by``
+(missed now and then).
 
 :func:`cached_history` keeps a generated history under ``~/.cache/deltalog/fleet-histories``
 keyed by its arguments, today's date and this module's :data:`GENERATOR_VERSION`: a session
@@ -31,12 +35,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from deltalog.journal.schema import schema_of_version
+from deltalog.journal.schema import HISTORY_SCHEMA
 from deltalog.journal.write import append_arrow
 
 #: Bump when the rows drawn change: cached histories of another version are not reused.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 CACHE = Path(os.environ.get("DELTALOG_CACHE_DIR", Path.home() / ".cache" / "deltalog")) / "fleet-histories"
 
 TEAMS = ("sales", "marketing", "finance", "ops", "ml", "risk", "growth", "support")
@@ -83,6 +88,11 @@ class FleetShape:
     days: int
     #: Tables whose newest row of some operation failed (an open failure on the fleet page).
     failing: tuple[str, ...]
+    #: Tables whose newest successful measurement breached an objective, and those it found all met.
+    breached: tuple[str, ...] = ()
+    met: tuple[str, ...] = ()
+    #: Nights whose fleet run missed its finish_by.
+    missed_nights: int = 0
 
 
 def table_uris(tables: int) -> list[str]:
@@ -181,6 +191,39 @@ def generate(
     policy = np.where(measure, np.array([policy_for[int(t)] for t in table], dtype=object), None)
     day = (started // 86_400_000_000).astype("datetime64[D]")
     is_op = ~measure
+    # Objectives on two tables in three (the busy one among them), judged on done measurements.
+    judged = measure & (status == "done") & (table % 3 != 1)
+    relaxed = table % 7 == 0
+    small_target = np.where(relaxed, 1000, 400)
+    small_met = small <= small_target
+    vsc = version % 10
+    vsc_met = vsc <= 8
+    small_risk = small_met & (small > small_target * 0.9)
+    objectives = {
+        "objective_max_small_files_target": (np.where(judged, small_target, None), pa.int64()),
+        "objective_max_small_files_value": (np.where(judged, small, None), pa.int64()),
+        "objective_max_small_files_met": (np.where(judged, small_met, None), pa.bool_()),
+        "objective_max_small_files_source": (
+            np.where(judged, np.where(relaxed, "per-table override tables['<uri>']", "fleet defaults"), None),
+            pa.string(),
+        ),
+        "objective_max_versions_since_checkpoint_target": (np.where(judged, 8, None), pa.int64()),
+        "objective_max_versions_since_checkpoint_value": (np.where(judged, vsc, None), pa.int64()),
+        "objective_max_versions_since_checkpoint_met": (np.where(judged, vsc_met, None), pa.bool_()),
+        "objective_max_versions_since_checkpoint_source": (
+            np.where(judged, "path rule s3://lake/", None),
+            pa.string(),
+        ),
+        "objectives_met": (np.where(judged, small_met & vsc_met, None), pa.bool_()),
+    }
+    breached_lists = [
+        ([n for n, ok in (("max_small_files", sm), ("max_versions_since_checkpoint", vm)) if not ok] if j else None)
+        for j, sm, vm in zip(judged, small_met, vsc_met, strict=True)
+    ]
+    risk_lists = [
+        (["max_small_files"] if r and vm else []) if j else None
+        for j, r, vm in zip(judged, small_risk, vsc_met, strict=True)
+    ]
     data = pa.table(
         {
             "run_id": pa.array([f"fleet-{r:08d}" for r in row_run]),
@@ -229,10 +272,19 @@ def generate(
             "airflow_map_index": pa.array(np.where(is_op, -1, None), pa.int32()),
             "airflow_try_number": pa.array(np.where(is_op, 1, None), pa.int32()),
             "deltalog_version": pa.array(["synthetic"] * total),
+            **{name: pa.array(values, typ) for name, (values, typ) in objectives.items()},
+            "objectives_breached": pa.array(breached_lists, pa.list_(pa.string())),
+            "objectives_at_risk": pa.array(risk_lists, pa.list_(pa.string())),
         },
-        schema=schema_of_version(1),  # the rows of every release: the objectives' columns stay null
     )
-    append_arrow(uri, data)
+    data = _with_history_columns(data).sort_by([("started_at", "ascending")])
+    nights = _fleet_runs(rng, first, days, now, seed)
+    append_arrow(uri, pa.concat_tables([data, nights]))
+    # The newest done measurement per table: breached or met (tables that set objectives only).
+    verdict: dict[int, bool] = {}
+    for t, j, sm, vm in zip(table.tolist(), judged.tolist(), small_met.tolist(), vsc_met.tolist(), strict=True):
+        if j:
+            verdict[t] = bool(sm and vm)  # rows are in start order
     # The newest row per (table, operation): a table with a failed one has an open failure.
     newest: dict[tuple[int, str], str] = {}
     for t, op, st in zip(table.tolist(), operation.tolist(), status.tolist(), strict=True):
@@ -246,7 +298,58 @@ def generate(
         busy_rows=int((table == 0).sum()),
         days=days,
         failing=failing,
+        breached=tuple(sorted(uris[t] for t, ok in verdict.items() if not ok)),
+        met=tuple(sorted(uris[t] for t, ok in verdict.items() if ok)),
+        missed_nights=int(pc.sum(pc.invert(nights.column("finish_by_met"))).as_py() or 0),
     )
+
+
+def _with_history_columns(data: pa.Table) -> pa.Table:
+    """``data`` with every column of the history's schema (those not given null), in its order and types."""
+    return pa.table(
+        {
+            f.name: data.column(f.name) if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+            for f in HISTORY_SCHEMA
+        },
+        schema=HISTORY_SCHEMA,
+    )
+
+
+def _fleet_runs(rng: np.random.Generator, first: dt.datetime, days: int, now: dt.datetime, seed: int) -> pa.Table:
+    """The fleet run's own row each night at about 04:30 UTC, with ``finish_by`` 06:00 Europe/Berlin (05:00 UTC in
+    winter: the deadline here); one night in six it ends late."""
+    rows = []
+    for d in range(days):
+        night = first + dt.timedelta(days=d, hours=4, minutes=30)
+        if night > now:
+            break
+        late = rng.random() < 1 / 6
+        ended = night + dt.timedelta(minutes=int(rng.integers(70, 120)) if late else int(rng.integers(10, 25)))
+        deadline = night.replace(hour=5, minute=0)
+        rows.append(
+            {
+                "run_id": f"nightly-{d:04d}",
+                "row_id": f"{seed:04d}night{d:023d}",
+                "run_date": night.date(),
+                "table_uri": "s3://lake/",
+                "operation": "fleet_run",
+                "status": "done",
+                "reason": None
+                if ended <= deadline
+                else f"missed finish_by 06:00 Europe/Berlin: ended {ended:%H:%M} UTC",
+                "summary": f"fleet run {'met' if ended <= deadline else 'missed'} finish_by 06:00 Europe/Berlin",
+                "started_at": night,
+                "ended_at": ended,
+                "duration_s": (ended - night).total_seconds(),
+                **{c: 0 for c in ("files_read", "bytes_read", "files_written", "bytes_written", "files_removed")},
+                **{c: 0 for c in ("bytes_removed", "bytes_reclaimed", "log_files_removed")},
+                "deltalog_version": "synthetic",
+                "finish_by": "06:00 Europe/Berlin",
+                "finish_by_deadline": deadline,
+                "finish_by_met": ended <= deadline,
+            }
+        )
+    return pa.Table.from_pylist([{f.name: r.get(f.name) for f in HISTORY_SCHEMA} for r in rows], schema=HISTORY_SCHEMA)
 
 
 def cached_history(
@@ -278,7 +381,8 @@ def cached_history(
             os.rename(work, target)
         stored = json.loads(shape_file.read_text())
     stored["history"] = str(target / "history")
-    stored["tables"], stored["failing"] = tuple(stored["tables"]), tuple(stored["failing"])
+    for key in ("tables", "failing", "breached", "met"):
+        stored[key] = tuple(stored[key])
     return FleetShape(**stored)
 
 

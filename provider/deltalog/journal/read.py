@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError, UnreadableHistoryFileError
-from deltalog.journal.schema import COLUMN_NAMES, HISTORY_SCHEMA, OBJECTIVE_COLUMNS, PARTITION_COLUMN
+from deltalog.journal.schema import COLUMN_NAMES, FLEET_RUN, HISTORY_SCHEMA, OBJECTIVE_COLUMNS, PARTITION_COLUMN
 from deltalog.journal.write import check_history_table
 from deltalog.log import Snapshot, snapshot_at
 from deltalog.protocol.deletion_vectors import read_deletion_vector
@@ -425,10 +425,12 @@ class TableOverview:
 
 def fleet_overview(rows: pa.Table) -> list[TableOverview]:
     """Per table (by URI, sorted): the latest measure row and state, the last row per operation, and the
-    operations whose last row was deferred, refused or failed (still open: no later row settled them)."""
+    operations whose last row was deferred, refused or failed (still open: no later row settled them).
+    The fleet run's own rows (``fleet_run``: its finishing time) are no table's."""
     by_table: dict[str, list[dict[str, Any]]] = {}
     for row in rows.sort_by([("started_at", "ascending")]).to_pylist():
-        by_table.setdefault(row["table_uri"], []).append(row)
+        if row["operation"] != FLEET_RUN:
+            by_table.setdefault(row["table_uri"], []).append(row)
     out = []
     for uri in sorted(by_table):
         last: dict[str, dict[str, Any]] = {}

@@ -28,7 +28,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from deltalog.journal.schema import PARTITION_COLUMN, STATUSES, WORK_COLUMNS
+from deltalog.journal.schema import FLEET_RUN, PARTITION_COLUMN, STATUSES, WORK_COLUMNS
 from deltalog.maintenance.objectives import OBJECTIVE_NAMES
 
 #: Characters of ``reason`` kept in a rollup (the measurement's lines of what is due, a failure's start).
@@ -236,7 +236,7 @@ def _judged_range(name: str, value: str, how: str) -> Measure:
 BREACH_RUNS = tuple(f"run_{name}" for name in OBJECTIVE_NAMES)
 
 #: The fleet run's own rows (``fleet_run``) with a finishing time: met or missed.
-_FLEET_RUN = "operation = 'fleet_run'"
+_FLEET_RUN = f"operation = '{FLEET_RUN}'"
 
 #: What a rollup holds per group, in column order (after :data:`KEYS`).
 MEASURES: tuple[Measure, ...] = (

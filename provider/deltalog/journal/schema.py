@@ -45,6 +45,10 @@ OPERATIONS = (
     "fleet_run",
 )
 
+#: The operation of the fleet run's own row (its finishing time): its ``table_uri`` names the fleet (its root,
+#: its list or its DAG), never a table.
+FLEET_RUN = "fleet_run"
+
 #: The table's properties at creation. Append-only: the history is an audit trail (compaction
 #: still may rewrite it, since its commits change no data); an app transaction older than
 #: seven days is dropped at the next checkpoint, so the idempotency records do not pile up.
@@ -183,6 +187,7 @@ __all__ = [
     "COLUMNS_BY_VERSION",
     "COLUMN_NAMES",
     "DATA_SCHEMA",
+    "FLEET_RUN",
     "HISTORY_SCHEMA",
     "KIND",
     "KIND_PROPERTY",

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltalog.journal.read import reason_lines, still_due
 from deltalog.journal.rollup import STATE, breach_run, duckdb_connection
+from deltalog.journal.schema import FLEET_RUN
 from deltalog.maintenance.objectives import OBJECTIVE_NAMES
 
 #: Operations whose ``files_read``/``bytes_read`` are files rewritten (compacted).
@@ -66,7 +68,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("refusals", "CAST(sum(n_refused) AS BIGINT)"),
     Figure("deferrals", "CAST(sum(n_deferred) AS BIGINT)"),
     # A fleet run's own row spans the operations it ran: its wall time is not maintenance time of its own.
-    Figure("duration_s", "sum(duration_s) FILTER (WHERE operation <> 'fleet_run')"),
+    Figure("duration_s", f"sum(duration_s) FILTER (WHERE operation <> '{FLEET_RUN}')"),
     Figure("cpu_s", "sum(cpu_s)"),
     Figure("cpu_rows", "CAST(sum(cpu_rows) AS BIGINT)"),
     Figure("files_compacted", _rewriting("files_read")),
@@ -206,10 +208,13 @@ def _compliance_order(state: str, since: dt.datetime | None) -> float | None:
 
 
 def table_summaries(rollup: pa.Table, runs: pa.Table | None = None) -> pa.Table:
-    """One row per table of ``rollup`` (merged by table and operation, or finer): every figure,
+    """One row per table of ``rollup`` (merged by table and operation, or finer; the fleet run's own rows
+    are no table): every figure,
     the latest state flattened, what is still due and why, the open problems and the status, and
     the compliance with its objectives (its newest judgement; each breach's start from ``runs``, one
     row per table with ``run_<objective>`` columns merged over a longer history, else from ``rollup``)."""
+    if rollup.num_rows:  # the fleet run's own rows are no table (their table_uri names the fleet)
+        rollup = rollup.filter(pc.fill_null(pc.not_equal(rollup.column("operation"), FLEET_RUN), True))
     grouped = _group(rollup, "table_uri", _TABLE_ONLY)
     rows = grouped.to_pylist()
     longer: dict[str, dict[str, Any]] = {}

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError, NotADeltaTableError
@@ -108,17 +107,6 @@ def storage_options(location: HistoryLocation) -> dict[str, Any]:
         return DeltaTableHook(deltalog_conn_id=location.conn_id).storage_options_for(location.uri)
     except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found class; the page says why
         raise HistoryUnavailable(f"The connection {location.conn_id!r} cannot be read: {exc}") from None
-
-
-#: The rows of the fleet run itself (its finishing time): never a table of the listing.
-FLEET_RUN = "fleet_run"
-
-
-def _tables_only(rollup: pa.Table) -> pa.Table:
-    """``rollup`` without the fleet run's own rows (their ``table_uri`` names the fleet: its root, list or DAG)."""
-    if not rollup.num_rows:
-        return rollup
-    return rollup.filter(pc.fill_null(pc.not_equal(rollup.column("operation"), FLEET_RUN), True))
 
 
 @dataclass(frozen=True)
@@ -261,7 +249,7 @@ class HistoryView:
         def make() -> FleetData:
             def work() -> FleetData:
                 tables = store.tables(window, snapshot)
-                by_table = _tables_only(merge_rollups(tables, by=("table_uri", "operation")))
+                by_table = merge_rollups(tables, by=("table_uri", "operation"))
                 runs = store.merged(longer, snapshot, ("table_uri",), operation="measure", measures=BREACH_RUNS)
                 # Per day from the day rollups as they are (day, table, operation): a per-day figure may
                 # count tables (how many breached an objective that day), not only sum.
@@ -288,7 +276,7 @@ class HistoryView:
         def make() -> FleetData:
             def work() -> FleetData:
                 by_op = store.merged(window, snapshot, ("run_date", "table_uri", "operation"), table_uri=uri)
-                by_table = _tables_only(merge_rollups([by_op], by=("table_uri", "operation")))
+                by_table = merge_rollups([by_op], by=("table_uri", "operation"))
                 runs = store.merged(
                     longer, snapshot, ("table_uri",), table_uri=uri, operation="measure", measures=BREACH_RUNS
                 )
@@ -310,7 +298,6 @@ class HistoryView:
 
 
 __all__ = [
-    "FLEET_RUN",
     "HEAVY_AT_ONCE",
     "FleetData",
     "HistoryLocation",
