@@ -35,7 +35,9 @@ def raw_rows(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in fields}, schema=pa.schema(fields))
 
 
-def measure(i: int, uri: str, hour: int, status: str = "done", op: str = "measure", **objectives: Any) -> dict[str, Any]:
+def measure(
+    i: int, uri: str, hour: int, status: str = "done", op: str = "measure", **objectives: Any
+) -> dict[str, Any]:
     """A row ``hour`` hours after T0; ``objectives``: name -> (target, value, met) or None (not set)."""
     at = T0 + dt.timedelta(hours=hour)
     row: dict[str, Any] = {
@@ -115,7 +117,9 @@ def expected(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[bool | N
 @given(rows=histories(), seed=st.integers(0, 2**16))
 def test_compliance_from_rollups_is_breached_since_of_the_rows(rows, seed):
     by_day = rolled_up(rows, random.Random(seed))
-    summaries = {r["table_uri"]: r for r in table_summaries(merge_rollups([by_day], by=("table_uri", "operation"))).to_pylist()}
+    summaries = {
+        r["table_uri"]: r for r in table_summaries(merge_rollups([by_day], by=("table_uri", "operation"))).to_pylist()
+    }
     truth = expected(rows)
     judging = [r for r in rows if r["operation"] == "measure" and r["status"] == "done"]
     for uri in {r["table_uri"] for r in rows}:
@@ -136,7 +140,9 @@ def test_compliance_from_rollups_is_breached_since_of_the_rows(rows, seed):
             else:
                 assert o["breached_since"] is None
         breached = [o for o in shown.values() if o["met"] is False]
-        state = "breached" if breached else "none" if not shown else "at_risk" if newest["objectives_at_risk"] else "met"
+        state = (
+            "breached" if breached else "none" if not shown else "at_risk" if newest["objectives_at_risk"] else "met"
+        )
         assert summary["compliance"] == state
         assert summary["breached_since"] == (min(o["breached_since"] for o in breached) if breached else None)
         assert summary["judged_at"] == newest["started_at"] and summary["judged_id"] == newest["row_id"]
@@ -156,7 +162,9 @@ def test_a_breach_over_three_days_and_a_relaxed_target(tmp_path):
         measure(8, "s3://lake/customers", 72, max_small_files=(50.0, 20.0, True)),
     ]
     by_day = rolled_up(rows, random.Random(1))
-    summaries = {r["table_uri"]: r for r in table_summaries(merge_rollups([by_day], by=("table_uri", "operation"))).to_pylist()}
+    summaries = {
+        r["table_uri"]: r for r in table_summaries(merge_rollups([by_day], by=("table_uri", "operation"))).to_pylist()
+    }
     assert summaries["s3://lake/orders"]["breached_since"] == T0 + dt.timedelta(hours=24)
     assert summaries["s3://lake/events"]["breached_since"] == T0 + dt.timedelta(hours=48)
     assert summaries["s3://lake/customers"]["compliance"] == "met"

@@ -11,8 +11,12 @@ driven through its chromedriver (Selenium). What is asserted is what is rendered
 - the REST API lists the plugin with its view (``airflow plugins``, the app's routes and its
   permission check run on every release without a browser: ``test_fleet_view_plugin.py``);
 - a viewer who opens the page is sent to Airflow's login, signs in, and sees a page of the
-  1,006 tables under a megabyte; the real tables by their folder (the prefix filter) with
+  1,009 tables under a megabyte; the real tables by their folder (the prefix filter) with
   their figures; a table's charts drawn, a point per day;
+- service-level objectives (the issue's fleet, ``tests/objectives_helpers.py``, beside the synthetic
+  fleet's): the compliance column, the objectives filter and its tile (the breached tables two
+  clicks away, oldest breach first), a table's objectives with their value against the target over
+  time;
 - the failing and the most expensive tables two clicks from the fleet page; search, sort,
   pages; the busy table's rows a page at a time; a long failure message one click away;
 - the page inside Airflow's own UI (the external view's iframe);
@@ -47,6 +51,7 @@ from api_server import api_server, bearer_token, free_port, server_pid, signed_i
 from airflow_homes import prepare_home
 from deltalog.journal import OperationSpan, RunContext, append_rows, make_row
 from history_helpers import DemoFleet, maintained_fleet
+from objectives_helpers import BreachFleet, breach_fleet, measure_now
 from synthetic_history import FleetShape, cached_history
 
 #: A real browser: on the lock's Airflow only (the release matrix runs test_fleet_view_plugin.py instead).
@@ -68,6 +73,8 @@ CHROMIUM_FLAGS = (
     "--window-size=1440,1000",
 )
 USERS = {"admin": "ADMIN", "viewer": "VIEWER", "nobody": ""}
+#: The synthetic fleet's 1,000 tables, the real ones (five maintained, the incident's) and the objectives' three.
+TABLES = 1009
 MB = 1_000_000
 #: A failure whose message is long (a stack of 300,000 characters): one click from the fleet page.
 INCIDENT_TABLE = "s3://lake/ops/incidents/events"
@@ -83,6 +90,7 @@ class Server:
     env: dict[str, str]
     home: Path
     artifacts: Path
+    slo: BreachFleet
 
     def token(self, user: str) -> str:
         return bearer_token(self.base, user)
@@ -123,6 +131,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     now = dt.datetime.now(dt.UTC)
     span = OperationSpan(RunContext(run_id="incident"), INCIDENT_TABLE, "vacuum", now, now)
     append_rows(str(history), [make_row(span, "failed", reason=INCIDENT)])
+    slo = breach_fleet(str(root / "slo"), history=str(history))  # objectives: two tables breached, one met
+    measure_now(slo)
     home = prepare_home(tmp_path_factory, root / "airflow")  # a copy of the run's migrated database
     port = free_port()
     env = signed_in_env(
@@ -136,7 +146,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         AIRFLOW__DELTALOG__COST_CURRENCY="USD",
     )
     with api_server(home, env, port) as base:
-        yield Server(base, port, fleet, shape, env, home, _artifacts(tmp_path_factory))
+        yield Server(base, port, fleet, shape, env, home, _artifacts(tmp_path_factory), slo)
 
 
 @pytest.fixture()
@@ -215,7 +225,7 @@ def test_a_viewer_signs_in_and_sees_a_page_of_a_thousand_tables(server, browser)
     _wait(browser, "#tables", timeout=180)
     assert browser.current_url == server.base + "/deltalog/"
     assert len(_rows(browser)) == 100
-    assert browser.find_element("id", "tile-tables").text.startswith("1,006")
+    assert browser.find_element("id", "tile-tables").text.startswith(f"{TABLES:,}")
     status, page = server.fetch("/deltalog/", user="viewer")
     assert status == 200 and len(page) < MB
     _shot(browser, server, "fleet", height=1400)
@@ -234,8 +244,10 @@ def test_the_real_tables_by_their_folder_with_their_figures_and_charts(server, b
     orders = DeltaTable(server.fleet.tables["orders"]).snapshot()
     cells = rows[server.fleet.tables["orders"]]
     # "orders" alone would not tell it from the fleet's s3://lake/*/*/orders: its folder is shown too.
-    assert cells[0] == "sales/orders" and cells[4] == str(orders.version) and cells[5] == str(orders.files.num_rows)
-    assert rows[server.fleet.deferred][2] == "compaction" and rows[server.fleet.refused][2] == "refused"
+    # (the objectives column is third: the fleet sets objectives; these tables set none: "-")
+    assert cells[0] == "sales/orders" and cells[2] == "-"
+    assert cells[5] == str(orders.version) and cells[6] == str(orders.files.num_rows)
+    assert rows[server.fleet.deferred][3] == "compaction" and rows[server.fleet.refused][3] == "refused"
     assert "late" in browser.find_element(By.ID, "deferred").text
     browser.find_element(By.CSS_SELECTOR, f'#tables a[data-table="{server.fleet.tables["orders"]}"]').click()
     charts = _wait(browser, "#charts")
@@ -253,6 +265,60 @@ def test_the_real_tables_by_their_folder_with_their_figures_and_charts(server, b
     target = browser.find_element(By.CSS_SELECTOR, '#settings tr[data-setting="target_file_size"]')
     assert target.text.split() == ["target_file_size", str(64 << 20), "per-table", "override", "tables['orders']"]
     _shot(browser, server, "table", height=1600)
+
+
+def test_the_breached_tables_two_clicks_away_and_a_tables_objectives_over_time(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from deltalog.storage.filesystem import canonical_uri
+
+    slo = server.slo
+    orders, events, customers = (canonical_uri(u) for u in (slo.orders, slo.events, slo.customers))
+    sign_in(browser, server, "viewer")
+    _wait(browser, "#tables", timeout=180)
+    assert browser.find_element(By.CSS_SELECTOR, 'th[data-column="compliance"]').text == "objectives"
+    browser.find_element(By.ID, "tile-breached").click()  # click 1: the breached tables, oldest breach first
+    _wait(browser, "#tables")
+    rows = _rows(browser)
+    assert "objectives=breached" in browser.current_url and len(rows) == 100
+    assert all(cells[2].startswith("breached since ") for cells in rows.values())
+    status, body = server.get(
+        "/deltalog/api/fleet?objectives=breached&sort=compliance&order=asc&limit=100", user="viewer"
+    )
+    assert status == 200 and list(rows) == [t["table_uri"] for t in body["tables"]]
+    browser.find_element(By.CSS_SELECTOR, "#tables tbody tr a").click()  # click 2: the table
+    _wait(browser, "#objectives")
+    assert browser.find_element(By.ID, "table-uri").text == body["tables"][0]["table_uri"]
+    # The issue's tables by their folder, through the form: the objectives filter beside the others.
+    folder = os.path.dirname(slo.orders) + "/"
+    browser.get(server.base + "/deltalog/?prefix=" + quote(folder, safe=""))
+    _wait(browser, "#filters")
+    Select(browser.find_element(By.CSS_SELECTOR, "#filters select[name=objectives]")).select_by_value("breached")
+    browser.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    _wait(browser, "#tables")
+    rows = _rows(browser)
+    assert list(rows) == [orders, events]  # breached for three days, then for two
+    assert rows[orders][2] == f"breached since {slo.orders_since:%Y-%m-%d %H:%M} UTC max_small_files 12 > 5"
+    browser.get(server.base + "/deltalog/?sort=compliance&prefix=" + quote(folder, safe=""))
+    _wait(browser, "#tables")
+    rows = _rows(browser)
+    assert list(rows) == [orders, events, customers] and rows[customers][2] == "met"
+    _shot(browser, server, "compliance", height=900)
+    browser.find_element(By.CSS_SELECTOR, f'#tables a[data-table="{orders}"]').click()
+    objectives = _wait(browser, "#objectives")
+    assert objectives.find_element(By.CSS_SELECTOR, 'tr[data-objective="max_small_files"]').text.split() == [
+        "max_small_files", "5", "12", "breached", *f"{slo.orders_since:%Y-%m-%d %H:%M} UTC".split(), "fleet", "defaults",
+    ]  # fmt: skip
+    chart = browser.find_element(By.CSS_SELECTOR, 'svg[data-chart="objective_max_small_files"]')
+    assert chart.is_displayed() and chart.size["width"] > 300
+    lines = chart.find_elements(By.TAG_NAME, "polyline")
+    assert len(lines) == 2 and lines[1].get_attribute("stroke-dasharray") == "6 4"  # the value; the target, dashed
+    assert len(chart.find_elements(By.TAG_NAME, "circle")) == 12  # six days of value and target
+    _shot(browser, server, "objectives", height=1500)
+    browser.get(server.base + "/deltalog/table?uri=" + quote(customers, safe=""))
+    row = _wait(browser, 'tr[data-objective="max_small_files"]')
+    assert "per-table override tables['customers']" in row.text and "met" in row.text.split()
 
 
 def test_the_failing_and_the_most_expensive_tables_are_two_clicks_away(server, browser):
@@ -406,7 +472,7 @@ def test_a_user_without_permission_sees_no_data(server, browser):
     assert server.get("/deltalog/api/fleet", user="nobody")[0] == 403
     assert server.get("/deltalog/api/row?day=2030-01-01&id=x", user="nobody")[0] == 403
     status, body = server.get("/deltalog/api/fleet", user="viewer")
-    assert status == 200 and len(body["tables"]) == 100 and body["total_tables"] == 1006
+    assert status == 200 and len(body["tables"]) == 100 and body["total_tables"] == TABLES
 
 
 def test_an_anonymous_browser_is_sent_to_sign_in_and_never_loops(server):

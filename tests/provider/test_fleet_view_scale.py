@@ -6,7 +6,8 @@ page may cost whatever the machine: its bytes (fleet page and the busy table's p
 1 MB, JSON under 5 MB at the largest ``limit``), the rows and points it holds (a page of
 tables, a page of rows, a chart point per day), that pages cover every table once, that the
 failing and the most expensive tables are two clicks from the fleet page, and that an app
-started on existing rollups reads no history file. Times are the benchmark's
+started on existing rollups reads no history file; the breached tables two clicks away too, their
+compliance from the rollups. Times are the benchmark's
 (``benchmarks/bench_fleet_view.py``), not asserted here.
 """
 
@@ -58,7 +59,8 @@ def test_the_fleet_page_holds_a_page_of_tables_under_a_megabyte(shape, c):
     assert response.status_code == 200 and len(response.content) < MB
     page = Page(response.text)
     assert len(page.rows) == 100 and "tables 1&ndash;100 of 1,000" in response.text
-    assert response.text.count('class="chart"') == 5  # problems, files, bytes, time, cost
+    # objectives, finish_by, problems, files, bytes, time, cost
+    assert response.text.count('class="chart"') == 7
     for svg in re.findall(r"<svg.*?</svg>", response.text, flags=re.S):
         assert svg.count("<circle") <= 3 * 30  # a point per day and series at most
 
@@ -78,6 +80,8 @@ def test_the_busy_tables_page_is_a_page_of_rows_and_a_point_per_day(shape, c):
     assert response.status_code == 200 and len(response.content) < MB
     assert response.text.count('<tr><td><a href="row?') == 50
     assert f"rows, newest first: 1&ndash;50 of {shape.busy_rows:,}" in response.text
+    # Its objectives over time: a chart each, a point per day (value and target), the day's range as a band.
+    assert 'data-chart="objective_max_small_files"' in response.text and 'id="objectives"' in response.text
     for svg in re.findall(r"<svg.*?</svg>", response.text, flags=re.S):
         assert svg.count("<circle") <= 3 * 30
     last = -(-shape.busy_rows // 50)
@@ -113,6 +117,27 @@ def test_failing_and_most_expensive_tables_are_two_clicks_away(shape, c):
     costs = [t["cost"]["cost"] for t in body]
     assert costs == sorted(costs, reverse=True)
     assert Page(costly.text).tables()[0] == body[0]["table_uri"]
+
+
+def test_the_breached_tables_are_two_clicks_away(shape, c):
+    fleet = c.get("/").text
+    assert 'id="tile-breached" href=' in fleet
+    breached = _follow(c, fleet, "tile-breached")  # click 1: the tile
+    assert "objectives=breached" in str(breached.url) and f"of {len(shape.breached):,}" in breached.text
+    listed = Page(breached.text)
+    assert len(listed.rows) == min(100, len(shape.breached))
+    assert all(cells[2].startswith("breached since ") for _, cells in listed.rows)
+    body = c.get("/api/fleet?objectives=breached&sort=compliance&order=asc&limit=500").json()
+    assert sorted(t["table_uri"] for t in body["tables"]) == sorted(shape.breached)
+    since = [t["compliance"]["breached_since"] for t in body["tables"]]
+    assert since == sorted(since) and listed.tables()[0] == body["tables"][0]["table_uri"]  # the oldest breach first
+    table = c.get(f"/table?uri={quote(listed.tables()[0], safe='')}")  # click 2: the table
+    assert table.status_code == 200 and 'class="st st-breached"' in table.text
+    met = c.get("/api/fleet?objectives=met&limit=500").json()
+    assert met["matching_tables"] + c.get("/api/fleet?objectives=at_risk").json()["matching_tables"] == len(shape.met)
+    assert "s3://lake/" not in {t["table_uri"] for t in c.get("/api/fleet?q=lake&limit=500").json()["tables"]}
+    missed = c.get("/api/fleet").json()["missed_finish_by"]
+    assert len(missed) == shape.missed_nights and all(m["finish_by"] == "06:00 Europe/Berlin" for m in missed)
 
 
 def test_an_app_started_on_existing_rollups_reads_no_history_file(shape, rollups, monkeypatch):

@@ -252,8 +252,11 @@ class HistoryView:
                 by_table = merge_rollups(tables, by=("table_uri", "operation"))
                 runs = store.merged(longer, snapshot, ("table_uri",), operation="measure", measures=BREACH_RUNS)
                 # Per day from the day rollups as they are (day, table, operation): a per-day figure may
-                # count tables (how many breached an objective that day), not only sum.
-                return FleetData(window, table_summaries(by_table, runs), day_figures(merge_rollups(tables)))
+                # count tables (how many breached an objective that day), not only sum. Each day's rollup
+                # holds one row per key already: put side by side, not merged again.
+                present = [t for t in tables if t.num_rows]
+                days = pa.concat_tables(present, promote_options="permissive") if present else merge_rollups([])
+                return FleetData(window, table_summaries(by_table, runs), day_figures(days))
 
             return self.heavy(work)
 
