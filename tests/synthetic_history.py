@@ -12,8 +12,8 @@ The shape is fixed by the arguments and the seed, and written down in :class:`Fl
 segments repeat: ``.../sales/raw/history`` and ``.../ml/raw/history``), a ``busy_share`` of
 the rows on one table, the rows spread over the last ``days`` days (today included), some
 failures with long messages, the ``policy`` of each measurement as a fleet run writes it,
-service-level objectives judged on two tables in three (small files against the fleet's 400
-or a per-table 1,000, versions since checkpoint against a path rule's 8; met, at risk or
+service-level objectives judged on two tables in three (small files against the fleet's 1,500
+or a per-table 3,000, versions since checkpoint against a path rule's 8; met, at risk or
 breached as the values fall), and the fleet run's own row each night with its ``finish_by``
 (missed now and then).
 
@@ -41,7 +41,7 @@ from deltalog.journal.schema import HISTORY_SCHEMA
 from deltalog.journal.write import append_arrow
 
 #: Bump when the rows drawn change: cached histories of another version are not reused.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 CACHE = Path(os.environ.get("DELTALOG_CACHE_DIR", Path.home() / ".cache" / "deltalog")) / "fleet-histories"
 
 TEAMS = ("sales", "marketing", "finance", "ops", "ml", "risk", "growth", "support")
@@ -194,7 +194,7 @@ def generate(
     # Objectives on two tables in three (the busy one among them), judged on done measurements.
     judged = measure & (status == "done") & (table % 3 != 1)
     relaxed = table % 7 == 0
-    small_target = np.where(relaxed, 1000, 400)
+    small_target = np.where(relaxed, 3000, 1500)
     small_met = small <= small_target
     vsc = version % 10
     vsc_met = vsc <= 8

@@ -291,19 +291,19 @@ def test_the_breached_tables_two_clicks_away_and_a_tables_objectives_over_time(s
     _wait(browser, "#objectives")
     assert browser.find_element(By.ID, "table-uri").text == body["tables"][0]["table_uri"]
     # The tables by their folder, through the form: the objectives filter beside the others.
-    folder = os.path.dirname(slo.orders) + "/"
+    folder = os.path.dirname(orders) + "/"
     browser.get(server.base + "/deltalog/?prefix=" + quote(folder, safe=""))
     _wait(browser, "#filters")
     Select(browser.find_element(By.CSS_SELECTOR, "#filters select[name=objectives]")).select_by_value("breached")
     browser.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
     _wait(browser, "#tables")
     rows = _rows(browser)
-    assert list(rows) == [orders, events]  # breached for three days, then for two
+    assert set(rows) == {orders, events}
     assert rows[orders][2] == f"breached since {slo.orders_since:%Y-%m-%d %H:%M} UTC max_small_files 12 > 5"
     browser.get(server.base + "/deltalog/?sort=compliance&prefix=" + quote(folder, safe=""))
     _wait(browser, "#tables")
     rows = _rows(browser)
-    assert list(rows) == [orders, events, customers] and rows[customers][2] == "met"
+    assert list(rows) == [orders, events, customers] and rows[customers][2] == "met"  # breached 3 days, 2, met
     _shot(browser, server, "compliance", height=900)
     browser.find_element(By.CSS_SELECTOR, f'#tables a[data-table="{orders}"]').click()
     objectives = _wait(browser, "#objectives")
