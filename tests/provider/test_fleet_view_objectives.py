@@ -278,3 +278,23 @@ def test_rollups_made_before_objectives_are_rebuilt_not_reused(lake, monkeypatch
     assert not any("before-objectives" in p for p in seen)
     assert {p for p in rollups.rglob("*.parquet") if "before-objectives" not in str(p)}  # made anew beside
     assert os.path.isdir(rollups)
+
+
+@pytest.mark.lock_only
+def test_an_unreadable_table_shows_its_last_judgement_and_when(monkeypatch, tmp_path):
+    from deltalog.journal import OperationSpan, append_rows, make_row
+    from deltalog.journal.row import objective_columns
+    from deltalog.maintenance.objectives import ObjectiveState
+
+    uri = "s3://lake/broken"
+    now = dt.datetime.now(dt.UTC)
+    then = now - 2 * DAY
+    state = ObjectiveState("max_small_files", 5, 9, False, "fleet defaults")
+    judged = make_row(
+        OperationSpan(RunContext(), uri, "measure", then, then), "done", due_operations=[], **objective_columns([state])
+    )
+    failed = make_row(OperationSpan(RunContext(), uri, "measure", now, now), "failed", reason="cannot read _delta_log")
+    append_rows(str(tmp_path / "h"), [judged, failed])
+    cells = dict(Page(client(monkeypatch, str(tmp_path / "h")).get("/").text).rows)[uri]
+    assert cells[1].startswith("failed") and cells[3] == "unreadable"
+    assert cells[2] == f"breached since {then:%Y-%m-%d %H:%M} UTC as of 2 d ago max_small_files 9 > 5"

@@ -303,6 +303,8 @@ def _compliance_cell(row: dict[str, Any], ctx: Context) -> str:
     href = row_href(row.get("judged_day"), row.get("judged_id"))
     label = badge(state, compliance_label(row))
     inner = f'<a href="{esc(href)}" title="{esc(title)}">{label}</a>' if href else label
+    if row.get("measured_status") in ("failed", "refused"):  # the newest measurement judged nothing
+        inner += f' <span class="muted">as of {esc(ago(as_utc(row.get("judged_at")), ctx.now))}</span>'
     return inner + (f' <span class="why">{esc(detail[:300])}</span>' if detail else "")
 
 
