@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deltalog.journal import HISTORY_SCHEMA, OperationSpan, RunContext, append_rows, make_row
+from deltalog.journal.schema import OPERATIONS
 from deltalog.journal.write import prepare_history
 from synthetic_history import append_as_another_writer
 
@@ -57,17 +58,6 @@ POLICIES = (
     '{"a": ' * 3000 + "1" + "}" * 3000,
 )
 STATUSES = ("done", "nothing_due", "deferred", "refused", "failed")
-OPERATIONS = (
-    "measure",
-    "compaction",
-    "purge",
-    "checkpoint",
-    "vacuum",
-    "log_cleanup",
-    "manifest",
-    "commit",
-    "fleet_run",
-)
 OBJECTIVE_NAMES = ("max_small_files", "max_versions_since_checkpoint", "max_days_since_vacuum", "max_dv_share")
 #: An objective's source as anything may write it: markup, a megabyte, JSON, nothing.
 SOURCES = (*MARKUP, "z" * 1_000_000, '{"source": 1}', "", "per-table override tables['<b>x</b>']")
