@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from deltalog.errors import DeltaLogError, StorageError, UnreadableHistoryFileError
 from deltalog.journal.read import file_days, files_in_range, read_file_batches
-from deltalog.journal.rollup import KEYS, RAW_COLUMNS, ROLLUP_FORMAT, duckdb_connection, merge_rollups, rollup_rows
+from deltalog.journal.rollup import RAW_COLUMNS, ROLLUP_FORMAT, duckdb_connection, merge_rollups, rollup_rows
 from deltalog.log import Snapshot
 from deltalog.storage import Storage
 
@@ -199,25 +199,14 @@ class RollupStore:
         return out
 
     def merged(
-        self,
-        window: RollupWindow,
-        snapshot: Snapshot,
-        by: Sequence[str],
-        *,
-        table_uri: str | None = None,
-        operation: str | None = None,
-        measures: Sequence[str] | None = None,
+        self, window: RollupWindow, snapshot: Snapshot, by: Sequence[str], *, table_uri: str | None = None
     ) -> pa.Table:
         """The window's rollups merged by ``by`` (see :func:`deltalog.journal.rollup.merge_rollups`), of
-        one table's rows only when ``table_uri`` is given, one operation's when ``operation`` is, and only
-        the ``measures`` named (default: all)."""
+        one table's rows only when ``table_uri`` is given."""
         tables = self.tables(window, snapshot)
-        for column, value in (("table_uri", table_uri), ("operation", operation)):
-            if value is not None:
-                tables = [t.filter(pc.fill_null(pc.equal(t.column(column), value), False)) for t in tables]
-        if measures is not None:
-            tables = [t.select([*KEYS, *measures]) for t in tables]
-        return merge_rollups(tables, by=by, measures=measures)
+        if table_uri is not None:
+            tables = [t.filter(pc.equal(t.column("table_uri"), table_uri)) for t in tables]
+        return merge_rollups(tables, by=by)
 
     # --- one day -----------------------------------------------------------------------------
 

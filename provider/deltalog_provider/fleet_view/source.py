@@ -26,10 +26,11 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError, NotADeltaTableError
@@ -107,6 +108,31 @@ def storage_options(location: HistoryLocation) -> dict[str, Any]:
         return DeltaTableHook(deltalog_conn_id=location.conn_id).storage_options_for(location.uri)
     except Exception as exc:  # noqa: BLE001 - Airflow raises its own not-found class; the page says why
         raise HistoryUnavailable(f"The connection {location.conn_id!r} cannot be read: {exc}") from None
+
+
+def _of_table(rollup: pa.Table, uri: str) -> pa.Table:
+    return rollup.filter(pc.fill_null(pc.equal(rollup.column("table_uri"), uri), False))
+
+
+def _breach_runs(
+    store: RollupStore,
+    snapshot: Snapshot,
+    window: RollupWindow,
+    loaded: list[pa.Table],
+    lookback: RollupWindow,
+    uri: str | None = None,
+) -> pa.Table:
+    """Per table (``uri``'s only, when given), each objective's breach folded over the ``lookback``'s judging
+    rows: the window's day rollups ``loaded`` already are used as they are, only the lookback's other days
+    are loaded (a window's rollups may be more than the store keeps in memory)."""
+    have = {d.digest for d in window.days}
+    extra = replace(lookback, days=tuple(d for d in lookback.days if d.digest not in have))
+    more = store.tables(extra, snapshot) if extra.days else []
+    parts = []
+    for rollup in [*loaded, *(more if uri is None else [_of_table(t, uri) for t in more])]:
+        measured = rollup.filter(pc.fill_null(pc.equal(rollup.column("operation"), "measure"), False))
+        parts.append(measured.select(["run_date", "table_uri", "operation", *BREACH_RUNS]))
+    return merge_rollups(parts, by=("table_uri",), measures=BREACH_RUNS)
 
 
 @dataclass(frozen=True)
@@ -250,7 +276,7 @@ class HistoryView:
             def work() -> FleetData:
                 tables = store.tables(window, snapshot)
                 by_table = merge_rollups(tables, by=("table_uri", "operation"))
-                runs = store.merged(longer, snapshot, ("table_uri",), operation="measure", measures=BREACH_RUNS)
+                runs = _breach_runs(store, snapshot, window, tables, longer)
                 # Per day from the day rollups as they are (day, table, operation): a per-day figure may
                 # count tables (how many breached an objective that day), not only sum. Each day's rollup
                 # holds one row per key already: put side by side, not merged again.
@@ -278,11 +304,10 @@ class HistoryView:
 
         def make() -> FleetData:
             def work() -> FleetData:
-                by_op = store.merged(window, snapshot, ("run_date", "table_uri", "operation"), table_uri=uri)
+                tables = [_of_table(t, uri) for t in store.tables(window, snapshot)]
+                by_op = merge_rollups(tables, by=("run_date", "table_uri", "operation"))
                 by_table = merge_rollups([by_op], by=("table_uri", "operation"))
-                runs = store.merged(
-                    longer, snapshot, ("table_uri",), table_uri=uri, operation="measure", measures=BREACH_RUNS
-                )
+                runs = _breach_runs(store, snapshot, window, tables, longer, uri)
                 return FleetData(window, table_summaries(by_table, runs), day_figures(by_op))
 
             return self.heavy(work)
