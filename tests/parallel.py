@@ -47,7 +47,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["SHARED_FIXTURES", "group_of", "weight"]
+__all__ = ["SHARED_FIXTURES", "group_of", "utf8_safe", "weight"]
 
 #: Session fixtures one run should start once rather than once per worker, and the group whose worker
 #: holds them: a JVM with Delta Spark (about 1 GiB and 20 CPU seconds to start) and the corpus it reads.
@@ -124,6 +124,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     staging = root / f".{UNITS_FILE}.{config.workerinput['workerid']}"
     staging.write_text(json.dumps({"units": units, "weights": weights}))
     os.replace(staging, root / UNITS_FILE)
+
+
+def utf8_safe(value: Any) -> Any:
+    """``value`` (a serialized report: dicts, lists, strings) with every string encodable as UTF-8.
+
+    A test may capture text with lone surrogates (``\\udcff``: a non-UTF-8 byte of a command-line
+    argument, as the adversarial CLI tests draw them, decoded with ``surrogateescape``); execnet sends
+    strings as strict UTF-8, so one such report killed its worker and ended the whole run. The
+    surrogates are sent as backslash escapes; nothing else changes.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {utf8_safe(k): utf8_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(utf8_safe(v) for v in value)
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Any:
+    """What a worker sends the controller (every test report) is valid UTF-8: :func:`utf8_safe`."""
+    outcome = yield
+    data = outcome.get_result()
+    if data is not None:
+        outcome.force_result(utf8_safe(data))
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)

@@ -53,7 +53,31 @@ def run_dag(path: Path, dag_id: str, **kwargs: Any) -> Any:
 
     if not AIRFLOW_V_3_1_PLUS:
         airflow_cli("dags", "reserialize")
+    else:
+        store_dag_version(path)
     return load_dag(path, dag_id).test(**kwargs)
+
+
+def store_dag_version(path: Path) -> None:
+    """Parse a DAG file and store a new version of its DAGs where they changed, as the DAG processor does.
+
+    From 3.1, ``dag.test()`` stores a version only for a DAG that has none. Two tests of one DAG id whose
+    shape differs (the fleet DAG has an ``objectives_alert`` task only when a history is set) would run
+    the second against the first's version: the execution API then does not know the new task and
+    answers 500 when it starts (seen on 3.1.8). A deployment's DAG processor stores the new version (the
+    session's ``min_serialized_dag_update_interval`` is 0: conftest.py).
+    """
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+
+    try:
+        from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db  # 3.2+
+    except ImportError:  # 3.1
+        from airflow.models.dagbag import BundleDagBag, sync_bag_to_db  # type: ignore[no-redef,attr-defined]
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = BundleDagBag(dag_folder=str(path), bundle_path=DAGS_FOLDER)
+    assert not bag.import_errors, bag.import_errors
+    sync_bag_to_db(bag, "dags-folder", None)
 
 
 def airflow_cli(*args: str, timeout: float = 300) -> str:

@@ -38,6 +38,9 @@ os.environ.update(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # A DAG file a test changes is stored as a new DAG version at once (tests/provider/airflow_helpers.py
+        # run_dag), not after the 30 s Airflow waits by default between two stores of one DAG.
+        "AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL": "0",
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
 )

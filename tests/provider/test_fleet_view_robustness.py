@@ -97,8 +97,10 @@ def history_rows(draw: Any) -> dict[str, Any]:
             row[f.name] = draw(names)
         elif f.name == "policy":
             row[f.name] = draw(st.one_of(st.none(), st.sampled_from(POLICIES), texts))
-        elif f.name == "due_operations":
+        elif pa.types.is_list(f.type):  # due_operations, objectives_breached, objectives_at_risk
             row[f.name] = draw(st.one_of(st.none(), st.lists(st.one_of(st.none(), names, texts), max_size=30)))
+        elif pa.types.is_boolean(f.type):
+            row[f.name] = draw(st.one_of(st.none(), st.booleans()))
         elif f.name == "row_id":
             row[f.name] = draw(st.one_of(st.none(), st.uuids().map(str), st.sampled_from(MARKUP), st.text(max_size=8)))
         elif f.name.startswith("objective_") and f.name.endswith("_source"):
