@@ -98,7 +98,8 @@ def history_rows(draw: Any) -> dict[str, Any]:
         elif f.name == "policy":
             row[f.name] = draw(st.one_of(st.none(), st.sampled_from(POLICIES), texts))
         elif pa.types.is_list(f.type):  # due_operations, objectives_breached, objectives_at_risk
-            row[f.name] = draw(st.one_of(st.none(), st.lists(st.one_of(st.none(), names, texts), max_size=30)))
+            items = st.one_of(st.none(), names, texts, st.sampled_from(OBJECTIVE_NAMES))
+            row[f.name] = draw(st.one_of(st.none(), st.lists(items, max_size=30)))
         elif pa.types.is_boolean(f.type):
             row[f.name] = draw(st.one_of(st.none(), st.booleans()))
         elif f.name == "row_id":
@@ -107,11 +108,6 @@ def history_rows(draw: Any) -> dict[str, Any]:
             row[f.name] = draw(st.one_of(st.none(), st.sampled_from(SOURCES), texts))
         elif f.name == "finish_by":
             row[f.name] = draw(st.one_of(st.none(), st.just("06:00 Europe/Berlin"), texts))
-        elif pa.types.is_boolean(f.type):
-            row[f.name] = draw(st.one_of(st.none(), st.booleans()))
-        elif pa.types.is_list(f.type):  # the objectives breached or at risk: names, markup, anything
-            items = st.one_of(st.none(), st.sampled_from(OBJECTIVE_NAMES), texts)
-            row[f.name] = draw(st.one_of(st.none(), st.lists(items, max_size=30)))
         elif pa.types.is_string(f.type):
             row[f.name] = draw(texts)
         elif pa.types.is_timestamp(f.type):
