@@ -13,7 +13,7 @@ segments repeat: ``.../sales/raw/history`` and ``.../ml/raw/history``), a ``busy
 the rows on one table, the rows spread over the last ``days`` days (today included), some
 failures with long messages, the ``policy`` of each measurement as a fleet run writes it,
 service-level objectives judged on two tables in three (small files against the fleet's 1,500
-or a per-table 3,000, versions since checkpoint against a path rule's 8; met, at risk or
+or a per-table 3,000, versions since checkpoint against a path rule's 10; met, at risk or
 breached as the values fall), and the fleet run's own row each night with its ``finish_by``
 (missed now and then).
 
@@ -41,7 +41,7 @@ from deltalog.journal.schema import HISTORY_SCHEMA
 from deltalog.journal.write import append_arrow
 
 #: Bump when the rows drawn change: cached histories of another version are not reused.
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 CACHE = Path(os.environ.get("DELTALOG_CACHE_DIR", Path.home() / ".cache" / "deltalog")) / "fleet-histories"
 
 TEAMS = ("sales", "marketing", "finance", "ops", "ml", "risk", "growth", "support")
@@ -162,6 +162,7 @@ def generate(
     small = (live * rng.uniform(0.0, 0.4, total)).astype(np.int64)
     table_bytes = live * (64 << 20) // 4
     version = (10 + growth * 500 + pos).astype(np.int64)
+    since_checkpoint = rng.integers(0, 12, total)  # commits since the last checkpoint: 11 now and then
     compacting = (operation == "compaction") | (operation == "purge")
     done = status == "done"
     files_read = np.where(compacting & done, rng.integers(10, 400, total), 0)
@@ -196,8 +197,8 @@ def generate(
     relaxed = table % 7 == 0
     small_target = np.where(relaxed, 3000, 1500)
     small_met = small <= small_target
-    vsc = version % 10
-    vsc_met = vsc <= 8
+    vsc = since_checkpoint
+    vsc_met = vsc <= 10
     small_risk = small_met & (small > small_target * 0.9)
     objectives = {
         "objective_max_small_files_target": (np.where(judged, small_target, None), pa.int64()),
@@ -207,7 +208,7 @@ def generate(
             np.where(judged, np.where(relaxed, "per-table override tables['<uri>']", "fleet defaults"), None),
             pa.string(),
         ),
-        "objective_max_versions_since_checkpoint_target": (np.where(judged, 8, None), pa.int64()),
+        "objective_max_versions_since_checkpoint_target": (np.where(judged, 10, None), pa.int64()),
         "objective_max_versions_since_checkpoint_value": (np.where(judged, vsc, None), pa.int64()),
         "objective_max_versions_since_checkpoint_met": (np.where(judged, vsc_met, None), pa.bool_()),
         "objective_max_versions_since_checkpoint_source": (
@@ -220,9 +221,10 @@ def generate(
         ([n for n, ok in (("max_small_files", sm), ("max_versions_since_checkpoint", vm)) if not ok] if j else None)
         for j, sm, vm in zip(judged, small_met, vsc_met, strict=True)
     ]
+    vsc_risk = vsc == 10  # at the target: the next commit breaches it
     risk_lists = [
-        (["max_small_files"] if r and vm else []) if j else None
-        for j, r, vm in zip(judged, small_risk, vsc_met, strict=True)
+        [n for n, risky in (("max_small_files", sr), ("max_versions_since_checkpoint", vr)) if risky] if j else None
+        for j, sr, vr in zip(judged, small_risk, vsc_risk, strict=True)
     ]
     data = pa.table(
         {
@@ -260,8 +262,8 @@ def generate(
             "small_files_after": pa.array(np.where(compacting & done, 0, small)),
             "table_bytes_before": pa.array(table_bytes),
             "table_bytes_after": pa.array(table_bytes),
-            "versions_since_checkpoint_before": pa.array(version % 10),
-            "versions_since_checkpoint_after": pa.array(np.where(operation == "checkpoint", 0, version % 10)),
+            "versions_since_checkpoint_before": pa.array(since_checkpoint),
+            "versions_since_checkpoint_after": pa.array(np.where(operation == "checkpoint", 0, since_checkpoint)),
             "dv_share_before": pa.array(rng.uniform(0, 0.1, total).round(4)),
             "dv_share_after": pa.array(rng.uniform(0, 0.1, total).round(4)),
             "log_files_before": pa.array(version + 1),
