@@ -41,7 +41,7 @@ from deltalog.journal.schema import HISTORY_SCHEMA
 from deltalog.journal.write import append_arrow
 
 #: Bump when the rows drawn change: cached histories of another version are not reused.
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6
 CACHE = Path(os.environ.get("DELTALOG_CACHE_DIR", Path.home() / ".cache" / "deltalog")) / "fleet-histories"
 
 TEAMS = ("sales", "marketing", "finance", "ops", "ml", "risk", "growth", "support")
@@ -195,6 +195,7 @@ def generate(
     # Objectives on two tables in three (the busy one among them), judged on done measurements.
     judged = measure & (status == "done") & (table % 3 != 1)
     relaxed = table % 7 == 0
+    override = {t: f"per-table override tables['{uris[t]}']" if t % 7 == 0 else "fleet defaults" for t in range(tables)}
     small_target = np.where(relaxed, 3000, 1500)
     small_met = small <= small_target
     vsc = since_checkpoint
@@ -205,7 +206,7 @@ def generate(
         "objective_max_small_files_value": (np.where(judged, small, None), pa.int64()),
         "objective_max_small_files_met": (np.where(judged, small_met, None), pa.bool_()),
         "objective_max_small_files_source": (
-            np.where(judged, np.where(relaxed, "per-table override tables['<uri>']", "fleet defaults"), None),
+            np.where(judged, np.array([override[int(t)] for t in table], dtype=object), None),
             pa.string(),
         ),
         "objective_max_versions_since_checkpoint_target": (np.where(judged, 10, None), pa.int64()),
