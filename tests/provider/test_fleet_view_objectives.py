@@ -20,6 +20,8 @@ import datetime as dt
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -74,13 +76,15 @@ def _uris(lake: BreachFleet) -> dict[str, str]:
 
 
 def _cli(lake: BreachFleet, tmp_path: Any, capsys: Any) -> dict[str, dict[str, Any]]:
-    from deltalog.cli import main
-
+    """``deltalog objectives --json`` as a user runs it: its own process, its stdout (in this process,
+    Airflow 3.0's logging writes to stdout too)."""
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps(lake.settings))
     args = ["objectives", "--root", lake.root, "--settings", str(settings), "--history", lake.history, "--json"]
-    assert main(args) == 4
-    out = json.loads(capsys.readouterr().out)
+    deltalog = os.path.join(os.path.dirname(sys.executable), "deltalog")
+    proc = subprocess.run([deltalog, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
     return {t["table_uri"]: t for t in out["tables"]}
 
 
