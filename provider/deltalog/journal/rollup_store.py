@@ -183,8 +183,9 @@ class RollupStore:
                 read += files_read
         return RollupWindow(snapshot.storage.uri, snapshot.version, since, until, tuple(out), built, read)
 
-    def tables(self, window: RollupWindow, snapshot: Snapshot) -> list[pa.Table]:
-        """The window's day rollups as Arrow tables (from memory, the store, or rolled up again)."""
+    def tables(self, window: RollupWindow, snapshot: Snapshot, *, table_uri: str | None = None) -> list[pa.Table]:
+        """The window's day rollups as Arrow tables (from memory, the store, or rolled up again), of one
+        table's rows only when ``table_uri`` is given."""
         history = self._history_key(snapshot)
         out = []
         for day in window.days:
@@ -195,7 +196,7 @@ class RollupStore:
                 table = self._load(history, day)
                 if table is None:
                     raise StorageError(f"the rollup of {day.day} of {window.history_uri} could not be kept")
-            out.append(table)
+            out.append(table if table_uri is None else table.filter(pc.equal(table.column("table_uri"), table_uri)))
         return out
 
     def merged(
@@ -203,10 +204,7 @@ class RollupStore:
     ) -> pa.Table:
         """The window's rollups merged by ``by`` (see :func:`deltalog.journal.rollup.merge_rollups`), of
         one table's rows only when ``table_uri`` is given."""
-        tables = self.tables(window, snapshot)
-        if table_uri is not None:
-            tables = [t.filter(pc.equal(t.column("table_uri"), table_uri)) for t in tables]
-        return merge_rollups(tables, by=by)
+        return merge_rollups(self.tables(window, snapshot, table_uri=table_uri), by=by)
 
     # --- one day -----------------------------------------------------------------------------
 

@@ -110,10 +110,6 @@ def storage_options(location: HistoryLocation) -> dict[str, Any]:
         raise HistoryUnavailable(f"The connection {location.conn_id!r} cannot be read: {exc}") from None
 
 
-def _of_table(rollup: pa.Table, uri: str) -> pa.Table:
-    return rollup.filter(pc.fill_null(pc.equal(rollup.column("table_uri"), uri), False))
-
-
 def _breach_runs(
     store: RollupStore,
     snapshot: Snapshot,
@@ -127,9 +123,9 @@ def _breach_runs(
     are loaded (a window's rollups may be more than the store keeps in memory)."""
     have = {d.digest for d in window.days}
     extra = replace(lookback, days=tuple(d for d in lookback.days if d.digest not in have))
-    more = store.tables(extra, snapshot) if extra.days else []
+    more = store.tables(extra, snapshot, table_uri=uri) if extra.days else []
     parts = []
-    for rollup in [*loaded, *(more if uri is None else [_of_table(t, uri) for t in more])]:
+    for rollup in [*loaded, *more]:
         measured = rollup.filter(pc.fill_null(pc.equal(rollup.column("operation"), "measure"), False))
         parts.append(measured.select(["run_date", "table_uri", "operation", *BREACH_RUNS]))
     return merge_rollups(parts, by=("table_uri",), measures=BREACH_RUNS)
@@ -304,7 +300,7 @@ class HistoryView:
 
         def make() -> FleetData:
             def work() -> FleetData:
-                tables = [_of_table(t, uri) for t in store.tables(window, snapshot)]
+                tables = store.tables(window, snapshot, table_uri=uri)
                 by_op = merge_rollups(tables, by=("run_date", "table_uri", "operation"))
                 by_table = merge_rollups([by_op], by=("table_uri", "operation"))
                 runs = _breach_runs(store, snapshot, window, tables, longer, uri)
