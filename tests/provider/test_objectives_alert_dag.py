@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import sys
 import time
 from email import message_from_bytes
@@ -32,6 +31,7 @@ from typing import Any
 
 import pytest
 from airflow_helpers import DAGS_FOLDER, run_dag, task_states, xcom_value
+from api_server import free_port
 
 from deltalog.errors import InvalidArgumentError
 
@@ -55,12 +55,6 @@ class _Inbox:
         return "250 OK"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def smtp_server(monkeypatch):
     """A real SMTP server on a free localhost port, as the ``smtp_default`` connection (no TLS, no login)."""
@@ -68,7 +62,7 @@ def smtp_server(monkeypatch):
 
     inbox = _Inbox()
     for _ in range(5):  # another worker may take the port between the probe and the bind
-        controller = Controller(inbox, hostname="127.0.0.1", port=_free_port())
+        controller = Controller(inbox, hostname="127.0.0.1", port=free_port())
         try:
             controller.start()
             break
