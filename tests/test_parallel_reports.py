@@ -6,7 +6,6 @@ Such a report once killed its xdist worker (execnet sends strict UTF-8) and ende
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import textwrap
@@ -60,4 +59,3 @@ def test_a_worker_sends_a_report_with_a_lone_surrogate_and_the_run_goes_on(tmp_p
     assert "INTERNALERROR" not in proc.stdout + proc.stderr, proc.stdout[-3000:]
     assert "1 failed, 2 passed" in proc.stdout, proc.stdout[-3000:]
     assert "rel/\\udcff" in proc.stdout  # the failure's message, escaped, not lost
-    logging.getLogger(__name__).debug("inner run: %s", proc.stdout[-200:])
