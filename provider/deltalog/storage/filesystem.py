@@ -32,6 +32,7 @@ from deltalog.errors import (
     UnsupportedFileNameError,
 )
 from deltalog.storage import azure_gcs, azure_gcs_reads, dynamodb_commits, s3_reads
+from deltalog.storage.hadoop_checksums import refresh_sidecar
 
 __all__ = [
     "FileInfo",
@@ -652,6 +653,7 @@ class Storage:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+        refresh_sidecar(path, data)  # a sidecar left by a file of this name that was deleted
         if self.fsync:
             _fsync_dir(os.path.dirname(path))
 
@@ -681,6 +683,8 @@ class Storage:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
                 raise
+            # A file Delta Spark wrote first has Hadoop's checksum sidecar: keep it true for the new bytes.
+            refresh_sidecar(path, data)
             if self.fsync:
                 _fsync_dir(os.path.dirname(path))
             return
