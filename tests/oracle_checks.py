@@ -314,29 +314,16 @@ def spark_compaction_step(spark: Any, path: str) -> Step:
     from deltalog.compaction import commit_outputs
     from deltalog.compaction.plan import plan_from_snapshot
     from deltalog.compaction.spark.commit import outputs_from_request
-    from deltalog.compaction.spark.job import SPARK_CONF, SparkBinRewriter, check_spark_can_rewrite
+    from deltalog.compaction.spark.job import SparkBinRewriter, check_spark_can_rewrite
+    from spark_session_jobs import job_settings
 
     table = DeltaTable(path)
     plan = plan_from_snapshot(table.snapshot(), table.uri, engine="spark")
     if not plan.bins:
         return Step("ok", "nothing to compact")
     check_spark_can_rewrite(plan)  # as compact(engine="spark") does before it submits the job
-    jconf = spark._jsc.hadoopConfiguration()
-    saved = {k: spark.conf.get(k, None) for k in SPARK_CONF if not k.startswith("spark.hadoop.")}
-    hadoop = {k.removeprefix("spark.hadoop."): v for k, v in SPARK_CONF.items() if k.startswith("spark.hadoop.")}
-    saved_hadoop = {k: jconf.get(k) for k in hadoop}
-    try:
-        for k, v in SPARK_CONF.items():
-            if k.startswith("spark.hadoop."):
-                jconf.set(k.removeprefix("spark.hadoop."), v)
-            else:
-                spark.conf.set(k, v)
+    with job_settings(spark):
         rewrite = SparkBinRewriter(spark, plan, table.uri).run()
-    finally:
-        for k, v in saved.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
-        for k, v in saved_hadoop.items():
-            jconf.unset(k) if v is None else jconf.set(k, v)
     outputs, skipped = outputs_from_request(table.storage, plan, rewrite.request, rewrite.failures)
     r = commit_outputs(table, plan, outputs, skipped, engine="spark")
     if r.error:

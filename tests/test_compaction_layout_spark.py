@@ -25,6 +25,7 @@ from deltalog.compaction.spark.curve import sample_boundaries
 from deltalog.create import create_table
 from deltalog.errors import EngineError
 from deltalog.log.listing import commit_name
+from spark_session_jobs import run_job_in_session
 from test_compaction_support import add_deletion_vector, read_multiset
 from test_compaction_zorder import _random_table, overlap_share
 
@@ -86,23 +87,8 @@ def test_cli_zorder_with_the_spark_engine(tmp_path):
 
 def _run_in_session(spark, path: str, plan, tmp_path) -> object:
     """What spark-submit runs (``run_job``), in this session, then deltalog's commit of its request."""
-    from deltalog.compaction.spark.job import SPARK_CONF, run_job
-
-    # The session is shared by the whole run: put back what the job's settings replace, or later tests
-    # see them (seen: writeShredding off made Delta Spark write no shredded variant file elsewhere).
-    session_keys = [k for k in SPARK_CONF if not k.startswith("spark.hadoop.")]
-    saved = {k: spark.conf.get(k, None) for k in session_keys}
-    try:
-        for k in session_keys:
-            spark.conf.set(k, SPARK_CONF[k])
-        plan_file = tmp_path / "plan.json"
-        plan_file.write_text(plan.to_json())
-        request_file = tmp_path / "request.json"
-        rewrite = run_job(spark, str(plan_file), path, str(request_file))
-    finally:
-        for k, v in saved.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
-    return commit_spark_result(path, plan, json.loads(request_file.read_text()), failures=rewrite.failures)
+    request, failures = run_job_in_session(spark, path, plan, tmp_path)
+    return commit_spark_result(path, plan, request, failures=failures)
 
 
 @pytest.mark.slow

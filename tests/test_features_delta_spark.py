@@ -34,6 +34,7 @@ from deltalog.log_maintenance.manifest import generate_manifest
 from deltalog.protocol.features import FEATURES, REFUSED, SUPPORTED, Operation
 from deltalog.vacuuming import vacuum
 from helpers import write_data_file
+from spark_session_jobs import compaction_jobs_in_session
 
 pytest.importorskip("pyspark")
 
@@ -58,7 +59,7 @@ TABLES = {
     ),
 }
 
-#: The Spark engine's spark-submit: one core, patient under load.
+#: The Spark engine's options as a user would pass them (the job runs in the session: see the ``spark`` fixture).
 SPARK_JOB = {"master": "local[1]", "timeout": 600}
 
 OPERATIONS = (
@@ -74,8 +75,11 @@ OPERATIONS = (
 
 @pytest.fixture(scope="module")
 def spark(delta_spark):
-    """The test run's one Delta Spark session (tests/delta_spark.py)."""
-    return delta_spark
+    """The test run's one Delta Spark session (tests/delta_spark.py); ``compact(engine="spark")`` runs its job
+    there instead of in a spark-submit JVM of its own (tests/spark_session_jobs.py: what is checked here is
+    what the job writes; its launch has its own tests)."""
+    with compaction_jobs_in_session(delta_spark):
+        yield delta_spark
 
 
 def _copy_a_live_file(path: str, src: str | None = None) -> str:
