@@ -187,8 +187,10 @@ def test_a_rewritten_day_is_rolled_up_again(history: str, tmp_path: Any) -> None
     from deltalog import compact
 
     uri = _copy(history, tmp_path)
-    append_arrow(uri, _today_rows(uri, 30, 2))
-    append_arrow(uri, _today_rows(uri, 30, 3))
+    # Three files of today's rows of its own: the generated history has rows of today only when the run is
+    # more than an hour past midnight UTC (its rows end an hour before it was made).
+    for seed in (2, 3, 4):
+        append_arrow(uri, _today_rows(uri, 30, seed))
     store = RollupStore(str(tmp_path / "rollups"))
     before = _comparable(_by_table(store, uri))
     today = f"run_date={TODAY.isoformat()}/"
