@@ -12,8 +12,8 @@ no I/O and no clock of its own, so that tests drive it with handmade logs and ch
   never start an event; they are reported in the next one, so every version is in exactly one event;
 * **what the event says** (:class:`CommitRange`): the versions, their operations and writers
   (``engineInfo``), files and bytes added and removed, and whether any commit was not a blind append;
-* **what to log about a bad table** (:class:`Notice`): one line when a problem starts (a gap or a
-  corrupt commit only once it outlasts ``grace_seconds``), a reminder every ``problem_log_seconds``
+* **what to log about a bad table** (:class:`Notice`): one line when a problem has lasted
+  ``grace_seconds`` (so a blip the next poll rides out leaves none), a reminder every ``problem_log_seconds``
   while it lasts, one line when it ends. A problem never produces an event: commits after a hole or a
   corrupt commit wait; a table replaced by another at the same location starts over from the new
   table's first commit (the event says ``replaced_table``), never mixing the two tables' versions.
@@ -58,8 +58,9 @@ class WatchSettings:
     :param max_commits: ... or once this many commits wait, whatever the quiet period.
     :param max_wait_seconds: ... or once the oldest waiting commit was seen this long ago.
     :param quiet_operations: commitInfo operations that never start an event (they ride along in the next one).
-    :param grace_seconds: a gap or a corrupt commit is logged only once it lasts this long (a store that
-        lists a new object late, a writer that is not atomic); it never fires meanwhile either way.
+    :param grace_seconds: a problem is logged only once it lasts this long (a network blip, a store that lists
+        a new object late, a writer that is not atomic, a table being created again): a blip the next poll
+        rides out leaves no line. Nothing is announced past a problem meanwhile either way.
     :param problem_log_seconds: a problem still there is logged again this often (not once per poll).
     """
 
@@ -301,6 +302,11 @@ class CommitWatch:
         self._replaced = False
         self._problems = _ProblemLog(table, settings.problem_log_seconds)
 
+    def start_at(self, fired: LogPosition) -> None:
+        """Watch from ``fired`` (a watcher that could not read its table at start learns where it is later)."""
+        self.fired = self.position = fired
+        self._pending = _Pending()
+
     # --- what the polls found --------------------------------------------------------
 
     def observe(self, tail: LogTail, now: float) -> list[Notice]:
@@ -335,8 +341,7 @@ class CommitWatch:
             self._pending = _Pending()
             self._replaced = True
             return notices
-        grace = self.settings.grace_seconds if problem.kind in ("gap", "corrupt") else 0.0
-        notice = self._problems.report(problem, now, grace)
+        notice = self._problems.report(problem, now, self.settings.grace_seconds)
         if notice is not None:
             notices.append(notice)
         return notices
@@ -344,7 +349,7 @@ class CommitWatch:
     def failed(self, problem: TailProblem, now: float) -> list[Notice]:
         """A poll that could not read the log (``unreachable``, ``denied``): the lines to log."""
         notices = self._problems.resolve({problem.kind}, now)
-        notice = self._problems.report(problem, now)
+        notice = self._problems.report(problem, now, self.settings.grace_seconds)
         return notices + ([notice] if notice is not None else [])
 
     @property
