@@ -1,8 +1,15 @@
-"""Maintenance triggered by the table itself: runs after each commit to it, acts only when due.
+"""Maintenance triggered by the table itself: runs after commits to it, by any writer, acts only when due.
 
-Scheduled on the table's Asset, so every commit the ingest DAG makes (through
-``DeltaCommitOperator``, which emits an asset event with the new version) queues a
-run. ``wait_until_due`` (``DeltaMaintenanceDueSensor``, deferrable: it waits in the
+Scheduled on the table's Asset, which watches its own log (``watched_table_asset``, docs/events.md):
+a watcher in the triggerer polls ``_delta_log`` every ``deltalog_watch_poll_seconds`` and announces
+the new commits of any writer (Spark, Databricks, Flink, delta-rs, a streaming query: no deltalog
+code on their side) once no commit came for ``deltalog_watch_quiet_seconds``, or
+``deltalog_watch_max_commits`` wait (a table committing every second does not start a run per
+commit), as an asset event that says which versions, operations and writers; the commits of the
+ingest DAG's ``DeltaCommitOperator`` also emit their own event on the same asset. Either queues a
+run (``deltalog_watch`` "false": only the operator's events). ``report`` logs which commits started
+the run, and every history row of the run records them (``triggered_by_*``, docs/history.md).
+``wait_until_due`` (``DeltaMaintenanceDueSensor``, deferrable: it waits in the
 triggerer, holding no worker slot) then checks the table's health: when small files or
 commits since the last checkpoint cross a threshold, it passes at once and the cheap,
 local maintenance runs (compaction with the local engine, then a checkpoint); otherwise
@@ -26,6 +33,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
+from deltalog_provider.assets import watched_table_asset
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
 from deltalog_provider.sensors.delta_table import DeltaMaintenanceDueSensor
 from deltalog_provider.utils.results import table_asset_uri
@@ -37,10 +45,12 @@ dag_folder_on_sys_path(__file__)
 from deltalog_example import (  # noqa: E402
     DEFAULT_TASK_ARGS,
     MAINTENANCE_POOL,
+    bool_setting,
     health_thresholds,
     int_setting,
     optional_setting,
     setting,
+    watch_settings,
 )
 from deltalog_example.history import history_uri  # noqa: E402
 from deltalog_example.lease import table_lease  # noqa: E402
@@ -49,7 +59,12 @@ log = logging.getLogger(__name__)
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
-TABLE_ASSET = Asset(table_asset_uri(TABLE))
+#: The table's Asset, watching its own log (docs/events.md), or the plain Asset the commit operator updates.
+TABLE_ASSET = (
+    watched_table_asset(TABLE, deltalog_conn_id=CONN_ID, **watch_settings())
+    if bool_setting("deltalog_watch")
+    else Asset(table_asset_uri(TABLE))
+)
 
 with DAG(
     dag_id="deltalog_maintenance_on_change",
@@ -94,11 +109,18 @@ with DAG(
     )
 
     @task(execution_timeout=timedelta(minutes=5), multiple_outputs=False)
-    def report(table: str, conn_id: str, health: dict[str, Any]) -> dict[str, Any]:
-        """Log the table's state after the run next to the health that triggered it."""
+    def report(table: str, conn_id: str, health: dict[str, Any], **context: Any) -> dict[str, Any]:
+        """Log the table's state after the run next to the health and the commits that triggered it."""
         from deltalog_example.report import table_report
         from deltalog_provider.hooks.delta_table import DeltaTableHook
+        from deltalog_provider.utils.commit_events import triggering_ranges
 
+        started_by = [r.to_dict() for r in triggering_ranges(context)]
+        for r in started_by:
+            log.info(
+                f"started by versions {r['from_version']}..{r['to_version']} ({r['commits']} commits by "
+                f"{', '.join(sorted(r['writers']))}: {', '.join(sorted(r['operations']))})"
+            )
         after = table_report(DeltaTableHook(deltalog_conn_id=conn_id).get_table(table)).to_dict()
         before = (health or {}).get("health") or {}
         log.info(
@@ -106,6 +128,6 @@ with DAG(
             f"{before.get('num_files')} -> {after['live_files']}, small files {before.get('num_small_files')} -> "
             f"{after['small_files']}, checkpoint at version {after['checkpoint_version']}"
         )
-        return {"before": before, "after": after, "crossed": (health or {}).get("crossed")}
+        return {"before": before, "after": after, "crossed": (health or {}).get("crossed"), "started_by": started_by}
 
     due >> compact >> checkpoint >> report(TABLE, CONN_ID, due.output)

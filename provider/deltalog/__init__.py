@@ -100,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         RunContext,
         TableOverview,
         TableState,
+        TriggeredBy,
         append_arrow,
         append_rows,
         breached_since,
@@ -334,6 +335,7 @@ _LAZY = {
     "access_problem": "deltalog.log",
     "latest_position": "deltalog.log",
     "read_tail": "deltalog.log",
+    "TriggeredBy": "deltalog.journal",
     # deltalog.log_maintenance
     "CheckpointDescription": "deltalog.log_maintenance",
     "CheckpointResult": "deltalog.log_maintenance",
@@ -588,4 +590,5 @@ __all__ = [
     "access_problem",
     "latest_position",
     "read_tail",
+    "TriggeredBy",
 ]
