@@ -47,6 +47,9 @@ WATCHER = "deltalog.log_watch"
 EVENT_FORMAT = 1
 #: Versions listed by name in ``not_blind_append_versions`` at most (the count is always exact).
 MAX_LISTED_VERSIONS = 50
+#: A local table's log is listed whole at least this often (seconds), though two ``stat`` calls say
+#: nothing is new: so that a hole after the next version is seen too.
+THOROUGH_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,7 @@ class CommitWatch:
         self._pending = _Pending()
         self._replaced = False
         self._problems = _ProblemLog(table, settings.problem_log_seconds)
+        self._listed_at: float | None = None
 
     def start_at(self, fired: LogPosition) -> None:
         """Watch from ``fired`` (a watcher that could not read its table at start learns where it is later)."""
@@ -312,6 +316,8 @@ class CommitWatch:
     def observe(self, tail: LogTail, now: float) -> list[Notice]:
         """Take in one poll's result; the lines to log. ``fired`` may change (a replaced table): save it."""
         notices: list[Notice] = []
+        if tail.listed:
+            self._listed_at = now
         if tail.position.version == self.position.version:
             self.position = tail.position  # the same commit, its listed size or time refreshed
         for commit in tail.commits:
@@ -351,6 +357,11 @@ class CommitWatch:
         notices = self._problems.resolve({problem.kind}, now)
         notice = self._problems.report(problem, now, self.settings.grace_seconds)
         return notices + ([notice] if notice is not None else [])
+
+    def thorough(self, now: float) -> bool:
+        """Whether the next poll should list the log even where a shortcut says nothing is new: never listed
+        yet, a problem open, or not listed for :data:`THOROUGH_SECONDS`."""
+        return self._listed_at is None or bool(self._problems.open) or now - self._listed_at >= THOROUGH_SECONDS
 
     @property
     def problems(self) -> dict[str, TailProblem]:

@@ -180,6 +180,8 @@ class LogTail:
     restart: LogPosition | None = None
     files_listed: int = 0
     commits_read: int = field(default=0)
+    #: False when a local poll took the two-``stat`` shortcut (nothing new): a hole further on is not seen then.
+    listed: bool = True
 
     @property
     def end(self) -> LogPosition:
@@ -299,13 +301,17 @@ def _local_unchanged(storage: Storage, position: LogPosition) -> bool:
     return not os.path.exists(storage.join("_delta_log", commit_name(position.version + 1)))
 
 
-def read_tail(storage: Storage, position: LogPosition, *, max_commits: int = MAX_COMMITS_PER_POLL) -> LogTail:
+def read_tail(
+    storage: Storage, position: LogPosition, *, max_commits: int = MAX_COMMITS_PER_POLL, thorough: bool = False
+) -> LogTail:
     """The commits after ``position`` (at most ``max_commits``), read from their own files (module doc).
 
-    Raises what the store raises (StorageError, OSError): unreachable, credentials refused.
+    On a local disk a poll that finds the last commit unchanged and no next one stops there (two ``stat``
+    calls); ``thorough`` lists the log anyway, so that a hole further on is seen (a watcher asks for that
+    now and then). Raises what the store raises (StorageError, OSError): unreachable, credentials refused.
     """
-    if storage.is_local and _local_unchanged(storage, position):
-        return LogTail(position)
+    if storage.is_local and not thorough and _local_unchanged(storage, position):
+        return LogTail(position, listed=False)
     after = commit_name(position.version - 1) if position.version >= 1 else ""
     files = storage.list_log_after(after)
     commits = {v: f for f in files if (v := _version_of(f.name)) is not None}

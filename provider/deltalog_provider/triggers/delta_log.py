@@ -125,7 +125,8 @@ class _TableWatcher:
         now = time.time()
         assert self.storage is not None
         try:
-            tail = await asyncio.to_thread(core_read_tail, self.storage, self.watch.position)
+            thorough = self.watch.thorough(now)
+            tail = await asyncio.to_thread(core_read_tail, self.storage, self.watch.position, thorough=thorough)
             return _Outcome(now, tail=tail)
         except Exception as exc:  # noqa: BLE001 - reported to the watch, which decides what to log
             return _Outcome(now, error=exc)
