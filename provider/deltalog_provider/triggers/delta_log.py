@@ -58,6 +58,8 @@ SHARED_STREAM_NAME = "deltalog.log_watch"
 CREDENTIALS_REFRESH_SECONDS = 60.0
 #: Tables polled at once by one shared loop (each poll runs in a worker thread).
 SHARED_LOOP_CONCURRENCY = 16
+#: A shared loop hands its results on at most once per this many seconds.
+TICK_SECONDS = 1.0
 
 
 @dataclass
@@ -299,6 +301,10 @@ class DeltaLogEventTrigger(BaseEventTrigger):
         key = cls._stream_key(kwargs.get("share_root"), kwargs.get("deltalog_conn_id"), kwargs["poll_interval"])
         loop = cls._loop_for(key)
         limit = asyncio.Semaphore(SHARED_LOOP_CONCURRENCY)
+        # Every watcher of the root wakes for each tick: ticks are at least this far apart, the tables that
+        # fall due in between polled together (a thousand watchers, not a thousand wake-ups per table).
+        spacing = min(TICK_SECONDS, float(kwargs["poll_interval"]))
+        log.info("one polling loop for the log watchers under %s (Airflow's shared stream)", kwargs.get("share_root"))
 
         async def poll(watcher: _TableWatcher) -> tuple[int, _Outcome]:
             async with limit:
@@ -313,7 +319,7 @@ class DeltaLogEventTrigger(BaseEventTrigger):
                     w.outcome = results[id(w)]
                 yield {"polled": len(due), "at": now}
             waits = [w.next_poll_at for w in loop.watchers.values() if w.started and w.outcome is None]
-            sleep = min(waits, default=now + float(kwargs["poll_interval"])) - time.time()
+            sleep = max(min(waits, default=now + float(kwargs["poll_interval"])), now + spacing) - time.time()
             loop.wake.clear()
             try:
                 await asyncio.wait_for(loop.wake.wait(), timeout=max(sleep, CommitWatch.MIN_POLL_SECONDS))
