@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
