@@ -156,14 +156,18 @@ def watched_tables_under(
     deltalog_conn_id: str = DeltaTableHook.default_conn_name,
     refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
     cache_dir: str | None = None,
+    share: bool = True,
     **watch: Any,
 ) -> list[Asset]:
-    """A watched Asset (:func:`watched_table_asset`) for every table discovered under ``root``, sharing its loop.
+    """A watched Asset (:func:`watched_table_asset`) for every table discovered under ``root``.
 
-    ``watch``: the watcher settings of :func:`watched_table_asset` (``poll_interval``, ``quiet_seconds``, ...).
+    ``share``: on Airflow 3.3 the root's watchers run in one polling loop (False: one loop per table, as
+    3.0-3.2 always run them). ``watch``: the watcher settings of :func:`watched_table_asset`
+    (``poll_interval``, ``quiet_seconds``, ...).
     """
     uri = _resolve(root, deltalog_conn_id)
     tables = discovered_tables(
         uri, deltalog_conn_id=deltalog_conn_id, refresh_seconds=refresh_seconds, cache_dir=cache_dir
     )
-    return [watched_table_asset(t, deltalog_conn_id=deltalog_conn_id, share_root=uri, **watch) for t in tables]
+    together = uri if share else None
+    return [watched_table_asset(t, deltalog_conn_id=deltalog_conn_id, share_root=together, **watch) for t in tables]
