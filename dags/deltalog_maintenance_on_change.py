@@ -1,13 +1,13 @@
 """Maintenance triggered by the table itself: runs after commits to it, by any writer, acts only when due.
 
-Scheduled on the table's Asset, which watches its own log (``watched_table_asset``, docs/events.md):
-a watcher in the triggerer polls ``_delta_log`` every ``deltalog_watch_poll_seconds`` and announces
+Scheduled on the table's log, which watches itself (``watched_table_asset``, docs/events.md): a
+watcher in the triggerer polls ``_delta_log`` every ``deltalog_watch_poll_seconds`` and announces
 the new commits of any writer (Spark, Databricks, Flink, delta-rs, a streaming query: no deltalog
 code on their side) once no commit came for ``deltalog_watch_quiet_seconds``, or
 ``deltalog_watch_max_commits`` wait (a table committing every second does not start a run per
-commit), as an asset event that says which versions, operations and writers; the commits of the
-ingest DAG's ``DeltaCommitOperator`` also emit their own event on the same asset at once. Either
-queues a run (``deltalog_watch`` "false": only the operator's events do).
+commit), as an asset event that says which versions, operations and writers. It is also scheduled
+on the table's Asset, which the ingest DAG's ``DeltaCommitOperator`` updates at once after each of
+its commits. Either queues a run (``deltalog_watch`` "false": only the operator's events do).
 
 ``decide`` logs which commits started the run (every history row of the run records them too:
 ``triggered_by_*``, docs/history.md) and checks the table's health: when small files or commits
@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Asset, task
+from airflow.sdk import DAG, Asset, AssetAny, task
 
 from deltalog_provider.assets import watched_table_asset
 from deltalog_provider.operators import DeltaCheckpointOperator, DeltaCompactOperator
@@ -63,17 +63,18 @@ log = logging.getLogger(__name__)
 
 TABLE = setting("deltalog_table_uri")
 CONN_ID = setting("deltalog_conn_id")
-#: The table's Asset, watching its own log (docs/events.md), or the plain Asset the commit operator updates.
-TABLE_ASSET = (
-    watched_table_asset(TABLE, deltalog_conn_id=CONN_ID, **watch_settings())
-    if bool_setting("deltalog_watch")
-    else Asset(table_asset_uri(TABLE))
+#: The Asset the commit operator updates (its events start a run at once), and the table's log watching itself
+#: (docs/events.md: any writer's commits, debounced).
+TABLE_ASSET = Asset(table_asset_uri(TABLE))
+LOG_ASSET = (
+    watched_table_asset(TABLE, deltalog_conn_id=CONN_ID, **watch_settings()) if bool_setting("deltalog_watch") else None
 )
+SCHEDULE: Any = AssetAny(TABLE_ASSET, LOG_ASSET) if LOG_ASSET is not None else [TABLE_ASSET]
 
 with DAG(
     dag_id="deltalog_maintenance_on_change",
     description="Compact and checkpoint a Delta table after commits, when its health says so",
-    schedule=[TABLE_ASSET],
+    schedule=SCHEDULE,
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,

@@ -382,11 +382,11 @@ ON_CHANGE_DAG = "deltalog_maintenance_on_change"
 
 
 def _watcher_events(pg: Postgres) -> list[dict[str, Any]]:
-    """The log watcher's events on the table's Asset, oldest first: payload, when stored, event id."""
+    """The log watcher's events on the table's log Asset, oldest first: payload, when stored, event id."""
     rows = pg.query(
         "SELECT e.id, e.timestamp, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
         "WHERE a.uri = %s ORDER BY e.id",
-        TABLE,
+        TABLE + "/_delta_log",  # the table's log Asset, which the watcher announces on
     )
     out = []
     for event_id, stamp, extra in rows:

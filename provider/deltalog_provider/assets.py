@@ -1,11 +1,17 @@
-"""Assets that watch themselves: a Delta table's ``Asset`` with a watcher of its log.
+"""Assets that watch themselves: a Delta table's log as an ``Asset`` with a watcher.
 
-``watched_table_asset(table)`` is the table's Asset (the URI the operators report their work on, so
-``schedule=[asset]`` also follows them) with an ``AssetWatcher`` running
-:class:`~deltalog_provider.triggers.delta_log.DeltaLogEventTrigger` in the triggerer: every commit any
-writer makes (Spark, Databricks, Flink, delta-rs, a streaming query) becomes, debounced, an asset
-event, and the DAGs scheduled on the asset start. ``watched_tables_under(root)`` does it for every
-table discovered under a root; on Airflow 3.3 their watchers share one polling loop per root.
+``watched_table_asset(table)`` is the Asset of the table's log (``<table URI>/_delta_log``) with an
+``AssetWatcher`` running :class:`~deltalog_provider.triggers.delta_log.DeltaLogEventTrigger` in the
+triggerer: every commit any writer makes (Spark, Databricks, Flink, delta-rs, a streaming query,
+deltalog) becomes, debounced, an asset event, and the DAGs scheduled on the asset start.
+``watched_tables_under(root)`` does it for every table discovered under a root; on Airflow 3.3 their
+watchers share one polling loop per root.
+
+Why the log's URI and not the table's: Airflow keeps one set of watchers per asset, taken from the
+DAG file it parsed last, and the table's own Asset is every deltalog operator's outlet, declared
+without watchers in other DAGs (the ingest DAG's commit): a watcher on it would be removed and made
+again at every parse of such a file. Schedule on both (``table_asset | log_asset``) to start on the
+operators' events at once as well.
 
 Both run when the DAG file is parsed. A full URI or path needs nothing; a table *name* is resolved
 under the connection's root, and ``watched_tables_under`` lists the root, so those read the
@@ -67,7 +73,10 @@ def watched_table_asset(
     share_root: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Asset:
-    """The Asset of ``table`` (a URI, a path, or a name under the connection's root) with a watcher of its log.
+    """The Asset of ``table``'s log (a URI, a path, or a name under the connection's root) with a watcher.
+
+    Its URI is the table's Asset URI + ``/_delta_log`` (:func:`log_asset_uri`); its events' payloads name the
+    table itself.
 
     The watcher's settings are :class:`~deltalog_provider.triggers.delta_log.DeltaLogEventTrigger`'s
     (docs/events.md); ``share_root``: the root the table was found under (3.3 polls the tables of one
@@ -86,7 +95,14 @@ def watched_table_asset(
         problem_log_seconds=problem_log_seconds,
         share_root=share_root,
     )
-    return Asset(uri=uri, extra=dict(extra or {}), watchers=[AssetWatcher(WATCHER_NAME, trigger)])
+    return Asset(
+        uri=log_asset_uri(uri), extra={"table": uri, **(extra or {})}, watchers=[AssetWatcher(WATCHER_NAME, trigger)]
+    )
+
+
+def log_asset_uri(table: str) -> str:
+    """The URI of a table's log Asset, the one :func:`watched_table_asset` watches: ``<table's Asset URI>/_delta_log``."""
+    return table_asset_uri(table).rstrip("/") + "/_delta_log"
 
 
 def _cache_path(root: str, cache_dir: str | None) -> str:

@@ -20,7 +20,13 @@ import pytest
 
 from deltalog import CommitRange, LogPosition
 from deltalog.errors import InvalidArgumentError
-from deltalog_provider.assets import WATCHER_NAME, discovered_tables, watched_table_asset, watched_tables_under
+from deltalog_provider.assets import (
+    WATCHER_NAME,
+    discovered_tables,
+    log_asset_uri,
+    watched_table_asset,
+    watched_tables_under,
+)
 from deltalog_provider.triggers import DeltaLogEventTrigger
 from deltalog_provider.triggers.watch_state import MemoryWatchState, variable_key
 from deltalog_provider.utils.commit_events import commit_range_of, triggered_by, triggering_ranges
@@ -152,12 +158,15 @@ def test_a_table_gone_bad_is_logged_once_and_never_ends_the_watcher(tmp_path, ca
     assert text.count("missing resolved") == 1 and text.count("another table now lives here") == 1
     assert (event["from_version"], event["to_version"], event["replaced_table"]) == (0, 1, True)  # the new table
 
-def test_a_watched_asset_is_the_tables_asset_with_the_trigger(tmp_path):
+
+def test_a_watched_asset_is_the_tables_log_with_the_trigger(tmp_path):
+    table = table_asset_uri(str(tmp_path / "t"))
     asset = watched_table_asset(str(tmp_path / "t"), poll_interval=5, quiet_seconds=1)
-    assert asset.uri == table_asset_uri(str(tmp_path / "t"))  # the operators' outlet: the same Asset
+    # Not the operators' outlet (declared without watchers elsewhere, it would drop the watcher at each parse).
+    assert asset.uri == log_asset_uri(table) == table + "/_delta_log" and asset.extra["table"] == table
     (watcher,) = asset.watchers
     assert watcher.name == WATCHER_NAME and isinstance(watcher.trigger, DeltaLogEventTrigger)
-    assert watcher.trigger.table_uri == asset.uri and watcher.trigger.poll_interval == 5
+    assert watcher.trigger.table_uri == table and watcher.trigger.poll_interval == 5
 
 
 def test_the_tables_under_a_root_are_discovered_once_and_share_a_root(tmp_path, monkeypatch):
@@ -175,8 +184,11 @@ def test_the_tables_under_a_root_are_discovered_once_and_share_a_root(tmp_path, 
     monkeypatch.setattr(deltalog, "discover_tables", counting)
     root, cache = str(tmp_path / "lake"), str(tmp_path / "cache")
     assets = watched_tables_under(root, cache_dir=cache, poll_interval=30)
-    assert sorted(a.uri for a in assets) == [table_asset_uri(f"{root}/a"), table_asset_uri(f"{root}/b")]
+    assert sorted(a.extra["table"] for a in assets) == [table_asset_uri(f"{root}/a"), table_asset_uri(f"{root}/b")]
     assert {a.watchers[0].trigger.share_root for a in assets} == {root}
+    assert {a.watchers[0].trigger.share_root for a in watched_tables_under(root, cache_dir=cache, share=False)} == {
+        None
+    }
     write(str(tmp_path / "lake" / "c"), mode="overwrite")
     assert len(watched_tables_under(root, cache_dir=cache)) == 2 and len(calls) == 1  # the cached discovery
     assert len(discovered_tables(root, cache_dir=cache, refresh_seconds=0)) == 3 and len(calls) == 2
