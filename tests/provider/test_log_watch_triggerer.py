@@ -34,6 +34,7 @@ import pytest
 from airflow_homes import prepare_home
 from deltalog import LogPosition, read_tail
 from deltalog.storage import Storage
+from deltalog_provider.assets import log_asset_uri
 from deltalog_provider.triggers.watch_state import STATE_FORMAT, STATE_KEY, variable_key
 from deltalog_provider.utils.results import table_asset_uri
 from deltalog_provider.version_compat import AIRFLOW_VERSION_STRING, HAS_SHARED_STREAMS
@@ -84,14 +85,15 @@ def _rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 def _events(db: Path) -> dict[str, list[dict[str, Any]]]:
-    """Each asset's events from the watcher (extra ``from_trigger``), oldest first: their payloads."""
+    """The watcher's events (extra ``from_trigger``) on each table's log Asset, by table, oldest first: payloads."""
     out: dict[str, list[dict[str, Any]]] = {}
     for uri, extra in _rows(
         db, "SELECT a.uri, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id ORDER BY e.id"
     ):
         doc = json.loads(extra) if isinstance(extra, str) else extra
         if doc.get("from_trigger"):
-            out.setdefault(uri, []).append(doc["payload"])
+            assert uri == log_asset_uri(doc["payload"]["table"]), (uri, doc)
+            out.setdefault(doc["payload"]["table"], []).append(doc["payload"])
     return out
 
 
