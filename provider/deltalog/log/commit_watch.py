@@ -149,7 +149,7 @@ class CommitRange:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CommitRange:
+    def from_dict(cls, data: Any) -> CommitRange:
         """An event's payload read back (an asset event's extra); ValueError when it is not one of ours."""
         if not isinstance(data, dict) or data.get("watcher") != WATCHER:
             raise ValueError("not an event of deltalog's log watcher")

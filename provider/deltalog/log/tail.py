@@ -324,15 +324,15 @@ def read_tail(
         if isinstance(checked, LogPosition):
             position = checked  # the same commit, touched: its new size and time are what the next poll expects
         elif checked is not None:
-            problem, restart = checked
-            return LogTail(position, latest_listed=latest, problem=problem, restart=restart, files_listed=listed)
+            replaced, restart = checked
+            return LogTail(position, latest_listed=latest, problem=replaced, restart=restart, files_listed=listed)
     elif commits and 0 not in commits:
         expected = min(commits)  # a table that appeared with its oldest commits cleaned up: its log starts here
     new: list[FileInfo] = []
     while expected in commits and len(new) < max_commits:
         new.append(commits[expected])
         expected += 1
-    problem = None
+    problem: TailProblem | None = None
     later = [v for v in commits if v > expected]
     if later and expected not in commits:
         problem = TailProblem(

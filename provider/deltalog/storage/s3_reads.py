@@ -259,7 +259,7 @@ class S3Reads:
         dirs = [f"{self.bucket}/{p.rstrip('/')}" for p in result["common_prefixes"]]
         return files, dirs
 
-    def list_after(self, path: str, name: str) -> list[ListedObject]:
+    def list_after(self, path: str, name: str) -> tuple[ListedObject, ...]:
         """Objects directly under ``path`` whose names sort after ``name``, from one LIST that starts there.
 
         S3's ``StartAfter`` (object_store's offset; GCS's ``startOffset``): what a watcher of a
@@ -278,12 +278,12 @@ class S3Reads:
         except _failures() as exc:
             raise ReadFailed(str(exc)) from exc
         start = len(prefix) + 1
-        return [
+        return tuple(
             ListedObject(f"{self.bucket}/{o['path']}", int(o["size"]), int(o["last_modified"].timestamp() * 1000))
             for chunk in chunks
             for o in chunk
             if "/" not in o["path"][start:]
-        ]
+        )
 
 
 def s3_reads_for(bucket: str, options: dict[str, Any]) -> S3Reads | None:
