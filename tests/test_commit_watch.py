@@ -393,3 +393,36 @@ def test_an_idle_poll_on_s3_is_one_list_and_new_commits_one_get_each(
     found = read_tail(storage, start)
     assert [c.version for c in found.commits] == [30, 31]
     assert s3_request_counter.since(before) == {"GET": 2, "LIST": 1}
+
+
+# --- which commits started a run, in its history rows ----------------------------------------------------------
+
+
+def test_a_runs_history_rows_say_which_commits_started_it(tmp_path):
+    """The ``triggered_by_*`` columns (schema version 3): rows of the announced table carry them, others none."""
+    from deltalog.journal import HistoryRecorder, RunContext, TriggeredBy, read_history
+    from deltalog.storage.filesystem import canonical_uri
+
+    watched, other = _table(tmp_path / "w"), _table(tmp_path / "o")
+    watch = CommitWatch(watched.uri, settings(quiet_seconds=0), LogPosition(0))
+    watch.observe(read_tail(watched.storage, LogPosition(0)), 0)
+    event = watch.ready(0)
+    assert event is not None and (event.from_version, event.to_version) == (1, 2)
+    context = RunContext(
+        dag_id="on_change", airflow_run_id="asset_triggered__1", task_id="compact",
+        triggered_by={canonical_uri(watched.uri): TriggeredBy.of_ranges([event])},
+    )  # fmt: skip
+    recorder = HistoryRecorder(str(tmp_path / "history"), context=context)
+    for table in (watched, other):
+        with recorder.operation(table, "compaction", engine="local") as op:
+            op.result = table.compact()
+    rows = {r["table_uri"]: r for r in read_history(str(tmp_path / "history")).to_pylist()}
+    mine = rows[canonical_uri(watched.uri)]
+    assert (mine["triggered_by_from_version"], mine["triggered_by_to_version"]) == (1, 2)
+    assert (mine["triggered_by_commits"], mine["triggered_by_events"], mine["triggered_by_operations"]) == (
+        2,
+        1,
+        ["WRITE"],
+    )
+    assert mine["triggered_by_writers"][0].startswith("deltalog/") and mine["triggered_by_blind_append_only"] is True
+    assert rows[canonical_uri(other.uri)]["triggered_by_from_version"] is None

@@ -300,3 +300,49 @@ def test_the_watchers_of_one_root_share_one_polling_loop(tmp_path, caplog, capfd
     assert logged(caplog, capfd).count("the table is gone") == 1
     assert DeltaLogEventTrigger._loops == {}  # the loop's registry is empty once every watcher left
     assert LogPosition.from_dict(triggers["a"].watch_state.position.to_dict()).version == 3
+
+
+def test_credentials_the_store_refuses_are_fetched_again_from_the_connection(tmp_path, monkeypatch, caplog, capfd):
+    """An expired token: the watcher logs it once, fetches the connection again, and announces on."""
+    import deltalog_provider.triggers.delta_log as delta_log
+    from deltalog_provider.hooks.delta_table import DeltaTableHook
+
+    uri = str(tmp_path / "t")
+    write(uri, mode="overwrite")
+    trigger = trigger_for(uri)
+    fetched: list[str] = []
+    real_settings = DeltaTableHook.aget_settings.__func__  # type: ignore[attr-defined]
+
+    async def counting(cls: Any, conn_id: str = "deltalog_default") -> Any:
+        fetched.append(conn_id)
+        return await real_settings(cls, conn_id)
+
+    monkeypatch.setattr(DeltaTableHook, "aget_settings", classmethod(counting))
+    monkeypatch.setattr(delta_log, "CREDENTIALS_REFRESH_SECONDS", 0.0)
+    refusals = [OSError("An error occurred (ExpiredToken): The provided token has expired.")] * 3
+    real_tail = delta_log.core_read_tail
+
+    def expiring(*args: Any, **kwargs: Any) -> Any:
+        if refusals:
+            raise refusals.pop()
+        return real_tail(*args, **kwargs)
+
+    monkeypatch.setattr(delta_log, "core_read_tail", expiring)
+
+    async def scenario() -> dict[str, Any]:
+        gen = trigger.run()
+        pending = asyncio.ensure_future(next_event(gen))
+        while trigger.watch_state.position is None:
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(write, uri)
+        try:
+            return await pending
+        finally:
+            await gen.aclose()
+
+    with caplog.at_level(logging.INFO):
+        event = asyncio.run(scenario())
+    assert (event["from_version"], event["to_version"]) == (1, 1)
+    assert len(fetched) == 4  # at start, then after each of the three refusals
+    text = logged(caplog, capfd)
+    assert text.count("the store refused the credentials") == 1 and text.count("denied resolved") == 1
