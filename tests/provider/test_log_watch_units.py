@@ -346,3 +346,63 @@ def test_credentials_the_store_refuses_are_fetched_again_from_the_connection(tmp
     assert len(fetched) == 4  # at start, then after each of the three refusals
     text = logged(caplog, capfd)
     assert text.count("the store refused the credentials") == 1 and text.count("denied resolved") == 1
+
+
+def test_the_fleet_maintains_the_tables_whose_commits_started_the_run():
+    """The fleet DAG's ``find_tables`` (dags/deltalog_example/fleet_tables.py): the watchers' tables, or ``None``
+    (the usual precedence) when no table's event started the run, or ``[]`` for the fleet's own events only."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "dags"))
+    from deltalog_example.fleet_tables import watched_tables_that_started
+
+    class Key:
+        def __init__(self, uri: str) -> None:
+            self.uri = uri
+
+    class Event:
+        def __init__(self, extra: Any) -> None:
+            self.extra = extra
+
+    def watcher(table: str) -> Event:
+        return Event({"from_trigger": True, "payload": {**_payload(table), "table": table}})
+
+    lists = "deltalog://fleet/tables"
+    assert watched_tables_that_started({}, lists) is None  # scheduled or manual
+    assert (
+        watched_tables_that_started({"triggering_asset_events": {Key(lists): [Event({"tables": ["x"]})]}}, lists)
+        is None
+    )
+    started = {
+        Key("s3://lake/a/_delta_log"): [watcher("s3://lake/a")],
+        Key("s3://lake/b/_delta_log"): [watcher("s3://lake/b"), watcher("s3://lake/b")],
+        Key("s3://lake/c"): [Event({"table": "s3://lake/c", "operation": "FLEET MAINTENANCE"})],
+    }
+    assert watched_tables_that_started({"triggering_asset_events": started}, lists) == ["s3://lake/a", "s3://lake/b"]
+    own = {Key("s3://lake/c"): [Event({"table": "s3://lake/c", "operation": "FLEET MAINTENANCE"})]}
+    assert watched_tables_that_started({"triggering_asset_events": own}, lists) == []
+
+
+def _payload(table: str) -> dict[str, Any]:
+    return {
+        "table": table,
+        "from_version": 1,
+        "to_version": 1,
+        "commits": 1,
+        "operations": {"WRITE": 1},
+        "writers": {"x": 1},
+        "files_added": 1,
+        "bytes_added": 1,
+        "files_removed": 0,
+        "bytes_removed": 0,
+        "blind_append_only": True,
+        "not_blind_append_commits": 0,
+        "not_blind_append_versions": [],
+        "metadata_changed": False,
+        "first_commit_at": None,
+        "last_commit_at": None,
+        "reason": "quiet",
+        "watcher": "deltalog.log_watch",
+        "format": 1,
+    }
