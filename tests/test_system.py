@@ -414,16 +414,29 @@ def _run_events(airflow: AirflowStack, run_id: str) -> list[int]:
     return [e["id"] for e in _consumed(airflow, ON_CHANGE_DAG, run_id)]
 
 
-def _settle(airflow: AirflowStack, runs_before: set[str], timeout: float) -> list[dict[str, Any]]:
-    """Every on-change run started after ``runs_before``, once none of them is queued or running."""
+def _settle(airflow: AirflowStack, pg: Postgres, runs_before: set[str], timeout: float) -> list[dict[str, Any]]:
+    """The on-change runs started after ``runs_before``, once every watcher event so far started one (a run
+    consumed it) and none of them is queued or running."""
     deadline = time.monotonic() + timeout
     while True:
         runs = [r for r in airflow.runs(ON_CHANGE_DAG) if r["dag_run_id"] not in runs_before]
-        if runs and all(r["state"] in ("success", "failed") for r in runs):
-            return runs
+        if not any(r["state"] in ("queued", "running") for r in airflow.runs(ON_CHANGE_DAG)):
+            consumed = {i for r in airflow.runs(ON_CHANGE_DAG) for i in _run_events(airflow, r["dag_run_id"])}
+            if runs and {e["id"] for e in _watcher_events(pg)} <= consumed:
+                return runs
         if time.monotonic() > deadline:
             raise AssertionError(f"on-change runs still going after {timeout} s: {runs}")
-        time.sleep(2)
+        time.sleep(3)
+
+
+def _last_triggering_version(stack: dict[str, Any]) -> int:
+    """The table's newest commit that starts an announcement (maintenance's own commits only ride along)."""
+    from deltalog import DeltaTable
+    from deltalog.log.commit_watch import DEFAULT_QUIET_OPERATIONS
+    from s3_server import storage_options_for
+
+    history = DeltaTable(TABLE, storage_options_for(stack["s3"])).history()
+    return max(h.version for h in history if (h.operation or "").upper() not in DEFAULT_QUIET_OPERATIONS)
 
 
 def _spark_append(stack: dict[str, Any], commits: int, first_id: int) -> float:
@@ -461,7 +474,8 @@ def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
     airflow: AirflowStack = stack["airflow"]
     pg: Postgres = stack["postgres"]
     out: dict[str, Any] = {}
-    _wait_announced(pg, 0, 300)  # the watcher has seen the table since its creation by the ingest DAG
+    _wait_announced(pg, _last_triggering_version(stack), 300)  # the scenario's commits are announced
+    _settle(airflow, pg, set(), 900)  # ... and their runs are over: the next run is the Spark commits' own
     # 6. Delta Spark: three appends.
     runs_before = {r["dag_run_id"] for r in airflow.runs(ON_CHANGE_DAG)}
     before_spark = _table_version(stack)
@@ -469,7 +483,7 @@ def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
     out["spark_versions"] = (before_spark + 1, _table_version(stack))
     assert out["spark_versions"][1] == before_spark + 3, out
     _wait_announced(pg, out["spark_versions"][1], 300)
-    out["spark_runs"] = _settle(airflow, runs_before, 900)
+    out["spark_runs"] = _settle(airflow, pg, runs_before, 900)
     # 7. deltalake: a burst of single-row appends, the triggerer restarted in the middle of it.
     runs_before |= {r["dag_run_id"] for r in out["spark_runs"]}
     options = deltalake_options_for(stack["s3"])
@@ -493,7 +507,7 @@ def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
             airflow.restart("triggerer")
     out["burst_last"] = writer.version()
     out["events"] = _wait_announced(pg, out["burst_last"], 600)
-    out["burst_runs"] = _settle(airflow, runs_before, 1200)
+    out["burst_runs"] = _settle(airflow, pg, runs_before, 1200)
     out["run_events"] = {r["dag_run_id"]: _run_events(airflow, r["dag_run_id"]) for r in out["burst_runs"]}
     out["spark_run_events"] = {r["dag_run_id"]: _run_events(airflow, r["dag_run_id"]) for r in out["spark_runs"]}
     out["run_states"] = {
@@ -522,7 +536,9 @@ def test_every_version_is_announced_once_across_a_triggerer_restart(watched: dic
     covered = [v for a, b in ranges for v in range(a, b + 1)]
     # From the version after the one the watcher first saw (the DAG was unpaused around the table's creation)
     # to the last commit, each version once.
-    first = re.search(r"watching \S+ from version (-?\d+), its newest version \(first start\)", watched["triggerer_log"])
+    first = re.search(
+        r"watching \S+ from version (-?\d+), its newest version \(first start\)", watched["triggerer_log"]
+    )
     assert first is not None and covered[0] == int(first.group(1)) + 1 <= 1, (first, ranges)
     assert covered == list(range(covered[0], covered[-1] + 1)), ranges
     assert covered[-1] >= watched["burst_last"]
