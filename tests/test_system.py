@@ -414,16 +414,28 @@ def _run_events(airflow: AirflowStack, run_id: str) -> list[int]:
     return [e["id"] for e in _consumed(airflow, ON_CHANGE_DAG, run_id)]
 
 
-def _settle(airflow: AirflowStack, pg: Postgres, runs_before: set[str], timeout: float) -> list[dict[str, Any]]:
-    """The on-change runs started after ``runs_before``, once every watcher event so far started one (a run
-    consumed it) and none of them is queued or running."""
+def _settle(airflow: AirflowStack, runs_before: set[str], timeout: float, *, new: bool = True) -> list[dict[str, Any]]:
+    """The on-change runs started after ``runs_before`` (at least one when ``new``), once none is queued or running
+    and no run has started for longer than a quiet period and a poll (the last announcement has had its chance).
+
+    An event does not always start a run of its own: one that lands while the scheduler creates a run for the
+    earlier ones is consumed by the next run (Airflow 3.3), so "every event consumed" is no end condition."""
     deadline = time.monotonic() + timeout
+    seen: tuple[str, ...] = ()
+    stable_since = time.monotonic()
     while True:
-        runs = [r for r in airflow.runs(ON_CHANGE_DAG) if r["dag_run_id"] not in runs_before]
-        if not any(r["state"] in ("queued", "running") for r in airflow.runs(ON_CHANGE_DAG)):
-            consumed = {i for r in airflow.runs(ON_CHANGE_DAG) for i in _run_events(airflow, r["dag_run_id"])}
-            if runs and {e["id"] for e in _watcher_events(pg)} <= consumed:
-                return runs
+        every = airflow.runs(ON_CHANGE_DAG)
+        ids = tuple(sorted(r["dag_run_id"] for r in every))
+        if ids != seen:
+            seen, stable_since = ids, time.monotonic()
+        runs = [r for r in every if r["dag_run_id"] not in runs_before]
+        idle = not any(r["state"] in ("queued", "running") for r in every)
+        if (
+            idle
+            and (runs or not new)
+            and time.monotonic() - stable_since > WATCH_QUIET_SECONDS + 2 * WATCH_POLL_SECONDS + 10
+        ):
+            return runs
         if time.monotonic() > deadline:
             raise AssertionError(f"on-change runs still going after {timeout} s: {runs}")
         time.sleep(3)
@@ -475,7 +487,7 @@ def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
     pg: Postgres = stack["postgres"]
     out: dict[str, Any] = {}
     _wait_announced(pg, _last_triggering_version(stack), 300)  # the scenario's commits are announced
-    _settle(airflow, pg, set(), 900)  # ... and their runs are over: the next run is the Spark commits' own
+    _settle(airflow, set(), 900, new=False)  # ... and their runs are over: the next run is the Spark commits' own
     # 6. Delta Spark: three appends.
     runs_before = {r["dag_run_id"] for r in airflow.runs(ON_CHANGE_DAG)}
     before_spark = _table_version(stack)
@@ -483,7 +495,7 @@ def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
     out["spark_versions"] = (before_spark + 1, _table_version(stack))
     assert out["spark_versions"][1] == before_spark + 3, out
     _wait_announced(pg, out["spark_versions"][1], 300)
-    out["spark_runs"] = _settle(airflow, pg, runs_before, 900)
+    out["spark_runs"] = _settle(airflow, runs_before, 900)
     # 7. deltalake: a burst of single-row appends, the triggerer restarted in the middle of it.
     runs_before |= {r["dag_run_id"] for r in out["spark_runs"]}
     options = deltalake_options_for(stack["s3"])
@@ -507,7 +519,7 @@ def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
             airflow.restart("triggerer")
     out["burst_last"] = writer.version()
     out["events"] = _wait_announced(pg, out["burst_last"], 600)
-    out["burst_runs"] = _settle(airflow, pg, runs_before, 1200)
+    out["burst_runs"] = _settle(airflow, runs_before, 1200)
     out["run_events"] = {r["dag_run_id"]: _run_events(airflow, r["dag_run_id"]) for r in out["burst_runs"]}
     out["spark_run_events"] = {r["dag_run_id"]: _run_events(airflow, r["dag_run_id"]) for r in out["spark_runs"]}
     out["run_states"] = {
