@@ -133,9 +133,9 @@ class _Mention:
 class TxnHistory:
     """The txn actions of the log files log cleanup may delete, read once, to check a cutoff checkpoint.
 
-    Reads every commit file before the newest cutoff checkpoint asked about (the files
-    cleanup deletes, one read each) and the txn column of the checkpoints before it;
-    older candidates reuse what was read.
+    Reads every commit file up to the newest cutoff checkpoint asked about (those before
+    it are the files cleanup deletes: one read each) and the txn column of the checkpoints
+    before it; older candidates reuse what was read.
     """
 
     storage: Storage
@@ -150,7 +150,7 @@ class TxnHistory:
     def lost_by(self, checkpoint: int) -> str | None:
         """Why keeping history only from ``checkpoint`` on would lose a live txn, or None when nothing is lost."""
         try:
-            mentions = self._mentions_before(checkpoint)
+            mentions = self._mentions_upto(checkpoint)
         except DeltaLogError as exc:
             return f"the app transactions of the commits before it cannot be read ({exc})"
         if not mentions:
@@ -189,11 +189,12 @@ class TxnHistory:
         except (DeltaLogError, OSError):
             return None
 
-    def _mentions_before(self, checkpoint: int) -> dict[str, _Mention]:
-        """The newest txn per appId in the commits and checkpoints before ``checkpoint``."""
-        commits = self._commit_txns(checkpoint)
+    def _mentions_upto(self, checkpoint: int) -> dict[str, _Mention]:
+        """The newest txn per appId as of ``checkpoint``: in the commits up to it (its own included, which it
+        must carry too) and the checkpoints before it."""
+        commits = self._commit_txns(checkpoint + 1)
         sources: list[tuple[int, bool, list[dict[str, Any]]]] = [
-            (v, True, txns) for v, txns in commits.items() if v < checkpoint and txns
+            (v, True, txns) for v, txns in commits.items() if v <= checkpoint and txns
         ]
         for v in self.listing.checkpoints:
             if v < checkpoint:
