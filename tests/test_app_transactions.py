@@ -24,6 +24,7 @@ import pytest
 from deltalog import DeltaTable, create_table
 from deltalog.commit.result import CommitResult
 from deltalog.commit.transaction import Transaction
+from deltalog.compaction import compact, plan_compaction
 from deltalog.errors import InvalidArgumentError
 from deltalog.log_maintenance import create_checkpoint
 from deltalog.log_maintenance.log_cleanup import cleanup_log
@@ -274,3 +275,23 @@ def test_cleanup_lets_an_expired_txn_go(table_path: str, last_updated: bool) -> 
     rewrite_checkpoint_txns(table_path, 2, lambda txn: None if txn["appId"] == APP else txn)
     cleaned = cleanup_log(t, now_ms=now_ms() + 2 * DAY_MS)
     assert cleaned.cutoff_checkpoint == 2 and not os.path.exists(commit_file(table_path, 1))
+
+
+def test_a_compaction_racing_the_stream_keeps_its_txn(table_path: str) -> None:
+    """deltalog's compaction commits no txn and reads none: planned before a batch lands and committed
+    after it, it lands beside it (no conflict), and the stream's txn stays what the batch recorded."""
+    t = make_table(table_path, configuration=QUIET)
+    batch(t, 0)
+    batch(t, 1)
+    plan = plan_compaction(t)
+    assert len(plan.bins) == 1
+    batch(t, 2)  # version 3, while the compaction runs
+    result = compact(t, plan=plan)
+    assert [c.version for c in result.commits] == [4] and result.to_dict()["num_files_removed"] == 2
+    actions = [json.loads(line) for line in open(commit_file(table_path, 4))]
+    assert not any("txn" in a for a in actions)
+    assert DeltaTable(table_path).snapshot().app_transaction_version(APP) == 2
+    cp = create_checkpoint(t)
+    assert (cp.version, cp.num_txns) == (4, 1)
+    assert batch(t, 2).noop
+    assert ids_read_by_both(table_path) == list(range(9))
