@@ -305,6 +305,8 @@ def test_a_killed_streaming_query_writes_every_row_exactly_once(tmp_path: Path) 
                 assert b not in commits.batches(qid), cleaned.summary_line()
                 cp = maintenance.checkpoints[-1]
                 assert cp.num_txns == 1 and cp.version == list_log(DeltaTable(table).storage).latest_version
+                # No version checksum (.crc, which Delta Spark may answer txn versions from) at that version.
+                assert not (Path(table) / "_delta_log" / f"{cp.version:020d}.crc").exists()
                 assert DeltaTable(table).snapshot().app_transaction_version(qid) == b
                 assert deltalake.DeltaTable(table).transaction_version(qid) == b
             check_versions({v: ids_at(table, v) for v in retained_versions(table)})
@@ -329,6 +331,8 @@ def test_a_killed_streaming_query_writes_every_row_exactly_once(tmp_path: Path) 
     assert len(versions) >= 3 and versions[0] > 0, f"retained {versions}: the log was cleaned"
     assert set(skipped_by_txn) >= {b for b, kill in KILLS.items() if kill == "after-commit"}
     assert maintenance.deleted_commits > 0
+    # Every checkpoint in the log is one of deltalog's (Delta Spark wrote none: delta.checkpointInterval).
+    assert set(list_log(DeltaTable(table).storage).checkpoints) <= {cp.version for cp in maintenance.checkpoints}
     snap = DeltaTable(table).snapshot()
     assert snap.app_transaction_version(query.query_id or "") == BATCHES - 1
     assert any(e.operation == "OPTIMIZE" for e in DeltaTable(table).history())

@@ -39,7 +39,7 @@ from deltalog.errors import CorruptCheckpointError, DeltaLogError, InvalidArgume
 from deltalog.log.action_checks import check_txn
 from deltalog.log.checkpoint_reader import read_checkpoint_small_actions
 from deltalog.log.commit_lines import parse_action
-from deltalog.log.history import CommitTimestamps
+from deltalog.log.history import CommitTimestamps, ict_enablement_version
 from deltalog.log.listing import LogListing
 from deltalog.log.snapshot import read_commit_files
 from deltalog.protocol.properties import parse_interval_ms
@@ -116,9 +116,11 @@ def txn_retention_at(
     """:class:`TxnRetention` of the table at ``version`` (its commit time is read only when a retention is set)."""
     if TXN_RETENTION_PROPERTY not in configuration:
         return TxnRetention()
-    from deltalog.log.history import ict_enablement_version
-
-    stamps = CommitTimestamps(storage, listing, ict_enablement_version(configuration))
+    try:
+        ict_from = ict_enablement_version(configuration)
+    except ValueError:  # an enablement version that is no number: the commit files' times are the clock
+        ict_from = None
+    stamps = CommitTimestamps(storage, listing, ict_from)
     return txn_retention(configuration, table_clock_ms(stamps, version, now_ms))
 
 
