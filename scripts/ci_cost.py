@@ -94,6 +94,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tests/test_compaction_layout_spark.py",
             "tests/test_vacuum_spark.py",
             "tests/test_spark_ingest.py",
+            "tests/test_streaming_exactly_once.py",
         ),
     ),
     (

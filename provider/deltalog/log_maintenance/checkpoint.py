@@ -49,10 +49,12 @@ from deltalog.errors import (
 )
 from deltalog.log.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
 from deltalog.log.checkpoint_reader import read_protocol_and_metadata
+from deltalog.log.history import format_ms
 from deltalog.log.listing import SIDECARS_DIR, LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import array_from_python, int64_array
 from deltalog.log.snapshot import Snapshot
+from deltalog.log_maintenance.app_transactions import txn_retention_at
 from deltalog.log_maintenance.last_checkpoint import (
     describe_checkpoint,
     last_checkpoint_document,
@@ -491,6 +493,8 @@ class CheckpointResult:
     num_remove_tombstones: int = 0
     num_expired_tombstones: int = 0
     num_txns: int = 0
+    #: App transactions left out: expired by delta.setTransactionRetentionDuration on the table's clock.
+    num_expired_txns: int = 0
     num_domain_metadata: int = 0
     size_in_bytes: int = 0
     duration_seconds: float = 0.0
@@ -527,7 +531,8 @@ def create_checkpoint(
     under ``checkpointProtection``, versions before ``delta.requireCheckpointProtectionBeforeVersion``.
     When a complete checkpoint of the same kind already exists at the version, it is
     checked and reused (``already_existed``), so a rerun after a crash only repairs
-    ``_last_checkpoint``. ``now_ms`` fixes the clock for tombstone expiry (tests).
+    ``_last_checkpoint``. ``now_ms`` fixes the local clock (tests): tombstones expire by it, app
+    transactions by the earlier of it and the version's commit time (``log_maintenance.app_transactions``).
     ``table`` may also be a ``Storage``: the post-commit checkpoint passes the committer's.
     """
     started = time.perf_counter()
@@ -612,12 +617,21 @@ class _CheckpointWriter:
         self.tombstones = tombstones.filter(pc.greater(tombstones.column("deletionTimestamp"), cutoff))
         self.expired = tombstones.num_rows - self.tombstones.num_rows
         self.published: list[str] = []
-        self.txns = list(snapshot.app_transactions.values())
-        if "delta.setTransactionRetentionDuration" in conf:
-            txn_retention = config_interval_ms(conf, "delta.setTransactionRetentionDuration", "interval 0 days")
-            self.txns = [
-                t for t in self.txns if t.get("lastUpdated") is None or t["lastUpdated"] >= now_ms - txn_retention
-            ]
+        # Every live txn (what a restarted stream reads to skip a batch it committed): expired only by
+        # delta.setTransactionRetentionDuration on the table's clock, never by this machine's alone.
+        txn_rules = txn_retention_at(storage, snapshot.segment.listing, conf, snapshot.version, now_ms)
+        if txn_rules.warning:
+            warnings.append(txn_rules.warning)
+        txns = list(snapshot.app_transactions.values())
+        self.txns = [t for t in txns if not txn_rules.expired(t)]
+        self.expired_txns = len(txns) - len(self.txns)
+        if self.expired_txns:
+            log.info(
+                "checkpoint of version %d: %d app transaction(s) expired (last updated at or before %s)",
+                snapshot.version,
+                self.expired_txns,
+                format_ms(txn_rules.cutoff_ms or 0),
+            )
 
     # -- file actions ----------------------------------------------------------------------
 
@@ -771,6 +785,7 @@ class _CheckpointWriter:
             num_remove_tombstones=self.tombstones.num_rows,
             num_expired_tombstones=self.expired,
             num_txns=len(self.txns),
+            num_expired_txns=self.expired_txns,
             num_domain_metadata=len(self.snapshot.domain_metadata),
             size_in_bytes=size,
             last_checkpoint_updated=updated,
