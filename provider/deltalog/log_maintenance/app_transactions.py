@@ -45,7 +45,14 @@ from deltalog.log.snapshot import read_commit_files
 from deltalog.protocol.properties import parse_interval_ms
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["TXN_RETENTION_PROPERTY", "TxnHistory", "TxnRetention", "txn_retention", "txn_retention_at"]
+__all__ = [
+    "TXN_RETENTION_PROPERTY",
+    "TxnHistory",
+    "TxnRetention",
+    "table_clock_at",
+    "txn_retention",
+    "txn_retention_at",
+]
 
 log = logging.getLogger(__name__)
 
@@ -106,22 +113,40 @@ def table_clock_ms(stamps: CommitTimestamps, version: int, now_ms: int) -> int |
     try:
         return min(now_ms, stamps(version))
     except (DeltaLogError, OSError) as exc:
-        log.info("the commit time of version %d is unknown (%s): no app transaction expires", version, exc)
+        log.info("the commit time of version %d is unknown (%s): no app transaction or tombstone expires", version, exc)
         return None
 
 
-def txn_retention_at(
+def table_clock_at(
     storage: Storage, listing: LogListing, configuration: dict[str, str], version: int, now_ms: int
-) -> TxnRetention:
-    """:class:`TxnRetention` of the table at ``version`` (its commit time is read only when a retention is set)."""
-    if TXN_RETENTION_PROPERTY not in configuration:
-        return TxnRetention()
+) -> int | None:
+    """The table's time at ``version``: the earlier of ``now_ms`` and that version's commit timestamp.
+
+    What a checkpoint of ``version`` expires app transactions and tombstones by: a maintenance host
+    whose clock runs ahead cannot expire what a writer recorded a minute ago. None when the version's
+    commit is gone or unreadable (nothing expires then).
+    """
     try:
         ict_from = ict_enablement_version(configuration)
     except ValueError:  # an enablement version that is no number: the commit files' times are the clock
         ict_from = None
-    stamps = CommitTimestamps(storage, listing, ict_from)
-    return txn_retention(configuration, table_clock_ms(stamps, version, now_ms))
+    return table_clock_ms(CommitTimestamps(storage, listing, ict_from), version, now_ms)
+
+
+def txn_retention_at(
+    storage: Storage,
+    listing: LogListing,
+    configuration: dict[str, str],
+    version: int,
+    now_ms: int,
+    clock_ms: int | None = None,
+) -> TxnRetention:
+    """:class:`TxnRetention` of the table at ``version`` (``clock_ms``: :func:`table_clock_at`, when known)."""
+    if TXN_RETENTION_PROPERTY not in configuration:
+        return TxnRetention()
+    if clock_ms is None:
+        clock_ms = table_clock_at(storage, listing, configuration, version, now_ms)
+    return txn_retention(configuration, clock_ms)
 
 
 @dataclass(frozen=True)
