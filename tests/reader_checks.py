@@ -33,13 +33,17 @@ __all__ = [
     "COST",
     "DELTALAKE",
     "DUCKDB",
+    "DUCKDB_ICEBERG",
     "LIMITS",
     "READERS",
     "Limit",
     "ReaderCheck",
     "TableShape",
     "Untouched",
+    "corpus_untouched",
+    "delta_readers_agree",
     "expected_for",
+    "uniform_readers_agree",
     "untouched_reads",
 ]
 
@@ -157,9 +161,14 @@ COST = {"reads": 0, "cpu_s": 0.0}
 
 
 def _read(reader: str, path: str, version: int) -> Rows | str:
+    return _timed(READERS[reader], path, version)
+
+
+def _timed(read: Callable[..., Rows], *args: Any) -> Rows | str:
+    """``read(*args)``, or the first line of its error; counted in :data:`COST`."""
     t0 = time.process_time()
     try:
-        return READERS[reader](path, version)
+        return read(*args)
     except Exception as exc:  # noqa: BLE001 - a reader's error is the finding (its first line)
         return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:240]
     finally:
@@ -204,6 +213,12 @@ def untouched_reads(name: str, path: str, shape: TableShape, counts: dict[int, A
     found.findings = _findings(found, counts)
     _UNTOUCHED[key] = found
     return found
+
+
+def corpus_untouched(entry: dict[str, Any], path: str) -> Untouched:
+    """:func:`untouched_reads` of a corpus table (its entry: Delta Spark's row counts and protocol)."""
+    counts = {int(v): h[0] if isinstance(h, list) else h for v, h in entry["hashes"].items()}
+    return untouched_reads(entry["name"], path, TableShape.of_entry(entry), counts)
 
 
 def _findings(u: Untouched, counts: dict[int, Any]) -> list[str]:
@@ -314,3 +329,43 @@ class ReaderCheck:
                     assert want is not None
                     problems.append(f"{self.untouched.name} after {after}: {reader} v{v}: {got.difference(want)}")
         return problems
+
+
+# --- one version of a table a test made: the readers against deltalake's rows ---------------------------
+
+DUCKDB_ICEBERG = "DuckDB iceberg_scan"
+
+
+def delta_readers_agree(path: str, version: int, shape: TableShape | None = None) -> list[str]:
+    """DuckDB's ``delta_scan`` of ``version`` against deltalake's rows (up to DuckDB's recorded limitations on
+    such a table); the differences, empty when they agree."""
+    shape = shape or TableShape.of_table(path)
+    theirs = _read(DELTALAKE, path, version)
+    if isinstance(theirs, str):
+        return [f"{path} v{version}: deltalake cannot read it: {theirs}"]
+    want = expected_for(DUCKDB, theirs, shape)
+    if want is None:
+        return []  # a table DuckDB cannot read (recorded in LIMITS and checked on the corpus)
+    got = _read(DUCKDB, path, version)
+    if isinstance(got, str):
+        return [f"{path} v{version}: {DUCKDB} cannot read it: {got}"]
+    return [f"{path} v{version}: {DUCKDB}: {got.difference(want)}"] if got != want else []
+
+
+def uniform_readers_agree(path: str, version: int, snapshot_id: int | None = None) -> list[str]:
+    """A UniForm table's Iceberg snapshot for Delta ``version`` (``snapshot_id``; None: the current one its
+    ``version-hint.text`` names) read by DuckDB's ``iceberg_scan``, and the Delta version by its ``delta_scan``,
+    against deltalake's rows of the version."""
+    from duckdb_readers import duckdb_iceberg_rows
+
+    theirs = _read(DELTALAKE, path, version)
+    if isinstance(theirs, str):
+        return [f"{path} v{version}: deltalake cannot read it: {theirs}"]
+    got = _timed(duckdb_iceberg_rows, path, snapshot_id)
+    at = f"snapshot {snapshot_id}" if snapshot_id is not None else "the current snapshot"
+    out = []
+    if isinstance(got, str):
+        out.append(f"{path} v{version}: {DUCKDB_ICEBERG} cannot read {at}: {got}")
+    elif got != theirs:
+        out.append(f"{path} v{version}: {DUCKDB_ICEBERG} of {at}: {got.difference(theirs)}")
+    return out + delta_readers_agree(path, version)

@@ -49,7 +49,7 @@ from oracle_checks import (
     state_differences,
     write_report,
 )
-from reader_checks import COST, READERS, ReaderCheck, TableShape, Untouched, untouched_reads
+from reader_checks import COST, READERS, ReaderCheck, corpus_untouched
 
 #: Generous: every table's checks run inside one test (one Spark session), and a loaded
 #: 2-core machine runs Spark statements many times slower than an idle one.
@@ -102,19 +102,13 @@ def test_snapshot_equals_delta_spark_at_every_version(delta_corpus: Corpus) -> N
     assert not problems, "\n".join(problems[:40])
 
 
-def _untouched(corpus: Corpus, entry: dict[str, Any]) -> Untouched:
-    """The other readers' reads of the untouched corpus table (once per table and process)."""
-    counts = {int(v): h[0] if isinstance(h, list) else h for v, h in entry["hashes"].items()}
-    return untouched_reads(entry["name"], corpus.path(entry["name"]), TableShape.of_entry(entry), counts)
-
-
 def test_other_readers_read_the_untouched_corpus_as_recorded(delta_corpus: Corpus) -> None:
     """DuckDB's delta_scan and deltalake on every version of every corpus table as Delta Spark wrote it: the
     row counts are Delta Spark's, the rows the same, and each table a reader cannot read (or reads in part) is
     a limitation recorded in tests/reader_checks.py's LIMITS, which must really occur."""
     findings, table = [], []
     for t in delta_corpus.tables:
-        u = _untouched(delta_corpus, t)
+        u = corpus_untouched(t, delta_corpus.path(t["name"]))
         findings += u.findings
         cells = []
         for reader in READERS:
@@ -135,7 +129,7 @@ def test_operations_keep_every_readable_version_for_delta_spark(
         name = t["name"]
         t0 = time.perf_counter()
         base = tmp_path_factory.mktemp(name)
-        untouched = _untouched(delta_corpus, t)
+        untouched = corpus_untouched(t, delta_corpus.path(t["name"]))
         check = TableCheck(
             delta_spark, t, delta_corpus.copy(name, base / "ops"), defer_reads=True, readers=ReaderCheck(untouched)
         )
