@@ -43,6 +43,7 @@ __all__ = [
     "corpus_untouched",
     "delta_readers_agree",
     "expected_for",
+    "read_as_expected",
     "uniform_readers_agree",
     "untouched_reads",
 ]
@@ -317,18 +318,29 @@ class ReaderCheck:
         """Each reader reads ``versions`` of ``path``; the problems (a version it cannot read or reads otherwise)."""
         problems = []
         for v in versions:
-            if v not in self.expected:
-                continue
-            for reader in self.readers:
-                want = expected_for(reader, self.expected[v], self.untouched.shape)
-                got = _read(reader, path, v)
-                self.reads += 1
-                if isinstance(got, str):
-                    problems.append(f"{self.untouched.name} after {after}: {reader} cannot read v{v}: {got}")
-                elif got != want:
-                    assert want is not None
-                    problems.append(f"{self.untouched.name} after {after}: {reader} v{v}: {got.difference(want)}")
+            if v in self.expected:
+                label = f"{self.untouched.name} after {after}"
+                problems += read_as_expected(path, v, self.expected[v], self.untouched.shape, label, self.readers)
+                self.reads += len(self.readers)
         return problems
+
+
+def read_as_expected(
+    path: str, version: int, rows: Rows, shape: TableShape, label: str, readers: list[str] | None = None
+) -> list[str]:
+    """Each reader (default: every one) reads ``version`` of ``path``, where the rows are ``rows``, as
+    :func:`expected_for` says; the problems (a version it cannot read, or reads otherwise)."""
+    problems = []
+    for reader in READERS if readers is None else readers:
+        want = expected_for(reader, rows, shape)
+        if want is None:
+            continue
+        got = _read(reader, path, version)
+        if isinstance(got, str):
+            problems.append(f"{label}: {reader} cannot read v{version}: {got}")
+        elif got != want:
+            problems.append(f"{label}: {reader} v{version}: {got.difference(want)}")
+    return problems
 
 
 # --- one version of a table a test made: the readers against deltalake's rows ---------------------------
@@ -339,17 +351,10 @@ DUCKDB_ICEBERG = "DuckDB iceberg_scan"
 def delta_readers_agree(path: str, version: int, shape: TableShape | None = None) -> list[str]:
     """DuckDB's ``delta_scan`` of ``version`` against deltalake's rows (up to DuckDB's recorded limitations on
     such a table); the differences, empty when they agree."""
-    shape = shape or TableShape.of_table(path)
     theirs = _read(DELTALAKE, path, version)
     if isinstance(theirs, str):
         return [f"{path} v{version}: deltalake cannot read it: {theirs}"]
-    want = expected_for(DUCKDB, theirs, shape)
-    if want is None:
-        return []  # a table DuckDB cannot read (recorded in LIMITS and checked on the corpus)
-    got = _read(DUCKDB, path, version)
-    if isinstance(got, str):
-        return [f"{path} v{version}: {DUCKDB} cannot read it: {got}"]
-    return [f"{path} v{version}: {DUCKDB}: {got.difference(want)}"] if got != want else []
+    return read_as_expected(path, version, theirs, shape or TableShape.of_table(path), path, [DUCKDB])
 
 
 def uniform_readers_agree(path: str, version: int, snapshot_id: int | None = None) -> list[str]:

@@ -49,7 +49,7 @@ from oracle_checks import (
     state_differences,
     write_report,
 )
-from reader_checks import COST, READERS, ReaderCheck, corpus_untouched
+from reader_checks import COST, READERS, ReaderCheck, TableShape, corpus_untouched, read_as_expected
 
 #: Generous: every table's checks run inside one test (one Spark session), and a loaded
 #: 2-core machine runs Spark statements many times slower than an idle one.
@@ -155,6 +155,11 @@ def test_operations_keep_every_readable_version_for_delta_spark(
         check.record("convert", status, detail, time.perf_counter() - c0)
         if status == "failed":
             problems.append(f"{name} convert: {detail}")
+        if status == "ok" and t["latest"] in untouched.expected:
+            # The converted table holds the latest version's rows: the other readers read them there too.
+            converted = str(base / "convert")
+            shape = TableShape.of_table(converted)
+            problems += read_as_expected(converted, 0, untouched.expected[t["latest"]], shape, f"{name} convert")
         OUTCOMES.extend(check.outcomes + spark_check.outcomes)
         problems += check.problems + spark_check.problems
         TIMINGS.append((name, "checks", round(time.perf_counter() - t0, 1), check.reads + spark_check.reads))
