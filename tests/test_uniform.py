@@ -1,7 +1,8 @@
 """UniForm: deltalog writes the Iceberg metadata of every Delta version it commits, and Iceberg readers see it.
 
-pyiceberg (a real Iceberg reader) reads every Iceberg snapshot deltalog wrote and must see
-what deltalake (delta-rs) reads at the Delta version the snapshot names; the metadata is
+pyiceberg (a real Iceberg reader) and DuckDB's ``iceberg_scan`` read every Iceberg snapshot
+deltalog wrote and must see what deltalake (delta-rs) reads at the Delta version the snapshot
+names, and DuckDB's ``delta_scan`` that version too (tests/reader_checks.py); the metadata is
 also checked field by field against Delta's converter's conventions. Spark with the Iceberg
 runtime and Delta Spark are in ``test_uniform_spark.py``, S3 in ``test_uniform_s3.py``.
 """
@@ -23,6 +24,7 @@ from deltalog.errors import OperationRefusedError
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.uniform import expire_iceberg_snapshots, sync_iceberg_metadata
 from deltalog.uniform.metadata_files import UniformMetadataError, read_head
+from reader_checks import uniform_readers_agree
 from uniform_tables import (
     append,
     create_uniform,
@@ -44,7 +46,8 @@ def _metadata(path: str) -> dict:
 
 
 def _check_every_version(path: str) -> int:
-    """Every Delta version the log still holds reads the same rows through pyiceberg as through deltalake."""
+    """Every Delta version the log still holds reads the same rows through pyiceberg and DuckDB (its
+    iceberg_scan of the version's snapshot, its delta_scan of the version) as through deltalake."""
     latest = DeltaTable(path).snapshot().version
     by_version = snapshots_by_delta_version(path)
     checked = 0
@@ -53,8 +56,10 @@ def _check_every_version(path: str) -> int:
         if snapshot_id is None:
             continue
         assert iceberg_rows(path, snapshot_id=snapshot_id) == deltalake_rows(path, version), version
+        assert not uniform_readers_agree(path, version, snapshot_id)
         checked += 1
     assert iceberg_rows(path) == deltalake_rows(path, latest)
+    assert not uniform_readers_agree(path, latest)
     return checked
 
 
@@ -438,6 +443,7 @@ def test_expiry_keeps_the_current_snapshot_and_what_retained_ones_reference(tmp_
         assert not os.path.exists(os.path.join(path, rel))
     assert sorted(n for n, _, fs in os.walk(path) for f in fs if f.endswith(".parquet")) == data_files
     assert iceberg_rows(path) == deltalake_rows(path, DeltaTable(path).snapshot().version)
+    assert not uniform_readers_agree(path, DeltaTable(path).snapshot().version)
     # Old metadata files past the retention went too; the current one and its hint stay.
     assert os.path.exists(os.path.join(metadata_dir, f"v{read_head(DeltaTable(path).storage).version}.metadata.json"))
 
@@ -523,6 +529,7 @@ def test_our_metadata_and_vacuum_past_retention_keep_what_iceberg_readers_need(t
     execute_vacuum(path, plan)
     assert newest_files() <= on_disk()
     assert iceberg_rows(path) == deltalake_rows(path, DeltaTable(path).snapshot().version)
+    assert not uniform_readers_agree(path, DeltaTable(path).snapshot().version)
     # Iceberg metadata behind (a compaction whose hooks were off): vacuum keeps what its current snapshot names.
     for i in range(2):
         append(table, rows(100 + i * 5, 5, "a"))
@@ -535,6 +542,7 @@ def test_our_metadata_and_vacuum_past_retention_keep_what_iceberg_readers_need(t
     execute_vacuum(path, plan)
     assert referenced <= on_disk()
     assert iceberg_rows(path) == deltalake_rows(path, int(behind))
+    assert not uniform_readers_agree(path, int(behind))
     # Caught up and expired (log cleanup past the retention), the old files are no longer anyone's.
     sync_iceberg_metadata(path)
     cleanup_log(path, now_ms=later)
@@ -543,3 +551,4 @@ def test_our_metadata_and_vacuum_past_retention_keep_what_iceberg_readers_need(t
     execute_vacuum(path, plan)
     assert newest_files() <= on_disk()
     assert iceberg_rows(path) == deltalake_rows(path, DeltaTable(path).snapshot().version)
+    assert not uniform_readers_agree(path, DeltaTable(path).snapshot().version)
