@@ -127,8 +127,10 @@ install_uv() {
     .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
 }
 uv_install() {
-  .venv/bin/uv pip install -q --offline --python .venv/bin/python "$@" 2>/dev/null ||
+  if ! .venv/bin/uv pip install -q --offline --python .venv/bin/python "$@" 2>"$LOGS/uv-offline.log"; then
+    echo "not all in uv's cache ($(tail -n 1 "$LOGS/uv-offline.log")): from the registry"
     .venv/bin/uv pip install -q --python .venv/bin/python "$@"
+  fi
 }
 python_venv() {
   if [ ! -x .venv/bin/python ]; then
