@@ -106,7 +106,7 @@ fi
 # pip builds serially). The same pins give the same working set; pip stays the fallback.
 #
 # The package registry this machine reaches lets no download be cached: uv finds every cached file stale,
-# asks again and gets it whole again, and pip keeps no HTTP cache at all. So a fresh clone fetched all
+# asks again and gets it whole again, and pip kept no HTTP cache here. So a fresh clone fetched all
 # ~220 packages again (and pyspark's 400 MB source archive, built again): 47 s to 3 min for the .venv
 # step. uv installs from its cache alone first (`--offline`: the pins are exact, so the cached index
 # pages give the same versions; 5 s), and from the registry only when something is not in the cache
