@@ -40,6 +40,8 @@ from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAGS = os.path.join(REPO, "dags")
+#: The test helpers the demo builds its fleet and reads its results with (free of pytest).
+TESTS = os.path.join(REPO, "tests")
 sys.path.insert(0, DAGS)
 
 from deltalog import DeltaTable  # noqa: E402
@@ -138,11 +140,28 @@ def check_maintenance(home: str) -> tuple[str, dict[str, str]]:
     raise DemoError(f"deltalog_maintenance: no compaction path ran completely: {states}")
 
 
+def _tests_on_path() -> None:
+    if TESTS not in sys.path:
+        sys.path.insert(0, TESTS)
+
+
+def deltalake_read(table: str, columns: list[str] | None = None) -> Any:
+    """The table as deltalake (delta-rs), a reader independent of deltalog, reads it: in a child process
+    that is joined (``tests/isolated_reads.py``). deltalake's Arrow scan can abort the process that ran it
+    when that process exits (apache/arrow#34314): in this process that would turn a correct demo into exit
+    134; the child leaves without finalizing, and only a complete result with exit 0 is taken."""
+    _tests_on_path()
+    from isolated_reads import IsolatedReadError, deltalake_table
+
+    try:
+        return deltalake_table(table, columns=columns)
+    except IsolatedReadError as exc:
+        raise DemoError(str(exc)) from None
+
+
 def deltalake_rows(table: str) -> tuple[int, int]:
     """(rows, distinct event ids) read by deltalake (delta-rs), a reader independent of deltalog."""
-    from deltalake import DeltaTable as RsTable
-
-    data = RsTable(table).to_pyarrow_table(columns=["event_id"])
+    data = deltalake_read(table, ["event_id"])
     return data.num_rows, len(set(data.column("event_id").to_pylist()))
 
 
@@ -216,7 +235,7 @@ def run(keep_home: bool = False) -> int:
 
 def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, logs: str, since: dt.datetime) -> None:
     """Seed the demo fleet, run the fleet DAG, check it and print its summary."""
-    sys.path.insert(0, os.path.join(REPO, "tests"))
+    _tests_on_path()
     from deltalog.fleet.report import format_summary
     from fleet_helpers import FLEET
 
@@ -320,9 +339,7 @@ def print_history(doc: dict[str, Any], since: dt.datetime) -> None:
     if not history:
         print("maintenance history: off (the deltalog_history_uri Variable is empty)")
         return
-    from deltalake import DeltaTable as RsTable
-
-    rows = RsTable(history).to_pyarrow_table().to_pylist()
+    rows = deltalake_read(history).to_pylist()
     mine = [r for r in rows if r["started_at"] >= since]
     if not any(r["operation"] == "measure" for r in mine) or not any(
         r["airflow_dag_id"] == "deltalog_maintenance" for r in mine
