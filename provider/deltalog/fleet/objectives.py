@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from deltalog.journal.compliance import ComplianceHistory
@@ -35,6 +36,7 @@ from deltalog.maintenance.objectives import (
     evaluate_objectives,
     objective_spec,
     objective_values,
+    vacuum_breached_since,
 )
 from deltalog.maintenance.policy import TableSettings
 
@@ -58,18 +60,18 @@ def judge_objectives(
     targets = settings.objective_targets()
     if not targets:
         return ()
-    now = now or dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC) if now is None else now.replace(tzinfo=now.tzinfo or dt.UTC).astimezone(dt.UTC)
+    if history is not None:  # only what the history says of the table this URI holds now
+        history = history.incarnation(snapshot.metadata.id)
     notes: dict[str, str] = {}
     days = None
+    counted_from: dt.datetime | None = None
     if any(name == "max_days_since_vacuum" for name, _, _ in targets):
         seen = last_vacuum(snapshot.storage, snapshot.segment.listing, snapshot.metadata.configuration)
         candidates = [t for t in (_ms(seen.vacuum_ms), history.last_vacuum if history else None) if t is not None]
-        days, how = days_since_vacuum(
-            now,
-            max(candidates) if candidates else None,
-            oldest_seen=_ms(seen.oldest_ms),
-            log_complete=seen.reached_start,
-        )
+        vacuumed = max(candidates) if candidates else None
+        days, how = days_since_vacuum(now, vacuumed, oldest_seen=_ms(seen.oldest_ms), log_complete=seen.reached_start)
+        counted_from = vacuumed or _ms(seen.oldest_ms)
         notes["max_days_since_vacuum"] = how
     values = objective_values(
         small_files=health.num_small_files,
@@ -77,7 +79,13 @@ def judge_objectives(
         days_since_vacuum=days,
         dv_share=due.dv_hidden_share,
     )
-    states = evaluate_objectives(targets, values, notes)
+    states = tuple(
+        # Days since the last vacuum are breached since the target's length after it, by definition.
+        replace(s, breached_since=vacuum_breached_since(counted_from, s.target))
+        if s.name == "max_days_since_vacuum" and s.breached
+        else s
+        for s in evaluate_objectives(targets, values, notes)
+    )
     return history.annotate(states, now) if history is not None else states
 
 
