@@ -15,9 +15,11 @@
    ``airflow dags test deltalog_fleet_maintenance`` and prints the fleet summary
    (also written as ``.demo/fleet-report.html``) and what the DAG runs appended to the
    maintenance history (``.demo/_deltalog/history``, read back with deltalake). The fleet has
-   service-level objectives (docs/objectives.md): the history shows the small-file table over
-   its objective for three days; the demo prints it breached (since when) before the run and
-   met after it, and the run's objectives alert.
+   service-level objectives (docs/objectives.md) and a history written before objectives
+   existed (schema version 1): it shows the small-file table over its objective for three days
+   and the expired-log table vacuumed ten days ago against a weekly objective; the demo prints
+   both breached and since when (72 hours, 3 days) before the run and met after it, and the
+   run's objectives alert.
 
 Exit status 0 only if every run succeeded, every task did (in the fleet run, all but the
 refused table's), and the rows read back are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
@@ -292,22 +294,39 @@ def _objectives(root: str) -> list[Any]:
 
 
 def seed_breach(root: str) -> list[str]:
-    """The history's last three daily measurements of the small-file table: over its objective (3 files).
-    Prints every breach before the run; returns the breached tables' URIs."""
-    from objectives_helpers import seed_measurements
+    """The maintenance history a team already has, written before objectives existed (schema version 1: the
+    table's state in each row, no objective columns): daily measurements of the small-file table whose last
+    three show it over its objective (3 files), and a vacuum of the expired-log table ten days ago (objective:
+    weekly). Prints every breach and since when before the run (72 hours and 3 days ago, from those rows);
+    returns the breached tables' URIs."""
+    from deltalog.journal import RunContext
+    from objectives_helpers import version_1_rows, write_version_1_history
 
     history = os.path.join(REPO, ".demo", "_deltalog", "history")
-    small = os.path.join(root, "small_files")
-    seed_measurements(history, small, "max_small_files", 3, [(3, 5), (2, 6), (1, 6)], "fleet defaults")
+    small, expired = (os.path.join(root, n) for n in ("small_files", "expired_log"))
+    now = dt.datetime.now(dt.UTC)
+    context = RunContext(run_id="seeded-history")
+    measured = [(5, 2), (4, 3), (3, 5), (2, 6), (1, 6)]  # (days ago, small files)
+    write_version_1_history(
+        history, version_1_rows(context, small, now, measured, None) + version_1_rows(context, expired, now, [], 10)
+    )
+    print(f"      maintenance history {history}: schema version 1 (written before objectives existed)")
+    print(f"        small_files measured daily: {', '.join(f'{n} small files {d} days ago' for d, n in measured)}")
+    print("        expired_log vacuumed 10 days ago")
     print("      objectives before the run (deltalog objectives):")
     breached = []
+    since: dict[tuple[str, str], dt.datetime | None] = {}
     for t in _objectives(root):
         for o in t.breached:
-            print(f"        {os.path.basename(t.table_uri)}: {o.describe()}")
+            ago = f" ({(now - o.breached_since).total_seconds() / 3600:.0f} hours ago)" if o.breached_since else ""
+            print(f"        {os.path.basename(t.table_uri)}: {o.describe()}{ago}")
+            since[(os.path.basename(t.table_uri), o.name)] = o.breached_since
         if t.breached:
             breached.append(t.table_uri)
-    if not any(u.endswith("/small_files") for u in breached):
-        raise DemoError(f"the seeded breach of {small} is not reported: {breached}")
+    for key, expected in ((("small_files", "max_small_files"), 72.0), (("expired_log", "max_days_since_vacuum"), 72.0)):
+        when = since.get(key)
+        if when is None or abs((now - when).total_seconds() / 3600 - expected) > 1:
+            raise DemoError(f"{key[0]}: {key[1]} should be breached since {expected:.0f} hours ago, got {when}")
     return breached
 
 
