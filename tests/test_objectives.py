@@ -291,6 +291,10 @@ def test_days_since_vacuum_from_the_log_the_history_or_the_creation(tmp_path):
         return state.value
 
     assert days() == pytest.approx(9, abs=0.01)  # the COMPLETED one, nine days ago
+    (report,) = fleet_health([path])  # breached since seven days after it, by definition: no history needed
+    (state,) = report.objectives
+    vacuumed = dt.datetime.fromtimestamp(os.stat(os.path.join(log_dir, f"{2:020d}.json")).st_mtime, dt.UTC)
+    assert state.breached and abs(state.breached_since - (vacuumed + dt.timedelta(days=7))) < dt.timedelta(seconds=1)
     vacuumed = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
     view = {table.uri: ComplianceHistory(table.uri, last_vacuum=vacuumed)}
     assert days(view) == pytest.approx(3, abs=0.01)  # the history's vacuum row is newer
@@ -304,6 +308,8 @@ def test_days_since_vacuum_from_the_log_the_history_or_the_creation(tmp_path):
     (state,) = report.objectives
     assert state.met is False and state.value == pytest.approx(12, abs=0.01)
     assert state.note == "never vacuumed: since the table's creation"
+    created = dt.datetime.fromtimestamp(stamp, dt.UTC)
+    assert abs(state.breached_since - (created + dt.timedelta(days=7))) < dt.timedelta(seconds=1)  # five days ago
 
 
 # --- the "Done means" scenario on the CLI ------------------------------------------------------------
