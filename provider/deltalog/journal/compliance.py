@@ -142,10 +142,10 @@ def breach_start(observations: Sequence[Observation], target: float) -> tuple[bo
             break  # measured before the table was re-created under this URI
         if value is None:
             continue
+        if met is None:  # the newest known value decides the state
+            met = value <= target
         if value <= target:
-            met = True if met is None else met
             break
-        met = False if met is None else met
         since = at
     return met, since if met is False else None
 
@@ -173,8 +173,8 @@ def breached_since(rows: pa.Table, targets: Mapping[str, float] | None = None) -
     Today's target of an objective is ``targets[name]`` when given (for a history written before
     objectives existed), else the target of the table's newest judging row (``measure``, ``done``); an
     objective without one is not in the result. ``max_days_since_vacuum`` is judged on the newest
-    judging row's value, or with ``targets`` on the newest successful ``vacuum`` row before it (of the
-    same table id). Returns :data:`BREACHED_SINCE_SCHEMA`: ``table_uri``, ``objective``, ``met``
+    judging row's value, or, when that row has none (schema version 1), on the newest successful
+    ``vacuum`` row before it (of the same table id). Returns :data:`BREACHED_SINCE_SCHEMA`: ``table_uri``, ``objective``, ``met``
     (null when no value is known), ``breached_since`` (null unless breached; the rule of the module
     docstring) and ``measured_at`` (the newest judging row's ``started_at``).
     """
@@ -198,7 +198,9 @@ def breached_since(rows: pa.Table, targets: Mapping[str, float] | None = None) -
         measured_at = _utc(newest["started_at"])
         for name in OBJECTIVE_NAMES:
             given = targets is not None and name in targets
-            target = _number(targets[name] if given and targets else newest.get(f"objective_{name}_target"))
+            target = _number(targets[name]) if targets is not None and given else None
+            if not given:
+                target = _number(newest.get(f"objective_{name}_target"))
             if target is None:
                 continue
             if objective_spec(name).history_column is None:
