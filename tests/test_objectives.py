@@ -240,6 +240,20 @@ def test_breached_since_reads_rows_written_before_objectives_and_a_re_created_ta
     assert _since(table, targets={"max_small_files": 10})["v1"] == (True, None)
     with pytest.raises(InvalidArgumentError, match="unknown objective 'max_small_file'"):
         _since(table, targets={"max_small_file": 5})
+    # Days since the last vacuum in a version 1 history: from its vacuum rows (of this table id, done or
+    # nothing_due) before the newest measurement, plus the target.
+    vacuums = pa.table(
+        {
+            "table_uri": ["v1", "v1", "v1"],
+            "started_at": pa.array([NOW - dt.timedelta(days=d) for d in (10, 2, 20)], pa.timestamp("us", tz="UTC")),
+            "ended_at": pa.array([NOW - dt.timedelta(days=d) for d in (10, 2, 20)], pa.timestamp("us", tz="UTC")),
+            "operation": ["vacuum"] * 3,
+            "status": ["nothing_due", "failed", "done"],
+            "table_id": ["x", "x", "x"],
+        }
+    )
+    got = _since(pa.concat_tables([table, vacuums], promote_options="default"), targets={"max_days_since_vacuum": 7})
+    assert got["v1"] == (False, NOW - dt.timedelta(days=3))  # the vacuum ten days ago, plus seven
 
 
 def test_breached_since_skips_failed_measurements_and_other_operations_and_keeps_order_free():
