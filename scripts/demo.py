@@ -190,6 +190,8 @@ def run(keep_home: bool = False) -> int:
         f"      {seeded.versions} versions over {seeded.first_day}..{seeded.last_day}, {seeded.live_files} live files, "
         f"{seeded.live_rows} rows, {seeded.tombstoned_files} re-ingested files, {seeded.orphan_files} orphans"
     )
+    fleet_root = os.path.join(demo_dir, "fleet")
+    build_fleet(fleet_root)
     rows_before, _ = deltalake_rows(table)
 
     home = tempfile.mkdtemp(prefix="deltalog-demo-airflow-")
@@ -223,7 +225,6 @@ def run(keep_home: bool = False) -> int:
         log_removed = len(log_before - set(os.listdir(os.path.join(table, "_delta_log"))))
         print_report(table, before, after, rows_after, log_removed)
 
-        fleet_root = os.path.join(demo_dir, "fleet")
         print(f"\n[6/6] fleet mode: four tables with different needs under {fleet_root}")
         run_fleet_demo(home, env, fleet_root, demo_dir, logs, demo_started)
     finally:
@@ -236,15 +237,12 @@ def run(keep_home: bool = False) -> int:
 
 
 def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, logs: str, since: dt.datetime) -> None:
-    """Seed the demo fleet, run the fleet DAG, check it and print its summary."""
+    """Run the fleet DAG on the demo fleet (:func:`build_fleet`), check it and print its summary."""
     _tests_on_path()
     from deltalog.fleet.report import format_summary
-    from fleet_helpers import FLEET
 
-    shutil.rmtree(root, ignore_errors=True)
-    for name, build in FLEET.items():
-        build(os.path.join(root, name))
-    breached = seed_breach(root)
+    print("      objectives before the run (deltalog objectives):")
+    breached = objectives_with_since(root)
     fleet_env = dict(
         env,
         AIRFLOW_VAR_DELTALOG_FLEET_ROOT=root,
@@ -285,35 +283,54 @@ OBJECTIVES = {
 }
 
 
+#: The demo's maintenance history: where the example DAGs record by default (beside the demo tables).
+HISTORY = os.path.join(REPO, ".demo", "_deltalog", "history")
+
+
 def _objectives(root: str) -> list[Any]:
     from deltalog import check_objectives
 
     tables = sorted(os.path.join(root, n) for n in os.listdir(root) if not n.startswith((".", "_")))
-    history = os.path.join(REPO, ".demo", "_deltalog", "history")
-    return check_objectives(tables, settings=OBJECTIVES, history=history)
+    return check_objectives(tables, settings=OBJECTIVES, history=HISTORY)
 
 
-def seed_breach(root: str) -> list[str]:
-    """The maintenance history a team already has, written before objectives existed (schema version 1: the
-    table's state in each row, no objective columns): daily measurements of the small-file table whose last
-    three show it over its objective (3 files), and a vacuum of the expired-log table ten days ago (objective:
-    weekly). Prints every breach and since when before the run (72 hours and 3 days ago, from those rows);
-    returns the breached tables' URIs."""
-    from deltalog.journal import RunContext
+def build_fleet(root: str) -> None:
+    """The demo fleet (four tables) and the maintenance history a team already has, written before objectives
+    existed (schema version 1: the table's state in each row, no objective columns): daily measurements of
+    the small-file table whose last three show it over its objective (3 files), and a vacuum of the
+    expired-log table ten days ago (objective: weekly). Written first, before any DAG records into the
+    history (which upgrades it in place); the fleet runs in step 6. Prints the breaches ``deltalog
+    objectives`` finds on that history and since when (72 hours and 3 days ago)."""
+    _tests_on_path()
+    from deltalog.journal import SCHEMA_VERSION_PROPERTY, RunContext
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+    from fleet_helpers import FLEET
     from objectives_helpers import version_1_rows, write_version_1_history
 
-    history = os.path.join(REPO, ".demo", "_deltalog", "history")
+    shutil.rmtree(root, ignore_errors=True)
+    for name, build in FLEET.items():
+        build(os.path.join(root, name))
     small, expired = (os.path.join(root, n) for n in ("small_files", "expired_log"))
     now = dt.datetime.now(dt.UTC)
     context = RunContext(run_id="seeded-history")
     measured = [(5, 2), (4, 3), (3, 5), (2, 6), (1, 6)]  # (days ago, small files)
     write_version_1_history(
-        history, version_1_rows(context, small, now, measured, None) + version_1_rows(context, expired, now, [], 10)
+        HISTORY, version_1_rows(context, small, now, measured, None) + version_1_rows(context, expired, now, [], 10)
     )
-    print(f"      maintenance history {history}: schema version 1 (written before objectives existed)")
+    version = snapshot_at(Storage(HISTORY)).metadata.configuration.get(SCHEMA_VERSION_PROPERTY)
+    print(f"      the fleet for step 6 under {root}, and its maintenance history {HISTORY}")
+    print(f"      as a deltalog from before objectives wrote it (schema version {version}, no objective columns):")
     print(f"        small_files measured daily: {', '.join(f'{n} small files {d} days ago' for d, n in measured)}")
     print("        expired_log vacuumed 10 days ago")
-    print("      objectives before the run (deltalog objectives):")
+    print("      objectives on that history (deltalog objectives):")
+    objectives_with_since(root)
+
+
+def objectives_with_since(root: str) -> list[str]:
+    """Print every breach of the fleet's objectives and since when; fail unless the small-file table is breached
+    since 72 hours ago and the expired-log table since 3 days ago (the seeded history). The breached tables."""
+    now = dt.datetime.now(dt.UTC)
     breached = []
     since: dict[tuple[str, str], dt.datetime | None] = {}
     for t in _objectives(root):
@@ -323,10 +340,10 @@ def seed_breach(root: str) -> list[str]:
             since[(os.path.basename(t.table_uri), o.name)] = o.breached_since
         if t.breached:
             breached.append(t.table_uri)
-    for key, expected in ((("small_files", "max_small_files"), 72.0), (("expired_log", "max_days_since_vacuum"), 72.0)):
+    for key in (("small_files", "max_small_files"), ("expired_log", "max_days_since_vacuum")):
         when = since.get(key)
-        if when is None or abs((now - when).total_seconds() / 3600 - expected) > 1:
-            raise DemoError(f"{key[0]}: {key[1]} should be breached since {expected:.0f} hours ago, got {when}")
+        if when is None or abs((now - when).total_seconds() / 3600 - 72) > 1:
+            raise DemoError(f"{key[0]}: {key[1]} should be breached since 72 hours ago, by the history; got {when}")
     return breached
 
 
