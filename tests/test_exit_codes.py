@@ -191,7 +191,7 @@ def test_commands_exit_with_their_documented_status_every_time(tmp_path):
         (["vacuum", path, "--retention-hours", "0"], 1, ""),
         (["snapshot", str(tmp_path / "nothing")], 2, ""),
     ]
-    runs = [case for _ in range(4) for case in cases]
+    runs = [case for _ in range(3) for case in cases]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda case: (case, _console(case[0])), runs))
     bad = [
