@@ -10,7 +10,9 @@ Days since the last successful vacuum are the newest of the table's own log (its
 ``VACUUM END`` with status ``COMPLETED``, written by Delta Spark and by deltalog, in the last
 :data:`deltalog.log.activity.VACUUM_TIME_LOOKBACK` commits) and the history's newest
 ``vacuum`` row that is ``done`` or ``nothing_due``. The log is read only for tables that set
-``max_days_since_vacuum``.
+``max_days_since_vacuum``. Such a breach began the target's length after that vacuum (or the table's
+creation), by definition; the others' starts come from the history, of the table the URI holds now
+only (:meth:`deltalog.journal.compliance.ComplianceHistory.incarnation`).
 
 :func:`objective_work` says which operation each breached or at-risk objective needs: a
 checkpoint, a vacuum or a purge runs for it even when the due verdict would not have run it

@@ -325,8 +325,9 @@ class ObjectiveState:
     """One objective of one table: its target, the current value, met or breached, and since when.
 
     ``met`` is None when the value is unknown. ``breached_since`` is when the objective became
-    continuously breached, from the maintenance history (:func:`deltalog.journal.breached_since`),
-    None when met or unknown. ``at_risk``: met now, but predicted to breach before the next run
+    continuously breached against today's target: from the maintenance history's measurements of any
+    schema version (:func:`deltalog.journal.compliance.breach_start`), or for days since the last vacuum
+    that vacuum plus the target (:func:`vacuum_breached_since`); None when met or unknown. ``at_risk``: met now, but predicted to breach before the next run
     (``predicted``: the value expected then).
     """
 
