@@ -552,3 +552,31 @@ def test_our_metadata_and_vacuum_past_retention_keep_what_iceberg_readers_need(t
     assert newest_files() <= on_disk()
     assert iceberg_rows(path) == deltalake_rows(path, DeltaTable(path).snapshot().version)
     assert not uniform_readers_agree(path, DeltaTable(path).snapshot().version)
+
+
+def test_vacuum_is_not_due_while_iceberg_readers_keep_every_file_it_could_delete(tmp_path):
+    """Issue 41: ``maintenance_due`` judges vacuum by vacuum's own rules, Iceberg's among them. Iceberg metadata
+    behind the log (a compaction with its hooks off) still names the replaced small files: vacuum would keep
+    every one, so it is not due, and the reason says why; caught up and expired, they are vacuum's again."""
+    from deltalog.maintenance.due import maintenance_due
+    from deltalog.vacuuming import plan_vacuum
+
+    path = str(tmp_path / "t")
+    table = create_uniform(path)
+    for i in range(3):
+        append(table, rows(i * 5, 5, "a"))
+    compact(table, target_size=1 << 30, run_hooks=False)
+    later = int(time.time() * 1000) + 8 * DAY_MS  # the table's 7-day retention has passed for everything
+    plan = plan_vacuum(path, now_ms=later)
+    assert plan.num_files == 0 and plan.kept_for_iceberg.num_rows == 3
+    due = maintenance_due(path, now_ms=later)
+    assert not due.vacuum and due.reclaimable_files == 0
+    assert (due.files_kept_for_iceberg, due.to_dict()["work"]["files_kept_for_iceberg"]) == (3, 3)
+    (why,) = [r for r in due.reasons if r.startswith("vacuum:")]
+    assert "3 files" in why and "kept for Iceberg readers" in why and "current snapshot" in why
+    assert "would delete none of them" in why
+    sync_iceberg_metadata(path)
+    cleanup_log(path, now_ms=later)  # expires the Iceberg snapshots past the retention
+    due = maintenance_due(path, now_ms=later)
+    assert due.vacuum and due.reclaimable_files == 3 == plan_vacuum(path, now_ms=later).num_files
+    assert due.files_kept_for_iceberg == 0
