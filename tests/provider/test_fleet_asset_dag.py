@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from airflow_helpers import DAGS_FOLDER, run_dag, task_instance, task_states, write_dag_file, xcom_value
+from airflow_helpers import (
+    DAGS_FOLDER,
+    forget_asset_events,
+    run_dag,
+    task_instance,
+    task_states,
+    write_dag_file,
+    xcom_value,
+)
 
 from deltalog import DeltaTable
 from deltalog.maintenance.due import maintenance_due
@@ -72,6 +80,7 @@ def fleet_files(airflow_db, tmp_path, monkeypatch):
     yield copied[0]
     copied[0].unlink()
     shutil.rmtree(copied[1])
+    forget_asset_events("deltalog://fleet/tables")  # the next fleet run in this worker starts from none
 
 
 @pytest.fixture
