@@ -10,7 +10,9 @@ on the table's Asset, which the ingest DAG's ``DeltaCommitOperator`` updates at 
 its commits. Either queues a run (``deltalog_watch`` "false": only the operator's events do).
 
 ``decide`` logs which commits started the run (every history row of the run records them too:
-``triggered_by_*``, docs/history.md) and checks the table's health: when small files or commits
+``triggered_by_*``, docs/history.md): all versions since the last one announced before the run, so the
+commits of an event lost at a triggerer restart are named by the next run (its tasks read the log
+asset's stored events as inlets). It then checks the table's health: when small files or commits
 since the last checkpoint cross a threshold, the cheap, local maintenance runs at once (compaction
 with the local engine, then a checkpoint). When nothing is due and the watcher's events started
 the run, the run ends there: the watcher announces the next commits, which start the next run.
@@ -83,19 +85,23 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
     common: dict[str, Any] = {"table": TABLE, "deltalog_conn_id": CONN_ID}
+    #: The tasks that name the run's commits read the log's stored events: versions of a lost event are covered.
+    watched: dict[str, Any] = {"inlets": [LOG_ASSET]} if LOG_ASSET is not None else {}
 
     thresholds = health_thresholds()
 
-    @task.branch(execution_timeout=timedelta(minutes=10))
+    @task.branch(execution_timeout=timedelta(minutes=10), **watched)
     def decide(**context: Any) -> list[str]:
         """Which commits started the run (logged), and what follows: maintenance now, a wait, or nothing."""
         from deltalog_provider.hooks.delta_table import DeltaTableHook
         from deltalog_provider.utils.checks import MaintenanceThresholds, evaluate_health
-        from deltalog_provider.utils.commit_events import triggering_ranges
+        from deltalog_provider.utils.commit_events import triggered_by, triggering_ranges
 
         ranges = triggering_ranges(context)
         for r in ranges:
             log.info(f"started by {r.summary_line()}, written by {', '.join(r.writers)}")
+        for table, covered in triggered_by(context).items():  # since the last version announced before the run
+            log.info(f"this run covers {table} {covered.summary_line()}")
         hook = DeltaTableHook(deltalog_conn_id=CONN_ID)
         limits = {k: v for k, v in thresholds.items() if k != "target_file_size"}
         size = thresholds.get("target_file_size")
@@ -134,6 +140,7 @@ with DAG(
         trigger_rule="none_failed_min_one_success",
         pool=MAINTENANCE_POOL,
         execution_timeout=timedelta(hours=1),
+        **watched,
         **table_lease(TABLE, CONN_ID, timedelta(hours=1)),
         history_uri=history_uri(),
         **common,
@@ -142,6 +149,7 @@ with DAG(
         task_id="checkpoint",
         emit_asset=False,
         execution_timeout=timedelta(minutes=15),
+        **watched,
         history_uri=history_uri(),
         **common,
     )

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import shutil
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -29,7 +30,7 @@ from deltalog_provider.assets import (
 )
 from deltalog_provider.triggers import DeltaLogEventTrigger
 from deltalog_provider.triggers.watch_state import MemoryWatchState, variable_key
-from deltalog_provider.utils.commit_events import commit_range_of, triggered_by, triggering_ranges
+from deltalog_provider.utils.commit_events import commit_range_of, missed_versions, triggered_by, triggering_ranges
 from deltalog_provider.utils.results import table_asset_uri
 from deltalog_provider.version_compat import HAS_SHARED_STREAMS, BaseEventTrigger
 
@@ -240,6 +241,34 @@ def test_the_events_that_started_a_run_are_read_back_by_table():
     assert folded.operations == ("MERGE", "WRITE") and folded.blind_append_only is False
     assert commit_range_of({"payload": payload("s3://lake/t", 1, 1)}) is None  # not from a trigger
     assert triggering_ranges({}) == [] and variable_key("s3://lake/t").startswith("deltalog_log_watch__")
+
+    # A lost event (5..7 fired, never stored): a task with the log asset as inlet covers it from the stored ones.
+    class Inlets(dict):  # Airflow's InletEventsAccessors: iterates the inlets, indexing one gives its events
+        def __iter__(self) -> Any:
+            return iter(self.assets)
+
+    class LogAsset:
+        uri = "s3://lake/t/_delta_log"
+
+    log_asset = LogAsset()
+    stored = [Event({"from_trigger": True, "payload": payload("s3://lake/t", a, b)}) for a, b in [(1, 2), (3, 4)]]
+    this_run = Event({"from_trigger": True, "payload": payload("s3://lake/t", 8, 9)})
+    inlets = Inlets({log_asset: [*stored, this_run]})
+    inlets.assets = [log_asset]
+    lost = {"triggering_asset_events": {"s3://lake/t": [this_run]}, "inlet_events": inlets}
+    folded = triggered_by(lost)["s3://lake/t"]
+    assert (folded.from_version, folded.to_version, folded.commits, folded.events) == (5, 9, 5, 1)
+    assert folded.blind_append_only is None  # the lost commits were never summarized
+    assert (
+        folded.row_values()["triggered_by_from_version"],
+        triggered_by({**lost, "inlet_events": {}})["s3://lake/t"].from_version,
+    ) == (5, 8)
+    ranges = [CommitRange.from_dict(payload("s3://lake/t", a, b)) for a, b in [(8, 9), (12, 12)]]
+    earlier = [CommitRange.from_dict(payload("s3://lake/t", a, b)) for a, b in [(1, 4), (8, 9), (12, 12), (13, 20)]]
+    assert missed_versions(ranges, earlier) == [(5, 7), (10, 11)]  # also between two ranges of this run
+    assert missed_versions(ranges, earlier[1:]) == []  # nothing stored before: a watcher's first event
+    assert missed_versions([replace(ranges[0], replaced_table=True)], earlier) == []  # another table's versions
+    assert missed_versions(ranges[:1], [earlier[0], *ranges[:1]]) == [(5, 7)]
 
 
 @pytest.mark.skipif(not HAS_SHARED_STREAMS, reason="shared streams are Airflow 3.3's (before: one loop per table)")

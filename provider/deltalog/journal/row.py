@@ -62,7 +62,8 @@ class TriggeredBy:
     events: int
     operations: tuple[str, ...]
     writers: tuple[str, ...]
-    blind_append_only: bool
+    #: None: unknown (versions a lost event carried are folded in without their commits' summaries).
+    blind_append_only: bool | None
 
     @classmethod
     def of_ranges(cls, ranges: Sequence[CommitRange]) -> TriggeredBy:

@@ -1,4 +1,4 @@
-"""The maintenance history table's schema: one row per table and operation, version 2.
+"""The maintenance history table's schema: one row per table and operation, version 3.
 
 The schema is a contract with the users' own queries (Spark SQL, DuckDB, Trino,
 dashboards), so it changes only by adding nullable columns, and every change bumps
@@ -169,7 +169,7 @@ TRIGGER_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
         "triggered_by_blind_append_only",
         pa.bool_(),
         True,
-        "every one of those commits was a blind append (added files, removed none)",
+        "every one of those commits was a blind append (added files, removed none); null: unknown (a lost event's)",
     ),
 )
 _V1 = len(COLUMNS)
