@@ -180,7 +180,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         parse_schema_string,
     )
     from deltalog.protocol.features import Cell
-    from deltalog.storage import FileInfo, Storage, is_remote
+    from deltalog.storage import FileInfo, Storage, canonical_uri, is_remote
     from deltalog.uniform import (
         ConvertedSnapshot,
         ExpiredSnapshot,
@@ -375,6 +375,7 @@ _LAZY = {
     # deltalog.storage
     "FileInfo": "deltalog.storage",
     "Storage": "deltalog.storage",
+    "canonical_uri": "deltalog.storage",
     "is_remote": "deltalog.storage",
     # deltalog.uniform
     "ConvertedSnapshot": "deltalog.uniform",
@@ -513,6 +514,7 @@ __all__ = [
     "breach_alert",
     "breach_message",
     "breached_since",
+    "canonical_uri",
     "check_can_write",
     "check_objectives",
     "check_history_table",

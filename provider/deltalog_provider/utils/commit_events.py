@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from deltalog import CommitRange, TriggeredBy
-from deltalog.storage.filesystem import canonical_uri
+from deltalog import CommitRange, TriggeredBy, canonical_uri
 
 __all__ = ["announced_before", "commit_range_of", "missed_versions", "triggered_by", "triggering_ranges"]
 
