@@ -606,7 +606,9 @@ def test_a_delta_spark_job_starts_maintenance_which_compacts_and_records_which_c
     ]
     assert rows, [r for r in watched["history_rows"] if r["airflow_run_id"] == compacting[0]]
     row = rows[0]
-    assert row["triggered_by_from_version"] <= last <= row["triggered_by_to_version"]
+    # The run a Spark commit's announcement started; its decide may see the third commit before it is announced
+    # (a loaded machine spreads the job's commits over more than a quiet period).
+    assert row["triggered_by_from_version"] <= last and row["triggered_by_to_version"] >= first, (row, spark)
     assert any(w.startswith("Apache-Spark") for w in row["triggered_by_writers"]) and row["triggered_by_events"] >= 1
     assert row["files_read"] >= 3 and row["files_written"] >= 1  # the compaction rewrote the small files
 
