@@ -100,6 +100,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         RunContext,
         TableOverview,
         TableState,
+        TriggeredBy,
         append_arrow,
         append_rows,
         breached_since,
@@ -120,14 +121,25 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         table_summaries,
     )
     from deltalog.log import (
+        CommitRange,
+        CommitSummary,
+        CommitWatch,
         HistoryEntry,
         LogListing,
+        LogPosition,
+        LogTail,
         NewCommit,
+        Notice,
         Snapshot,
+        TailProblem,
         VacuumSighting,
+        WatchSettings,
+        access_problem,
         find_new_commit,
         last_vacuum,
+        latest_position,
         list_log,
+        read_tail,
         snapshot_at,
     )
     from deltalog.log_maintenance import (
@@ -168,7 +180,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         parse_schema_string,
     )
     from deltalog.protocol.features import Cell
-    from deltalog.storage import FileInfo, Storage, is_remote
+    from deltalog.storage import FileInfo, Storage, canonical_uri, is_remote
     from deltalog.uniform import (
         ConvertedSnapshot,
         ExpiredSnapshot,
@@ -312,6 +324,18 @@ _LAZY = {
     "find_new_commit": "deltalog.log",
     "list_log": "deltalog.log",
     "snapshot_at": "deltalog.log",
+    "CommitRange": "deltalog.log",
+    "CommitSummary": "deltalog.log",
+    "CommitWatch": "deltalog.log",
+    "LogPosition": "deltalog.log",
+    "LogTail": "deltalog.log",
+    "Notice": "deltalog.log",
+    "TailProblem": "deltalog.log",
+    "WatchSettings": "deltalog.log",
+    "access_problem": "deltalog.log",
+    "latest_position": "deltalog.log",
+    "read_tail": "deltalog.log",
+    "TriggeredBy": "deltalog.journal",
     # deltalog.log_maintenance
     "CheckpointDescription": "deltalog.log_maintenance",
     "CheckpointResult": "deltalog.log_maintenance",
@@ -351,6 +375,7 @@ _LAZY = {
     # deltalog.storage
     "FileInfo": "deltalog.storage",
     "Storage": "deltalog.storage",
+    "canonical_uri": "deltalog.storage",
     "is_remote": "deltalog.storage",
     # deltalog.uniform
     "ConvertedSnapshot": "deltalog.uniform",
@@ -489,6 +514,7 @@ __all__ = [
     "breach_alert",
     "breach_message",
     "breached_since",
+    "canonical_uri",
     "check_can_write",
     "check_objectives",
     "check_history_table",
@@ -555,4 +581,16 @@ __all__ = [
     "vacuum_job_script",
     "write_compaction_plan",
     "write_ingest",
+    "CommitRange",
+    "CommitSummary",
+    "CommitWatch",
+    "LogPosition",
+    "LogTail",
+    "Notice",
+    "TailProblem",
+    "WatchSettings",
+    "access_problem",
+    "latest_position",
+    "read_tail",
+    "TriggeredBy",
 ]
