@@ -49,24 +49,10 @@ with DAG("fleet_list_producer", schedule=None, start_date=dt.datetime(2026, 1, 1
 """
 
 
-def _forget_table_list_events() -> None:
-    """Each test starts with no event on the table-list asset (a failed run leaves its event pending)."""
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import delete, select
-
-    with create_session() as session:
-        asset_ids = select(AssetModel.id).where(AssetModel.name == "deltalog_fleet_tables")
-        # synchronize_session=False: SQLAlchemy 1.4 (Airflow 3.0) cannot evaluate the subquery in Python.
-        session.execute(
-            delete(AssetEvent).where(AssetEvent.asset_id.in_(asset_ids)).execution_options(synchronize_session=False)
-        )
-
-
 @pytest.fixture
 def fleet_files(airflow_db, tmp_path, monkeypatch):
     """The fleet DAG file (and its settings package) in the session dags folder; its Variables for a test."""
-    _forget_table_list_events()
+    forget_asset_events("deltalog://fleet/tables")  # each test starts with none (a failed run leaves its event)
     for name, value in {
         "DELTALOG_FLEET_REPORT_DIR": str(tmp_path / "report"),
         "DELTALOG_FLEET_DEADLINE_MINUTES": "0",
