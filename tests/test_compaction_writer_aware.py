@@ -1,0 +1,201 @@
+"""Writer-aware compaction on real small tables whose DML writers' commits are made by hand (issue 43).
+
+The writers' commits are real commits (deltalog's transaction, so the table stays valid) shaped as
+Delta Spark writes them: an UPDATE pinned to a partition (``(part#1 = b)``) or reading the whole
+table, with ``executionTimeMs``; their commit times are set on the files, which is what a
+commit's timestamp is read from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from deltalog.commit.transaction import Transaction
+from deltalog.compaction import CompactionOptions, CompactionPlan, compact, plan_compaction
+from deltalog.compaction.writer_aware import TABLE_GATE
+from deltalog.errors import InvalidArgumentError
+from deltalog.storage.filesystem import Storage
+from handmade_logs import set_commit_time
+from helpers import append, make_table, rows, write_data_file
+
+B_GATE = 'partition {"part": "b"}'
+
+
+def writer_commit(path: str, part: str | None, ran_ms: int, *, predicate: str | None = None) -> int:
+    """An UPDATE that rewrote rows into one new file of ``part`` (None: an unpartitioned table); its version."""
+    storage = Storage(path)
+    from deltalog.log.load import snapshot_at
+
+    snap = snapshot_at(storage)
+    add = write_data_file(path, rows(2, start=900, part=part or "x"), {"part": part} if part else None)
+    pred = predicate or (f"(part#1 = {part})" if part else "(id#1L = 5)")
+    txn = Transaction(storage, snap, operation="UPDATE", operation_parameters={"predicate": json.dumps([pred])})
+    txn.add([add])
+    return txn.commit({"executionTimeMs": ran_ms, "numUpdatedRows": 2}).version
+
+
+def partitioned(tmp_path, *, cycle_ms: int, ran_ms: int, last_ago_ms: int, commits: int = 5) -> str:
+    """Three small files in ``part=a`` (no writer there) and three in ``b``, then ``commits`` UPDATEs of
+    ``b`` ``cycle_ms`` apart, each running ``ran_ms``, the last ``last_ago_ms`` ago."""
+    path = str(tmp_path / "t")
+    table = make_table(path, partition_by=["part"])
+    for part in ("a", "b"):
+        for i in range(3):
+            append(table, rows(3, start=10 * i, part=part), {"part": part})
+    now = int(time.time() * 1000)
+    for v in range(7):  # the table's own history: an hour old (commit times only ever grow)
+        set_commit_time(path, v, now - 3_600_000 + v)
+    for i in range(commits):
+        v = writer_commit(path, "b", ran_ms)
+        set_commit_time(path, v, now - last_ago_ms - (commits - 1 - i) * cycle_ms)
+    return path
+
+
+def gates_of(plan: CompactionPlan) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for b in plan.bins:
+        out.setdefault(str(b.gate), []).append(b.partition_values)
+    return out
+
+
+def test_a_table_without_dml_plans_as_before(tmp_path):
+    path = str(tmp_path / "t")
+    table = make_table(path, partition_by=["part"])
+    for part in ("a", "b"):
+        for i in range(3):
+            append(table, rows(3, start=10 * i, part=part), {"part": part})
+    aware, plain = plan_compaction(path), plan_compaction(path, writer_aware=False)
+    assert [b.files for b in aware.bins] == [b.files for b in plain.bins]
+    assert all(b.gate is None for b in aware.bins)
+    assert aware.writers is not None and aware.writers.aware and not aware.writers.deferred
+    assert aware.writers.summary_line() == "writers: no DELETE/UPDATE/MERGE in the recent log"
+    assert plain.writers is not None and not plain.writers.aware
+
+
+def test_cold_partitions_first_hot_ones_behind_their_writers_gate(tmp_path):
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
+    plan = plan_compaction(path)
+    assert gates_of(plan) == {"None": [{"part": "a"}], B_GATE: [{"part": "b"}]}
+    assert plan.bins[0].partition_values == {"part": "a"}  # cold first
+    assert plan.writers is not None and set(plan.writers.gates) == {B_GATE}
+    assert "1 bins commit at a quiet moment" in plan.summary_line()
+    # The plan file keeps it all.
+    again = CompactionPlan.from_json(plan.to_json())
+    assert [b.gate for b in again.bins] == [b.gate for b in plan.bins]
+    assert again.writers is not None and again.writers.gates[B_GATE].cadence == plan.writers.gates[B_GATE].cadence
+
+
+def test_a_hot_commit_waits_for_its_writer_and_lands_right_after_it(tmp_path):
+    # Every 10 s an UPDATE of b runs 6 s; the last ended 6 s ago: the next one is running now.
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=30)))
+    worker.start()
+    time.sleep(1.0)
+    assert worker.is_alive(), "the hot batch committed without waiting for its writer"
+    landed = writer_commit(path, "b", 6_000)  # the running UPDATE commits
+    worker.join(timeout=60)
+    r = out["r"]
+    assert r.ok and len(r.commits) == 2
+    cold, hot = r.commits
+    assert cold.writer_wait is None  # part=a: nothing to wait for
+    assert hot.version > landed  # after the writer's commit, not inside its transaction
+    assert hot.writer_wait is not None and "right after their commit" in hot.writer_wait["reason"]
+    assert hot.writer_wait["waited_s"] >= 0.9 and hot.writer_wait["writer_commits"] == 1
+    assert "waited" in r.summary_line()
+
+
+def test_no_quiet_moment_in_time_defers_the_batch_and_deletes_its_files(tmp_path):
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
+    before = {os.path.join(d, f) for d, _, fs in os.walk(os.path.join(path, "part=b")) for f in fs}
+    r = compact(path, writer_wait_seconds=0.3)
+    assert r.ok and [c.bins for c in r.commits] == [[0]]  # part=a only
+    assert r.bins_deferred_for_writers == 1
+    skipped = [s for s in r.skipped if s.kind == "deferred"]
+    assert len(skipped) == 1 and skipped[0].reason.startswith("deferred for the writers: no quiet moment")
+    after = {os.path.join(d, f) for d, _, fs in os.walk(os.path.join(path, "part=b")) for f in fs}
+    assert after == before  # the rewritten file of part=b is gone again
+    assert r.to_dict()["num_bins_deferred_for_writers"] == 1
+
+
+def test_a_writer_later_than_ever_is_taken_as_stopped(tmp_path):
+    # Cycles of 10 s, the last commit 20 s ago: overdue; the commit does not wait.
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=20_000)
+    t0 = time.monotonic()
+    r = compact(path, writer_wait_seconds=30)
+    assert time.monotonic() - t0 < 10
+    assert r.ok and len(r.commits) == 2
+    assert "taken as stopped" in r.commits[1].writer_wait["reason"]
+
+
+def test_writers_that_leave_no_quiet_moment_have_their_files_deferred(tmp_path):
+    # Back to back: each UPDATE of b runs its whole 10 s cycle.
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=10_000, last_ago_ms=1_000)
+    plan = plan_compaction(path)
+    assert gates_of(plan) == {"None": [{"part": "a"}]}
+    assert plan.writers is not None
+    deferred = plan.writers.deferred
+    assert deferred and {f.partition_values["part"] for f in deferred} == {"b"}
+    assert all("leave no quiet moment" in f.reason for f in deferred)
+    r = compact(path)
+    assert r.ok and r.to_dict()["num_files_deferred_for_writers"] == len(deferred)
+    assert "files deferred for the writers" in r.summary_line()
+    assert {f["path"] for f in r.to_dict()["deferred_files"]} == {f.path for f in deferred}
+    # A breached objective wins: nothing deferred (its commit still waits for a quiet moment).
+    forced = plan_compaction(path, overriding_objective="objective max_small_files: 9 > 4")
+    assert forced.writers is not None and not forced.writers.deferred and B_GATE in gates_of(forced)
+    assert "nothing deferred: objective max_small_files" in forced.writers.summary_line()
+    # Off: no gate, nothing deferred (part=a was compacted above).
+    off = plan_compaction(path, writer_aware=False)
+    assert [(b.partition_values, b.gate) for b in off.bins] == [({"part": "b"}, None)]
+
+
+def test_a_writer_that_stopped_weeks_ago_leaves_its_partitions_cold(tmp_path):
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=10_000, last_ago_ms=20 * 86_400_000)
+    plan = plan_compaction(path)
+    assert all(b.gate is None for b in plan.bins) and len(plan.bins) == 2
+    assert plan.writers is not None and not plan.writers.deferred
+
+
+def test_whole_table_writers_put_every_bin_behind_one_gate(tmp_path):
+    path = str(tmp_path / "t")
+    table = make_table(path)
+    for i in range(4):
+        append(table, rows(3, start=10 * i))
+    now = int(time.time() * 1000)
+    for v in range(5):
+        set_commit_time(path, v, now - 3_600_000 + v)
+    for i in range(4):
+        v = writer_commit(path, None, 6_000)
+        set_commit_time(path, v, now - 6_000 - (3 - i) * 10_000)
+    plan = plan_compaction(path)
+    assert [b.gate for b in plan.bins] == [TABLE_GATE]
+    assert plan.writers is not None and plan.writers.activity["table_wide_dml_active"] is True
+
+
+def test_a_zorder_defers_a_hot_partition_whole(tmp_path):
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=10_000, last_ago_ms=1_000)
+    plan = plan_compaction(path, zorder_by=["id"])
+    assert {b.partition_values["part"] for b in plan.bins} == {"a"}
+    assert plan.writers is not None and all("rewritten whole" in f.reason for f in plan.writers.deferred)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"writer_aware": "no"}, "writer_aware"),
+        ({"writer_aware": 0}, "writer_aware"),
+        ({"writer_wait_seconds": -1}, "writer_wait_seconds"),
+        ({"writer_wait_seconds": True}, "writer_wait_seconds"),
+        ({"writer_wait_seconds": float("nan")}, "writer_wait_seconds"),
+        ({"overriding_objective": " "}, "overriding_objective"),
+    ],
+)
+def test_writer_options_are_checked(values, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        CompactionOptions(**values)
