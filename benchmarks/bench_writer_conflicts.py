@@ -15,7 +15,7 @@ Both loops pause ``--pause`` seconds between rounds. The writer mix is what pipe
 four tables per set:
 
 * ``events``: partitioned by ``day`` (8 days), deletion vectors on: a Structured Streaming
-  append (rate source, a checkpoint location, a trigger every 3 s) into today's partition,
+  append (rate source, a checkpoint location, a trigger every 5 s) into today's partition,
   blind INSERTs into today, and a corrections job: DELETE and UPDATE pinned to one of the last
   three days (``WHERE day = 'd6' AND ...``), MERGE upserts of recent keys
   (``ON t.day = s.day AND t.id = s.id``: it reads the whole table);
@@ -25,7 +25,9 @@ four tables per set:
   and UPDATE by key predicates, MERGE upserts by key.
 
 Each DML job runs one statement, then thinks 1 to 3 s (seeded), as a job of corrections or a
-scheduled MERGE does; the INSERT job writes one table every 0.7 to 1.5 s, round robin.
+scheduled MERGE does; the INSERT job writes one table every 1 to 2 s, round robin. Maintenance starts once every
+DML job has landed a few statements (the log holds their rhythm, as on a table in use); what
+starts before is not counted.
 
 Reported per set and statement kind: attempts, and conflicts per 100 attempts split by who won
 the race (the version Delta Spark's error names: a maintenance commit, OPTIMIZE or deltalog's,
@@ -60,9 +62,12 @@ CONFLICT = re.compile(
     r"Concurrent(Append|DeleteRead|DeleteDelete|Transaction|Write)Exception|MetadataChangedException"
 )
 WINNER = re.compile(r"committed at version (\d+)")
+DML_KINDS = ("delete", "update", "merge")
 DAYS = [f"d{i}" for i in range(8)]
 RECENT_DAYS = DAYS[-3:]
 REGIONS = [f"r{i}" for i in range(4)]
+#: The warm-up lasts until every DML job landed this many statements: the log holds the writers' rhythm.
+WARMUP_STATEMENTS = 3
 
 
 def add_arguments(p: Any) -> None:
@@ -74,7 +79,11 @@ def add_arguments(p: Any) -> None:
     p.add_argument("--workdir", help="where the tables go (default: a temporary folder, removed after)")
     p.add_argument("--spark-check-every", type=int, default=1, help="Delta Spark reads every Nth version (1: all)")
     p.add_argument(
-        "--warmup", type=float, default=40.0, help="seconds the writers run before maintenance starts (not counted)"
+        "--warmup",
+        type=float,
+        default=240.0,
+        help="the longest the writers run before maintenance starts (not counted): until each DML job landed "
+        f"{WARMUP_STATEMENTS} statements, at least 20 s",
     )
     p.add_argument(
         "--tables",
@@ -258,7 +267,7 @@ class Writers:
             part = DAYS[-1] if spec.partition == "day" else None
             sql = f"INSERT INTO delta.`{self.arm.tables[spec.name]}` {_select(spec, start, 200, part=part)}"
             self._run(spec.name, "append", sql)
-            self._sleep(rng, 0.7, 1.5)
+            self._sleep(rng, 1.0, 2.0)
 
     def start_stream(self, spec: TableSpec, restart: int = 0) -> Any:
         from pyspark.sql import functions as F
@@ -278,7 +287,7 @@ class Writers:
         return (
             df.writeStream.format("delta")
             .option("checkpointLocation", str(self.arm.root / f"_checkpoints_{spec.name}"))
-            .trigger(processingTime="3 seconds")
+            .trigger(processingTime="5 seconds")
             .outputMode("append")
             .start(str(path))
         )
@@ -466,7 +475,18 @@ def run(args: Any) -> list[dict[str, Any]]:
         writers = [Writers(spark, arm, args.seed, stop, ops, lock, specs) for arm in arms.values()]
         for w in writers:
             w.start()
-        stop.wait(max(0.0, args.warmup))
+        warm_until = time.time() + max(0.0, args.warmup)
+        stop.wait(min(20.0, max(0.0, args.warmup)))
+        while time.time() < warm_until:
+            with lock:
+                landed = [
+                    sum(1 for o in ops if o.arm == a and o.table == t and o.kind in DML_KINDS and o.status == "ok")
+                    for a in arms
+                    for t in arms[a].tables
+                ]
+            if min(landed) >= WARMUP_STATEMENTS:
+                break
+            stop.wait(1.0)
         children = {}
         for name in ("deltalog", "plain"):
             if name in arms:
