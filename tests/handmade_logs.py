@@ -86,9 +86,16 @@ def commit_info(
     return {"commitInfo": info}
 
 
-def file_action(kind: str, path: str, partition: dict[str, str] | None = None, data_change: bool = True) -> dict[str, Any]:
+def file_action(
+    kind: str, path: str, partition: dict[str, str] | None = None, data_change: bool = True
+) -> dict[str, Any]:
     """An ``add`` or ``remove`` of ``path`` (no file is written: for logs read by the writer-activity rules)."""
-    body: dict[str, Any] = {"path": path, "partitionValues": dict(partition or {}), "size": 1, "dataChange": data_change}
+    body: dict[str, Any] = {
+        "path": path,
+        "partitionValues": dict(partition or {}),
+        "size": 1,
+        "dataChange": data_change,
+    }
     if kind == "add":
         body["modificationTime"] = 1
     else:

@@ -1,59 +1,22 @@
-"""Writer-aware compaction on real small tables whose DML writers' commits are made by hand (issue 43).
-
-The writers' commits are real commits (deltalog's transaction, so the table stays valid) shaped as
-Delta Spark writes them: an UPDATE pinned to a partition (``(part#1 = b)``) or reading the whole
-table, with ``executionTimeMs``; their commit times are set on the files, which is what a
-commit's timestamp is read from.
-"""
+"""Writer-aware compaction on real small tables whose DML writers' commits are made by hand (issue 43;
+the writers: ``tests/writer_helpers.py``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 
 import pytest
 
-from deltalog.commit.transaction import Transaction
 from deltalog.compaction import CompactionOptions, CompactionPlan, compact, plan_compaction
 from deltalog.compaction.writer_aware import TABLE_GATE
 from deltalog.errors import InvalidArgumentError
-from deltalog.storage.filesystem import Storage
 from handmade_logs import set_commit_time
-from helpers import append, make_table, rows, write_data_file
+from helpers import append, make_table, rows
+from writer_helpers import partitioned, writer_commit
 
 B_GATE = 'partition {"part": "b"}'
-
-
-def writer_commit(path: str, part: str | None, ran_ms: int, *, predicate: str | None = None) -> int:
-    """An UPDATE that rewrote rows into one new file of ``part`` (None: an unpartitioned table); its version."""
-    storage = Storage(path)
-    from deltalog.log.load import snapshot_at
-
-    snap = snapshot_at(storage)
-    add = write_data_file(path, rows(2, start=900, part=part or "x"), {"part": part} if part else None)
-    pred = predicate or (f"(part#1 = {part})" if part else "(id#1L = 5)")
-    txn = Transaction(storage, snap, operation="UPDATE", operation_parameters={"predicate": json.dumps([pred])})
-    txn.add([add])
-    return txn.commit({"executionTimeMs": ran_ms, "numUpdatedRows": 2}).version
-
-
-def partitioned(tmp_path, *, cycle_ms: int, ran_ms: int, last_ago_ms: int, commits: int = 5) -> str:
-    """Three small files in ``part=a`` (no writer there) and three in ``b``, then ``commits`` UPDATEs of
-    ``b`` ``cycle_ms`` apart, each running ``ran_ms``, the last ``last_ago_ms`` ago."""
-    path = str(tmp_path / "t")
-    table = make_table(path, partition_by=["part"])
-    for part in ("a", "b"):
-        for i in range(3):
-            append(table, rows(3, start=10 * i, part=part), {"part": part})
-    now = int(time.time() * 1000)
-    for v in range(7):  # the table's own history: an hour old (commit times only ever grow)
-        set_commit_time(path, v, now - 3_600_000 + v)
-    for i in range(commits):
-        v = writer_commit(path, "b", ran_ms)
-        set_commit_time(path, v, now - last_ago_ms - (commits - 1 - i) * cycle_ms)
-    return path
 
 
 def gates_of(plan: CompactionPlan) -> dict[str, list[dict]]:

@@ -172,7 +172,7 @@ def test_recorder_rows_match_what_each_operation_did(tmp_path):
 
     # The table is a Delta table others read: the same rows, its schema version, the legacy protocol.
     other = deltalake.DeltaTable(history)
-    assert other.metadata().configuration[SCHEMA_VERSION_PROPERTY] == str(SCHEMA_VERSION) == "2"
+    assert other.metadata().configuration[SCHEMA_VERSION_PROPERTY] == str(SCHEMA_VERSION) == "3"
     assert other.metadata().partition_columns == ["run_date"]
     assert as_rows(other.to_pyarrow_table()) == as_rows(read_history(history))
     assert (other.protocol().min_reader_version, other.protocol().min_writer_version) == (1, 2)
@@ -385,4 +385,4 @@ def test_delta_spark_reads_the_history_with_its_schema_and_properties(delta_spar
         for r in ours
     }
     props = dict(delta_spark.sql(f"SHOW TBLPROPERTIES delta.`{history}`").collect())
-    assert props[SCHEMA_VERSION_PROPERTY] == "2" and props["delta.appendOnly"] == "true"
+    assert props[SCHEMA_VERSION_PROPERTY] == "3" and props["delta.appendOnly"] == "true"

@@ -417,6 +417,7 @@ def test_a_version_1_history_is_upgraded_in_place_and_an_older_deltalog_refuses_
     from deltalog.journal import OperationSpan, RunContext, append_rows, make_row, read_history
     from deltalog.journal.schema import (
         PARTITION_COLUMN,
+        SCHEMA_VERSION,
         SCHEMA_VERSION_PROPERTY,
         TABLE_PROPERTIES,
         schema_of_version,
@@ -437,7 +438,7 @@ def test_a_version_1_history_is_upgraded_in_place_and_an_older_deltalog_refuses_
     row = make_row(span, "done", objectives_met=False, objectives_breached=["max_small_files"])
     append_rows(uri, [row])
     table = deltalake.DeltaTable(uri)
-    assert table.metadata().configuration[SCHEMA_VERSION_PROPERTY] == "2"
+    assert table.metadata().configuration[SCHEMA_VERSION_PROPERTY] == str(SCHEMA_VERSION)
     assert table.history(1)[0]["operation"] == "WRITE" and table.history(2)[1]["operation"] == "ADD COLUMNS"
     data = table.to_pyarrow_table()
     assert "objective_max_small_files_target" in data.schema.names
@@ -452,5 +453,5 @@ def test_a_version_1_history_is_upgraded_in_place_and_an_older_deltalog_refuses_
     assert deltalake.DeltaTable(uri).history(1)[0]["operation"] == "WRITE"
 
     monkeypatch.setattr(write, "SCHEMA_VERSION", 1)  # what a deltalog of schema version 1 does
-    with pytest.raises(OperationRefusedError, match="schema version 2, newer than this deltalog's 1"):
+    with pytest.raises(OperationRefusedError, match=f"schema version {SCHEMA_VERSION}, newer than this deltalog's 1"):
         append_rows(uri, [row])

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.compaction.liquid import ClusteringSpec
     from deltalog.compaction.plan import PlanFile
+    from deltalog.compaction.quiet_moment import QuietMoment
     from deltalog.compaction.spark import (
         SparkHandoff,
         commit_spark_result,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         storage_spark_conf,
         write_compaction_plan,
     )
+    from deltalog.compaction.writer_aware import DeferredFile, WriterGate, WriterPlan
     from deltalog.convert import ConvertResult, convert_to_delta
     from deltalog.create import choose_protocol, create_table, required_features
     from deltalog.engines.spark import IngestResult, WrittenFile, write_ingest
@@ -125,11 +127,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         NewCommit,
         Snapshot,
         VacuumSighting,
+        WriterActivity,
         find_new_commit,
         last_vacuum,
         list_log,
         snapshot_at,
+        writer_activity,
     )
+    from deltalog.log.writer_activity import Cadence, DmlCommit, WriterOverlap
     from deltalog.log_maintenance import (
         CheckpointDescription,
         CheckpointResult,
@@ -222,6 +227,11 @@ _LAZY = {
     "ClusteringSpec": "deltalog.compaction.liquid",
     # deltalog.compaction.plan
     "PlanFile": "deltalog.compaction.plan",
+    # deltalog.compaction.quiet_moment, deltalog.compaction.writer_aware
+    "QuietMoment": "deltalog.compaction.quiet_moment",
+    "DeferredFile": "deltalog.compaction.writer_aware",
+    "WriterGate": "deltalog.compaction.writer_aware",
+    "WriterPlan": "deltalog.compaction.writer_aware",
     # deltalog.compaction.spark
     "SparkHandoff": "deltalog.compaction.spark",
     "commit_spark_result": "deltalog.compaction.spark",
@@ -312,6 +322,12 @@ _LAZY = {
     "find_new_commit": "deltalog.log",
     "list_log": "deltalog.log",
     "snapshot_at": "deltalog.log",
+    "WriterActivity": "deltalog.log",
+    "writer_activity": "deltalog.log",
+    # deltalog.log.writer_activity
+    "Cadence": "deltalog.log.writer_activity",
+    "DmlCommit": "deltalog.log.writer_activity",
+    "WriterOverlap": "deltalog.log.writer_activity",
     # deltalog.log_maintenance
     "CheckpointDescription": "deltalog.log_maintenance",
     "CheckpointResult": "deltalog.log_maintenance",
@@ -403,6 +419,7 @@ __all__ = [
     "BreachChange",
     "BreachMessage",
     "BreachReport",
+    "Cadence",
     "Cell",
     "CheckpointDescription",
     "CheckpointResult",
@@ -417,10 +434,12 @@ __all__ = [
     "ConvertResult",
     "ConvertedSnapshot",
     "DayRollup",
+    "DeferredFile",
     "DeletionVectorHealth",
     "DeltaLogError",
     "DeltaTable",
     "DiscoveryResult",
+    "DmlCommit",
     "DueRule",
     "ExpiredSnapshot",
     "ExplainedSetting",
@@ -460,6 +479,7 @@ __all__ = [
     "PostCommitHook",
     "PostCommitHookResult",
     "Protocol",
+    "QuietMoment",
     "ReaderSnapshot",
     "Retention",
     "RollupStore",
@@ -480,6 +500,10 @@ __all__ = [
     "VacuumPlan",
     "VacuumResult",
     "VacuumSighting",
+    "WriterActivity",
+    "WriterGate",
+    "WriterOverlap",
+    "WriterPlan",
     "WrittenFile",
     "__version__",
     "acquire_lease",
@@ -555,4 +579,5 @@ __all__ = [
     "vacuum_job_script",
     "write_compaction_plan",
     "write_ingest",
+    "writer_activity",
 ]

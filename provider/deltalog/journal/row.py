@@ -196,6 +196,15 @@ class JournalRow:
     finish_by: str | None = None
     finish_by_deadline: dt.datetime | None = None
     finish_by_met: bool | None = None
+    # Schema version 3: the DELETE/UPDATE/MERGE writers beside maintenance (compaction and measure rows).
+    files_deferred_for_writers: int | None = None
+    deferred_files: list[str] | None = None
+    bins_deferred_for_writers: int | None = None
+    bins_lost_to_writers: int | None = None
+    writer_wait_s: float | None = None
+    writer_dml_commits: int | None = None
+    writer_overlaps: int | None = None
+    writer_dml_overlaps: int | None = None
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:

@@ -12,6 +12,7 @@
 | ``load`` | ``snapshot_at(storage, version=, timestamp=)``: the one loader, skipping an unreadable checkpoint |
 | ``history`` | commitInfo per version, in-commit timestamps, timestamps -> versions |
 | ``activity`` | recent commits: ``find_new_commit`` (what the version sensor waits for), ``last_vacuum`` (the last finished vacuum) |
+| ``writer_activity`` | the writers beside maintenance: ``writer_activity(storage, snapshot) -> WriterActivity`` (kinds, DML scopes and rhythm, overlaps with deltalog's rewrites) |
 
 Nothing here writes: the commit layer (``deltalog.commit``) and the post-commit work
 (``deltalog.log_maintenance``) build on these readers.
@@ -22,6 +23,7 @@ from deltalog.log.history import HistoryEntry
 from deltalog.log.listing import LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.snapshot import Snapshot
+from deltalog.log.writer_activity import WriterActivity, writer_activity
 
 __all__ = [
     "HistoryEntry",
@@ -29,8 +31,10 @@ __all__ = [
     "NewCommit",
     "Snapshot",
     "VacuumSighting",
+    "WriterActivity",
     "find_new_commit",
     "last_vacuum",
     "list_log",
     "snapshot_at",
+    "writer_activity",
 ]

@@ -65,11 +65,14 @@ __all__ = [
     "WriterActivity",
     "WriterOverlap",
     "activity_from_commits",
+    "cadence_of",
     "classify_commit",
     "overlaps",
     "partition_key",
     "pins_partitions",
+    "predicate_texts",
     "read_recent_commits",
+    "recent_commit",
     "writer_activity",
 ]
 
