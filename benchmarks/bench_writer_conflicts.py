@@ -1,6 +1,6 @@
 """Writer conflicts maintenance causes: Delta Spark's OPTIMIZE and deltalog side by side (issue 43).
 
-``python benchmarks/run.py writer_conflicts [--seconds 180] [--seed 43]``
+``python benchmarks/run.py writer_conflicts [--seconds 180] [--seed 43] [--tables events,ledger,clicks]``
 
 One Delta Spark session (``local[2]``) runs the same seeded writer mix on two sets of tables at
 once, for a fixed time, while maintenance runs beside each set with the same target file size:
@@ -11,23 +11,24 @@ once, for a fixed time, while maintenance runs beside each set with the same tar
   table in a child process (``writer_conflicts_maintainer.py``); ``--arms delta,deltalog,plain``
   adds a third set maintained by deltalog with ``writer_aware=False``.
 
-Both loops pause ``--pause`` seconds between rounds. The writer mix is what pipelines run,
-four tables per set:
+Both loops pause ``--pause`` seconds between rounds of a table. The writer mix is what
+pipelines run (``--tables`` picks; the default is the first of each kind, one table with deletion
+vectors and one without, partitioned and unpartitioned):
 
-* ``events``: partitioned by ``day`` (8 days), deletion vectors on: a Structured Streaming
-  append (rate source, a checkpoint location, a trigger every 5 s) into today's partition,
-  blind INSERTs into today, and a corrections job: DELETE and UPDATE pinned to one of the last
-  three days (``WHERE day = 'd6' AND ...``), MERGE upserts of recent keys
-  (``ON t.day = s.day AND t.id = s.id``: it reads the whole table);
-* ``orders``: partitioned by ``region`` (4), deletion vectors off: blind INSERTs into any
-  region, DELETE/UPDATE pinned to a region, MERGE upserts by key;
-* ``users`` (deletion vectors on) and ``ledger`` (off), unpartitioned: blind INSERTs, DELETE
-  and UPDATE by key predicates, MERGE upserts by key.
+* ``events``: partitioned by ``day`` (8 days), deletion vectors on: a Structured Streaming append
+  (rate source, a checkpoint location, a trigger every 10 s) and blind INSERTs into today's
+  partition, and a corrections job on the three days before: DELETE and UPDATE pinned to a day
+  (``WHERE day = 'd5' AND ...``), MERGE upserts with the day in the condition
+  (``ON t.day = 'd5' AND t.id = s.id``, as Delta's docs advise for concurrent writers);
+* ``orders``: the same without deletion vectors (UPDATE and MERGE rewrite whole files);
+* ``ledger`` (deletion vectors off) and ``users`` (on), unpartitioned dimension tables kept by a
+  CDC job: DELETE and UPDATE by key predicates, MERGE upserts by key, over the whole table;
+* ``clicks``: an append-only fact table: blind INSERTs only.
 
 Each DML job runs one statement, then thinks 1 to 3 s (seeded), as a job of corrections or a
-scheduled MERGE does; the INSERT job writes one table every 1 to 2 s, round robin. Maintenance starts once every
-DML job has landed a few statements (the log holds their rhythm, as on a table in use); what
-starts before is not counted.
+scheduled MERGE does; the INSERT job writes one of its tables every 2 to 4 s, round robin.
+Maintenance starts once every DML job has landed a few statements (the log holds their rhythm,
+as on a table in use); what starts before is not counted.
 
 Reported per set and statement kind: attempts, and conflicts per 100 attempts split by who won
 the race (the version Delta Spark's error names: a maintenance commit, OPTIMIZE or deltalog's,
@@ -64,8 +65,6 @@ CONFLICT = re.compile(
 WINNER = re.compile(r"committed at version (\d+)")
 DML_KINDS = ("delete", "update", "merge")
 DAYS = [f"d{i}" for i in range(8)]
-RECENT_DAYS = DAYS[-3:]
-REGIONS = [f"r{i}" for i in range(4)]
 #: The warm-up lasts until every DML job landed this many statements: the log holds the writers' rhythm.
 WARMUP_STATEMENTS = 3
 
@@ -87,8 +86,8 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--tables",
-        default="events,ledger",
-        help="which tables of the mix each set has: events, orders, users, ledger (default: events,ledger)",
+        default="events,ledger,clicks",
+        help="which tables of the mix each set has: events, orders, users, ledger, clicks (default: events,ledger,clicks)",
     )
 
 
@@ -98,14 +97,22 @@ class TableSpec:
     partition: str | None  # the partition column
     values: tuple[str, ...]  # its values
     dv: bool
-    streaming: bool = False
+    streaming: bool = False  # a streaming append into ``appends_to``
+    appends_to: str | None = None  # blind INSERTs: into this partition ("" on an unpartitioned table)
+    corrects: tuple[str, ...] = ()  # the partitions its DML job pins (empty: it reads the whole table)
+    dml: bool = True
 
 
 TABLES = (
-    TableSpec("events", "day", tuple(DAYS), dv=True, streaming=True),
-    TableSpec("orders", "region", tuple(REGIONS), dv=False),
+    # Today's partition takes the appends, the corrections job works on the days before.
+    TableSpec("events", "day", tuple(DAYS), dv=True, streaming=True, appends_to=DAYS[-1], corrects=tuple(DAYS[-4:-1])),
+    # The same, without deletion vectors (UPDATE and MERGE rewrite whole files).
+    TableSpec("orders", "day", tuple(DAYS), dv=False, appends_to=DAYS[-1], corrects=tuple(DAYS[-4:-1])),
+    # Dimension tables kept by a CDC job: DELETE, UPDATE and MERGE upserts by key over the whole table.
     TableSpec("users", None, (), dv=True),
     TableSpec("ledger", None, (), dv=False),
+    # An append-only fact table: blind appends, nothing else.
+    TableSpec("clicks", None, (), dv=False, appends_to="", dml=False),
 )
 
 
@@ -237,8 +244,8 @@ class Writers:
         while not self.stop.is_set():
             kind = rng.choices(["delete", "update", "merge"], weights=[4, 3, 3])[0]
             k = rng.randrange(97)
-            if spec.partition is not None:
-                part = rng.choice(RECENT_DAYS if spec.partition == "day" else list(spec.values))
+            if spec.corrects:
+                part = rng.choice(spec.corrects)
                 where = f"{spec.partition} = '{part}' AND "
             else:
                 part, where = None, ""
@@ -247,27 +254,29 @@ class Writers:
             elif kind == "update":
                 sql = f"UPDATE {t} SET v = v + 1 WHERE {where}id % 89 = {k}"
             else:
+                # Upserts of a range of keys; on a partitioned table the day is in the condition (pruning).
                 lo = rng.randrange(0, 6000)
-                on = f"t.{spec.partition} = s.{spec.partition} AND " if spec.partition else ""
+                on = f"t.{spec.partition} = '{part}' AND " if part is not None else ""
                 sql = (
-                    f"MERGE INTO {t} AS t USING ({_select(spec, lo, 60, bump='0.5')}) AS s ON {on}t.id = s.id "
-                    "WHEN MATCHED THEN UPDATE SET t.v = s.v WHEN NOT MATCHED THEN INSERT *"
+                    f"MERGE INTO {t} AS t USING ({_select(spec, lo, 60, bump='0.5', part=part)}) AS s ON {on}"
+                    "t.id = s.id WHEN MATCHED THEN UPDATE SET t.v = s.v WHEN NOT MATCHED THEN INSERT *"
                 )
             self._run(spec.name, kind, sql)
             self._sleep(rng, 1.0, 3.0)
 
     def appends(self) -> None:
         rng = random.Random(f"{self.seed}/appends")
+        targets = [s for s in self.specs if s.appends_to is not None]
         i = 0
-        while not self.stop.is_set():
-            spec = self.specs[i % len(self.specs)]
+        while targets and not self.stop.is_set():
+            spec = targets[i % len(targets)]
             i += 1
             start = self.next_id[spec.name]
             self.next_id[spec.name] += 200
-            part = DAYS[-1] if spec.partition == "day" else None
+            part = spec.appends_to or None
             sql = f"INSERT INTO delta.`{self.arm.tables[spec.name]}` {_select(spec, start, 200, part=part)}"
             self._run(spec.name, "append", sql)
-            self._sleep(rng, 1.0, 2.0)
+            self._sleep(rng, 2.0, 4.0)
 
     def start_stream(self, spec: TableSpec, restart: int = 0) -> Any:
         from pyspark.sql import functions as F
@@ -279,7 +288,7 @@ class Writers:
             .load()
             .select(
                 (F.col("value") + F.lit(10_000_000 + 1_000_000 * restart)).alias("id"),
-                F.lit(DAYS[-1]).alias(spec.partition),
+                F.lit(spec.appends_to).alias(spec.partition),
                 F.col("value").cast("double").alias("v"),
                 F.repeat(F.md5(F.col("value").cast("string")), 6).alias("payload"),
             )
@@ -287,7 +296,7 @@ class Writers:
         return (
             df.writeStream.format("delta")
             .option("checkpointLocation", str(self.arm.root / f"_checkpoints_{spec.name}"))
-            .trigger(processingTime="5 seconds")
+            .trigger(processingTime="10 seconds")
             .outputMode("append")
             .start(str(path))
         )
@@ -322,7 +331,8 @@ class Writers:
 
     def start(self) -> None:
         for spec in self.specs:
-            self.threads.append(threading.Thread(target=self.dml, args=(spec,), daemon=True))
+            if spec.dml:
+                self.threads.append(threading.Thread(target=self.dml, args=(spec,), daemon=True))
             if spec.streaming:
                 self.threads.append(threading.Thread(target=self.stream_watch, args=(spec,), daemon=True))
         self.threads.append(threading.Thread(target=self.appends, daemon=True))
@@ -483,6 +493,7 @@ def run(args: Any) -> list[dict[str, Any]]:
                     sum(1 for o in ops if o.arm == a and o.table == t and o.kind in DML_KINDS and o.status == "ok")
                     for a in arms
                     for t in arms[a].tables
+                    if next(s for s in specs if s.name == t).dml
                 ]
             if min(landed) >= WARMUP_STATEMENTS:
                 break

@@ -100,7 +100,23 @@ def fleet_listing(summaries: pa.Table, prices: Prices, days: int) -> pa.Table:
         out = out.append_column(
             f"last_{op}_at", pa.array([as_utc(m.get("at")) if m else None for m in mine], pa.timestamp("us", tz="UTC"))
         )
-    return with_costs(out, prices, days)
+    return with_costs(with_writer_conflicts(out), prices, days)
+
+
+def with_writer_conflicts(listing: pa.Table) -> pa.Table:
+    """The listing with ``writer_conflicts``: what the history shows of the conflicts deltalog caused its
+    table's writers (the newest measurement's DELETE/UPDATE/MERGE commits that overlapped a deltalog
+    rewrite, plus the bins compaction lost to their commits in the window); null where nothing is known."""
+    n = listing.num_rows
+    writers = listing.column("writers").to_pylist() if "writers" in listing.column_names else [None] * n
+    lost = listing.column("bins_lost_to_writers").to_pylist() if "bins_lost_to_writers" in listing.column_names else []
+    lost = lost or [None] * n
+    values = []
+    for w, b in zip(writers, lost, strict=True):
+        overlaps = number((w or {}).get("dml_overlaps"))
+        known = [v for v in (overlaps, number(b)) if v is not None]
+        values.append(int(sum(known)) if known else None)
+    return listing.append_column("writer_conflicts", pa.array(values, pa.int64()))
 
 
 # --- filters ----------------------------------------------------------------------------------------
@@ -196,6 +212,8 @@ class Context:
     operations: frozenset[str] = frozenset(SHOWN_OPERATIONS)
     #: Some table of the fleet sets service-level objectives (the compliance column is shown).
     objectives: bool = False
+    #: Some table of the fleet has writer figures in its history (the writer-conflicts column is shown).
+    writers: bool = False
 
 
 @dataclass(frozen=True)
@@ -322,6 +340,29 @@ def _last_cell(op: str) -> Callable[[dict[str, Any], Context], str]:
     return cell
 
 
+def _writers_cell(row: dict[str, Any], ctx: Context) -> str:
+    """``2 DML overlaps · 1 bin lost · 14 files left``: the conflicts deltalog's commits met, and what it left the writers."""
+    w = row.get("writers") or {}
+    overlaps, lost = number(w.get("dml_overlaps")), number(row.get("bins_lost_to_writers"))
+    left = number(row.get("files_deferred_for_writers"))
+    if overlaps is None and lost is None and not left:
+        return '<span class="muted">-</span>'
+    parts = []
+    if overlaps is not None:
+        parts.append(f"{count(overlaps)} DML overlap{'s' if overlaps != 1 else ''}")
+    if lost:
+        parts.append(f"{count(lost)} bin{'s' if lost != 1 else ''} lost")
+    if left:
+        parts.append(f"{count(left)} files left")
+    title = (
+        "DML overlaps: DELETE/UPDATE/MERGE commits in the table's recent log (newest measurement) that landed "
+        "after a deltalog rewrite they had not read: each passed Delta's conflict check against it; an attempt "
+        "that failed leaves no commit and is not counted. Bins lost: compaction bins a writer's commit took "
+        "inputs of first. Files left: small files compaction left to the writers (each run counted)."
+    )
+    return f'<span title="{esc(title)}">{esc(" · ".join(parts))}</span>'
+
+
 def _ran(op: str) -> Callable[[Context], bool]:
     return lambda ctx: op in ctx.operations
 
@@ -363,6 +404,14 @@ COLUMNS: tuple[Column, ...] = (
         numeric=True,
     ),
     Column("dv_share", "DV share", "dv_share_after", _figure("dv_share_after", share), numeric=True),
+    Column(
+        "writer_conflicts",
+        "writer conflicts",
+        "writer_conflicts",
+        _writers_cell,
+        numeric=True,
+        shown=lambda ctx: ctx.writers,
+    ),
     *(
         Column(
             f"last_{op}",
@@ -396,6 +445,13 @@ SORT_KEYS = tuple(c.key for c in COLUMNS if c.sort_by)
 def sets_objectives(listing: pa.Table) -> bool:
     """Whether some table of ``listing`` set a service-level objective at its newest judgement."""
     return bool(listing.num_rows) and pc.any(pc.not_equal(listing.column("compliance"), "none")).as_py() is True
+
+
+def shows_writers(listing: pa.Table) -> bool:
+    """Whether some table of ``listing`` has writer figures (schema version 3 rows) in the window."""
+    return (
+        "writer_conflicts" in listing.column_names and listing.column("writer_conflicts").null_count < listing.num_rows
+    )
 
 
 def operations_run(listing: pa.Table) -> frozenset[str]:
@@ -529,6 +585,18 @@ def table_json(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
         },
     }
     out["compliance"] = compliance_json(row)
+    w = row.get("writers") or {}
+    out["writers"] = {
+        "writer_conflicts": row.get("writer_conflicts"),
+        "dml_commits": w.get("dml_commits"),
+        "overlaps": w.get("overlaps"),
+        "dml_overlaps": w.get("dml_overlaps"),
+        "measured_at": when(w.get("at")),
+        "bins_lost_to_writers": row.get("bins_lost_to_writers"),
+        "bins_deferred_for_writers": row.get("bins_deferred_for_writers"),
+        "files_deferred_for_writers": row.get("files_deferred_for_writers"),
+        "writer_wait_s": row.get("writer_wait_s"),
+    }
     if prices.any:
         out["cost"] = {k: row.get(k) for k in ("cost", "compute_cost", "storage_cost_month", "saved_month")}
     return out
@@ -593,7 +661,9 @@ __all__ = [
     "operations_run",
     "select",
     "sets_objectives",
+    "shows_writers",
     "sort_link",
     "table_json",
     "utc_time",
+    "with_writer_conflicts",
 ]
