@@ -106,16 +106,18 @@ def fleet_listing(summaries: pa.Table, prices: Prices, days: int) -> pa.Table:
 def with_writer_conflicts(listing: pa.Table) -> pa.Table:
     """The listing with ``writer_conflicts``: what the history shows of the conflicts deltalog caused its
     table's writers (the newest measurement's DELETE/UPDATE/MERGE commits that overlapped a deltalog
-    rewrite, plus the bins compaction lost to their commits in the window); null where nothing is known."""
+    rewrite, plus the bins compaction lost to their commits in the window); null for a table with no
+    DML writer in sight and nothing lost or left to them."""
     n = listing.num_rows
-    writers = listing.column("writers").to_pylist() if "writers" in listing.column_names else [None] * n
-    lost = listing.column("bins_lost_to_writers").to_pylist() if "bins_lost_to_writers" in listing.column_names else []
-    lost = lost or [None] * n
+
+    def column(name: str) -> list[Any]:
+        return listing.column(name).to_pylist() if name in listing.column_names else [None] * n
+
     values = []
-    for w, b in zip(writers, lost, strict=True):
-        overlaps = number((w or {}).get("dml_overlaps"))
-        known = [v for v in (overlaps, number(b)) if v is not None]
-        values.append(int(sum(known)) if known else None)
+    for w, lost, left in zip(column("writers"), column("bins_lost_to_writers"), column("files_deferred_for_writers")):
+        w = w or {}
+        seen = (number(w.get("dml_commits")) or 0) > 0 or (number(lost) or 0) > 0 or (number(left) or 0) > 0
+        values.append(int((number(w.get("dml_overlaps")) or 0) + (number(lost) or 0)) if seen else None)
     return listing.append_column("writer_conflicts", pa.array(values, pa.int64()))
 
 
@@ -342,11 +344,11 @@ def _last_cell(op: str) -> Callable[[dict[str, Any], Context], str]:
 
 def _writers_cell(row: dict[str, Any], ctx: Context) -> str:
     """``2 DML overlaps · 1 bin lost · 14 files left``: the conflicts deltalog's commits met, and what it left the writers."""
+    if row.get("writer_conflicts") is None:
+        return '<span class="muted">-</span>'
     w = row.get("writers") or {}
     overlaps, lost = number(w.get("dml_overlaps")), number(row.get("bins_lost_to_writers"))
     left = number(row.get("files_deferred_for_writers"))
-    if overlaps is None and lost is None and not left:
-        return '<span class="muted">-</span>'
     parts = []
     if overlaps is not None:
         parts.append(f"{count(overlaps)} DML overlap{'s' if overlaps != 1 else ''}")
