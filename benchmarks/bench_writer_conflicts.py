@@ -86,8 +86,8 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--tables",
-        default="events,ledger,clicks",
-        help="which tables of the mix each set has: events, orders, users, ledger, clicks (default: events,ledger,clicks)",
+        default="events,users,ledger,clicks",
+        help="which tables of the mix each set has: events, orders, users, ledger, clicks (default: all but orders)",
     )
 
 

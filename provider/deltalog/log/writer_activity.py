@@ -680,12 +680,13 @@ def recent_commit(version: int, timestamp_ms: int, actions: Sequence[dict[str, A
                 removes.append(_touched(a["remove"]))
     read_version = info.get("readVersion")
     blind = info.get("isBlindAppend")
+    parameters, metrics = info.get("operationParameters"), info.get("operationMetrics")
     return RecentCommit(
         version=version,
         timestamp_ms=timestamp_ms,
         operation=info.get("operation") if isinstance(info.get("operation"), str) else None,
-        parameters=info.get("operationParameters") if isinstance(info.get("operationParameters"), dict) else {},
-        metrics=info.get("operationMetrics") if isinstance(info.get("operationMetrics"), dict) else {},
+        parameters=parameters if isinstance(parameters, dict) else {},
+        metrics=metrics if isinstance(metrics, dict) else {},
         read_version=read_version if isinstance(read_version, int) and not isinstance(read_version, bool) else None,
         is_blind_append=blind if isinstance(blind, bool) else None,
         engine_info=info.get("engineInfo") if isinstance(info.get("engineInfo"), str) else None,
