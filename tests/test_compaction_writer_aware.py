@@ -14,7 +14,7 @@ from deltalog.compaction.writer_aware import TABLE_GATE
 from deltalog.errors import InvalidArgumentError
 from handmade_logs import set_commit_time
 from helpers import append, make_table, rows
-from writer_helpers import partitioned, writer_commit
+from writer_helpers import partitioned, rewrite_partition, writer_commit
 
 B_GATE = 'partition {"part": "b"}'
 
@@ -71,6 +71,43 @@ def test_a_hot_commit_waits_for_its_writer_and_lands_right_after_it(tmp_path):
     assert hot.writer_wait is not None and "right after their commit" in hot.writer_wait["reason"]
     assert hot.writer_wait["waited_s"] >= 0.9 and hot.writer_wait["writer_commits"] == 1
     assert "waited" in r.summary_line()
+
+
+def test_a_writer_commit_that_rewrote_the_inputs_leaves_the_batch_to_be_planned_at_the_quiet_moment(tmp_path):
+    # The commit that opens the quiet moment rewrote every file of part=b (a copy-on-write UPDATE): the
+    # plan's bin is stale. Planned again from the snapshot after it, the two new files make the commit.
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=30)))
+    worker.start()
+    time.sleep(1.0)
+    landed = rewrite_partition(path, "b", 6_000)
+    worker.join(timeout=60)
+    r = out["r"]
+    assert r.ok and len(r.commits) == 2 and r.commits[1].version > landed
+    assert not [s for s in r.skipped if s.kind == "conflict"]  # nothing lost to the writer
+    replanned = [s for s in r.skipped if s.kind == "replanned"]
+    assert [s.bin_id for s in replanned] == [1] and "1 commits" in replanned[0].reason
+    new_bin = next(b for b in r.plan.bins if b.id in r.commits[1].bins)
+    assert new_bin.partition_values == {"part": "b"} and len(new_bin.files) == 2  # the writer's two new files
+    assert r.to_dict()["num_bins_committed"] == 2
+
+
+def test_a_quiet_moment_takes_as_many_bins_as_it_leaves_time_to_rewrite():
+    from deltalog.compaction.quiet_batches import _budget_bytes
+    from deltalog.compaction.quiet_moment import QuietMoment
+    from deltalog.compaction.writer_aware import WriterGate, lead_ms
+    from deltalog.log.writer_activity import Cadence
+
+    gate = WriterGate("table", None, Cadence(((2000, 5000), (2400, 5000), (3000, 6000)), 9, 0, 4))
+    assert gate.cadence.quiet_ms() == 2000
+    early = QuietMoment(True, 0.0, "quiet", offset_ms=200, decided_at=0.0)
+    late = QuietMoment(True, 0.0, "quiet", offset_ms=1900, decided_at=0.0)
+    rate = 10_000_000.0
+    assert _budget_bytes(gate, early, True, rate) == pytest.approx((2000 - 200 - lead_ms(True)) / 1000 * rate / 2)
+    assert _budget_bytes(gate, late, True, rate) == 0  # at least one bin is still taken
+    unknown = WriterGate("table", None, Cadence(((None, 5000),), 9, 0, 2))
+    assert _budget_bytes(unknown, early, True, rate) == pytest.approx(rate / 2)  # a second's grace
 
 
 def test_no_quiet_moment_in_time_defers_the_batch_and_deletes_its_files(tmp_path):

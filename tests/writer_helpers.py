@@ -45,3 +45,21 @@ def partitioned(folder: Path, *, cycle_ms: int, ran_ms: int, last_ago_ms: int, c
         v = writer_commit(path, "b", ran_ms)
         set_commit_time(path, v, now - last_ago_ms - (commits - 1 - i) * cycle_ms)
     return path
+
+
+def rewrite_partition(path: str, part: str, ran_ms: int) -> int:
+    """An UPDATE of every row of ``part`` (copy-on-write): every live file there removed, one new one added; its version."""
+    storage = Storage(path)
+    snap = snapshot_at(storage)
+    mine = [
+        p
+        for p, pv in zip(snap.files.column("path").to_pylist(), snap.files.column("partitionValues").to_pylist())
+        if dict(pv or []).get("part") == part
+    ]
+    txn = Transaction(
+        storage, snap, operation="UPDATE", operation_parameters={"predicate": json.dumps([f"(part#1 = {part})"])}
+    )
+    txn.remove([{"path": p, "dataChange": True, "partitionValues": {"part": part}} for p in mine])
+    txn.add([write_data_file(path, rows(4, start=700, part=part), {"part": part})])
+    txn.add([write_data_file(path, rows(4, start=800, part=part), {"part": part})])
+    return txn.commit({"executionTimeMs": ran_ms, "numUpdatedRows": 8}).version

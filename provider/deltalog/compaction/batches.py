@@ -11,8 +11,10 @@ nothing was committed, the error) says which bins committed before, which file w
 missing and how many bins were left.
 
 Bins behind a writers' gate (:mod:`deltalog.compaction.writer_aware`) come in batches of their
-own, one per gate, after the bins that commit at once; each waits, once rewritten, for a quiet
-moment of its writers (:func:`deltalog.compaction.quiet_moment.wait_for_quiet_moment`) and is
+own, one per gate, after the bins that commit at once. On the local engine a bin-packing's gated
+batch is planned again, rewritten and committed inside each quiet moment of its writers
+(:mod:`deltalog.compaction.quiet_batches`); any other gated batch waits, once rewritten, for a
+quiet moment (:func:`deltalog.compaction.quiet_moment.wait_for_quiet_moment`). Either is
 deferred, its new files deleted, when none comes in time.
 """
 
@@ -30,17 +32,16 @@ from deltalog.compaction.engine_output import BinOutput, BinSkipped
 from deltalog.compaction.local import run_local
 from deltalog.compaction.options import LocalOptions
 from deltalog.compaction.plan import Bin, CompactionPlan
+from deltalog.compaction.quiet_batches import WRITERS_DEFERRAL, commit_gated, replans
 from deltalog.compaction.quiet_moment import DEFAULT_WRITER_WAIT_SECONDS, QuietMoment, wait_for_quiet_moment
 from deltalog.compaction.result import CompactionProgress, CompactionResult
+from deltalog.compaction.writer_aware import WriterGate
 from deltalog.errors import DeltaLogError, MissingDataFileError, OperationCancelledError
 from deltalog.log.snapshot import Snapshot
 from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
 
-__all__ = ["WRITERS_DEFERRAL", "batches", "commit_outputs", "commit_work", "ready_batches"]
-
-#: How a batch deferred because its writers left no quiet moment in time is reported (kind ``deferred``).
-WRITERS_DEFERRAL = "deferred for the writers"
+__all__ = ["batches", "commit_outputs", "commit_work", "ready_batches"]
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +146,29 @@ def commit_work(
                 raise OperationCancelledError(f"compaction of {storage.uri} was cancelled; nothing was committed")
             result.error = "cancelled"
             return
+        gate = _gate(plan, batch)
+        if ready is None and gate is not None and replans(plan):
+            assert plan.writers is not None
+            commit_gated(
+                storage,
+                plan,
+                batch,
+                gate,
+                result,
+                options,
+                run_hooks=run_hooks,
+                cancel=cancel,
+                deadline=deadline,
+                wait_s=DEFAULT_WRITER_WAIT_SECONDS if writer_wait_seconds is None else writer_wait_seconds,
+                force=plan.writers.overriding_objective is not None,
+            )
+            snapshot = None
+            continue
         if ready is None:
             t0 = time.perf_counter()
             ready, skipped = run_local(storage, plan, batch, options, cancel=cancel)
             result.engine_seconds += time.perf_counter() - t0
+            result.rewritten_bytes += sum(o.bytes_in for o in ready)
             result.skipped.extend(skipped)
             if any(s.kind == "missing" for s in skipped):
                 work[i] = (batch, ready)
@@ -183,13 +203,18 @@ def commit_work(
             result.outputs.extend(o for o in ready if o.bin_id in record.bins)
 
 
+def _gate(plan: CompactionPlan, batch: list[Bin]) -> WriterGate | None:
+    """The writers' gate a batch is behind (None: it commits at once)."""
+    key = batch[0].gate if batch else None
+    return plan.writers.gates.get(key) if plan.writers is not None and key is not None else None
+
+
 def _quiet_moment(
     storage: Storage, plan: CompactionPlan, batch: list[Bin], deadline: float | None, wait_s: float | None
 ) -> QuietMoment | None:
     """The wait of a batch behind a writers' gate (None: the batch waits for nothing)."""
-    key = batch[0].gate if batch else None
-    gate = plan.writers.gates.get(key) if plan.writers is not None and key is not None else None
-    if gate is None:
+    gate = _gate(plan, batch)
+    if gate is None or plan.writers is None:
         return None
     moment = wait_for_quiet_moment(
         storage,
@@ -199,7 +224,7 @@ def _quiet_moment(
         deadline=deadline,
         force=plan.writers is not None and plan.writers.overriding_objective is not None,
     )
-    log.info("compaction of %s, %s: %s", storage.uri, key, moment.reason)
+    log.info("compaction of %s, %s: %s", storage.uri, gate.key, moment.reason)
     return moment
 
 

@@ -40,12 +40,14 @@ from deltalog.log.listing import commit_name, list_log
 from deltalog.log.writer_activity import activity_from_commits, read_recent_commits, recent_commit
 from deltalog.storage.filesystem import Storage
 
-__all__ = ["DEFAULT_WRITER_WAIT_SECONDS", "QuietMoment", "wait_for_quiet_moment"]
+__all__ = ["DEFAULT_WRITER_WAIT_SECONDS", "UNKNOWN_QUIET_MS", "QuietMoment", "still_quiet", "wait_for_quiet_moment"]
 
 log = logging.getLogger(__name__)
 
 #: The longest a gated commit waits for its writers' quiet moment, by default.
 DEFAULT_WRITER_WAIT_SECONDS = 60.0
+#: How long the moment after a commit of writers whose transactions' starts are unknown is taken to be quiet.
+UNKNOWN_QUIET_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,15 @@ class QuietMoment:
     #: Commits of the gate's writers that appeared while waiting.
     writer_commits: int = 0
     timed_out: bool = False
+    #: How long after the writers' last commit the decision fell (ms; None: not known).
+    offset_ms: float | None = None
+    #: When it fell (the wait's ``clock()``): with ``offset_ms``, how long the moment has lasted since.
+    decided_at: float | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("decided_at")
+        return out
 
 
 def _columns(plan: CompactionPlan) -> list[str]:
@@ -117,21 +125,39 @@ def wait_for_quiet_moment(
         at = offset() + lead
         risk = cadence.risk(at)
         waited = clock() - started
+        now = clock()
         if not cadence.pairs:
-            return QuietMoment(True, waited, f"one commit of the writers ({cadence.describe()}): no rhythm to wait for")
+            return QuietMoment(
+                True,
+                waited,
+                f"one commit of the writers ({cadence.describe()}): no rhythm to wait for",
+                0,
+                False,
+                offset(),
+                now,
+            )
         if cadence.overdue(at):
             return QuietMoment(
                 True,
                 waited,
                 f"the writers are later than in any recent cycle ({cadence.describe()}): taken as stopped",
                 writer_commits,
+                False,
+                None,
+                now,
             )
         if risk is None and writer_commits:
             risk = 0.0  # the moment right after a commit of writers whose transactions' starts are unknown
         if risk is not None and risk <= RISK_LIMIT:
             when = "right after their commit" if writer_commits else f"{offset() / 1000:.1f} s after their last commit"
             return QuietMoment(
-                True, waited, f"quiet moment {when} ({cadence.describe()}); waited {waited:.1f} s", writer_commits
+                True,
+                waited,
+                f"quiet moment {when} ({cadence.describe()}); waited {waited:.1f} s",
+                writer_commits,
+                False,
+                offset(),
+                now,
             )
         out_of_time = waited >= max_wait_s or (deadline is not None and clock() >= deadline)
         if out_of_time:
@@ -140,8 +166,8 @@ def wait_for_quiet_moment(
                 f"({cadence.describe()}; a transaction is likely running)"
             )
             if force:
-                return QuietMoment(True, waited, why + "; committed anyway", writer_commits, timed_out=True)
-            return QuietMoment(False, waited, why, writer_commits, timed_out=True)
+                return QuietMoment(True, waited, why + "; committed anyway", writer_commits, True, None, now)
+            return QuietMoment(False, waited, why, writer_commits, True, None, now)
         sleep(poll)
         # New commit files since the last look: a commit of these writers starts the quiet moment.
         while True:
@@ -158,3 +184,17 @@ def wait_for_quiet_moment(
                 writer_commits += 1
                 base_offset, base_at = poll * 500, clock()  # it appeared within the last poll
                 log.debug("gate %s: writer commit %d seen", gate.key, latest)
+
+
+def still_quiet(
+    gate: WriterGate, moment: QuietMoment, local: bool, clock: Callable[[], float] = time.monotonic
+) -> bool:
+    """Whether a commit deciding now still lands in ``moment`` (its writers' cycles say no transaction of
+    theirs runs yet at this offset); a moment of unknown offset (writers stopped, or no rhythm) stays quiet."""
+    if moment.offset_ms is None or moment.decided_at is None:
+        return True
+    offset = moment.offset_ms + (clock() - moment.decided_at) * 1000 + lead_ms(local)
+    risk = gate.cadence.risk(offset)
+    if risk is None:  # right after a commit of writers whose transactions' starts are unknown: a second's grace
+        return offset <= UNKNOWN_QUIET_MS
+    return risk <= RISK_LIMIT or gate.cadence.overdue(offset)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from deltalog.compaction.commit import CompactionCommit
 from deltalog.compaction.engine_output import BinOutput, BinSkipped
-from deltalog.compaction.plan import CompactionPlan
+from deltalog.compaction.plan import Bin, CompactionPlan
 
 __all__ = ["CompactionProgress", "CompactionResult"]
 
@@ -126,8 +127,18 @@ class CompactionProgress:
     skipped: list[BinSkipped] = field(default_factory=list)
     error: str | None = None
     engine_seconds: float = 0.0
+    #: Bins planned during the run (a gated batch planned again at its writers' quiet moment).
+    extra_bins: list[Bin] = field(default_factory=list)
+    #: Input bytes the local engine rewrote in ``engine_seconds`` (what a quiet moment's budget is sized by).
+    rewritten_bytes: int = 0
+
+    def rewrite_rate(self) -> float | None:
+        """Input bytes rewritten per second so far (None: nothing measured yet)."""
+        return self.rewritten_bytes / self.engine_seconds if self.rewritten_bytes and self.engine_seconds > 0 else None
 
     def result(self, table: str, plan: CompactionPlan, seconds: float, *, plan_only: bool = False) -> CompactionResult:
+        if self.extra_bins:
+            plan = dataclasses.replace(plan, bins=[*plan.bins, *self.extra_bins])
         return CompactionResult(
             table=table,
             engine=self.engine,

@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from deltalog.compaction.batches import WRITERS_DEFERRAL
 from deltalog.compaction.purge import deletion_vector_health
+from deltalog.compaction.quiet_batches import WRITERS_DEFERRAL
 from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentError, OperationRefusedError
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row, objective_columns
 from deltalog.journal.write import AppendResult, append_rows, prepare_history
@@ -123,7 +123,7 @@ def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
     if for_writers:
         first = next(s["reason"] for s in skipped if str(s.get("reason", "")).startswith(WRITERS_DEFERRAL))
         reasons.append(f"{for_writers} of {d.get('num_bins', 0)} bins {first}")
-    lost = [s["reason"] for s in skipped if s.get("kind") != "deferred"]
+    lost = [s["reason"] for s in skipped if s.get("kind") not in ("deferred", "replanned")]
     reasons.extend(lost[:3])
     files = d.get("deferred_files") or []
     writers = (d.get("plan") or {}).get("writers") or {}

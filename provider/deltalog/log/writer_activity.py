@@ -429,6 +429,11 @@ class Cadence:
     def longest_cycle_ms(self) -> int | None:
         return max(c for _, c in self.pairs) if self.pairs else None
 
+    def quiet_ms(self) -> int | None:
+        """How long the writers stay quiet after a commit: the lower decile of their recent known gaps (None: unknown)."""
+        known = sorted(g for g, _ in self.pairs if g is not None)
+        return max(0, known[len(known) // 10]) if known else None
+
     def overdue(self, offset_ms: float) -> bool:
         """Later than any recent cycle (with slack): the writer stopped, or runs far longer than it used to."""
         longest = self.longest_cycle_ms
