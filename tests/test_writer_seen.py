@@ -27,7 +27,7 @@ from helpers import append, make_table, rows, write_data_file
 from writer_helpers import partitioned
 
 #: A table whose part=b writers run back to back (no quiet moment): its small files there are left to them.
-BUSY = {"cycle_ms": 10_000, "ran_ms": 10_000, "last_ago_ms": 1_000}
+BUSY = {"cycle_ms": 3_000, "ran_ms": 3_000, "last_ago_ms": 500}
 
 
 def _overlapping_writer(path: str) -> int:
