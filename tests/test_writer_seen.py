@@ -84,9 +84,15 @@ def test_the_history_records_the_files_left_to_the_writers_and_what_the_log_show
     assert summary["writers"]["dml_commits"] == 5 and summary["writers"]["dml_overlaps"] == 0
 
 
-def test_a_breached_compaction_objective_wins_over_the_writers_and_the_ranking_says_so(tmp_path):
+def test_a_breached_compaction_objective_wins_over_the_writers_and_the_ranking_says_so(tmp_path, capsys):
     path = partitioned(tmp_path / "lake", **BUSY)
     settings = {"defaults": {"max_small_files": 2}}
+    settings_file = tmp_path / "settings.json"
+    settings_file.write_text(json.dumps(settings))
+    assert main(["maintain", path, "--dry-run", "--settings", str(settings_file)]) == 0
+    assert "writers: compaction defers nothing for the writers: breached objective max_small_files" in (
+        capsys.readouterr().out
+    )
     dry = run_fleet([path], settings=settings, dry_run=True)
     planned = dry.planned[0]
     assert planned.service == "breached" and planned.writer_override is not None
