@@ -382,3 +382,30 @@ def test_in_commit_timestamps_date_the_commits_where_the_table_has_them(tmp_path
     assert by[2] == now - 5000 + 2  # from the enablement version on: the in-commit timestamp
     assert by[1] != now - 5000 + 1  # before it: the file's time
     assert SPARK_ENGINE.startswith("Apache-Spark")
+
+
+def test_a_streaming_foreach_batch_merge_has_the_rhythm_of_its_trigger():
+    # Every 5 s a micro-batch MERGEs (2 s) into the table under the stream's app transaction.
+    def batch(version: int, at: int):
+        return recent_commit(
+            version,
+            at,
+            [
+                commit_info(
+                    "MERGE",
+                    read_version=version - 1,
+                    timestamp=at,
+                    parameters={"predicate": json.dumps(["(id#1L = id#2L)"])},
+                    metrics={"executionTimeMs": 2000},
+                ),
+                {"txn": {"appId": "stream-1", "version": version, "lastUpdated": at}},
+                file_action("remove", f"f{version}.parquet"),
+                file_action("add", f"g{version}.parquet"),
+            ],
+        )
+
+    act = activity_from_commits([batch(3 + i, NOW + i * 5000) for i in range(6)], [], ["id"], now_ms=NOW + 25_500)
+    cad = act.cadence(None)
+    assert act.kinds["dml"] == 6 and act.table_wide_alive()
+    assert cad is not None and cad.risk(300) == 0.0 and cad.risk(4000) == 1.0  # quiet right after each batch
+    assert cad.quiet_ms() == pytest.approx(2750, abs=10)
