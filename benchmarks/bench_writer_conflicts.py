@@ -43,6 +43,7 @@ more small files left, and none for blind and streaming appends.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 import shutil
@@ -56,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
+log = logging.getLogger("bench_writer_conflicts")
 
 #: Delta Spark's concurrent-modification error classes (and exception names in older messages).
 CONFLICT = re.compile(
@@ -417,6 +419,28 @@ def _rows_deltalake(path: Path, version: int, dv: bool) -> list[tuple[int, float
     return sorted(zip(data.column("id").to_pylist(), data.column("v").to_pylist()))
 
 
+#: Versions Delta Spark reads in one job (a union of ``versionAsOf`` scans: one action instead of one each).
+SPARK_VERSIONS_PER_JOB = 40
+
+
+def _spark_rows(spark: Any, path: Path, versions: list[int]) -> dict[int, list[tuple[int, float]]]:
+    """Delta Spark's rows of each of ``versions`` of ``path``, read in jobs of :data:`SPARK_VERSIONS_PER_JOB`."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    out: dict[int, list[tuple[int, float]]] = {v: [] for v in versions}
+    for i in range(0, len(versions), SPARK_VERSIONS_PER_JOB):
+        chunk = versions[i : i + SPARK_VERSIONS_PER_JOB]
+        frames = [
+            spark.read.format("delta").option("versionAsOf", v).load(str(path)).select(F.lit(v).alias("_v"), "id", "v")
+            for v in chunk
+        ]
+        for r in reduce(lambda a, b: a.unionAll(b), frames).collect():
+            out[int(r[0])].append((int(r[1]), float(r[2])))
+    return {v: sorted(rows) for v, rows in out.items()}
+
+
 def check_versions(spark: Any, arm: Arm, every: int) -> dict[str, Any]:
     """Every retained version: deltalake's rows, Delta Spark's rows (every ``every``-th version), and a
     maintenance commit's rows equal to the version before it."""
@@ -431,19 +455,20 @@ def check_versions(spark: Any, arm: Arm, every: int) -> dict[str, Any]:
         path = arm.tables[spec.name]
         listing = list_log(Storage(str(path)))
         oldest, latest = listing.oldest_reconstructable_version() or 0, listing.latest_version or 0
+        versions = list(range(oldest, latest + 1))
+        sampled = [v for v in versions if (v - oldest) % every == 0 or v == latest]
+        theirs = _spark_rows(spark, path, sampled)
+        spark_checked += len(sampled)
         previous = None
-        for v in range(oldest, latest + 1):
+        for v in versions:
             rows = _rows_deltalake(path, v, spec.dv)
             checked += 1
             f = listing.commits.get(v)
             kind = recent_commit(v, 0, parse_commit(Path(f.path).read_bytes(), f.name)).kind if f else "?"
             if kind in ("deltalog", "maintenance") and previous is not None and rows != previous:
                 problems.append(f"{arm.name}/{spec.name} v{v}: the maintenance commit changed the rows")
-            if (v - oldest) % every == 0 or v == latest:
-                sp = spark.read.format("delta").option("versionAsOf", v).load(str(path)).select("id", "v").collect()
-                spark_checked += 1
-                if sorted((int(r[0]), float(r[1])) for r in sp) != rows:
-                    problems.append(f"{arm.name}/{spec.name} v{v}: Delta Spark and deltalake read different rows")
+            if v in theirs and theirs[v] != rows:
+                problems.append(f"{arm.name}/{spec.name} v{v}: Delta Spark and deltalake read different rows")
             previous = rows
     return {"versions": checked, "spark_versions": spark_checked, "problems": problems}
 
@@ -513,6 +538,7 @@ def run(args: Any) -> list[dict[str, Any]]:
                     [sys.executable, str(BENCH_DIR / "writer_conflicts_maintainer.py"), json.dumps(spec_json)]
                 )
         started = time.time()
+        log.info("maintenance starts after a warm-up of %.0f s", started - warm_until + max(0.0, args.warmup))
         optimizers = delta_optimize_loops(spark, arms["delta"], args.pause, stop, ops, lock) if "delta" in arms else []
         sampler = threading.Thread(
             target=sample_small_files, args=(list(arms.values()), target // 2, stop), daemon=True
@@ -546,7 +572,11 @@ def run(args: Any) -> list[dict[str, Any]]:
         # What is measured: the statements that started once maintenance ran (the warm-up is not counted).
         ops[:] = [o for o in ops if o.start >= started]
         attribute(ops, arms)
+        (work / "ops.json").write_text(json.dumps([vars(o) for o in ops]))
+        log.info("writers stopped after %.0f s; reading every version of every table", elapsed)
+        t0 = time.time()
         checks = {name: check_versions(spark, arm, max(1, args.spark_check_every)) for name, arm in arms.items()}
+        log.info("versions read in %.0f s", time.time() - t0)
     finally:
         spark.stop()
     small_end = {}
