@@ -138,6 +138,8 @@ class Arm:
     tables: dict[str, Path] = field(default_factory=dict)
     samples: dict[str, list[int]] = field(default_factory=dict)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    #: The maintainer process's peak RSS (deltalog's sets; Delta Spark's OPTIMIZE shares the writers' JVM).
+    peak_mb: float | None = None
 
 
 def _session(args: Any) -> Any:
@@ -554,7 +556,9 @@ def run(args: Any) -> list[dict[str, Any]]:
         for name, child in children.items():
             child.wait(timeout=600)
             out = work / f"{name}-rounds.json"
-            arms[name].rounds = json.loads(out.read_text()) if out.exists() else []
+            doc = json.loads(out.read_text()) if out.exists() else {}
+            arms[name].rounds = doc.get("rounds", []) if isinstance(doc, dict) else doc
+            arms[name].peak_mb = doc.get("peak_mb") if isinstance(doc, dict) else None
         elapsed = time.time() - started
         spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
         # Streaming batches that landed: the STREAMING UPDATE commits of each set's events table.
@@ -665,7 +669,8 @@ def report(
             f"{fig['append_by_maintenance']} of {fig['append_attempts']}; small files left {fig['small_end']} "
             f"(mean over the run {fig['small_mean']}); maintenance commits {fig['maintenance_commits']}; "
             f"bins lost to writers {fig['bins_lost']}, files deferred {fig['files_deferred']}, bins deferred "
-            f"{fig['bins_deferred']}, waited {fig['waited_s']} s; versions read {c['versions']} (Delta Spark "
+            f"{fig['bins_deferred']}, waited {fig['waited_s']} s; maintainer peak {arms[name].peak_mb} MiB; "
+            f"versions read {c['versions']} (Delta Spark "
             f"{c['spark_versions']}), problems {len(c['problems'])}; writer errors {fig['errors']}; maintenance "
             f"errors {fig['maintenance_errors']}"
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import sys
 import threading
 import time
@@ -68,8 +69,9 @@ def main(spec: dict[str, Any]) -> None:
         t.start()
     for t in threads:
         t.join()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with open(spec["out"], "w") as fh:
-        json.dump(rounds, fh)
+        json.dump({"rounds": rounds, "peak_mb": round(peak_mb, 1)}, fh)
 
 
 if __name__ == "__main__":
