@@ -104,8 +104,34 @@ fi
 # The installer: uv (PyPI package `uv`, pinned here), which fetches and unpacks the ~220 pinned packages
 # in parallel: 46 s on an empty cache against 5 min for pip (pyspark alone is a 400 MB source archive
 # pip builds serially). The same pins give the same working set; pip stays the fallback.
+#
+# The package registry this machine reaches lets no download be cached: uv finds every cached file stale,
+# asks again and gets it whole again, and pip kept no HTTP cache here. So a fresh clone fetched all
+# ~220 packages again (and pyspark's 400 MB source archive, built again): 47 s to 3 min for the .venv
+# step. uv installs from its cache alone first (`--offline`: the pins are exact, so the cached index
+# pages give the same versions; 5 s), and from the registry only when something is not in the cache
+# (a changed lock); uv's own wheel is kept by version (13 s of download each clone before).
 UV_VERSION=0.13.8
+UV_WHEELS="${DELTALOG_CACHE:-$HOME/.cache/deltalog}/wheels"
 PYTHON=${PYTHON:-python3}
+install_uv() {
+  if ! ls "$UV_WHEELS/uv-$UV_VERSION-"*.whl >/dev/null 2>&1; then
+    local partial
+    mkdir -p "$UV_WHEELS"
+    partial=$(mktemp -d "$UV_WHEELS/.partial.XXXXXX")
+    .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps -d "$partial" "uv==$UV_VERSION" &&
+      mv -f "$partial"/uv-"$UV_VERSION"-*.whl "$UV_WHEELS"/
+    rm -rf "$partial"
+  fi
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-index --find-links "$UV_WHEELS" "uv==$UV_VERSION" ||
+    .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+}
+uv_install() {
+  if ! .venv/bin/uv pip install -q --offline --python .venv/bin/python "$@" 2>"$LOGS/uv-offline.log"; then
+    echo "not all in uv's cache ($(tail -n 1 "$LOGS/uv-offline.log")): from the registry"
+    .venv/bin/uv pip install -q --python .venv/bin/python "$@"
+  fi
+}
 python_venv() {
   if [ ! -x .venv/bin/python ]; then
     echo "creating .venv with $($PYTHON --version)"
@@ -118,9 +144,9 @@ python_venv() {
     echo "up to date ($(.venv/bin/python --version), requirements.lock)"
     return 0
   fi
-  if .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" && [ -x .venv/bin/uv ]; then
-    .venv/bin/uv pip install -q --python .venv/bin/python "pip>=24" -r requirements.lock
-    .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .
+  if install_uv && [ -x .venv/bin/uv ]; then
+    uv_install "pip>=24" -r requirements.lock
+    uv_install --no-deps -e .
   else
     echo "uv could not be installed: installing with pip (several minutes on a fresh machine)"
     .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade "pip>=24"

@@ -25,13 +25,15 @@ machine (``run (parallel)`` in the summary).
 
 Usage (from the repo, with the venv)::
 
-    python scripts/ci_cost.py [--out cost.json] [--cores 2] [pytest arguments ...]
+    python scripts/ci_cost.py [--out cost.json] [--cores 2] [--by-test] [pytest arguments ...]
 
 runs ``python -m pytest <arguments>`` once in its own cgroup (add ``-n 2 --dist loadgroup``, as
 ``scripts/test.sh`` does, for the parallel run), with this module as a pytest plugin that books each
 interval to the test module running then (set-up of a session fixture goes to the module that first
 needs it on that worker, as in CI), and prints a table per module, a table per part of the suite
-(:data:`PARTS`) and the whole run. ``--out`` keeps the numbers as JSON.
+(:data:`PARTS`) and the whole run. ``--out`` keeps the numbers as JSON. ``--by-test`` books each test
+(its node id) instead of each module: what one test costs, before and after a change to it (a session
+fixture's set-up goes to the first test that needs it).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = ["PARTS", "Cost", "main", "part_of"]
 CGROUP_ENV = "DELTALOG_CI_COST_CGROUP"
 OUT_ENV = "DELTALOG_CI_COST_OUT"
 CORES_ENV = "DELTALOG_CI_COST_CORES"
+BY_TEST_ENV = "DELTALOG_CI_COST_BY_TEST"
 SAMPLE_SECONDS = 0.5
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: What the whole run's sampler books to (the controller's view of all workers at once).
@@ -94,6 +97,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tests/test_compaction_layout_spark.py",
             "tests/test_vacuum_spark.py",
             "tests/test_spark_ingest.py",
+            "tests/test_streaming_exactly_once.py",
         ),
     ),
     (
@@ -277,6 +281,11 @@ _RUN_SAMPLER: Sampler | None = None
 _TESTS: dict[str, Cost] = {}
 
 
+def _booked_as(nodeid: str) -> str:
+    """What an interval of a test is booked to: its module, or with ``--by-test`` the test itself."""
+    return nodeid if os.environ.get(BY_TEST_ENV) else nodeid.split("::")[0]
+
+
 def _worker() -> str:
     return os.environ.get("PYTEST_XDIST_WORKER", "")
 
@@ -317,7 +326,7 @@ def pytest_configure(config: Any) -> None:
 
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
     if _SAMPLER is not None:
-        _SAMPLER.switch(nodeid.split("::")[0])
+        _SAMPLER.switch(_booked_as(nodeid))
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -326,7 +335,7 @@ def pytest_runtest_logreport(report: Any) -> None:
         return
     if _SAMPLER is not None and _worker():
         return  # a worker: the controller counts its reports
-    module = report.nodeid.split("::")[0]
+    module = _booked_as(report.nodeid)
     cost = _TESTS.setdefault(module, Cost(module))
     if report.when == "call" or (report.when == "setup" and not report.passed):
         cost.tests += 1
@@ -404,8 +413,11 @@ def by_part(costs: list[Cost]) -> list[Cost]:
 
 
 def main(argv: list[str]) -> int:
-    out, cores = Path("ci-cost.json"), 2
-    while argv and argv[0] in ("--out", "--cores"):
+    out, cores, by_test = Path("ci-cost.json"), 2, False
+    while argv and argv[0] in ("--out", "--cores", "--by-test"):
+        if argv[0] == "--by-test":
+            by_test, argv = True, argv[1:]
+            continue
         flag, value, argv = argv[0], argv[1], argv[2:]
         if flag == "--out":
             out = Path(value)
@@ -416,6 +428,7 @@ def main(argv: list[str]) -> int:
         **os.environ,
         OUT_ENV: str(out),
         CORES_ENV: str(cores),
+        **({BY_TEST_ENV: "1"} if by_test else {}),
         "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]).strip(os.pathsep),
     }
     for stale in out.parent.glob(f"{out.name}.*.part"):

@@ -15,9 +15,11 @@
    ``airflow dags test deltalog_fleet_maintenance`` and prints the fleet summary
    (also written as ``.demo/fleet-report.html``) and what the DAG runs appended to the
    maintenance history (``.demo/_deltalog/history``, read back with deltalake). The fleet has
-   service-level objectives (docs/objectives.md): the history shows the small-file table over
-   its objective for three days; the demo prints it breached (since when) before the run and
-   met after it, and the run's objectives alert.
+   service-level objectives (docs/objectives.md) and a history written before objectives
+   existed (schema version 1): it shows the small-file table over its objective for three days
+   and the expired-log table vacuumed ten days ago against a weekly objective; the demo prints
+   both breached and since when (72 hours, 3 days) before the run and met after it, and the
+   run's objectives alert.
 
 Exit status 0 only if every run succeeded, every task did (in the fleet run, all but the
 refused table's), and the rows read back are exactly the rows written. Usage: ``python scripts/demo.py [--keep-airflow-home]``.
@@ -40,6 +42,8 @@ from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAGS = os.path.join(REPO, "dags")
+#: The test helpers the demo builds its fleet and reads its results with (free of pytest).
+TESTS = os.path.join(REPO, "tests")
 sys.path.insert(0, DAGS)
 
 from deltalog import DeltaTable  # noqa: E402
@@ -138,11 +142,28 @@ def check_maintenance(home: str) -> tuple[str, dict[str, str]]:
     raise DemoError(f"deltalog_maintenance: no compaction path ran completely: {states}")
 
 
+def _tests_on_path() -> None:
+    if TESTS not in sys.path:
+        sys.path.insert(0, TESTS)
+
+
+def deltalake_read(table: str, columns: list[str] | None = None) -> Any:
+    """The table as deltalake (delta-rs), a reader independent of deltalog, reads it: in a child process
+    that is joined (``tests/isolated_reads.py``). deltalake's Arrow scan can abort the process that ran it
+    when that process exits (apache/arrow#34314): in this process that would turn a correct demo into exit
+    134; the child leaves without finalizing, and only a complete result with exit 0 is taken."""
+    _tests_on_path()
+    from isolated_reads import IsolatedReadError, deltalake_table
+
+    try:
+        return deltalake_table(table, columns=columns)
+    except IsolatedReadError as exc:
+        raise DemoError(str(exc)) from None
+
+
 def deltalake_rows(table: str) -> tuple[int, int]:
     """(rows, distinct event ids) read by deltalake (delta-rs), a reader independent of deltalog."""
-    from deltalake import DeltaTable as RsTable
-
-    data = RsTable(table).to_pyarrow_table(columns=["event_id"])
+    data = deltalake_read(table, ["event_id"])
     return data.num_rows, len(set(data.column("event_id").to_pylist()))
 
 
@@ -169,6 +190,8 @@ def run(keep_home: bool = False) -> int:
         f"      {seeded.versions} versions over {seeded.first_day}..{seeded.last_day}, {seeded.live_files} live files, "
         f"{seeded.live_rows} rows, {seeded.tombstoned_files} re-ingested files, {seeded.orphan_files} orphans"
     )
+    fleet_root = os.path.join(demo_dir, "fleet")
+    build_fleet(fleet_root)
     rows_before, _ = deltalake_rows(table)
 
     home = tempfile.mkdtemp(prefix="deltalog-demo-airflow-")
@@ -202,7 +225,6 @@ def run(keep_home: bool = False) -> int:
         log_removed = len(log_before - set(os.listdir(os.path.join(table, "_delta_log"))))
         print_report(table, before, after, rows_after, log_removed)
 
-        fleet_root = os.path.join(demo_dir, "fleet")
         print(f"\n[6/6] fleet mode: four tables with different needs under {fleet_root}")
         run_fleet_demo(home, env, fleet_root, demo_dir, logs, demo_started)
     finally:
@@ -215,15 +237,12 @@ def run(keep_home: bool = False) -> int:
 
 
 def run_fleet_demo(home: str, env: dict[str, str], root: str, report_dir: str, logs: str, since: dt.datetime) -> None:
-    """Seed the demo fleet, run the fleet DAG, check it and print its summary."""
-    sys.path.insert(0, os.path.join(REPO, "tests"))
+    """Run the fleet DAG on the demo fleet (:func:`build_fleet`), check it and print its summary."""
+    _tests_on_path()
     from deltalog.fleet.report import format_summary
-    from fleet_helpers import FLEET
 
-    shutil.rmtree(root, ignore_errors=True)
-    for name, build in FLEET.items():
-        build(os.path.join(root, name))
-    breached = seed_breach(root)
+    print("      objectives before the run (deltalog objectives):")
+    breached = objectives_with_since(root)
     fleet_env = dict(
         env,
         AIRFLOW_VAR_DELTALOG_FLEET_ROOT=root,
@@ -264,31 +283,67 @@ OBJECTIVES = {
 }
 
 
+#: The demo's maintenance history: where the example DAGs record by default (beside the demo tables).
+HISTORY = os.path.join(REPO, ".demo", "_deltalog", "history")
+
+
 def _objectives(root: str) -> list[Any]:
     from deltalog import check_objectives
 
     tables = sorted(os.path.join(root, n) for n in os.listdir(root) if not n.startswith((".", "_")))
-    history = os.path.join(REPO, ".demo", "_deltalog", "history")
-    return check_objectives(tables, settings=OBJECTIVES, history=history)
+    return check_objectives(tables, settings=OBJECTIVES, history=HISTORY)
 
 
-def seed_breach(root: str) -> list[str]:
-    """The history's last three daily measurements of the small-file table: over its objective (3 files).
-    Prints every breach before the run; returns the breached tables' URIs."""
-    from objectives_helpers import seed_measurements
+def build_fleet(root: str) -> None:
+    """The demo fleet (four tables) and the maintenance history a team already has, written before objectives
+    existed (schema version 1: the table's state in each row, no objective columns): daily measurements of
+    the small-file table whose last three show it over its objective (3 files), and a vacuum of the
+    expired-log table ten days ago (objective: weekly). Written first, before any DAG records into the
+    history (which upgrades it in place); the fleet runs in step 6. Prints the breaches ``deltalog
+    objectives`` finds on that history and since when (72 hours and 3 days ago)."""
+    _tests_on_path()
+    from deltalog.journal import SCHEMA_VERSION_PROPERTY, RunContext
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+    from fleet_helpers import FLEET
+    from objectives_helpers import version_1_rows, write_version_1_history
 
-    history = os.path.join(REPO, ".demo", "_deltalog", "history")
-    small = os.path.join(root, "small_files")
-    seed_measurements(history, small, "max_small_files", 3, [(3, 5), (2, 6), (1, 6)], "fleet defaults")
-    print("      objectives before the run (deltalog objectives):")
+    shutil.rmtree(root, ignore_errors=True)
+    for name, build in FLEET.items():
+        build(os.path.join(root, name))
+    small, expired = (os.path.join(root, n) for n in ("small_files", "expired_log"))
+    now = dt.datetime.now(dt.UTC)
+    context = RunContext(run_id="seeded-history")
+    measured = [(5, 2), (4, 3), (3, 5), (2, 6), (1, 6)]  # (days ago, small files)
+    write_version_1_history(
+        HISTORY, version_1_rows(context, small, now, measured, None) + version_1_rows(context, expired, now, [], 10)
+    )
+    version = snapshot_at(Storage(HISTORY)).metadata.configuration.get(SCHEMA_VERSION_PROPERTY)
+    print(f"      the fleet for step 6 under {root}, and its maintenance history {HISTORY}")
+    print(f"      as a deltalog from before objectives wrote it (schema version {version}, no objective columns):")
+    print(f"        small_files measured daily: {', '.join(f'{n} small files {d} days ago' for d, n in measured)}")
+    print("        expired_log vacuumed 10 days ago")
+    print("      objectives on that history (deltalog objectives):")
+    objectives_with_since(root)
+
+
+def objectives_with_since(root: str) -> list[str]:
+    """Print every breach of the fleet's objectives and since when; fail unless the small-file table is breached
+    since 72 hours ago and the expired-log table since 3 days ago (the seeded history). The breached tables."""
+    now = dt.datetime.now(dt.UTC)
     breached = []
+    since: dict[tuple[str, str], dt.datetime | None] = {}
     for t in _objectives(root):
         for o in t.breached:
-            print(f"        {os.path.basename(t.table_uri)}: {o.describe()}")
+            ago = f" ({(now - o.breached_since).total_seconds() / 3600:.0f} hours ago)" if o.breached_since else ""
+            print(f"        {os.path.basename(t.table_uri)}: {o.describe()}{ago}")
+            since[(os.path.basename(t.table_uri), o.name)] = o.breached_since
         if t.breached:
             breached.append(t.table_uri)
-    if not any(u.endswith("/small_files") for u in breached):
-        raise DemoError(f"the seeded breach of {small} is not reported: {breached}")
+    for key in (("small_files", "max_small_files"), ("expired_log", "max_days_since_vacuum")):
+        when = since.get(key)
+        if when is None or abs((now - when).total_seconds() / 3600 - 72) > 1:
+            raise DemoError(f"{key[0]}: {key[1]} should be breached since 72 hours ago, by the history; got {when}")
     return breached
 
 
@@ -320,9 +375,7 @@ def print_history(doc: dict[str, Any], since: dt.datetime) -> None:
     if not history:
         print("maintenance history: off (the deltalog_history_uri Variable is empty)")
         return
-    from deltalake import DeltaTable as RsTable
-
-    rows = RsTable(history).to_pyarrow_table().to_pylist()
+    rows = deltalake_read(history).to_pylist()
     mine = [r for r in rows if r["started_at"] >= since]
     if not any(r["operation"] == "measure" for r in mine) or not any(
         r["airflow_dag_id"] == "deltalog_maintenance" for r in mine

@@ -15,6 +15,7 @@ from deltalog import DeltaTable
 from deltalog.errors import DeltaLogError
 from deltalog.protocol.features import Operation
 from deltalog.protocol.table_protocol import Protocol
+from reader_checks import ReaderCheck
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -459,6 +460,10 @@ class TableCheck:
     on every corpus table in ``test_vacuum_plan_never_deletes_what_delta_spark_keeps``).
     On a mismatch the caller runs the sequence again on a fresh copy without deferral,
     which names the operation.
+
+    With ``readers`` (tests/reader_checks.py) the in-process readers, DuckDB's ``delta_scan``
+    and deltalake, read the same versions right after each operation (never deferred: they
+    cost milliseconds a version), each against the rows expected of the version.
     """
 
     spark: Any
@@ -472,6 +477,7 @@ class TableCheck:
     defer_reads: bool = False
     deferred: dict[int, list[str]] = field(default_factory=dict)  # version -> the operations that may change it
     deferred_failed: bool = False
+    readers: ReaderCheck | None = None
 
     def __post_init__(self) -> None:
         if not self.expected:
@@ -497,6 +503,14 @@ class TableCheck:
                 self.readable_from = max(self.readable_from, step.readable_from)
             readable = range(self.readable_from, latest + 1)
             reread, why = versions_to_reread(before, table_files(self.path), readable)
+            if self.readers is not None:
+                added = step.added[0] if step.added else None
+                found = self.readers.committed(self.path, old_latest, latest, added, name)
+                found += self.readers.check(self.path, reread, name)
+                self.problems += found
+                status = "failed" if found else status
+                if reread and self.readers.readers:
+                    detail += f"; {' and '.join(self.readers.readers)} read v{reread[0]}..v{reread[-1]}"
             if reread and self.defer_reads:
                 for v in reread:
                     self.deferred.setdefault(v, []).append(name)

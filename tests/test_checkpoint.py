@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import deltalake
 import pyarrow as pa
@@ -76,6 +77,28 @@ def populated(path: str, **kw) -> DeltaTable:
 # --- content ------------------------------------------------------------------------------------
 
 
+def test_tombstones_expire_on_the_tables_clock_not_a_clock_running_ahead(table_path):
+    """A maintenance host whose clock runs days ahead keeps the tombstones the table's own time has not expired.
+
+    Delta Spark's VACUUM keeps a removed file only while its tombstone is in the snapshot: a tombstone
+    dropped early lets it delete a file that time travel inside the retention still reads.
+    """
+    t = make_table(table_path, configuration={"delta.checkpointInterval": "1000"})
+    for i in range(2):
+        append(t, rows(2, i * 2))
+    snap = t.snapshot()
+    a, b = snap.file_paths()
+    now = int(time.time() * 1000)
+    txn = Transaction(t.storage, snap, operation="DELETE")
+    txn.remove([remove_action(snap, a, now - 8 * DAY_MS), remove_action(snap, b, now - DAY_MS)])
+    txn.commit()
+    ahead = create_checkpoint(t, now_ms=now + 30 * DAY_MS)
+    # On the host's clock both would have expired; on the table's only the eight-day-old one has.
+    assert (ahead.num_remove_tombstones, ahead.num_expired_tombstones) == (1, 1)
+    kept = pq.read_table(os.path.join(log_dir(table_path), ahead.files[0])).column("remove").to_pylist()
+    assert [r["path"] for r in kept if r] == [b]
+
+
 def test_classic_checkpoint_holds_the_reconciled_state(table_path):
     t = make_table(
         table_path,
@@ -83,7 +106,8 @@ def test_classic_checkpoint_holds_the_reconciled_state(table_path):
         configuration={"delta.checkpointInterval": "1000"},
         protocol=Protocol(1, 7, None, ("domainMetadata",)),
     )
-    now = 1_800_000_000_000
+    # Tombstones expire on the table's clock (the earlier of this one and the version's commit time).
+    now = int(time.time() * 1000)
     for i in range(3):
         append(t, rows(2, i * 2, part="a"), partition={"part": "a"})
     snap = t.snapshot()

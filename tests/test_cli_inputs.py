@@ -240,6 +240,7 @@ PROPERTY_CASES = {
     "delta.isolationLevel": ("WriteSerializable", "serializable!"),
     "delta.columnMapping.mode": ("name", "names"),
     "delta.appendOnly": ("true", "1"),
+    "delta.setTransactionRetentionDuration": ("interval 2 days", "two days"),
 }
 
 

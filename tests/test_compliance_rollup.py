@@ -1,10 +1,12 @@
 """Compliance from rollups: the fleet view's breach starts are ``breached_since``'s, whatever the grouping.
 
-The fleet view never reads the history's rows for a page: each objective's breach is a *run*
-(``deltalog.journal.rollup.breach_run``), folded per file, day and window. Checked here, with
-hypothesis drawing histories of measure rows (breached, met, unknown, unset, failed and other
-operations among them) split into files and days in any way a history may hold them and merged
-in any order: every table's compliance from rollups (``table_summaries``) says what
+The fleet view never reads the history's rows for a page: each measured objective's breach is a *run*
+(``deltalog.journal.rollup.breach_run``), folded per file, day and window and judged when read against
+the newest judgement's target. Checked here, with hypothesis drawing histories of measure rows
+(breached, met, unknown, unset, judged against other targets, written before objectives existed
+(schema version 1: the value in ``small_files_after`` only), tables re-created under their URI,
+failed and other operations among them) split into files and days in any way a history may hold
+them and merged in any order: every table's compliance from rollups (``table_summaries``) says what
 ``deltalog.journal.breached_since`` says from the rows themselves (met, breached, and since when),
 the per-day counts count tables by their day's newest judgement, and ``fleet_run`` rows' finishing
 times are counted per day.
@@ -36,9 +38,16 @@ def raw_rows(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def measure(
-    i: int, uri: str, hour: int, status: str = "done", op: str = "measure", **objectives: Any
+    i: int,
+    uri: str,
+    hour: int,
+    status: str = "done",
+    op: str = "measure",
+    state: dict[str, Any] | None = None,
+    **objectives: Any,
 ) -> dict[str, Any]:
-    """A row ``hour`` hours after T0; ``objectives``: name -> (target, value, met) or None (not set)."""
+    """A row ``hour`` hours after T0; ``objectives``: name -> (target, value, met) or None (not set);
+    ``state``: more columns (``small_files_after``, ``table_id``: what rows of every schema version carry)."""
     at = T0 + dt.timedelta(hours=hour)
     row: dict[str, Any] = {
         "run_id": f"run-{hour}",
@@ -52,6 +61,7 @@ def measure(
         "duration_s": 1.0,
         **{c: 0 for c in ("files_read", "bytes_read", "files_written", "bytes_written")},
         **{c: 0 for c in ("files_removed", "bytes_removed", "bytes_reclaimed", "log_files_removed")},
+        **(state or {}),
     }
     at_risk = []
     for name, judged in objectives.items():
@@ -69,24 +79,33 @@ def measure(
 
 
 judgement = st.one_of(
-    st.none(),  # not set
-    st.tuples(st.just(5.0), st.floats(0, 10), st.none()),  # set, value unknown
-    st.sampled_from([(5.0, 3.0, True), (5.0, 8.0, False), (5.0, 4.9, True), (7.0, 12.0, False)]),
-    st.just((None, 8.0, False)),  # judged without a target: another writer's row (known, and breaks a breach)
+    st.none(),  # not set (a row of schema version 1 too)
+    st.just((5.0, None, None)),  # set, value unknown
+    st.sampled_from([(5.0, 3.0, True), (5.0, 8.0, False), (5.0, 4.9, True), (5.0, 5.0, True), (7.0, 12.0, False)]),
+    st.sampled_from([(12.0, 8.0, True), (2.0, 3.0, False)]),  # judged against another target than today's
+    st.just((None, 8.0, False)),  # judged without a target: another writer's row (its value counts)
 )
+#: ``small_files_after`` of a row (its value when it carries no ``objective_max_small_files_value``).
+state_value = st.one_of(st.none(), st.sampled_from([0, 3, 5, 6, 8, 12]))
 
 
 @st.composite
 def histories(draw: Any) -> list[dict[str, Any]]:
-    """Up to 60 tables' rows over six days (one history: a run rolls many tables' sequences up at once)."""
+    """Up to 60 tables' rows over six days (one history: a run rolls many tables' sequences up at once); now
+    and then a table is re-created under its URI (a new table id), some rows have no table id."""
     tables = draw(st.integers(1, 60))
     hours = draw(st.lists(st.integers(0, 24 * 6), min_size=1, max_size=12 * tables, unique=True))
+    incarnation = [0] * tables
     out = []
     for i, hour in enumerate(sorted(hours)):
-        uri = f"s3://lake/t{draw(st.integers(0, tables - 1))}"
+        t = draw(st.integers(0, tables - 1))
+        if draw(st.integers(0, 19)) == 0:
+            incarnation[t] += 1
+        table_id = None if draw(st.integers(0, 9)) == 0 else f"t{t}-{incarnation[t]}"
         status = draw(st.sampled_from(["done", "done", "done", "failed", "refused"]))
         op = draw(st.sampled_from(["measure", "measure", "measure", "vacuum"]))
-        out.append(measure(i, uri, hour, status, op, **{n: draw(judgement) for n in NAMES}))
+        state = {"small_files_after": draw(state_value), "table_id": table_id}
+        out.append(measure(i, f"s3://lake/t{t}", hour, status, op, state, **{n: draw(judgement) for n in NAMES}))
     return out
 
 
@@ -149,7 +168,10 @@ def test_compliance_from_rollups_is_breached_since_of_the_rows(rows, seed):
 
 
 def test_a_breach_over_three_days_and_a_relaxed_target(tmp_path):
-    """The issue's scenario in miniature: met, met, then breached on three days; an unset day starts it anew."""
+    """The issue's scenario in miniature: met, met, then breached on three days; a measured value within the
+    target ends a breach, an unset objective does not (today's target judges the values); a history written
+    before objectives existed gives its start; a re-created table's breach starts after its re-creation."""
+    v1 = {"table_id": "o-1"}
     rows = [
         measure(0, "s3://lake/orders", 0, max_small_files=(5.0, 3.0, True)),
         measure(1, "s3://lake/orders", 24, max_small_files=(5.0, 8.0, False)),
@@ -157,9 +179,24 @@ def test_a_breach_over_three_days_and_a_relaxed_target(tmp_path):
         measure(3, "s3://lake/orders", 60, max_small_files=(5.0, None, None)),  # unknown: neither breaks nor extends
         measure(4, "s3://lake/orders", 72, max_small_files=(5.0, 12.0, False)),
         measure(5, "s3://lake/events", 0, max_small_files=(5.0, 8.0, False)),
-        measure(6, "s3://lake/events", 24, max_small_files=None),  # unset: the breach ends
-        measure(7, "s3://lake/events", 48, max_small_files=(5.0, 9.0, False)),
-        measure(8, "s3://lake/customers", 72, max_small_files=(50.0, 20.0, True)),
+        measure(6, "s3://lake/events", 24, max_small_files=None),  # unset, no value measured
+        measure(7, "s3://lake/events", 36, state={"small_files_after": 2}, max_small_files=None),  # within 5: ends
+        measure(8, "s3://lake/events", 48, max_small_files=(5.0, 9.0, False)),
+        measure(9, "s3://lake/customers", 72, max_small_files=(50.0, 20.0, True)),
+        # Schema version 1 rows (small_files_after only), then today's judgement against 3.
+        *(
+            measure(10 + i, "s3://lake/old", hour, state={"small_files_after": value, **v1})
+            for i, (hour, value) in enumerate(((0, 2), (24, 3), (48, 5), (72, 6), (96, 6)))
+        ),
+        measure(15, "s3://lake/old", 120, state={**v1, "small_files_after": 6}, max_small_files=(3.0, 6.0, False)),
+        # Unset a while (nothing measured): the breach goes on.
+        measure(19, "s3://lake/paused", 100, max_small_files=(5.0, 8.0, False)),
+        measure(20, "s3://lake/paused", 110, max_small_files=None),
+        measure(21, "s3://lake/paused", 130, max_small_files=(5.0, 9.0, False)),
+        # Over the target for days, then re-created under its URI (a new table id): breached since then only.
+        measure(16, "s3://lake/again", 100, state={"table_id": "a-1", "small_files_after": 9}),
+        measure(17, "s3://lake/again", 124, state={"table_id": "a-2", "small_files_after": 7}),
+        measure(18, "s3://lake/again", 148, state={"table_id": "a-2"}, max_small_files=(5.0, 8.0, False)),
     ]
     by_day = rolled_up(rows, random.Random(1))
     summaries = {
@@ -167,6 +204,12 @@ def test_a_breach_over_three_days_and_a_relaxed_target(tmp_path):
     }
     assert summaries["s3://lake/orders"]["breached_since"] == T0 + dt.timedelta(hours=24)
     assert summaries["s3://lake/events"]["breached_since"] == T0 + dt.timedelta(hours=48)
+    assert summaries["s3://lake/old"]["breached_since"] == T0 + dt.timedelta(hours=48)  # 5 > 3 two days in
+    assert summaries["s3://lake/again"]["breached_since"] == T0 + dt.timedelta(hours=124)
+    assert summaries["s3://lake/paused"]["breached_since"] == T0 + dt.timedelta(hours=100)
+    truth = expected(rows)
+    for uri in ("s3://lake/orders", "s3://lake/events", "s3://lake/old", "s3://lake/again", "s3://lake/paused"):
+        assert truth[(uri, "max_small_files")] == (False, summaries[uri]["breached_since"]), uri
     assert summaries["s3://lake/customers"]["compliance"] == "met"
     (o,) = summaries["s3://lake/customers"]["objectives"]
     assert (o["target"], o["value"], o["met"], o["breached_since"]) == (50.0, 20.0, True, None)

@@ -10,7 +10,8 @@ spread 4 hours apart per version with the cleanup's midnight cutoff placed right
 a chosen version.
 
 Must hold: deltalog never deletes a log file Delta Spark keeps; each side reads every
-version the other leaves readable; a version deltalog keeps and Delta Spark does not is
+version the other leaves readable (and DuckDB's ``delta_scan`` and deltalake every version
+deltalog leaves readable, with the rows of the untouched table); a version deltalog keeps and Delta Spark does not is
 explained by the rule in the comparison table (PROTOCOL.md, Metadata Cleanup: "retain
 everything including and after the cutoffCommit"; Delta Spark's
 ``BufferingLogDeletionIterator`` instead deletes up to the newest checkpoint whose
@@ -33,6 +34,7 @@ from delta_spark import TIME_TRAVEL_CHECK, Corpus, content_hash, fresh_clock_ms
 from deltalog import DeltaTable
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from oracle_checks import deltalog_state, state_differences
+from reader_checks import ReaderCheck, corpus_untouched
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1800)]
 
@@ -250,6 +252,10 @@ def _compare_cleanups(delta_spark: Any, delta_corpus: Corpus, tmp_path_factory: 
                 if start is None:
                     problems.append(f"{name} / {scenario}: {reader_side} log: no version readable")
                     continue
+                if reader_side.startswith("Delta Spark"):
+                    # DuckDB's delta_scan and deltalake (in this process) read every version deltalog kept.
+                    readers = ReaderCheck(corpus_untouched(entries[name], delta_corpus.path(name)))
+                    problems += readers.check(path, list(range(start, latest + 1)), f"log cleanup ({scenario})")
                 for v in sorted({start, latest}):
                     if reader_side.startswith("Delta Spark"):
                         delta_spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()

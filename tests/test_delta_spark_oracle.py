@@ -13,6 +13,11 @@ One Delta Spark session for the whole run (``delta_spark``) and one cached corpu
   it (batched: one read before log cleanup and one after the sequence; on a mismatch the
   sequence runs again on a fresh copy with a read after each operation, to name it); then ``DESCRIBE HISTORY`` works and Delta Spark can append,
   delete and OPTIMIZE, with deltalog then seeing exactly Delta Spark's state;
+- beside Delta Spark, DuckDB's ``delta_scan`` and deltalake (in this process, no JVM) read every
+  version an operation may have changed right after it, with the rows expected of it; what
+  they read of the untouched table is the baseline, and where one of them cannot read a table
+  as Delta Spark wrote it, that is its own limitation, recorded in tests/reader_checks.py and
+  checked both ways;
 - the feature x operation report (ok / refused with the reason) is written to
   build/feature-matrix.md (``scripts/feature_matrix.py`` regenerates
   docs/feature-matrix.md), printed at the end of the run, and must agree cell by
@@ -44,6 +49,7 @@ from oracle_checks import (
     state_differences,
     write_report,
 )
+from reader_checks import COST, READERS, ReaderCheck, TableShape, corpus_untouched, read_as_expected
 
 #: Generous: every table's checks run inside one test (one Spark session), and a loaded
 #: 2-core machine runs Spark statements many times slower than an idle one.
@@ -96,6 +102,24 @@ def test_snapshot_equals_delta_spark_at_every_version(delta_corpus: Corpus) -> N
     assert not problems, "\n".join(problems[:40])
 
 
+def test_other_readers_read_the_untouched_corpus_as_recorded(delta_corpus: Corpus) -> None:
+    """DuckDB's delta_scan and deltalake on every version of every corpus table as Delta Spark wrote it: the
+    row counts are Delta Spark's, the rows the same, and each table a reader cannot read (or reads in part) is
+    a limitation recorded in tests/reader_checks.py's LIMITS, which must really occur."""
+    findings, table = [], []
+    for t in delta_corpus.tables:
+        u = corpus_untouched(t, delta_corpus.path(t["name"]))
+        findings += u.findings
+        cells = []
+        for reader in READERS:
+            limits = u.shape.limits(reader)
+            cells.append("; ".join(f"{limit.effect} ({limit.feature})" for limit in limits) or "reads")
+        table.append(f"| {t['name']} | " + " | ".join(cells) + f" | {u.reference or 'none'} |")
+    print("\n| table | " + " | ".join(READERS) + " | expected rows from |\n|---|---|---|---|")
+    print("\n".join(table))
+    assert not findings, "\n".join(findings[:40])
+
+
 def test_operations_keep_every_readable_version_for_delta_spark(
     delta_spark: Any, delta_corpus: Corpus, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -105,28 +129,41 @@ def test_operations_keep_every_readable_version_for_delta_spark(
         name = t["name"]
         t0 = time.perf_counter()
         base = tmp_path_factory.mktemp(name)
-        check = TableCheck(delta_spark, t, delta_corpus.copy(name, base / "ops"), defer_reads=True)
+        untouched = corpus_untouched(t, delta_corpus.path(t["name"]))
+        check = TableCheck(
+            delta_spark, t, delta_corpus.copy(name, base / "ops"), defer_reads=True, readers=ReaderCheck(untouched)
+        )
         for op in SEQUENCE:
             check.run(op)
         if not check.read_deferred():
             # Name the operation: the sequence again on a fresh copy, Delta Spark reading after each.
             found = check.problems
-            check = TableCheck(delta_spark, t, delta_corpus.copy(name, base / "ops-one-by-one"))
+            check = TableCheck(
+                delta_spark, t, delta_corpus.copy(name, base / "ops-one-by-one"), readers=ReaderCheck(untouched)
+            )
             for op in SEQUENCE:
                 check.run(op)
             check.problems = check.problems or found
         check.delta_spark_writes()
         # The Spark engine on a fresh copy: after the local compaction nothing would be left to do.
-        spark_check = TableCheck(delta_spark, t, delta_corpus.copy(name, base / "spark"))
+        spark_check = TableCheck(
+            delta_spark, t, delta_corpus.copy(name, base / "spark"), readers=ReaderCheck(untouched)
+        )
         spark_check.run("compaction Spark")
         c0 = time.perf_counter()
         status, detail = convert_check(delta_spark, t, delta_corpus.path(name), str(base / "convert"))
         check.record("convert", status, detail, time.perf_counter() - c0)
         if status == "failed":
             problems.append(f"{name} convert: {detail}")
+        if status == "ok" and t["latest"] in untouched.expected:
+            # The converted table holds the latest version's rows: the other readers read them there too.
+            converted = str(base / "convert")
+            shape = TableShape.of_table(converted)
+            problems += read_as_expected(converted, 0, untouched.expected[t["latest"]], shape, f"{name} convert")
         OUTCOMES.extend(check.outcomes + spark_check.outcomes)
         problems += check.problems + spark_check.problems
         TIMINGS.append((name, "checks", round(time.perf_counter() - t0, 1), check.reads + spark_check.reads))
+    print(f"\nDuckDB and deltalake: {COST['reads']} version reads in this process, {COST['cpu_s']:.1f} CPU s")
     assert not problems, "\n".join(problems[:40])
 
 
@@ -177,8 +214,9 @@ VACUUM_RETENTIONS = (("0 h", 0), ("default", None))
 def test_vacuum_plan_never_deletes_what_delta_spark_keeps(
     delta_spark: Any, delta_corpus: Corpus, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Delta Spark's VACUUM DRY RUN vs deltalog's plan, full and lite, at 0 h and the default, every table;
-    at 0 h the Spark engine's full plan too, which must equal the local engine's."""
+    """Delta Spark's VACUUM DRY RUN vs deltalog's plan, full and lite, at 0 h and the default, every table
+    (Delta Spark asked where the plan deletes anything); at 0 h the Spark engine's full plan too, which must
+    equal the local engine's."""
     bugs, rows = [], []
     spark_plans = 0
     spark_seconds = 0.0
@@ -194,8 +232,12 @@ def test_vacuum_plan_never_deletes_what_delta_spark_keeps(
                 except DeltaLogError as exc:
                     rows.append((t["name"], mode, label, "deltalog refused", str(exc).splitlines()[0][:120]))
                     continue
-                theirs = spark_vacuum_dry_run(delta_spark, path, mode, hours, clock_ms=now)
-                for f in sorted(ours - theirs):
+                # A plan that deletes nothing cannot delete what Delta Spark keeps: Delta Spark is asked only
+                # when there is something to judge (at the default retention, on the clock of a table built an
+                # hour ago, nothing is old enough on either side; tests/test_delta_spark_vacuum_cutoffs.py has the
+                # same rule).
+                theirs = spark_vacuum_dry_run(delta_spark, path, mode, hours, clock_ms=now) if ours else None
+                for f in sorted(ours - (theirs or set())):
                     bugs.append(f"{t['name']} {mode} {label}: deltalog deletes {f}, Delta Spark keeps it")
                 if mode == "full" and label == "0 h":
                     # The Spark engine (listing in its tasks, in this run's session) plans the same files.
@@ -210,6 +252,9 @@ def test_vacuum_plan_never_deletes_what_delta_spark_keeps(
                         )
                     spark_seconds += time.perf_counter() - t_spark
                     spark_plans += 1
+                if theirs is None:
+                    rows.append((t["name"], mode, label, "deltalog deletes nothing", "Delta Spark not asked"))
+                    continue
                 only_theirs = theirs - ours - our_dirs
                 dirs = {p for p in only_theirs if os.path.isdir(os.path.join(path, p))}
                 rows.append(
@@ -223,6 +268,10 @@ def test_vacuum_plan_never_deletes_what_delta_spark_keeps(
                 )
     planned = [r for r in rows if r[1] == "full" and r[2] == "0 h" and r[3] != "deltalog refused"]
     assert planned and spark_plans == len(planned), "the Spark engine did not plan every table the local one did"
+    # At 0 h every table's history has files to delete (OPTIMIZE and DELETE removed some): Delta Spark judged
+    # both modes of every table deltalog planned.
+    judged = [r for r in rows if r[2] == "0 h" and r[3].startswith("both ")]
+    assert len(judged) == len([r for r in rows if r[2] == "0 h" and r[3] != "deltalog refused"]), rows
     print(f"\nthe Spark engine planned {spark_plans} tables in {spark_seconds:.1f} s")
     print("\n| table | mode | retention | same | differences |\n|---|---|---|---|---|")
     for r in rows:

@@ -156,69 +156,122 @@ def test_finish_by_deadline_is_the_next_such_time_in_its_zone():
 # --- breached_since --------------------------------------------------------------------------------
 
 
-def _rows(spec: list[tuple[str, int, bool | None, float | None]]) -> pa.Table:
-    """(table, hours before NOW, met, target) -> rows with the columns breached_since reads."""
+def _rows(spec: list[tuple[str, int, float | None, float | None]], **columns: list) -> pa.Table:
+    """(table, hours before NOW, value, target then) -> measure rows with the columns breached_since reads."""
     return pa.table(
         {
             "table_uri": [t for t, *_ in spec],
             "started_at": pa.array([NOW - dt.timedelta(hours=h) for _, h, _, _ in spec], pa.timestamp("us", tz="UTC")),
             "operation": ["measure"] * len(spec),
             "status": ["done"] * len(spec),
-            "objective_max_small_files_met": pa.array([m for *_, m, _ in spec], pa.bool_()),
+            "objective_max_small_files_value": pa.array([v for *_, v, _ in spec], pa.int64()),
             "objective_max_small_files_target": pa.array([t for *_, t in spec], pa.int64()),
+            **columns,
         }
     )
 
 
-def _since(table: pa.Table) -> dict[str, tuple[bool | None, dt.datetime | None]]:
+def _since(table: pa.Table, **kw) -> dict[str, tuple[bool | None, dt.datetime | None]]:
     from deltalog.journal import breached_since
 
-    out = breached_since(table)
+    out = breached_since(table, **kw)
     assert out.schema.names == ["table_uri", "objective", "met", "breached_since", "measured_at"]
     return {r["table_uri"]: (r["met"], r["breached_since"]) for r in out.to_pylist()}
 
 
-def test_breached_since_is_the_start_of_the_unbroken_breach():
+def test_breached_since_is_the_start_of_the_unbroken_breach_against_todays_target():
     hours = dt.timedelta(hours=1)
     got = _since(
         _rows(
             [
-                # a: breached, met, then breached for the last three measurements (one unknown among them)
-                ("a", 50, False, 5),
-                ("a", 40, True, 5),
-                ("a", 30, False, 5),
+                # a: over, within, then over 5 for the last three measurements (one unknown among them)
+                ("a", 50, 8, 5),
+                ("a", 40, 3, 5),
+                ("a", 30, 9, 5),
                 ("a", 20, None, 5),
-                ("a", 10, False, 5),
-                # b: met at the newest measurement
-                ("b", 30, False, 5),
-                ("b", 10, True, 5),
-                # c: the objective was unset between two breaches: the breach starts again after it
-                ("c", 30, False, 5),
-                ("c", 20, None, None),
-                ("c", 10, False, 5),
+                ("a", 10, 10, 5),
+                # b: within at the newest measurement
+                ("b", 30, 9, 5),
+                ("b", 10, 2, 5),
+                # c: judged met against 10 then, today's target is 5: breached since the first value over 5
+                ("c", 40, 4, 10),
+                ("c", 30, 6, 10),
+                ("c", 10, 7, 5),
+                # c2: the objective unset between two measurements over it: the values say it never stopped
+                ("c2", 30, 8, 5),
+                ("c2", 20, 9, None),
+                ("c2", 10, 8, 5),
                 # d: breached since the oldest row given; e: never known; f: a newest unknown row keeps the breach
-                ("d", 30, False, 5),
-                ("d", 10, False, 5),
+                ("d", 30, 8, 5),
+                ("d", 10, 8, 5),
                 ("e", 10, None, 5),
-                ("f", 30, False, 5),
+                ("f", 30, 8, 5),
                 ("f", 5, None, 5),
+                # g: a target raised today to 8: the last value over it begins the breach
+                ("g", 30, 7, 5),
+                ("g", 10, 9, 8),
             ]
         )
     )
     assert got["a"] == (False, NOW - 30 * hours)
     assert got["b"] == (True, None)
-    assert got["c"] == (False, NOW - 10 * hours)
+    assert got["c"] == (False, NOW - 30 * hours)
+    assert got["c2"] == (False, NOW - 30 * hours)
     assert got["d"] == (False, NOW - 30 * hours)
     assert got["e"] == (None, None)
     assert got["f"] == (False, NOW - 30 * hours)
+    assert got["g"] == (False, NOW - 10 * hours)
+
+
+def test_breached_since_reads_rows_written_before_objectives_and_a_re_created_table():
+    """Schema version 1 rows carry the value in ``small_files_after`` only: judged against the target given
+    (no row holds one). A row of another table id ends a breach: the table was re-created under its URI."""
+    spec = [("v1", 72, None, None), ("v1", 48, None, None), ("v1", 24, None, None), ("v1", 1, None, None)]
+    spec += [("re", 48, None, None), ("re", 24, None, None), ("re", 1, None, None)]
+    table = _rows(
+        spec,
+        small_files_after=pa.array([2, 6, 7, 9, 8, 7, 9], pa.int64()),
+        table_id=pa.array(["x", "x", None, "x", "old", "new", "new"]),
+    )
+    assert _since(table) == {}  # no target is known: nothing judged
+    got = _since(table, targets={"max_small_files": 5})
+    assert got["v1"] == (False, NOW - dt.timedelta(hours=48))
+    assert got["re"] == (False, NOW - dt.timedelta(hours=24))  # not 48: that was the table before
+    assert _since(table, targets={"max_small_files": 10})["v1"] == (True, None)
+    with pytest.raises(InvalidArgumentError, match="unknown objective 'max_small_file'"):
+        _since(table, targets={"max_small_file": 5})
+    # Days since the last vacuum in a version 1 history: from its vacuum rows (of this table id, done or
+    # nothing_due) before the newest measurement, plus the target.
+    vacuums = pa.table(
+        {
+            "table_uri": ["v1", "v1", "v1"],
+            "started_at": pa.array([NOW - dt.timedelta(days=d) for d in (10, 2, 20)], pa.timestamp("us", tz="UTC")),
+            "ended_at": pa.array([NOW - dt.timedelta(days=d) for d in (10, 2, 20)], pa.timestamp("us", tz="UTC")),
+            "operation": ["vacuum"] * 3,
+            "status": ["nothing_due", "failed", "done"],
+            "table_id": ["x", "x", "x"],
+        }
+    )
+    got = _since(pa.concat_tables([table, vacuums], promote_options="default"), targets={"max_days_since_vacuum": 7})
+    assert got["v1"] == (False, NOW - dt.timedelta(days=3))  # the vacuum ten days ago, plus seven
 
 
 def test_breached_since_skips_failed_measurements_and_other_operations_and_keeps_order_free():
-    rows_ = _rows([("a", 30, False, 5), ("a", 20, True, 5), ("a", 10, False, 5)])
+    rows_ = _rows([("a", 30, 8, 5), ("a", 20, 2, 5), ("a", 10, 8, 5)])
     status = pa.array(["done", "failed", "done"])
     rows_ = rows_.set_column(rows_.schema.get_field_index("status"), "status", status)
     shuffled = rows_.take([2, 0, 1])
-    assert _since(shuffled)["a"] == (False, NOW - dt.timedelta(hours=30))  # the failed "met" row does not break it
+    assert _since(shuffled)["a"] == (False, NOW - dt.timedelta(hours=30))  # the failed measurement does not break it
+
+
+def test_breached_since_is_the_same_moment_whatever_the_time_zones():
+    """Rows written by another engine with another zone's timestamps, and a ``now`` in another zone: the same
+    instants, the answer in UTC."""
+    rows_ = _rows([("a", 30, 8, 5), ("a", 10, 9, 5)])
+    local = rows_.column("started_at").cast(pa.timestamp("us", tz="+01:00"))
+    got = _since(rows_.set_column(rows_.schema.get_field_index("started_at"), "started_at", local))
+    assert got["a"] == (False, NOW - dt.timedelta(hours=30))
+    assert got["a"][1].utcoffset() == dt.timedelta(0)
 
 
 # --- the last vacuum ---------------------------------------------------------------------------------
@@ -252,6 +305,10 @@ def test_days_since_vacuum_from_the_log_the_history_or_the_creation(tmp_path):
         return state.value
 
     assert days() == pytest.approx(9, abs=0.01)  # the COMPLETED one, nine days ago
+    (report,) = fleet_health([path])  # breached since seven days after it, by definition: no history needed
+    (state,) = report.objectives
+    vacuumed = dt.datetime.fromtimestamp(os.stat(os.path.join(log_dir, f"{2:020d}.json")).st_mtime, dt.UTC)
+    assert state.breached and abs(state.breached_since - (vacuumed + dt.timedelta(days=7))) < dt.timedelta(seconds=1)
     vacuumed = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
     view = {table.uri: ComplianceHistory(table.uri, last_vacuum=vacuumed)}
     assert days(view) == pytest.approx(3, abs=0.01)  # the history's vacuum row is newer
@@ -265,6 +322,8 @@ def test_days_since_vacuum_from_the_log_the_history_or_the_creation(tmp_path):
     (state,) = report.objectives
     assert state.met is False and state.value == pytest.approx(12, abs=0.01)
     assert state.note == "never vacuumed: since the table's creation"
+    created = dt.datetime.fromtimestamp(stamp, dt.UTC)
+    assert abs(state.breached_since - (created + dt.timedelta(days=7))) < dt.timedelta(seconds=1)  # five days ago
 
 
 # --- the "Done means" scenario on the CLI ------------------------------------------------------------
@@ -293,7 +352,8 @@ def test_done_means_objectives_report_exit_status_and_maintain_fixes_breached_ta
     assert orders["source"] == "fleet defaults" and tables["orders"]["met"] is False
     events = {o["name"]: o for o in tables["events"]["objectives"]}["max_days_since_vacuum"]
     assert events["met"] is False and events["value"] == pytest.approx(10, abs=0.01) and events["target"] == 7
-    assert dt.datetime.fromisoformat(events["breached_since"]) == lake.events_since
+    # Seven days after the last vacuum (the log's, a few seconds after the history's row), by definition.
+    assert abs(dt.datetime.fromisoformat(events["breached_since"]) - lake.events_since) < dt.timedelta(seconds=30)
     assert events["source"] == "table property deltalog.objective.maxDaysSinceVacuum = '7'"
     (customers,) = tables["customers"]["objectives"]
     assert customers["met"] is True and customers["target"] == 50 and customers["value"] == 20
@@ -338,6 +398,74 @@ def test_done_means_objectives_report_exit_status_and_maintain_fixes_breached_ta
     unreadable = [t for t in json.loads(out)["tables"] if t.get("error")]
     assert [os.path.basename(t["table_uri"]) for t in unreadable] == ["orders"] and unreadable[0]["met"] is False
     assert err.count("\n") == 1 and "1 table(s) could not be judged" in err
+
+
+def test_done_means_on_a_history_of_schema_version_1(tmp_path, capsys):
+    """Issue 41: the history a team already has, written before objectives existed (schema version 1: measure
+    rows with ``small_files_after``, vacuum rows, no ``objective_*`` columns): ``orders`` over its small-file
+    target for three days, ``events`` last vacuumed ten days ago against seven. ``deltalog objectives --json``
+    says since when: 72 hours and 3 days ago."""
+    from deltalog.cli import main
+    from deltalog.journal import SCHEMA_VERSION_PROPERTY
+    from deltalog.log import snapshot_at
+    from deltalog.storage import Storage
+
+    now = dt.datetime.now(dt.UTC)
+    lake = breach_fleet(str(tmp_path / "lake"), now=now, schema_version=1)
+    history = snapshot_at(Storage(lake.history))
+    assert history.metadata.configuration[SCHEMA_VERSION_PROPERTY] == "1"
+    assert not [f for f in history.metadata.schema_string.split('"name":"')[1:] if f.startswith("objective")]
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(lake.settings))
+    base = ["--root", lake.root, "--settings", str(settings), "--history", lake.history]
+    assert main(["objectives", *base, "--json"]) == 4
+    tables = {os.path.basename(t["table_uri"]): t for t in json.loads(capsys.readouterr().out)["tables"]}
+    (orders,) = tables["orders"]["objectives"]
+    assert (orders["value"], orders["met"]) == (12, False)
+    since = dt.datetime.fromisoformat(orders["breached_since"])
+    assert since == lake.orders_since and now - since == dt.timedelta(hours=72)
+    events = {o["name"]: o for o in tables["events"]["objectives"]}["max_days_since_vacuum"]
+    assert events["met"] is False and events["value"] == pytest.approx(10, abs=0.01)
+    since = dt.datetime.fromisoformat(events["breached_since"])
+    assert abs(since - lake.events_since) < dt.timedelta(seconds=5)  # the history's vacuum row: ten days ago
+    assert abs(now - since - dt.timedelta(days=3)) < dt.timedelta(seconds=5)
+    assert tables["customers"]["met"] is True
+
+    # The core says the same, with a ``now`` in another zone, and a history row judged against the objectives.
+    from deltalog import check_objectives
+
+    berlin = now.astimezone(dt.timezone(dt.timedelta(hours=1)))
+    judged = {
+        os.path.basename(t.table_uri): {o.name: o for o in t.objectives}
+        for t in check_objectives([lake.orders, lake.events], settings=lake.settings, history=lake.history, now=berlin)
+    }
+    assert judged["orders"]["max_small_files"].breached_since == lake.orders_since
+    assert abs(judged["events"]["max_days_since_vacuum"].breached_since - lake.events_since) < dt.timedelta(seconds=1)
+
+
+def test_a_table_re_created_under_its_uri_has_no_breach_from_before(tmp_path):
+    """The history measured a table over its target for days, then the table was dropped and created again at
+    the same URI: the new table's breach is not the old one's, and the old one's vacuum is no vacuum of it."""
+    import shutil
+
+    from deltalog import check_objectives
+
+    now = dt.datetime.now(dt.UTC)
+    lake = breach_fleet(str(tmp_path / "lake"), now=now, schema_version=1)
+    for name in ("orders", "events"):
+        shutil.rmtree(getattr(lake, name))
+    table = make_table(lake.orders)
+    for i in range(12):
+        append(table, rows(3, start=i * 3), run_hooks=False)
+    append(make_table(lake.events, configuration={"deltalog.objective.maxDaysSinceVacuum": "7"}), rows(2))
+    judged = {
+        os.path.basename(t.table_uri): {o.name: o for o in t.objectives}
+        for t in check_objectives([lake.orders, lake.events], settings=lake.settings, history=lake.history, now=now)
+    }
+    orders = judged["orders"]["max_small_files"]
+    assert orders.met is False and orders.breached_since is None  # breached since after the last measurement
+    vacuum = judged["events"]["max_days_since_vacuum"]
+    assert vacuum.met is True and vacuum.value == pytest.approx(0, abs=0.01)  # created now, not vacuumed 10 days ago
 
 
 def test_a_budget_that_cannot_cover_the_breaches_says_which_stay_breached(tmp_path):

@@ -11,7 +11,8 @@ retained version needs. At each step every version the log keeps is read four wa
 
 - Delta Spark (``versionAsOf``) and Spark with the Iceberg runtime (``snapshot-id`` of the
   Iceberg snapshot written for that version) as ``to_json(struct(*))`` rows, compared exactly;
-- deltalake and pyiceberg as Python values, compared exactly;
+- deltalake and pyiceberg as Python values, compared exactly, and DuckDB's ``iceberg_scan`` (of the
+  snapshot) and ``delta_scan`` (of the version) against deltalake (tests/reader_checks.py);
 - the four readers' ``id`` columns, compared.
 
 Spark with the Iceberg runtime is Spark 4.1 in its own JVM (``scripts/iceberg_spark.py``:
@@ -35,6 +36,7 @@ from deltalog.compaction import compact
 from deltalog.log_maintenance.log_cleanup import cleanup_log
 from deltalog.uniform import sync_iceberg_metadata
 from deltalog.vacuuming import vacuum
+from reader_checks import uniform_readers_agree
 from uniform_tables import (
     append,
     deltalake_rows,
@@ -143,6 +145,7 @@ def _check(spark: Any, iceberg: IcebergSpark, path: str, versions: list[int]) ->
         assert iceberg_spark_rows == delta_spark, f"version {version}"
         delta_rs = deltalake_rows(path, version)
         assert iceberg_rows(path, snapshot_id=snapshot_id) == delta_rs, f"version {version}"
+        assert not uniform_readers_agree(path, version, snapshot_id)  # DuckDB's iceberg_scan and delta_scan
         assert sorted(r[sorted(COLUMNS).index("id")] for r in delta_rs) == _ids(delta_spark), f"version {version}"
         read += 1
     latest = DeltaTable(path).snapshot().version

@@ -1,4 +1,5 @@
-"""Vacuum and deltalake (delta-rs): tables written by deltalake, vacuumed by us, read back by deltalake.
+"""Vacuum and deltalake (delta-rs): tables written by deltalake, vacuumed by us, read back by deltalake (and by
+DuckDB's delta_scan, which must read every retained version as deltalake does: tests/reader_checks.py).
 
 deltalake writes with real timestamps, so its tables are aged after writing:
 every time in the first commits (commitInfo, deletion and modification times,
@@ -17,6 +18,7 @@ import pytest
 
 from deltalog import DeltaTable
 from deltalog.vacuuming import plan_vacuum, vacuum
+from reader_checks import delta_readers_agree
 from shared_data import golden_copy
 from vacuum_helpers import DAY_MS, commit_path, deltalake_ids, files_on_disk, now_ms, set_mtime
 
@@ -93,6 +95,7 @@ def test_vacuumed_deltalake_table_reads_back_at_latest_and_retained_versions(del
     assert files_on_disk(path) < before
     for v, ids in expected.items():
         assert deltalake_ids(path, v) == ids
+        assert not delta_readers_agree(path, v)
     # deltalake sees our VACUUM START / END commits in the history, with Delta Spark's metrics.
     history = {h["version"]: h for h in deltalake.DeltaTable(path).history()}
     assert history[5]["operation"] == "VACUUM START" and history[6]["operation"] == "VACUUM END"
@@ -117,6 +120,7 @@ def test_deltalake_checkpoint_and_cleaned_log_still_vacuum_safely(deltalake_tabl
     assert result.fully_readable_from_version == 3 and not result.warnings
     assert deltalake_ids(path) == expected
     assert deltalake_ids(path, 3) == [3, 4, 100, 101, 102]
+    assert not delta_readers_agree(path, 3) and not delta_readers_agree(path, 4)
 
 
 def test_golden_deletion_vector_table_keeps_every_dv_a_retained_version_uses(tmp_path):
@@ -143,12 +147,14 @@ def test_golden_deletion_vector_table_keeps_every_dv_a_retained_version_uses(tmp
         snap = DeltaTable(path).snapshot(version=v)
         assert set(dv_paths_of(snap.files.column("deletionVector"))) <= on_disk
         assert _all_rows(path, v) == rows
+        assert not delta_readers_agree(path, v)
     # With a zero retention only the latest version is kept whole, DVs included.
     expected_latest = expected[15]
     vacuum(path, retention_hours=0, allow_short_retention=True)
     on_disk = files_on_disk(path)
     assert set(dv_paths_of(DeltaTable(path).snapshot().files.column("deletionVector"))) <= on_disk
     assert _all_rows(path) == expected_latest
+    assert not delta_readers_agree(path, 15)
 
 
 # --- on S3 (moto server over real HTTP): listing, deleting and the cursor through s3fs ----------

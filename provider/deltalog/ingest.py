@@ -476,7 +476,8 @@ def _fill_add(
 
     def read_columns(names: list[str]) -> pa.Table:
         with storage.open_input(full) as fh:
-            return pq.read_table(fh, columns=names)
+            # Not pq.read_table: its dataset scan of a Python file object can abort the process at exit.
+            return pq.ParquetFile(fh).read(columns=names)
 
     check_file_schema(footer, md, snapshot.protocol, rel, pv, read_columns)
     if spec.stats is not None:

@@ -185,3 +185,20 @@ def asset_events(dag_run: Any, uri: str) -> list[dict[str, Any]]:
             .order_by(AssetEvent.id)
         ).all()
     return [{"task_id": task_id, "extra": extra} for task_id, extra in rows]
+
+
+def forget_asset_events(uri: str) -> int:
+    """Delete every asset event on ``uri`` from this worker's metadata database; returns how many.
+
+    A test's events outlive it in the worker's database: the fleet DAG reads every event on its
+    table-list asset since its last successful run, so a malformed list one test left behind would
+    fail the next test's run in the same worker (whichever order xdist hands them out in).
+    """
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, select
+
+    with create_session() as session:
+        ids = select(AssetModel.id).where(AssetModel.uri == uri).scalar_subquery()
+        result = session.execute(delete(AssetEvent).where(AssetEvent.asset_id.in_(ids)))
+        return int(getattr(result, "rowcount", 0) or 0)

@@ -26,13 +26,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import deltalake
 import pytest
 from api_server import VENV_BIN, airflow_env, api_server, free_port
 
 from airflow_homes import prepare_home
 from deltalog_provider.utils.metrics import table_stat_key
 from fleet_helpers import small_files_table
+from isolated_reads import deltalake_rows
 
 #: A real API server, LocalExecutor and metric listeners: on the lock's Airflow only (the release matrix
 #: checks the seam's Stats on each release in test_history_units.py).
@@ -304,7 +304,7 @@ def test_a_task_run_sends_metrics_per_table_and_operation(
         ]
         assert {a["table"] for a in listener.attributes(name(f"table.live_files.{events_key}"))} == {events.uri}
     # The history got the operators' rows (the fleet task recorded none: it had no history).
-    rows = deltalake.DeltaTable(history).to_pyarrow_table().to_pylist()
+    rows = deltalake_rows(history)
     assert sorted((r["airflow_task_id"], r["status"]) for r in rows) == [
         ("compact", "done"),
         ("vacuum", "done"),

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import os
 
-import deltalake
 import pytest
 from airflow_helpers import asset_events, run_dag, task_instance, task_states, write_dag_file, xcom_value
 
 from deltalog import DeltaTable
 from helpers import append, make_table, rows, write_data_file
+from isolated_reads import deltalake_rows, deltalake_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -128,7 +128,7 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     compacted = xcom_value(dr, "compact")
     assert (compacted["num_files_removed"], compacted["num_files_added"], compacted["versions"]) == (3, 1, [8])
     expected_ids = [*range(10, 14), 20, 21, *range(30, 33), *range(100, 106)]
-    assert sorted(deltalake.DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected_ids
+    assert sorted(deltalake_table(table_path, columns=["id"]).column("id").to_pylist()) == expected_ids
 
     checkpoint = xcom_value(dr, "checkpoint")
     assert checkpoint["version"] == 8 and checkpoint["num_add_files"] == len(paths)
@@ -165,13 +165,13 @@ def test_maintenance_operators_in_a_dag_run(airflow_db, tmp_path, monkeypatch):
     # Convert: a Parquet folder became a Delta table that deltalake reads; its own asset got the event.
     converted = xcom_value(dr, "convert")
     assert (converted["version"], converted["num_files"], converted["num_records"]) == (0, 2, 6)
-    assert deltalake.DeltaTable(str(plain)).to_pyarrow_table().num_rows == 6
+    assert deltalake_table(str(plain)).num_rows == 6
     (event,) = asset_events(dr, "file://" + str(plain))
     assert event["task_id"] == "convert" and event["extra"]["operation"] == "CONVERT"
 
     # The maintenance history, read by deltalake: a row per operation, in order; the plan and the dry
     # run wrote none, nor did commit_xcom (no history given); the flaky commit recorded each try.
-    recorded = deltalake.DeltaTable(history).to_pyarrow_table().to_pylist()
+    recorded = deltalake_rows(history)
     recorded.sort(key=lambda r: (r["airflow_task_id"], r["airflow_try_number"]))
     assert [(r["airflow_task_id"], r["airflow_try_number"], r["operation"], r["status"]) for r in recorded] == [
         ("checkpoint", 1, "checkpoint", "done"),  # the connection's extra

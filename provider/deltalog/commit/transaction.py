@@ -436,7 +436,11 @@ class Transaction:
                 action["configuration"][ICT_ENABLEMENT_TIMESTAMP] = str(ict)
             lines.append(to_json_line({"metaData": action}))
         if self.app_id is not None:
-            lines.append(to_json_line({"txn": {"appId": self.app_id, "version": self.app_version, "lastUpdated": now}}))
+            # On the table's clock when it has one: a txn expires (delta.setTransactionRetentionDuration) by
+            # lastUpdated, and this machine's clock running behind the table's would age it early.
+            updated = ict if ict is not None else now
+            txn = {"appId": self.app_id, "version": self.app_version, "lastUpdated": updated}
+            lines.append(to_json_line({"txn": txn}))
         adds, removes, domains = self.adds, self.removes, self.domain_updates
         if self._row_hwm is not None:
             # Row tracking: fresh row IDs above the mark and this version as the row commit version.

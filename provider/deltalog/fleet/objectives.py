@@ -10,7 +10,9 @@ Days since the last successful vacuum are the newest of the table's own log (its
 ``VACUUM END`` with status ``COMPLETED``, written by Delta Spark and by deltalog, in the last
 :data:`deltalog.log.activity.VACUUM_TIME_LOOKBACK` commits) and the history's newest
 ``vacuum`` row that is ``done`` or ``nothing_due``. The log is read only for tables that set
-``max_days_since_vacuum``.
+``max_days_since_vacuum``. Such a breach began the target's length after that vacuum (or the table's
+creation), by definition; the others' starts come from the history, of the table the URI holds now
+only (:meth:`deltalog.journal.compliance.ComplianceHistory.incarnation`).
 
 :func:`objective_work` says which operation each breached or at-risk objective needs: a
 checkpoint, a vacuum or a purge runs for it even when the due verdict would not have run it
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from deltalog.journal.compliance import ComplianceHistory
@@ -35,6 +38,7 @@ from deltalog.maintenance.objectives import (
     evaluate_objectives,
     objective_spec,
     objective_values,
+    vacuum_breached_since,
 )
 from deltalog.maintenance.policy import TableSettings
 
@@ -58,18 +62,18 @@ def judge_objectives(
     targets = settings.objective_targets()
     if not targets:
         return ()
-    now = now or dt.datetime.now(dt.UTC)
+    now = dt.datetime.now(dt.UTC) if now is None else now.replace(tzinfo=now.tzinfo or dt.UTC).astimezone(dt.UTC)
+    if history is not None:  # only what the history says of the table this URI holds now
+        history = history.incarnation(snapshot.metadata.id)
     notes: dict[str, str] = {}
     days = None
+    counted_from: dt.datetime | None = None
     if any(name == "max_days_since_vacuum" for name, _, _ in targets):
         seen = last_vacuum(snapshot.storage, snapshot.segment.listing, snapshot.metadata.configuration)
         candidates = [t for t in (_ms(seen.vacuum_ms), history.last_vacuum if history else None) if t is not None]
-        days, how = days_since_vacuum(
-            now,
-            max(candidates) if candidates else None,
-            oldest_seen=_ms(seen.oldest_ms),
-            log_complete=seen.reached_start,
-        )
+        vacuumed = max(candidates) if candidates else None
+        days, how = days_since_vacuum(now, vacuumed, oldest_seen=_ms(seen.oldest_ms), log_complete=seen.reached_start)
+        counted_from = vacuumed or _ms(seen.oldest_ms)
         notes["max_days_since_vacuum"] = how
     values = objective_values(
         small_files=health.num_small_files,
@@ -77,7 +81,13 @@ def judge_objectives(
         days_since_vacuum=days,
         dv_share=due.dv_hidden_share,
     )
-    states = evaluate_objectives(targets, values, notes)
+    states = tuple(
+        # Days since the last vacuum are breached since the target's length after it, by definition.
+        replace(s, breached_since=vacuum_breached_since(counted_from, s.target))
+        if s.name == "max_days_since_vacuum" and s.breached
+        else s
+        for s in evaluate_objectives(targets, values, notes)
+    )
     return history.annotate(states, now) if history is not None else states
 
 

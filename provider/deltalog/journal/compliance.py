@@ -1,34 +1,41 @@
 """Compliance over time, from the maintenance history's measure rows: since when, which trend, what changed.
 
-Measure rows (schema version 2) carry each objective's target, value, met and source
-(``objective_<name>_*``). From them:
+Measure rows carry each objective's value: rows of schema version 2 in ``objective_<name>_value``
+(beside the target, met and source they were judged with), rows of every version in the table's
+state columns (``small_files_after``, ``versions_since_checkpoint_after``, ``dv_share_after``:
+``ObjectiveSpec.history_column``). From them:
 
-* :func:`breached_since`: per table and objective, when it became continuously breached
-  (the rule below), as an Arrow table: what ``deltalog objectives``, the alerts and the
-  fleet view use, on raw rows or on any aggregate with the same columns.
-* :class:`ComplianceHistory`: one table's view for a measurement: the breach start of an
-  objective breached now, the trend of each value (to predict a breach before the next
-  run), when the next run is expected, and the last successful vacuum.
-* :func:`compliance_changes`: what an alert says after a run: new breaches, still-open
-  ones and resolved ones, from the history alone (no state kept anywhere else).
+* :func:`breach_start`: the breached-since rule (below) over one table's measurements of one
+  objective, judged against a target; :func:`breached_since`: the rule per table and objective of
+  any rows, as an Arrow table (each table's newest judgement gives today's target, or the caller's
+  ``targets`` do, for a history written before objectives existed).
+* :class:`ComplianceHistory`: one table's view for a measurement taken now: the breach start of an
+  objective breached now, the trend of each value (to predict a breach before the next run), when
+  the next run is expected, and the last successful vacuum; :meth:`ComplianceHistory.incarnation`
+  keeps only what the history says of the table the URI holds now (its ``metaData`` id).
+* :func:`compliance_changes`: what an alert says after a run: new breaches, still-open ones and
+  resolved ones, from the history alone (no state kept anywhere else).
 
-**The breached-since rule.** For one table and objective, take its rows that judged the
-objective (``objective_<name>_met`` not null; with ``operation``/``status`` columns only
-``measure`` rows with status ``done``), oldest first by ``started_at``. If the newest of
-them is met, the objective is not breached (``breached_since`` null). If it is breached,
-walk back while the rows are breached: ``breached_since`` is the ``started_at`` of the
-oldest row of that unbroken run. The run is broken by a met row and by a row where the
-objective was not set (``objective_<name>_target`` null, when that column is given: an
-objective set again later starts a new breach); rows whose value was unknown (target set,
-``met`` null) neither break nor extend it. A run that reaches the oldest row given starts
-there: the answer is only as old as the rows passed in.
+**The breached-since rule.** It is judged against **today's target**, whatever targets the rows
+were judged with then (an objective set today, on months of measurements, is breached since the
+value first stayed over it; a target changed later counts as it is now). For a count or a share:
+take the table's measurements of the value (``measure`` rows with status ``done``), oldest first by
+``started_at``. If the newest known value is at most the target, it is not breached. Otherwise walk
+back while the values are over the target: ``breached_since`` is the ``started_at`` of the oldest
+measurement of that unbroken run. A value at most the target breaks the run; so does a row of
+another table id (the table was re-created under the same URI: what was measured before was another
+table); rows whose value is unknown neither break nor extend it. A run that reaches the oldest row
+given starts there: the answer is only as old as the rows passed in. For ``max_days_since_vacuum``
+the answer is a definition: the target's length after the last successful vacuum (or the table's
+creation when it was never vacuumed): :func:`deltalog.maintenance.objectives.vacuum_breached_since`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import statistics
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,8 +53,12 @@ __all__ = [
     "BreachChange",
     "BreachReport",
     "ComplianceHistory",
+    "Observation",
+    "SeriesPoint",
+    "breach_start",
     "breached_since",
     "compliance_changes",
+    "measured_value",
     "next_run_hours",
 ]
 
@@ -90,71 +101,139 @@ def _judged(rows: pa.Table) -> pa.Table:
     return rows if mask is None else rows.filter(pc.fill_null(mask, False))
 
 
-def _runs(rows: pa.Table, name: str) -> Iterator[tuple[str, list[tuple[dt.datetime, bool | None, bool]]]]:
-    """Per table: ``(started_at, met, target set)`` of the rows that mention the objective, oldest first."""
-    met_col = f"objective_{name}_met"
-    if met_col not in rows.column_names:
-        return
-    target_col = f"objective_{name}_target"
-    has_target = target_col in rows.column_names
-    columns = ["table_uri", "started_at", met_col] + ([target_col] if has_target else [])
-    data = rows.select(columns).to_pydict()
-    by_table: dict[str, list[tuple[dt.datetime, bool | None, bool]]] = {}
-    for i, uri in enumerate(data["table_uri"]):
-        met = data[met_col][i]
-        target_set = data[target_col][i] is not None if has_target else met is not None
-        if met is None and not target_set:
-            # not judged and (as far as the columns tell) not set: a break only where the target says so
-            if has_target:
-                by_table.setdefault(uri, []).append((_utc(data["started_at"][i]), None, False))
-            continue
-        by_table.setdefault(uri, []).append((_utc(data["started_at"][i]), met, True))
-    for uri, seq in by_table.items():
-        seq.sort(key=lambda r: r[0])
-        yield uri, seq
+#: One measurement of an objective's value: ``(started_at, value, table_id)``; the value None when unknown.
+Observation = tuple[dt.datetime, float | None, str | None]
 
 
-def _since(seq: Sequence[tuple[dt.datetime, bool | None, bool]]) -> tuple[bool | None, dt.datetime | None, dt.datetime]:
-    """(latest known met, breached_since, when that was measured) of one table's rows for one objective."""
-    known = [r for r in seq if r[1] is not None]
-    if not known:
-        return None, None, seq[-1][0]
-    latest_at, latest_met, _ = known[-1]
-    if latest_met:
-        return True, None, latest_at
-    start = latest_at
-    for when, met, target_set in reversed(seq):
-        if when > latest_at:
-            continue
-        if not target_set or met is True:
-            break
-        if met is False:
-            start = when
-    return False, start, latest_at
+def _number(value: Any) -> float | None:
+    """A measured value as a number, None unless finite (a NaN written by anyone is an unknown value)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
-def breached_since(rows: pa.Table) -> pa.Table:
-    """Per table and objective judged in ``rows``: the latest known state and when its breach began.
+def measured_value(row: Mapping[str, Any], name: str) -> float | None:
+    """The value of objective ``name`` a history row carries: ``objective_<name>_value`` (schema version 2),
+    else the state column that holds it in rows of every version (``ObjectiveSpec.history_column``)."""
+    value = _number(row.get(f"objective_{name}_value"))
+    column = objective_spec(name).history_column
+    if value is None and column is not None:
+        value = _number(row.get(column))
+    return value
 
-    ``rows``: the history's rows (or any table with ``table_uri``, ``started_at`` and
-    ``objective_<name>_met`` columns, ``objective_<name>_target`` optional), in any order.
-    Returns :data:`BREACHED_SINCE_SCHEMA`: ``table_uri``, ``objective``, ``met`` (the newest
-    known state, null when never known), ``breached_since`` (null unless breached; the rule of
-    the module docstring) and ``measured_at`` (the newest row's ``started_at``).
+
+def breach_start(observations: Sequence[Observation], target: float) -> tuple[bool | None, dt.datetime | None]:
+    """``(met, breached_since)`` of one objective of one table, judged against ``target`` (today's), over its
+    measurements oldest first (the rule of the module docstring; the table is the one of the newest row
+    with a table id).
+
+    ``met``: the newest known value is at most the target (None: no value is known). ``breached_since``:
+    None unless ``met`` is False.
     """
+    current = next((tid for _, _, tid in reversed(observations) if tid is not None), None)
+    met: bool | None = None
+    since: dt.datetime | None = None
+    for at, value, tid in reversed(observations):
+        if tid is not None and tid != current:
+            break  # measured before the table was re-created under this URI
+        if value is None:
+            continue
+        if met is None:  # the newest known value decides the state
+            met = value <= target
+        if value <= target:
+            break
+        since = at
+    return met, since if met is False else None
+
+
+def _vacuum_since(at: dt.datetime, days: float | None, target: float) -> dt.datetime | None:
+    """A measurement's days since the last vacuum, ``days`` at ``at``: breached since the target's length
+    after that vacuum (None when the value is unknown or within the target)."""
+    if days is None or days <= target:
+        return None
+    return at - dt.timedelta(days=days) + dt.timedelta(days=target)
+
+
+def _sorted_rows(rows: pa.Table) -> list[dict[str, Any]]:
+    data = rows.to_pylist() if rows.num_rows else []
+    data.sort(key=lambda r: (_utc(r["started_at"]), str(r.get("row_id") or "")))
+    return data
+
+
+def breached_since(rows: pa.Table, targets: Mapping[str, float] | None = None) -> pa.Table:
+    """Per table and objective of ``rows``: the state judged against today's target, and when its breach began.
+
+    ``rows``: the history's rows (or any table with ``table_uri`` and ``started_at`` columns and the
+    value columns: ``objective_<name>_value``/``_target`` of schema version 2, the state columns of
+    every version (``small_files_after``, ...), ``table_id``, ``operation``, ``status``), in any order.
+    Today's target of an objective is ``targets[name]`` when given (for a history written before
+    objectives existed), else the target of the table's newest judging row (``measure``, ``done``); an
+    objective without one is not in the result. ``max_days_since_vacuum`` is judged on the newest
+    judging row's value, or, when that row has none (schema version 1), on the newest successful
+    ``vacuum`` row before it (of the same table id). Returns :data:`BREACHED_SINCE_SCHEMA`: ``table_uri``, ``objective``, ``met``
+    (null when no value is known), ``breached_since`` (null unless breached; the rule of the module
+    docstring) and ``measured_at`` (the newest judging row's ``started_at``).
+    """
+    for name in targets or {}:
+        objective_spec(name)  # an unknown objective is refused, naming the known ones
     judged = _judged(rows)
+    vacuums: dict[str, list[tuple[dt.datetime, dt.datetime, str | None]]] = {}
+    if "operation" in rows.column_names and rows.num_rows:
+        mask = pc.and_(
+            pc.equal(rows.column("operation"), "vacuum"), pc.is_in(rows.column("status"), pa.array(_VACUUMED))
+        )
+        for r in rows.filter(pc.fill_null(mask, False)).to_pylist():
+            ended = r.get("ended_at") or r["started_at"]
+            vacuums.setdefault(r["table_uri"], []).append((_utc(r["started_at"]), _utc(ended), r.get("table_id")))
+    by_table: dict[str, list[dict[str, Any]]] = {}
+    for r in _sorted_rows(judged):
+        by_table.setdefault(r["table_uri"], []).append(r)
     out: dict[str, list[Any]] = {f.name: [] for f in BREACHED_SINCE_SCHEMA}
-    for name in OBJECTIVE_NAMES:
-        for uri, seq in _runs(judged, name):
-            if not any(target_set for _, _, target_set in seq):
+    for uri, seq in by_table.items():
+        newest = seq[-1]
+        measured_at = _utc(newest["started_at"])
+        for name in OBJECTIVE_NAMES:
+            given = targets is not None and name in targets
+            target = _number(targets[name]) if targets is not None and given else None
+            if not given:
+                target = _number(newest.get(f"objective_{name}_target"))
+            if target is None:
                 continue
-            met, since, at = _since(seq)
+            if objective_spec(name).history_column is None:
+                met, since = _vacuum_state(newest, vacuums.get(uri, []), name, target)
+            else:
+                observations = [(_utc(r["started_at"]), measured_value(r, name), r.get("table_id")) for r in seq]
+                met, since = breach_start(observations, target)
             out["table_uri"].append(uri)
             out["objective"].append(name)
             out["met"].append(met)
             out["breached_since"].append(since)
-            out["measured_at"].append(at)
+            out["measured_at"].append(measured_at)
     return pa.table(out, schema=BREACHED_SINCE_SCHEMA).sort_by([("table_uri", "ascending"), ("objective", "ascending")])
+
+
+def _vacuum_state(
+    newest: Mapping[str, Any],
+    vacuums: Sequence[tuple[dt.datetime, dt.datetime, str | None]],
+    name: str,
+    target: float,
+) -> tuple[bool | None, dt.datetime | None]:
+    """``max_days_since_vacuum`` at the newest judging row: from its value, or (a row without it: schema
+    version 1) from the newest successful vacuum row of the same table before it."""
+    at = _utc(newest["started_at"])
+    days = _number(newest.get(f"objective_{name}_value"))
+    if days is None:
+        tid = newest.get("table_id")
+        ends = [end for start, end, vid in vacuums if start <= at and (tid is None or vid in (None, tid))]
+        if ends:
+            days = max(0.0, (at - max(ends)).total_seconds() / 86_400)
+    if days is None:
+        return None, None
+    return days <= target, _vacuum_since(at, days, target)
 
 
 def next_run_hours(rows: pa.Table, default: float = DEFAULT_RUN_INTERVAL_HOURS) -> float:
@@ -174,16 +253,27 @@ def next_run_hours(rows: pa.Table, default: float = DEFAULT_RUN_INTERVAL_HOURS) 
     return statistics.median(gaps) if len(gaps) >= 2 else default
 
 
+#: One judging row's view of an objective in :attr:`ComplianceHistory.series`: ``(started_at, value, met,
+#: target set, table_id)``; the value is :func:`measured_value` (rows of any schema version), met and the
+#: target as the row was judged then (null in rows written before objectives existed).
+SeriesPoint = tuple[dt.datetime, float | None, bool | None, bool, str | None]
+
+
 @dataclass(frozen=True)
 class ComplianceHistory:
     """What the history knows about one table's objectives, for a measurement taken now."""
 
     table_uri: str
-    #: Per objective: ``(started_at, value, met, target set)`` of the judged rows, oldest first.
-    series: Mapping[str, tuple[tuple[dt.datetime, float | None, bool | None, bool], ...]] = field(default_factory=dict)
+    #: Per objective: its :data:`SeriesPoint` per judging row, oldest first.
+    series: Mapping[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
     #: The newest successful ``vacuum`` row's end (``done`` or ``nothing_due``).
     last_vacuum: dt.datetime | None = None
     next_run_hours: float = DEFAULT_RUN_INTERVAL_HOURS
+    #: ``(started_at, table_id)`` of every row of the table with a table id, oldest first: where a table
+    #: re-created under the same URI begins (:meth:`incarnation`).
+    table_ids: tuple[tuple[dt.datetime, str], ...] = ()
+    #: ``(started_at, ended_at, table_id)`` of every successful ``vacuum`` row, oldest first.
+    vacuums: tuple[tuple[dt.datetime, dt.datetime, str | None], ...] = ()
 
     @classmethod
     def for_tables(
@@ -195,49 +285,74 @@ class ComplianceHistory:
         wanted = None if tables is None else {canonical_uri(t) for t in tables}
         if wanted is not None and rows.num_rows:
             rows = rows.filter(pc.is_in(rows.column("table_uri"), value_set=pa.array(sorted(wanted), pa.string())))
-        data = rows.to_pylist() if rows.num_rows else []
-        data.sort(key=lambda r: (r["started_at"], r["row_id"]))
-        series: dict[str, dict[str, list[tuple[dt.datetime, float | None, bool | None, bool]]]] = {}
-        vacuums: dict[str, dt.datetime] = {}
-        for r in data:
-            uri = r["table_uri"]
+        series: dict[str, dict[str, list[SeriesPoint]]] = {}
+        ids: dict[str, list[tuple[dt.datetime, str]]] = {}
+        vacuums: dict[str, list[tuple[dt.datetime, dt.datetime, str | None]]] = {}
+        for r in _sorted_rows(rows):
+            uri, at, tid = r["table_uri"], _utc(r["started_at"]), r.get("table_id")
+            if tid is not None:
+                ids.setdefault(uri, []).append((at, tid))
             if r["operation"] == "vacuum" and r["status"] in _VACUUMED:
-                vacuums[uri] = max(vacuums.get(uri, _utc(r["ended_at"])), _utc(r["ended_at"]))
+                vacuums.setdefault(uri, []).append((at, _utc(r.get("ended_at") or r["started_at"]), tid))
             if r["operation"] != "measure" or r["status"] != "done":
                 continue
             for name in OBJECTIVE_NAMES:
                 target = r.get(f"objective_{name}_target")
                 met = r.get(f"objective_{name}_met")
-                value = r.get(f"objective_{name}_value")
                 series.setdefault(uri, {}).setdefault(name, []).append(
-                    (_utc(r["started_at"]), value, met, target is not None)
+                    (at, measured_value(r, name), met, target is not None, tid)
                 )
         uris = set(series) | set(vacuums) | (wanted or set())
         return {
             uri: cls(
                 uri,
                 {name: tuple(seq) for name, seq in series.get(uri, {}).items()},
-                vacuums.get(uri),
+                max((end for _, end, _ in vacuums.get(uri, [])), default=None),
                 hours,
+                tuple(ids.get(uri, ())),
+                tuple(vacuums.get(uri, ())),
             )
             for uri in uris
         }
 
-    def since(self, name: str) -> dt.datetime | None:
-        """When the objective became continuously breached, by the history (None: not breached at its
-        newest judgement, or never judged)."""
-        seq = self.series.get(name)
-        if not seq or not any(s[3] for s in seq):
-            return None
-        met, since, _ = _since([(when, met, target_set) for when, _, met, target_set in seq])
-        return since if met is False else None
+    def incarnation(self, table_id: str | None) -> ComplianceHistory:
+        """This view without what the history says of another table at the same URI: rows up to the newest
+        one with another table id (the table was re-created after it) are left out, and a vacuum of another
+        table is no vacuum of this one. ``table_id``: the table's ``metaData`` id now (None: all rows)."""
+        if table_id is None:
+            return self
+        boundary = max((at for at, tid in self.table_ids if tid != table_id), default=None)
+        if boundary is None:
+            return self
+        vacuums = tuple(v for v in self.vacuums if v[0] > boundary and v[2] in (None, table_id))
+        return replace(
+            self,
+            series={name: tuple(p for p in seq if p[0] > boundary) for name, seq in self.series.items()},
+            last_vacuum=max((end for _, end, _ in vacuums), default=None) if self.vacuums else self.last_vacuum,
+            table_ids=tuple(x for x in self.table_ids if x[0] > boundary),
+            vacuums=vacuums,
+        )
+
+    def observations(self, name: str) -> list[Observation]:
+        """The objective's measurements, oldest first: ``(started_at, value, table_id)``."""
+        return [(p[0], p[1], p[4] if len(p) > 4 else None) for p in self.series.get(name, ())]
+
+    def since(self, name: str, target: float) -> dt.datetime | None:
+        """When the objective became continuously breached against ``target`` (today's), by the history's
+        measurements (None: within the target at the newest measurement, or never measured). Days since
+        the last vacuum: the target's length after the vacuum the newest measurement counted from."""
+        observations = self.observations(name)
+        if objective_spec(name).history_column is None:
+            newest = next(((at, v) for at, v, _ in reversed(observations) if v is not None), None)
+            return None if newest is None else _vacuum_since(newest[0], newest[1], target)
+        return breach_start(observations, target)[1]
 
     def slope_per_day(self, name: str, now: dt.datetime, value: float | None) -> float | None:
         """How fast the value grew over the trend window: (now's value - the oldest value in the window)
         per day; None without an older value at least an hour back."""
         if value is None:
             return None
-        seq = [(when, v) for when, v, _, _ in self.series.get(name, ()) if v is not None]
+        seq = [(when, v) for when, v, _ in self.observations(name) if v is not None]
         window = [(when, v) for when, v in seq if (now - when).total_seconds() <= TREND_WINDOW_DAYS * 86_400]
         if not window:
             return None
@@ -258,8 +373,8 @@ class ComplianceHistory:
         ahead_days = self.next_run_hours / 24
         for s in states:
             if s.breached:
-                history_since = self.since(s.name)
-                out.append(replace(s, breached_since=history_since))
+                # A start the measurement knew itself (days since a vacuum: by definition) stays.
+                out.append(replace(s, breached_since=s.breached_since or self.since(s.name, s.target)))
                 continue
             if s.met is not True or s.value is None:
                 out.append(s)
@@ -394,10 +509,10 @@ def compliance_changes(rows: pa.Table, closing: Sequence[TableCompliance], run_i
             key = (uri, s.name)
             was_breached = before.get(key) is False
             if s.breached:
-                since = s.breached_since or (view.since(s.name) if view else None)
+                since = s.breached_since or (view.since(s.name, s.target) if view else None)
                 change = BreachChange(uri, s.name, s.describe(), since)
                 (still if was_breached else new).append(change)
             elif s.met and (was_breached or this_run.get(key)):
-                since = view.since(s.name) if view else None
+                since = view.since(s.name, s.target) if view else None
                 resolved.append(BreachChange(uri, s.name, s.describe() + " (resolved)", since))
     return BreachReport(tuple(new), tuple(still), tuple(resolved), tuple(unreadable))

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.journal.schema import FLEET_RUN, PARTITION_COLUMN, STATUSES, WORK_COLUMNS
-from deltalog.maintenance.objectives import OBJECTIVE_NAMES
+from deltalog.maintenance.objectives import OBJECTIVE_NAMES, OBJECTIVES, objective_spec
 
 #: Characters of ``reason`` kept in a rollup (the measurement's lines of what is due, a failure's start).
 REASON_CHARS = 1000
@@ -192,44 +192,68 @@ _JUDGED_FIELDS = {
     },
 }
 
-#: The breached-since rule as a fold over judging rows in time order (the rule: :mod:`deltalog.journal.compliance`).
-#: A *run* summarises a stretch of time for one objective of one table: ``first`` its first row; ``k_at`` and
-#: ``k_met`` its newest row that knew the objective's state; ``since`` the start of the breach that row ends (null
-#: unless ``k_met`` is false); ``open`` no break before that row (met, or the objective unset), so the breach may
-#: have begun earlier; ``tail`` the objective unset after it. Two runs of consecutive stretches combine into the
-#: run of both, so rows, files, days and windows fold the same way (runs are ordered by ``first``: stretches that
-#: interleave in time, two writers measuring one table at once, fold as if one came after the other).
+_TSZ = "TIMESTAMP WITH TIME ZONE"
+_STEP = f"STRUCT(ts {_TSZ}, v DOUBLE, nxt {_TSZ})"
+
+
+def _value(name: str) -> str:
+    """SQL: the objective's value a row carries: ``objective_<name>_value`` (schema version 2), else the
+    state column every version has (``ObjectiveSpec.history_column``); null unless finite."""
+    column = objective_spec(name).history_column
+    return f"coalesce({_finite(_objective(name, 'value'))}, {_finite(str(column))})"
+
+
+#: The breached-since rule (:mod:`deltalog.journal.compliance`, judged against a target only known when the
+#: rollups are read: today's) as a fold over judging rows in time order. A *run* summarises a stretch of time
+#: for one objective of one table: ``first`` its first row, ``obs`` its oldest measured value's time; ``steps``
+#: its measured values (``v`` at ``ts``) lower than every newer one, newest first, each with ``nxt`` the time of the
+#: next newer measurement (null for the newest: the following stretch's ``obs``), so the breach against any
+#: target T starts at the ``nxt`` of the first step at most T (or at ``obs`` if none is); ``id`` the newest
+#: table id, ``id_at`` its newest row's time, ``id_after`` the oldest measurement after that row. Where the
+#: table id changes (the table was re-created under its URI) the older stretch's steps from that row back
+#: give way to one step of value -inf: no breach reaches past it. Two runs of consecutive stretches combine
+#: into the run of both (associative), so rows, files, days and windows fold the same way (runs are ordered
+#: by ``first``: stretches that interleave in time, two writers measuring one table at once, fold as if one
+#: came after the other).
+_BROKEN = "(a.id IS NOT NULL AND b.id IS NOT NULL AND a.id <> b.id)"
+_B_MIN = "coalesce(b.steps[-1].v, 'inf'::DOUBLE)"
 _FOLD = (
-    "lambda a, b: CASE WHEN b.k_at IS NULL THEN struct_pack("
-    "first := least(a.first, b.first), k_at := a.k_at, k_met := a.k_met, since := a.since, "
-    "open := CASE WHEN a.k_at IS NULL THEN a.open AND b.open ELSE a.open END, tail := a.tail OR b.tail) "
-    "ELSE struct_pack("
-    "first := least(a.first, b.first), k_at := b.k_at, k_met := b.k_met, "
-    "since := CASE WHEN b.k_met = false AND b.open AND NOT a.tail AND a.k_met = false THEN a.since ELSE b.since END, "
-    "open := b.k_met = false AND b.open AND NOT a.tail AND (a.k_at IS NULL OR a.k_met = false) AND a.open, "
-    "tail := b.tail) END"
+    "lambda a, b: struct_pack("
+    "first := least(a.first, b.first), "
+    "obs := coalesce(a.obs, b.obs), "
+    "id := coalesce(b.id, a.id), "
+    "id_at := CASE WHEN b.id IS NOT NULL THEN b.id_at ELSE a.id_at END, "
+    "id_after := CASE WHEN b.id IS NOT NULL THEN b.id_after ELSE coalesce(a.id_after, b.obs) END, "
+    "steps := list_concat("
+    "b.steps, "
+    "list_filter("
+    f"list_transform(a.steps, lambda s: struct_pack(ts := s.ts, v := s.v, nxt := coalesce(s.nxt, b.obs))), "
+    f"lambda s: s.v < {_B_MIN} AND (NOT {_BROKEN} OR s.ts > a.id_at)), "
+    f"CASE WHEN {_BROKEN} AND {_B_MIN} > '-inf'::DOUBLE "
+    f"THEN [struct_pack(ts := a.id_at, v := '-inf'::DOUBLE, nxt := coalesce(a.id_after, b.obs))] "
+    f"ELSE []::{_STEP}[] END)"
+    ")"
 )
 
 
 def breach_run(name: str) -> Measure:
-    """``run_<name>``: the breached-since rule's fold of one objective over the judging rows (see :data:`_FOLD`).
-
-    As the rule reads a row: a known state (``met`` true or false) is a judgement, whatever the target says;
-    an unknown one (``met`` null) with a target neither breaks nor extends a breach, without one (the
-    objective unset) it breaks it.
-    """
-    met, target = _objective(name, "met"), _objective(name, "target")
+    """``run_<name>``: the breached-since rule's fold of one objective over the judging rows (see :data:`_FOLD`),
+    for an objective whose value the history measures (``ObjectiveSpec.history_column``); its start against a
+    target: :func:`deltalog.journal.summary.run_breached_since`."""
+    value = _value(name)
     row = (
-        f"struct_pack(first := started_at, k_at := CASE WHEN {met} IS NOT NULL THEN started_at END, k_met := {met}, "
-        f"since := CASE WHEN {met} = false THEN started_at END, "
-        f"open := coalesce(CASE WHEN {met} IS NULL THEN {target} IS NOT NULL ELSE {met} = false END, false), "
-        f"tail := {met} IS NULL AND {target} IS NULL)"
+        f"struct_pack(first := started_at, obs := CASE WHEN {value} IS NOT NULL THEN started_at END, "
+        f"id := left(table_id, {SUMMARY_CHARS}), "
+        f"id_at := CASE WHEN table_id IS NOT NULL THEN started_at END, id_after := NULL::{_TSZ}, "
+        f"steps := CASE WHEN {value} IS NOT NULL "
+        f"THEN [struct_pack(ts := started_at, v := {value}, nxt := NULL::{_TSZ})] ELSE []::{_STEP}[] END)"
     )
     column = f"run_{name}"
     return Measure(
         column,
         f"list_reduce(list({row} ORDER BY started_at, row_id) FILTER (WHERE {JUDGED}), {_FOLD})",
-        f"list_reduce(list({column} ORDER BY {column}.first, {column}.k_at) FILTER (WHERE {column} IS NOT NULL), {_FOLD})",
+        f"list_reduce(list({column} ORDER BY {column}.first, {column}.obs) FILTER (WHERE {column} IS NOT NULL), "
+        f"{_FOLD})",
     )
 
 
@@ -237,8 +261,11 @@ def _judged_range(name: str, value: str, how: str) -> Measure:
     return Measure(name, f"{how}({_finite(value)}) FILTER (WHERE {JUDGED})", f"{how}({name})")
 
 
-#: The rollup's columns of each objective's breach (:func:`breach_run`), in objective order.
-BREACH_RUNS = tuple(f"run_{name}" for name in OBJECTIVE_NAMES)
+#: The objectives whose breach start the rollups fold (their value is measured; days since a vacuum are not:
+#: their start is the newest judgement's vacuum plus the target).
+MEASURED_OBJECTIVES = tuple(o.name for o in OBJECTIVES if o.history_column is not None)
+#: The rollup's columns of each measured objective's breach (:func:`breach_run`), in objective order.
+BREACH_RUNS = tuple(f"run_{name}" for name in MEASURED_OBJECTIVES)
 
 #: The fleet run's own rows (``fleet_run``) with a finishing time: met or missed.
 _FLEET_RUN = f"operation = '{FLEET_RUN}'"
@@ -256,7 +283,7 @@ MEASURES: tuple[Measure, ...] = (
     newest("policy", {"day": PARTITION_COLUMN, "chars": "policy_chars"}, condition="policy_chars IS NOT NULL"),
     # Service-level objectives: the newest judgement, each objective's breach as a fold, its values' range.
     newest("judged", _JUDGED_FIELDS, condition=JUDGED),
-    *(breach_run(name) for name in OBJECTIVE_NAMES),
+    *(breach_run(name) for name in MEASURED_OBJECTIVES),
     *(
         m
         for name in OBJECTIVE_NAMES
@@ -421,6 +448,7 @@ __all__ = [
     "BREACH_RUNS",
     "JUDGED",
     "KEYS",
+    "MEASURED_OBJECTIVES",
     "MEASURES",
     "RAW_COLUMNS",
     "REASON_CHARS",

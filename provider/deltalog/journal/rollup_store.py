@@ -311,7 +311,9 @@ class RollupStore:
     def _read(self, path: str) -> tuple[pa.Table, frozenset[str], tuple[str, ...]]:
         assert self.storage is not None
         with self.storage.open_input(path) as f:
-            table = pq.read_table(f)
+            # ParquetFile reads on this thread: pq.read_table's dataset scan of a Python file object leaves
+            # Arrow I/O threads holding its buffers, which can abort the process at its exit (apache/arrow#34314).
+            table = pq.ParquetFile(f).read()
         meta = table.schema.metadata or {}
         keys = frozenset(json.loads(meta.get(SOURCES_KEY, b"[]")))
         bad = tuple(json.loads(meta.get(UNREADABLE_KEY, b"[]")))

@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog.journal.read import reason_lines, still_due
-from deltalog.journal.rollup import STATE, breach_run, duckdb_connection
+from deltalog.journal.rollup import BREACH_RUNS, MEASURED_OBJECTIVES, STATE, breach_run, duckdb_connection
 from deltalog.journal.schema import FLEET_RUN
-from deltalog.maintenance.objectives import OBJECTIVE_NAMES
+from deltalog.maintenance.objectives import OBJECTIVE_NAMES, objective_spec
 
 #: Operations whose ``files_read``/``bytes_read`` are files rewritten (compacted).
 REWRITING = ("compaction", "purge")
@@ -115,7 +115,7 @@ _TABLE_ONLY = (
     "list(struct_pack(operation := operation, at := last.at, id := last.id, day := last.day, "
     "status := last.status, reason := last.reason, reason_chars := last.reason_chars, "
     "due_operations := last.due_operations, due_count := last.due_count) ORDER BY operation) AS lasts",
-    *(f"{breach_run(n).merge} AS run_{n}" for n in OBJECTIVE_NAMES),
+    *(f"{breach_run(n).merge} AS run_{n}" for n in MEASURED_OBJECTIVES),
 )
 #: Figures of no use per table (their per-day sense only), left out of :func:`table_summaries`.
 _PER_DAY_ONLY = ("missed", "finish_by_missed", "finish_by_kept", *(f"tables_{s}" for s in COMPLIANCE_STATES[:3]))
@@ -169,13 +169,41 @@ def _bool(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def run_breached_since(run: dict[str, Any] | None, target: float) -> dt.datetime | None:
+    """When the objective folded in ``run`` (a rollup's ``run_<name>``, :func:`deltalog.journal.rollup.breach_run`)
+    became continuously breached against ``target``: the measurement after the newest one at most the target
+    (or past a re-created table), else the oldest measurement; None when the newest is within the target or
+    nothing was measured."""
+    steps = [s for s in (run or {}).get("steps") or [] if s is not None]
+    for step in steps:
+        if step.get("v") is not None and step["v"] <= target:
+            return step.get("nxt")
+    return (run or {}).get("obs") if steps else None
+
+
+def _judged_since(judged: dict[str, Any], runs: dict[str, Any], name: str) -> dt.datetime | None:
+    """The start of a breach the newest judgement ``judged`` found, against its target (today's): from the
+    measurements folded in ``runs``; days since a vacuum: the target's length after the vacuum the judgement
+    counted from (its time less its value)."""
+    target = judged.get(f"{name}_target")
+    if target is None:
+        return None
+    if objective_spec(name).history_column is not None:
+        return run_breached_since(runs.get(f"run_{name}"), float(target))
+    value, at = judged.get(f"{name}_value"), judged.get("at")
+    if value is None or at is None or value <= target:
+        return None
+    return at - dt.timedelta(days=float(value)) + dt.timedelta(days=float(target))
+
+
 def compliance(
     judged: dict[str, Any] | None, runs: dict[str, Any]
 ) -> tuple[str, dt.datetime | None, list[dict[str, Any]]]:
     """A table's compliance at its newest judging row ``judged`` (the rollup's ``judged``), each breach's
-    start from ``runs`` (``run_<name>``: the breached-since fold over the history read): (state, when the
-    table became breached, each objective set). A breach's start is the rule's; should the fold not end
-    at ``judged`` (rows of equal times), the breach is known since ``judged`` at least."""
+    start against that row's target (the rule of :mod:`deltalog.journal.compliance`) from ``runs``
+    (``run_<name>``: the measurements folded over the history read): (state, when the table became
+    breached, each objective set). Should the measurements not show the breach the judgement found (its
+    value unknown, rows of equal times), the breach is known since ``judged`` at least."""
     if not judged:
         return "none", None, []
     at_risk = {str(x) for x in judged.get("at_risk") or [] if x is not None}
@@ -187,8 +215,7 @@ def compliance(
         met = _bool(judged.get(f"{name}_met"))
         since: dt.datetime | None = None
         if met is False:
-            run = runs.get(f"run_{name}") or {}
-            since = (run.get("since") if run.get("k_met") is False else None) or judged.get("at")
+            since = _judged_since(judged, runs, name) or judged.get("at")
             if since is not None:
                 starts.append(since)
         objectives.append(
@@ -323,7 +350,7 @@ def table_summaries(rollup: pa.Table, runs: pa.Table | None = None) -> pa.Table:
         "objectives": pa.list_(OBJECTIVE_TYPE),
         "breached_objectives": pa.list_(pa.string()),
     }
-    dropped = ["state", "judged", *_PER_DAY_ONLY, *(f"run_{n}" for n in OBJECTIVE_NAMES)]
+    dropped = ["state", "judged", *_PER_DAY_ONLY, *BREACH_RUNS]
     out = grouped.drop_columns([c for c in dropped if c in grouped.column_names])
     for name, values in extra.items():
         out = out.append_column(name, pa.array(values, types[name]))
@@ -339,5 +366,6 @@ __all__ = [
     "Figure",
     "compliance",
     "day_figures",
+    "run_breached_since",
     "table_summaries",
 ]

@@ -49,10 +49,12 @@ from deltalog.errors import (
 )
 from deltalog.log.actions import ADD_FIELDS, REMOVE_FIELDS, STRING_MAP, Metadata
 from deltalog.log.checkpoint_reader import read_protocol_and_metadata
+from deltalog.log.history import format_ms
 from deltalog.log.listing import SIDECARS_DIR, LogListing, list_log
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import array_from_python, int64_array
 from deltalog.log.snapshot import Snapshot
+from deltalog.log_maintenance.app_transactions import table_clock_at, txn_retention_at
 from deltalog.log_maintenance.last_checkpoint import (
     describe_checkpoint,
     last_checkpoint_document,
@@ -491,6 +493,8 @@ class CheckpointResult:
     num_remove_tombstones: int = 0
     num_expired_tombstones: int = 0
     num_txns: int = 0
+    #: App transactions left out: expired by delta.setTransactionRetentionDuration on the table's clock.
+    num_expired_txns: int = 0
     num_domain_metadata: int = 0
     size_in_bytes: int = 0
     duration_seconds: float = 0.0
@@ -527,7 +531,8 @@ def create_checkpoint(
     under ``checkpointProtection``, versions before ``delta.requireCheckpointProtectionBeforeVersion``.
     When a complete checkpoint of the same kind already exists at the version, it is
     checked and reused (``already_existed``), so a rerun after a crash only repairs
-    ``_last_checkpoint``. ``now_ms`` fixes the clock for tombstone expiry (tests).
+    ``_last_checkpoint``. ``now_ms`` fixes the local clock (tests): tombstones and app transactions expire
+    by the earlier of it and the version's commit time (``log_maintenance.app_transactions.table_clock_at``).
     ``table`` may also be a ``Storage``: the post-commit checkpoint passes the committer's.
     """
     started = time.perf_counter()
@@ -603,21 +608,38 @@ class _CheckpointWriter:
         conf = snapshot.metadata.configuration
         self.layout = _Layout.for_table(snapshot.metadata)
         self.compression = _compression(snapshot.metadata, warnings)
+        # Tombstones and app transactions expire on the table's clock (the earlier of this machine's and
+        # the version's commit time), never by this machine's alone: a host whose clock runs days ahead
+        # would drop tombstones Delta Spark's VACUUM still protects files by, and a stream's txn.
+        listing = snapshot.segment.listing
+        clock = table_clock_at(storage, listing, conf, snapshot.version, now_ms)
         # Unexpired tombstones only; a remove without deletionTimestamp counts as deleted at 0 (expired).
-        retention = config_interval_ms(conf, "delta.deletedFileRetentionDuration", DEFAULT_DELETED_FILE_RETENTION)
         tombstones = snapshot.tombstones
-        # An Arrow scalar, not a Python int: converting one would import pandas (40 MB, 0.2-0.3 s).
-        cutoff = int64_array([now_ms - retention])[0]
-        # A null comparison (no deletionTimestamp) is dropped by the filter: expired.
-        self.tombstones = tombstones.filter(pc.greater(tombstones.column("deletionTimestamp"), cutoff))
+        if clock is None:  # the version's commit time is unknown: none expires
+            self.tombstones = tombstones.filter(pc.is_valid(tombstones.column("deletionTimestamp")))
+        else:
+            retention = config_interval_ms(conf, "delta.deletedFileRetentionDuration", DEFAULT_DELETED_FILE_RETENTION)
+            # An Arrow scalar, not a Python int: converting one would import pandas (40 MB, 0.2-0.3 s).
+            cutoff = int64_array([clock - retention])[0]
+            # A null comparison (no deletionTimestamp) is dropped by the filter: expired.
+            self.tombstones = tombstones.filter(pc.greater(tombstones.column("deletionTimestamp"), cutoff))
         self.expired = tombstones.num_rows - self.tombstones.num_rows
         self.published: list[str] = []
-        self.txns = list(snapshot.app_transactions.values())
-        if "delta.setTransactionRetentionDuration" in conf:
-            txn_retention = config_interval_ms(conf, "delta.setTransactionRetentionDuration", "interval 0 days")
-            self.txns = [
-                t for t in self.txns if t.get("lastUpdated") is None or t["lastUpdated"] >= now_ms - txn_retention
-            ]
+        # Every live txn (what a restarted stream reads to skip a batch it committed): expired only by
+        # delta.setTransactionRetentionDuration on the table's clock.
+        txn_rules = txn_retention_at(storage, listing, conf, snapshot.version, now_ms, clock)
+        if txn_rules.warning:
+            warnings.append(txn_rules.warning)
+        txns = list(snapshot.app_transactions.values())
+        self.txns = [t for t in txns if not txn_rules.expired(t)]
+        self.expired_txns = len(txns) - len(self.txns)
+        if self.expired_txns:
+            log.info(
+                "checkpoint of version %d: %d app transaction(s) expired (last updated at or before %s)",
+                snapshot.version,
+                self.expired_txns,
+                format_ms(txn_rules.cutoff_ms or 0),
+            )
 
     # -- file actions ----------------------------------------------------------------------
 
@@ -771,6 +793,7 @@ class _CheckpointWriter:
             num_remove_tombstones=self.tombstones.num_rows,
             num_expired_tombstones=self.expired,
             num_txns=len(self.txns),
+            num_expired_txns=self.expired_txns,
             num_domain_metadata=len(self.snapshot.domain_metadata),
             size_in_bytes=size,
             last_checkpoint_updated=updated,

@@ -7,8 +7,10 @@ The rules, in the order they are applied:
    in-commit timestamp from ``delta.inCommitTimestampEnablementVersion`` on, else the
    file modification time made monotonic, as time travel sees it).
 2. The ``cutOffCheckpoint`` is the newest checkpoint at or before the cutoff commit that
-   can be read back completely (every part, every sidecar) and, with the commits after
-   it, rebuilds the latest version. None qualifies: nothing is deleted.
+   can be read back completely (every part, every sidecar), with the commits after it
+   rebuilds the latest version, and carries every app transaction (``txn``) the files
+   before it record that has not expired (:mod:`deltalog.log_maintenance.app_transactions`:
+   a streaming writer's exactly-once rests on them). None qualifies: nothing is deleted.
 3. Deleted: commits, checkpoints of every kind and ``.crc`` files before the cutoff
    checkpoint, log compaction files starting at or before it, staged commits at or
    before it, and (older than both the cutoff and a day) sidecars no kept checkpoint
@@ -59,6 +61,7 @@ from deltalog.log.commit_lines import check_commits, parse_action
 from deltalog.log.history import CommitTimestamps, format_ms, ict_enablement_version
 from deltalog.log.listing import LAST_CHECKPOINT, SIDECARS_DIR, LogListing, build_segment, list_log
 from deltalog.log.snapshot import read_commit_files
+from deltalog.log_maintenance.app_transactions import TxnHistory
 from deltalog.log_maintenance.last_checkpoint import describe_checkpoint
 from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import (
@@ -253,7 +256,8 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None, seen: dict
         return done(f"no commit is older than the cutoff {format_ms(cutoff)}")
     found["cutoff_commit"] = cutoff_commit
 
-    checkpoint, why_not = _choose_cutoff_checkpoint(storage, listing, cutoff_commit)
+    txn_history = TxnHistory(storage, listing, stamps, conf, now)
+    checkpoint, why_not = _choose_cutoff_checkpoint(storage, listing, cutoff_commit, txn_history)
     if checkpoint is None:
         return done(why_not)
     found.update(cutoff_checkpoint=checkpoint, oldest_version_kept=checkpoint)
@@ -299,7 +303,9 @@ def _cleanup_log(storage: Storage, dry_run: bool, now_ms: int | None, seen: dict
     return done()
 
 
-def _choose_cutoff_checkpoint(storage: Storage, listing: LogListing, cutoff_commit: int) -> tuple[int | None, str]:
+def _choose_cutoff_checkpoint(
+    storage: Storage, listing: LogListing, cutoff_commit: int, txn_history: TxnHistory
+) -> tuple[int | None, str]:
     """The newest checkpoint at or before ``cutoff_commit`` that is safe to keep as the oldest state."""
     candidates = sorted((v for v in listing.checkpoints if v <= cutoff_commit), reverse=True)
     if not candidates:
@@ -308,8 +314,13 @@ def _choose_cutoff_checkpoint(storage: Storage, listing: LogListing, cutoff_comm
     for version in candidates:
         reason = _unsuitable(storage, listing, version)
         if reason is None:
-            return version, ""
-        log.info("checkpoint %d cannot be the cutoff checkpoint: %s", version, reason)
+            reason = txn_history.lost_by(version)
+            if reason is None:
+                return version, ""
+            # A checkpoint written elsewhere (or on another clock) dropped a live txn: say so loudly.
+            log.warning("checkpoint %d cannot be the cutoff checkpoint: %s", version, reason)
+        else:
+            log.info("checkpoint %d cannot be the cutoff checkpoint: %s", version, reason)
         reasons.append(f"version {version}: {reason}")
     return None, "no usable checkpoint at or before the cutoff commit (" + "; ".join(reasons[:3]) + ")"
 

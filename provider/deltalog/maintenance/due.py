@@ -13,9 +13,11 @@ is due only when it would actually have work:
   last checkpoint;
 * vacuum: tombstones removed before the retention cutoff
   (``delta.deletedFileRetentionDuration``), after the previous vacuum's cutoff
-  (``_delta_log/_last_vacuum_info``'s time minus the retention) and outside vacuum's
+  (``_delta_log/_last_vacuum_info``'s time minus the retention), outside vacuum's
   protected set (:func:`retained_state`: every file a version inside the window
-  references) name files a vacuum would delete. The table is not listed, so files no
+  references) and not kept for Iceberg readers (a UniForm table's Iceberg snapshots still
+  referencing them: :class:`~deltalog.vacuuming.iceberg_guard.IcebergGuard`, vacuum's own
+  rule) name files a vacuum would delete. The table is not listed, so files no
   commit ever referenced (failed writes) are only found by a full vacuum's listing;
 * log cleanup: the log cleanup planner (a dry run of :func:`cleanup_log`) finds expired
   files; it is only asked when the oldest log file is older than the cutoff.
@@ -30,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltalog._arrow_utils import column_sum
@@ -43,7 +46,11 @@ from deltalog.protocol.features import Operation
 from deltalog.protocol.properties import checkpoint_interval as table_checkpoint_interval
 from deltalog.protocol.properties import config_bool
 from deltalog.protocol.table_protocol import check_writable
+from deltalog.storage.filesystem import Storage
 from deltalog.storage.table_ref import TableRef, table_storage
+from deltalog.uniform.iceberg_references import ForeignIcebergMetadataError, IcebergMetadataError
+from deltalog.vacuuming.iceberg_guard import IcebergGuard
+from deltalog.vacuuming.paths import PathResolver
 from deltalog.vacuuming.plan import LAST_VACUUM_INFO
 from deltalog.vacuuming.retained import retained_state
 from deltalog.vacuuming.retention import resolve_retention
@@ -95,6 +102,9 @@ class MaintenanceDue:
     files_with_dvs: int = 0
     dv_hidden_share: float = 0.0
     dv_max_file_share: float = 0.0
+    #: Files past the retention a vacuum keeps because a UniForm table's Iceberg snapshots still reference them.
+    files_kept_for_iceberg: int = 0
+    bytes_kept_for_iceberg: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     #: Small files the compaction plan leaves to the table's writers for now, and the commonest reason.
     compaction_deferred_files: int = 0
@@ -137,6 +147,8 @@ class MaintenanceDue:
                 "dv_hidden_share": self.dv_hidden_share,
                 "dv_max_file_share": self.dv_max_file_share,
                 "compaction_deferred_files": self.compaction_deferred_files,
+                "files_kept_for_iceberg": self.files_kept_for_iceberg,
+                "bytes_kept_for_iceberg": self.bytes_kept_for_iceberg,
             },
             "writers": self.writers,
         }
@@ -175,6 +187,45 @@ def _size_distribution(snapshot: Snapshot, plan: CompactionPlan) -> str:
     return (
         f"{small} of {len(sizes)} live files are under the small-file threshold of {plan.small_file_threshold} "
         f"bytes (median file {median} bytes, target {plan.target_size})"
+    )
+
+
+def _without_iceberg_files(
+    storage: Storage, expired: pa.Table, cutoff_ms: int, values: dict[str, Any]
+) -> tuple[pa.Table, str | None]:
+    """The expired tombstones less the files Iceberg readers may still need (vacuum keeps them: a UniForm
+    table's Iceberg snapshots inside their retention still list them), and the reason line saying so.
+
+    Iceberg metadata that cannot be read makes vacuum refuse (it cannot know what its readers need): then
+    vacuum is not due either (``values["vacuum_refused"]``), and the reason says why.
+    """
+    try:
+        guard = IcebergGuard.load(storage, cutoff_ms)
+    except (IcebergMetadataError, ForeignIcebergMetadataError) as exc:
+        values["vacuum_refused"] = True
+        return expired, f"vacuum: not judged: {exc}"
+    if guard is None:
+        return expired, None
+    paths = expired.column("path").combine_chunks()
+    kept, why = guard.keeps(paths)  # plain relative log paths are the physical paths
+    special = PathResolver.needs_resolving(paths).to_numpy(zero_copy_only=False)
+    if special.any():  # percent-encoded, absolute or dotted log paths: vacuum's one path rule, one by one
+        resolver = PathResolver(storage)
+        for i in special.nonzero()[0]:
+            forms = pa.array(resolver.resolve_one(paths[int(i)].as_py()), pa.string())
+            hit, more = guard.keeps(forms)
+            kept[i] = bool(hit.any())
+            why = sorted({*why, *more})
+    if not kept.any():
+        return expired, None
+    mask = pa.array(kept)
+    held = expired.filter(mask)
+    values["files_kept_for_iceberg"] = held.num_rows
+    values["bytes_kept_for_iceberg"] = column_sum(held, "size")
+    rest = expired.filter(pc.invert(mask))
+    return rest, (
+        f"vacuum: {held.num_rows} files ({values['bytes_kept_for_iceberg']} bytes) past the retention are kept "
+        f"for Iceberg readers ({'; '.join(why)})" + ("" if rest.num_rows else ": a vacuum would delete none of them")
     )
 
 
@@ -282,9 +333,14 @@ def maintenance_due(
                 # Vacuum's own rule: a file any version inside the retention window references stays.
                 retained = retained_state(snapshot, snapshot.segment.listing, retention.cutoff_ms)
                 expired = expired.filter(pc.invert(pc.is_in(expired.column("path"), value_set=retained.protected)))
+            if expired.num_rows:
+                expired, iceberg_why = _without_iceberg_files(storage, expired, retention.cutoff_ms, values)
+                if iceberg_why:
+                    reasons.append(iceberg_why)
             values["reclaimable_files"] = expired.num_rows
             values["reclaimable_bytes"] = column_sum(expired, "size")
-        values["vacuum"] = values.get("reclaimable_files", 0) > 0
+        values["vacuum"] = values.get("reclaimable_files", 0) > 0 and not values.get("vacuum_refused")
+        values.pop("vacuum_refused", None)
         if values["vacuum"]:
             reasons.append(
                 f"vacuum: {values['reclaimable_files']} files ({values['reclaimable_bytes']} bytes) removed before "

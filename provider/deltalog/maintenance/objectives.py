@@ -20,6 +20,12 @@ than the log still shows, :func:`days_since_vacuum`) is neither met nor breached
 None) and never counts as a breach. Everything here is pure: the values come from a
 measurement (:func:`objective_values`), the history's view of them over time lives in
 :mod:`deltalog.journal.compliance`.
+
+Since when an objective is breached is judged against today's target: for a count or a share,
+from the history's measure rows of any schema version, through the column that carries the value
+(``ObjectiveSpec.history_column``: ``small_files_after``, ``versions_since_checkpoint_after``,
+``dv_share_after``; a version 2 row's ``objective_<name>_value`` first); for days since the last
+vacuum, by definition the target's length after that vacuum (:func:`vacuum_breached_since`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ __all__ = [
     "objective_spec",
     "objective_values",
     "parse_finish_by",
+    "vacuum_breached_since",
 ]
 
 #: Table properties under this prefix are objectives (an unknown name is refused, naming the property).
@@ -95,6 +102,10 @@ class ObjectiveSpec:
     operation: str
     #: What the value counts, for messages.
     measures: str
+    #: The history column that carries the value in measure rows of every schema version (version 1 rows
+    #: have no ``objective_*`` columns): the breach start is read from it. None: the value is days since an
+    #: event (the last vacuum), whose breach starts a target's length after that event, by definition.
+    history_column: str | None = None
 
     def check(self, value: Any, what: str) -> int | float:
         """The target as a settings file gives it (a JSON number), checked."""
@@ -129,6 +140,7 @@ OBJECTIVES: tuple[ObjectiveSpec, ...] = (
         "count",
         "compaction",
         "live files under the small-file threshold",
+        "small_files_after",
     ),
     ObjectiveSpec(
         "max_versions_since_checkpoint",
@@ -136,6 +148,7 @@ OBJECTIVES: tuple[ObjectiveSpec, ...] = (
         "count",
         "checkpoint",
         "commits a reader replays after the last checkpoint",
+        "versions_since_checkpoint_after",
     ),
     ObjectiveSpec(
         "max_days_since_vacuum",
@@ -150,6 +163,7 @@ OBJECTIVES: tuple[ObjectiveSpec, ...] = (
         "share",
         "purge",
         "share of rows hidden by deletion vectors",
+        "dv_share_after",
     ),
 )
 OBJECTIVE_NAMES = tuple(o.name for o in OBJECTIVES)
@@ -281,6 +295,15 @@ def days_since_vacuum(
     )
 
 
+def vacuum_breached_since(reference: dt.datetime | None, target_days: float) -> dt.datetime | None:
+    """When ``max_days_since_vacuum`` became breached: ``target_days`` after ``reference``, the moment its
+    days count from (the last successful vacuum; never vacuumed, the table's creation; with neither in the
+    log read, the oldest commit read, and then the breach began at that moment at the latest)."""
+    if reference is None:
+        return None
+    return reference.astimezone(dt.UTC) + dt.timedelta(days=target_days)
+
+
 def objective_values(
     *,
     small_files: int | None = None,
@@ -302,8 +325,9 @@ class ObjectiveState:
     """One objective of one table: its target, the current value, met or breached, and since when.
 
     ``met`` is None when the value is unknown. ``breached_since`` is when the objective became
-    continuously breached, from the maintenance history (:func:`deltalog.journal.breached_since`),
-    None when met or unknown. ``at_risk``: met now, but predicted to breach before the next run
+    continuously breached against today's target: from the maintenance history's measurements of any
+    schema version (:func:`deltalog.journal.compliance.breach_start`), or for days since the last vacuum
+    that vacuum plus the target (:func:`vacuum_breached_since`); None when met or unknown. ``at_risk``: met now, but predicted to breach before the next run
     (``predicted``: the value expected then).
     """
 

@@ -184,6 +184,8 @@ def _isolation(value: str, what: str) -> object:
 CHECKS: dict[str, Callable[[str, str], object]] = {
     "delta.logRetentionDuration": _interval,
     "delta.deletedFileRetentionDuration": _interval,
+    # Streaming writers' exactly-once rests on it: a value checkpoints cannot read keeps every txn.
+    "delta.setTransactionRetentionDuration": _interval,
     "delta.checkpointInterval": parse_checkpoint_interval,
     "delta.targetFileSize": _size,
     "delta.dataSkippingNumIndexedCols": _indexed_cols,

@@ -140,6 +140,16 @@ class IcebergGuard:
         kept = kept.set_column(kept.schema.get_field_index("reason"), "reason", pa.array(reasons, pa.string()))
         return files.filter(pc.invert(mask)), kept
 
+    def keeps(self, relative: pa.Array) -> tuple[np.ndarray, list[str]]:
+        """Which of these table-relative paths Iceberg readers may still need (a bool per path), and why
+        (one reason per snapshot that needs some of them: what ``maintenance_due`` says)."""
+        labels = self.protected.labels_of(relative) if len(relative) else np.full(0, -1, dtype=np.int64)
+        for i, later in enumerate(self.later, start=1):
+            more = later.protected.labels_of(relative)
+            labels = np.where((labels < 0) & (more >= 0), more + _LATER * i, labels)
+        hit = labels >= 0
+        return hit, sorted({self._reason_of(int(label)) for label in labels[hit]})
+
     def _reason_of(self, label: int) -> str:
         if label < _LATER:
             return self._reason(label)

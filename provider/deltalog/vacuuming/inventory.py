@@ -17,8 +17,9 @@ refused before anything is deleted.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,11 +78,14 @@ def _open(storage: Storage, source: str) -> tuple[pa.Schema, Iterator[pa.RecordB
             else:
                 table = pacsv.read_csv(path)
             return table.schema, iter(table.to_batches(max_chunksize=BATCH_ROWS))
+        if fs is not None:
+            return _remote_parquet(fs, path, failed)
         import pyarrow.dataset as ds
 
-        if fs is None and not os.path.exists(path):
+        if not os.path.exists(path):
             raise FileNotFoundError(path)
-        dataset = ds.dataset(path, format="parquet", filesystem=fs)
+        # A local inventory: Arrow's own filesystem (no Python callbacks from its I/O threads).
+        dataset = ds.dataset(path, format="parquet")
         schema = dataset.schema
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise failed(exc) from None
@@ -90,6 +94,45 @@ def _open(storage: Storage, source: str) -> tuple[pa.Schema, Iterator[pa.RecordB
         try:
             # No read-ahead: a 10-million-row inventory would otherwise be decoded well ahead of its use.
             yield from dataset.to_batches(batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise failed(exc) from None
+
+    return schema, batches()
+
+
+def _remote_parquet(
+    fs: Any, path: str, failed: Callable[[BaseException], InvalidArgumentError]
+) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """A Parquet inventory on an object store (a file, or a folder of files, ``_``/``.`` names skipped as a
+    dataset would; each file's batches in the first file's schema), read file by file on this thread. Not a pyarrow dataset over the fsspec filesystem: its
+    scan calls back into Python from Arrow's I/O threads, which can abort the process at its exit
+    (apache/arrow#34314)."""
+    import pyarrow.parquet as pq
+
+    if fs.isdir(path):
+        found = fs.find(path)
+        files = sorted(
+            f
+            for f in found
+            if not any(part.startswith(("_", ".")) for part in f[len(path.rstrip("/")) :].split("/") if part)
+        )
+        if not files:
+            raise ValueError("the folder holds no Parquet file")
+    else:
+        files = [path]
+
+    def first_schema() -> pa.Schema:
+        with fs.open(files[0], "rb") as fh:
+            return pq.ParquetFile(fh).schema_arrow
+
+    schema = first_schema()
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for name in files:
+                with fs.open(name, "rb") as fh:
+                    for batch in pq.ParquetFile(fh).iter_batches(batch_size=BATCH_ROWS, use_threads=False):
+                        yield batch if batch.schema.equals(schema) else batch.cast(schema)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise failed(exc) from None
 
