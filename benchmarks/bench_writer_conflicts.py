@@ -12,12 +12,12 @@ once, for a fixed time, while maintenance runs beside each set with the same tar
   adds a third set maintained by deltalog with ``writer_aware=False``.
 
 Both loops pause ``--pause`` seconds between rounds of a table. The writer mix is what
-pipelines run (``--tables`` picks; the default is the first of each kind, one table with deletion
-vectors and one without, partitioned and unpartitioned):
+pipelines run (``--tables`` picks; the default is all five: partitioned and unpartitioned tables,
+each with and without deletion vectors, receiving DML, and an append-only one):
 
 * ``events``: partitioned by ``day`` (8 days), deletion vectors on: a Structured Streaming append
   (rate source, a checkpoint location, a trigger every 10 s) and blind INSERTs into today's
-  partition, and a corrections job on the three days before: DELETE and UPDATE pinned to a day
+  partition, and a corrections job on the last four days, today's included: DELETE and UPDATE pinned to a day
   (``WHERE day = 'd5' AND ...``), MERGE upserts with the day in the condition
   (``ON t.day = 'd5' AND t.id = s.id``, as Delta's docs advise for concurrent writers);
 * ``orders``: the same without deletion vectors (UPDATE and MERGE rewrite whole files);
@@ -64,11 +64,16 @@ CONFLICT = re.compile(
     r"DELTA_CONCURRENT_\w+|DELTA_METADATA_CHANGED|DELTA_PROTOCOL_CHANGED|"
     r"Concurrent(Append|DeleteRead|DeleteDelete|Transaction|Write)Exception|MetadataChangedException"
 )
-WINNER = re.compile(r"committed at version (\d+)")
+#: The winning commit: the error class's text names its version, the "Conflicting commit" JSON too.
+WINNER = re.compile(r"committed at version (\d+)|\"version\":(\d+)")
 DML_KINDS = ("delete", "update", "merge")
 DAYS = [f"d{i}" for i in range(8)]
 #: The warm-up lasts until every DML job landed this many statements: the log holds the writers' rhythm.
 WARMUP_STATEMENTS = 3
+
+
+def _winner(m: re.Match[str] | None) -> int | None:
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def add_arguments(p: Any) -> None:
@@ -88,8 +93,8 @@ def add_arguments(p: Any) -> None:
     )
     p.add_argument(
         "--tables",
-        default="events,users,ledger,clicks",
-        help="which tables of the mix each set has: events, orders, users, ledger, clicks (default: all but orders)",
+        default="events,orders,users,ledger,clicks",
+        help="which tables of the mix each set has: events, orders, users, ledger, clicks (default: all)",
     )
 
 
@@ -106,10 +111,11 @@ class TableSpec:
 
 
 TABLES = (
-    # Today's partition takes the appends, the corrections job works on the days before.
-    TableSpec("events", "day", tuple(DAYS), dv=True, streaming=True, appends_to=DAYS[-1], corrects=tuple(DAYS[-4:-1])),
+    # Today's partition takes the appends; the corrections job works on the last four days, today
+    # included (late records and dedup MERGEs hit the partition the appends go to, as pipelines do).
+    TableSpec("events", "day", tuple(DAYS), dv=True, streaming=True, appends_to=DAYS[-1], corrects=tuple(DAYS[-4:])),
     # The same, without deletion vectors (UPDATE and MERGE rewrite whole files).
-    TableSpec("orders", "day", tuple(DAYS), dv=False, appends_to=DAYS[-1], corrects=tuple(DAYS[-4:-1])),
+    TableSpec("orders", "day", tuple(DAYS), dv=False, appends_to=DAYS[-1], corrects=tuple(DAYS[-4:])),
     # Dimension tables kept by a CDC job: DELETE, UPDATE and MERGE upserts by key over the whole table.
     TableSpec("users", None, (), dv=True),
     TableSpec("ledger", None, (), dv=False),
@@ -138,6 +144,8 @@ class Arm:
     tables: dict[str, Path] = field(default_factory=dict)
     samples: dict[str, list[int]] = field(default_factory=dict)
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    #: The 1-minute load average, sampled every 5 s over the run (the machine's, shared).
+    load: list[float] = field(default_factory=list)
     #: The maintainer process's peak RSS (deltalog's sets; Delta Spark's OPTIMIZE shares the writers' JVM).
     peak_mb: float | None = None
 
@@ -236,7 +244,7 @@ class Writers:
             w = WINNER.search(text)
             status = "conflict" if m else "error"
             detail = m.group(0) if m else text.splitlines()[0][:300] if text else type(exc).__name__
-            winner = int(w.group(1)) if w else None
+            winner = _winner(w)
         self._record(Op(self.arm.name, table, kind, status, t0, time.time() - t0, detail, winner))
 
     def _sleep(self, rng: random.Random, lo: float, hi: float) -> None:
@@ -326,7 +334,7 @@ class Writers:
                     time.time(),
                     0.0,
                     m.group(0) if m else text[:300],
-                    int(w.group(1)) if w else None,
+                    _winner(w),
                 )
             )
             restarts += 1
@@ -378,10 +386,13 @@ def delta_optimize_loops(
 
 
 def sample_small_files(arms: list[Arm], threshold: int, stop: threading.Event) -> None:
+    import os
+
     from deltalog.log.load import snapshot_at
     from deltalog.storage.filesystem import Storage
 
     while not stop.wait(5.0):
+        arms[0].load.append(os.getloadavg()[0])
         for arm in arms:
             for name, path in arm.tables.items():
                 try:
@@ -607,8 +618,13 @@ def report(
     kinds = ("append", "stream", "delete", "update", "merge")
     print(
         f"\nwriters and maintenance side by side for {elapsed:.0f} s (seed {args.seed}, pause {args.pause} s, "
-        f"target {target} bytes)\n"
+        f"target {target} bytes)"
     )
+    load = next(iter(arms.values())).load
+    if load:
+        print(
+            f"load average (1 min) over the run: min {min(load):.1f}, mean {sum(load) / len(load):.1f}, max {max(load):.1f}\n"
+        )
     print(
         "| set | statement | attempts | landed | conflicts: maintenance | conflicts: writers | errors | "
         "maintenance per 100 |"
