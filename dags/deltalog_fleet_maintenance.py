@@ -1,6 +1,12 @@
 """Fleet maintenance: every table under a root (or in a list), only the work that is due, within a deadline.
 
-1. ``find_tables`` takes the table list, first of: the events an upstream DAG emitted on the
+Event-driven (``deltalog_fleet_watch`` "true", docs/events.md): every table discovered under
+``deltalog_fleet_root`` (kept for ``deltalog_watch_refresh_minutes``) gets an Asset watching its own
+log, and the DAG is scheduled on them too: any writer's commits to one of them start a run for the
+tables whose commits started it (on Airflow 3.3 one polling loop watches the whole root).
+
+1. ``find_tables`` takes the table list, first of: the tables whose commits (the log watchers'
+   events) started the run; the events an upstream DAG emitted on the
    ``deltalog_fleet_tables`` asset (``deltalog://fleet/tables``) since the previous successful
    run started, with ``extra={"tables": [...]}`` and/or ``extra={"list_uri": ...}`` (a list
    file, one URI a line); the ``deltalog_fleet_tables`` Variable (a JSON list or one URI a
@@ -67,7 +73,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Asset, AssetAlias, task
+from airflow.sdk import DAG, Asset, AssetAlias, AssetAny, task
 
 from deltalog_provider.callbacks import log_missed_deadline
 from deltalog_provider.version_compat import (
@@ -81,7 +87,16 @@ from deltalog_provider.version_compat import (
 # deltalog_example/ (the example DAGs' settings) sits beside this file in the DAGs folder.
 dag_folder_on_sys_path(__file__)
 
-from deltalog_example import DEFAULT_TASK_ARGS, FLEET_POOL, int_setting, setting, spark_conf, spark_master  # noqa: E402
+from deltalog_example import (  # noqa: E402
+    DEFAULT_TASK_ARGS,
+    FLEET_POOL,
+    bool_setting,
+    int_setting,
+    setting,
+    spark_conf,
+    spark_master,
+    watch_settings,
+)
 from deltalog_example.alerts import alert_notifiers  # noqa: E402
 from deltalog_example.history import history_uri as history_uri_setting  # noqa: E402
 from deltalog_provider.operators import DeltaObjectivesAlertOperator  # noqa: E402
@@ -96,9 +111,21 @@ DEADLINE_MINUTES = int_setting("deltalog_fleet_deadline_minutes") or 0
 FLEET_ALIAS = AssetAlias("deltalog:fleet")
 #: Upstream DAGs publish the fleet's table list as events on this asset (see deltalog_example.fleet_tables).
 TABLE_LIST = Asset(name="deltalog_fleet_tables", uri=setting("deltalog_fleet_tables_asset"))
+#: The tables under the root, each Asset watching its own log (``deltalog_fleet_watch``): their commits start runs.
+WATCHED: list[Any] = []
+if bool_setting("deltalog_fleet_watch"):
+    from deltalog_provider.assets import watched_tables_under
+
+    WATCHED = watched_tables_under(
+        setting("deltalog_fleet_root"),
+        deltalog_conn_id=CONN_ID,
+        refresh_seconds=60 * float(setting("deltalog_watch_refresh_minutes")),
+        **watch_settings(),
+    )
+TRIGGERS: Any = AssetAny(TABLE_LIST, *WATCHED) if WATCHED else TABLE_LIST
 CRON = setting("deltalog_fleet_schedule").strip()
 SCHEDULE: Any = (
-    AssetOrTimeSchedule(timetable=CronTriggerTimetable(CRON, timezone="UTC"), assets=TABLE_LIST) if CRON else TABLE_LIST
+    AssetOrTimeSchedule(timetable=CronTriggerTimetable(CRON, timezone="UTC"), assets=TRIGGERS) if CRON else TRIGGERS
 )
 #: ``DAG(deadline=...)`` where the Airflow release has Deadline Alerts (3.1+); nothing on 3.0, where
 #: the work still keeps to the deadline Variables (``_deadline`` below).
@@ -158,11 +185,16 @@ with DAG(
 
     @task(execution_timeout=timedelta(minutes=15), inlets=[TABLE_LIST])
     def find_tables(**context: Any) -> list[str]:
-        """The asset's table lists since the previous successful run, else the list Variable, else discovery."""
+        """The tables whose commits started the run, else the asset's table lists since the previous successful
+        run, else the list Variable, else discovery."""
         from deltalog.fleet.discover import discover_tables, read_table_list
-        from deltalog_example.fleet_tables import parse_table_list, tables_from_events
+        from deltalog_example.fleet_tables import parse_table_list, tables_from_events, watched_tables_that_started
 
         hook = _hook()
+        started = watched_tables_that_started(context, TABLE_LIST.uri)
+        if started is not None:  # table assets' events started the run: their tables (the watchers' ranges) only
+            log.info("%d tables whose commits started this run: %s", len(started), ", ".join(started) or "none")
+            return [hook.resolve_uri(u) for u in started]
         events = context["inlet_events"][TABLE_LIST]
         previous = context.get("prev_start_date_success")  # a lazy proxy: None is falsy through it
         events = inlet_events_after(events, previous) if previous else list(events)

@@ -350,6 +350,16 @@ class AirflowStack:
         for proc in sorted(self.processes, key=lambda p: p.name != "airflow-scheduler"):
             proc.stop()
 
+    def restart(self, component: str) -> None:
+        """Stop one component (SIGTERM to its process group, as a deployment's rolling restart does) and start it
+        again on the same home and settings; its log goes on in the same file."""
+        name = f"airflow-{component}"
+        (old,) = [p for p in self.processes if p.name == name]
+        old.stop()
+        airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
+        args = [airflow, component] + (["--port", str(self.api_port)] if component == "api-server" else [])
+        self.processes[self.processes.index(old)] = start_process(name, args, self.env, self.home)
+
     def logs(self, name: str) -> str:
         path = os.path.join(self.home, f"airflow-{name}.log")
         with open(path, encoding="utf-8", errors="replace") as f:

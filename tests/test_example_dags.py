@@ -124,7 +124,9 @@ out = {
     "rewrite_pools": {f"{d.dag_id}.{t.task_id}": t.pool for d in bag.dags.values() for t in d.tasks
                       if t.task_id in ("compact_local", "compact_spark", "vacuum", "compact")},
     "deadline": [(type(a.reference).__name__, a.interval.total_seconds(), a.callback.path) for a in (m.deadline or [])],
-    "on_change_schedule": [a.uri for a in bag.dags["deltalog_maintenance_on_change"].schedule],
+    "on_change_schedule": [a.uri for a in bag.dags["deltalog_maintenance_on_change"].schedule.objects],
+    "on_change_watchers": [[w.trigger.serialize()[1]["table_uri"] for w in a.watchers]
+                           for a in bag.dags["deltalog_maintenance_on_change"].schedule.objects],
     "commit_outlets": [o.uri for o in bag.dags["deltalog_ingest"].get_task("commit").outlets],
     "pool": MAINTENANCE_POOL,
     "deferrable": sorted(f"{d.dag_id}.{t.task_id}" for d in bag.dags.values() for t in d.tasks
@@ -152,7 +154,9 @@ print(json.dumps(out))
     ]
     # The on-change DAG listens to exactly the asset the ingest commit emits.
     assert info["commit_outlets"] == ["file:///data/events"]
-    assert info["on_change_schedule"] == ["file:///data/events"]
+    # ... and to the table's log, which watches itself: any writer's commits (docs/events.md).
+    assert info["on_change_schedule"] == ["file:///data/events", "file:///data/events/_delta_log"]
+    assert info["on_change_watchers"] == [[], ["file:///data/events"]]
     # Issue 15 fault 11: the on-change sensor waits in the triggerer, not in one of the few worker slots.
     assert info["deferrable"] == ["deltalog_maintenance_on_change.wait_until_due"]
 
@@ -369,7 +373,11 @@ def test_on_change_dag_compacts_and_checkpoints_a_due_table(home: str, tmp_path:
     _airflow(airflow_env(home, table, VENV_BIN), "dags", "test", "deltalog_maintenance_on_change")
     run_state, states = task_states(home, "deltalog_maintenance_on_change")
     assert run_state == "success"
-    assert states == dict.fromkeys(["wait_until_due", "compact", "checkpoint", "report"], "success")
+    # Due at once: maintenance runs without waiting (the sensor, for a table not due yet, is skipped).
+    assert states == {
+        **dict.fromkeys(["decide", "due_now", "compact", "checkpoint", "report"], "success"),
+        "wait_until_due": "skipped",
+    }
     after = table_report(DeltaTable(table))
     assert after.live_files == 4 and seeded.live_files == 12
     assert after.checkpoint_version == after.version

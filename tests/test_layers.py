@@ -55,7 +55,7 @@ PROVIDER_LAYERS: list[tuple[str, list[str]]] = [
     ("helpers", ["utils"]),
     ("shared", ["thresholds", "deadlines"]),
     ("triggers", ["triggers"]),
-    ("tasks", ["operators", "sensors"]),
+    ("tasks", ["operators", "sensors", "assets"]),  # assets: watched Assets (their triggers, at parse time)
     ("views", ["fleet_view"]),  # the API server's plugin: reads the history through a hook, runs no task
     ("interface", [""]),
 ]

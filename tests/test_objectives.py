@@ -581,5 +581,5 @@ def test_a_version_1_history_is_upgraded_in_place_and_an_older_deltalog_refuses_
     assert deltalake.DeltaTable(uri).history(1)[0]["operation"] == "WRITE"
 
     monkeypatch.setattr(write, "SCHEMA_VERSION", 1)  # what a deltalog of schema version 1 does
-    with pytest.raises(OperationRefusedError, match=f"schema version {SCHEMA_VERSION}, newer than this deltalog's 1"):
+    with pytest.raises(OperationRefusedError, match=f"schema version {SCHEMA_VERSION}, newer than this deltalog.s 1"):
         append_rows(uri, [row])

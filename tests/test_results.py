@@ -149,6 +149,17 @@ def examples(tmp_path_factory) -> dict[type, Any]:
     snapshot = table.snapshot()
     produced += [snapshot, table.health(), maintenance_due(table, snapshot), deletion_vector_health(snapshot)]
     produced.append(find_new_commit(table.storage, 0))
+    # The log watcher: a poll's tail (positions, commit summaries), its decision, a logged problem.
+    from deltalog.journal import TriggeredBy
+    from deltalog.log import CommitWatch, LogPosition, WatchSettings, access_problem, read_tail
+
+    tail = read_tail(table.storage, LogPosition(0))
+    watch = CommitWatch(table.uri, WatchSettings(quiet_seconds=0, grace_seconds=0), LogPosition(0))
+    watch.observe(tail, 0.0)
+    event = watch.ready(0.0)
+    assert event is not None
+    problem = access_problem(ConnectionError("down"))
+    produced += [tail, watch.settings, event, problem, *watch.failed(problem, 1.0), TriggeredBy.of_ranges([event])]
     produced += list(FEATURES.values())
     due = make_table(str(root / "fleet" / "due"))
     for i in range(4):

@@ -19,6 +19,15 @@ way a user's UI or CLI trigger is:
 
 Then: every task state, the rows (each ingested day exactly once), the deferred sensor,
 the asset-triggered run, and the callback's record in the metadata database.
+
+The table's Asset watches its own log (docs/events.md): the triggerer announces every writer's
+commits. After the scenario above, writers with no deltalog code commit to the table:
+
+6. a Delta Spark job (``spark-submit``, tests/delta_spark_append.py) appends three commits: the
+   watcher's event starts an on-change run, which compacts, and its history rows name those commits;
+7. deltalake commits a burst of 200 single-row appends, and the triggerer is restarted in the middle
+   of it: the burst starts only a few runs, and the watcher's asset events, across the restart, cover
+   every version of the table once (contiguous, no overlap).
 """
 
 from __future__ import annotations
@@ -27,10 +36,12 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +65,15 @@ TABLE = f"s3://{BUCKET}/warehouse/events"
 ROWS = 1500
 BACKFILL_DAYS_AGO = 3
 INGEST = ["ensure_table", "ingest_events", "commit"]
-ON_CHANGE = ["wait_until_due", "compact", "checkpoint", "report"]
+#: The on-change run the commit operator's event started: not due at first, so it waited (deferred) for the backfill.
+ON_CHANGE = {
+    "decide": "success",
+    "due_now": "skipped",
+    "wait_until_due": "success",
+    "compact": "success",
+    "checkpoint": "success",
+    "report": "success",
+}
 #: The maintenance path behind the health branch (the Spark path may have more tasks).
 MAINTENANCE_PATH = {
     "choose_engine",
@@ -67,7 +86,17 @@ MAINTENANCE_PATH = {
 }
 
 
-def _test_settings(s3: str, spark_master: str) -> dict[str, str]:
+#: The example table's Asset watches its log this fast here (docs/events.md: its defaults are 60 s, 30 s).
+WATCH_POLL_SECONDS = 2
+#: Long enough that the commit operator's own event has started its run before the watcher's event comes.
+WATCH_QUIET_SECONDS = 15
+WATCH_MAX_COMMITS = 100
+BURST = 200
+#: The burst's commit after which the triggerer is restarted (the watcher holds them, unannounced).
+RESTART_AFTER = 60
+
+
+def _test_settings(s3: str, spark_master: str, history: str) -> dict[str, str]:
     """What differs from docker/airflow.env here: hosts and ports, and test sizes and clocks."""
     from deltalog.engines.spark_packages import HADOOP_AWS_PACKAGE, resolve_conf, s3a_conf
 
@@ -109,6 +138,12 @@ def _test_settings(s3: str, spark_master: str) -> dict[str, str]:
         "AIRFLOW_VAR_DELTALOG_MAINTENANCE_DEADLINE_MINUTES": "1",
         "AIRFLOW_VAR_DELTALOG_ON_CHANGE_POKE_SECONDS": "3",
         "AIRFLOW_VAR_DELTALOG_ON_CHANGE_TIMEOUT_MINUTES": "10",
+        "AIRFLOW_VAR_DELTALOG_WATCH_POLL_SECONDS": str(WATCH_POLL_SECONDS),
+        "AIRFLOW_VAR_DELTALOG_WATCH_QUIET_SECONDS": str(WATCH_QUIET_SECONDS),
+        "AIRFLOW_VAR_DELTALOG_WATCH_MAX_COMMITS": str(WATCH_MAX_COMMITS),
+        "AIRFLOW_VAR_DELTALOG_WATCH_MAX_WAIT_SECONDS": "60",
+        # The maintenance history every operator records into: which commits started each run.
+        "AIRFLOW_VAR_DELTALOG_HISTORY_URI": history,
         # Quick pick-up of triggered runs and finished tasks on a busy 2-core machine.
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
@@ -141,7 +176,8 @@ def stack() -> Iterator[dict[str, Any]]:
         home = os.path.join(base, "airflow")
         os.makedirs(home)
         api_port = free_port()
-        env = AirflowStack.environment(home, url, api_port, _test_settings(s3, spark.master_url))
+        history = os.path.join(base, "history")
+        env = AirflowStack.environment(home, url, api_port, _test_settings(s3, spark.master_url, history))
         airflow = AirflowStack(home, env, api_port)
         # While the Spark worker registers: issue 15 fault 1, `db migrate` needs the Postgres drivers.
         airflow.airflow("db", "migrate", timeout=600)
@@ -150,7 +186,7 @@ def stack() -> Iterator[dict[str, Any]]:
         started.append(airflow)
         airflow.start()
         log.info("stack up in %.0f s", time.monotonic() - t0)
-        yield {"airflow": airflow, "postgres": pg, "s3": s3, "base": base, "t0": t0}
+        yield {"airflow": airflow, "postgres": pg, "s3": s3, "base": base, "t0": t0, "history": history}
     finally:
         for component in reversed(started):
             try:
@@ -191,16 +227,25 @@ def _wait_state(airflow: AirflowStack, dag_id: str, run_id: str, task_id: str, s
     raise AssertionError(f"{dag_id}.{task_id} in {run_id} is {state}, not {states}, after {timeout} s")
 
 
+def _consumed(airflow: AirflowStack, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+    """The asset events a run consumed (id, extra, ...)."""
+    path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/upstreamAssetEvents"
+    return list(airflow.request("GET", path)["asset_events"])
+
+
 def _asset_run(airflow: AirflowStack, after: set[str], timeout: float = 240) -> str:
-    """The first asset-triggered run of the on-change DAG not in ``after``."""
+    """The first asset-triggered run of the on-change DAG not in ``after`` that the commit operator's event started
+    (the table's log watcher starts runs of its own too: the one for the table's creation comes first)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         runs = [r for r in airflow.runs("deltalog_maintenance_on_change") if r["dag_run_id"] not in after]
         runs = [r for r in runs if r["run_type"] == "asset_triggered"]
-        if runs:
-            return sorted(runs, key=lambda r: r["queued_at"] or "")[0]["dag_run_id"]
+        for run in sorted(runs, key=lambda r: r["queued_at"] or ""):
+            events = _consumed(airflow, "deltalog_maintenance_on_change", run["dag_run_id"])
+            if events and not any((e.get("extra") or {}).get("from_trigger") for e in events):
+                return run["dag_run_id"]
         time.sleep(2)
-    raise AssertionError("no asset-triggered run of deltalog_maintenance_on_change was queued")
+    raise AssertionError("no run of deltalog_maintenance_on_change started by the commit operator's event")
 
 
 def _table_version(stack: dict[str, Any]) -> int:
@@ -298,7 +343,7 @@ def test_asset_triggered_run_deferred_and_resumed_by_the_triggerer(scenario: dic
     assert scenario["on_change_run_type"] == "asset_triggered"
     assert scenario["sensor_state_before_backfill"] == "deferred"
     assert scenario["on_change_state"] == "success"
-    assert scenario["on_change_states"] == dict.fromkeys(ON_CHANGE, "success")
+    assert scenario["on_change_states"] == ON_CHANGE
 
 
 def test_missed_deadline_runs_its_callback_naming_the_run(scenario: dict[str, Any]) -> None:
@@ -330,3 +375,258 @@ def test_stack_reads_the_settings_compose_reads(stack: dict[str, Any]) -> None:
     assert {k: env[k] for k in shared} == shared
     assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+
+
+# --- 6, 7: writers with no deltalog code; the table's Asset watches its log ---------------------------------
+
+ON_CHANGE_DAG = "deltalog_maintenance_on_change"
+
+
+def _watcher_events(pg: Postgres) -> list[dict[str, Any]]:
+    """The log watcher's events on the table's log Asset, oldest first: payload, when stored, event id."""
+    rows = pg.query(
+        "SELECT e.id, e.timestamp, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+        "WHERE a.uri = %s ORDER BY e.id",
+        TABLE + "/_delta_log",  # the table's log Asset, which the watcher announces on
+    )
+    out = []
+    for event_id, stamp, extra in rows:
+        doc = extra if isinstance(extra, dict) else json.loads(extra)
+        if doc.get("from_trigger"):
+            out.append({"id": event_id, "at": stamp, **doc["payload"]})
+    return out
+
+
+def _wait_announced(pg: Postgres, version: int, timeout: float) -> list[dict[str, Any]]:
+    """The watcher's events once one announces ``version`` (or a later one)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = _watcher_events(pg)
+        if events and events[-1]["to_version"] >= version:
+            return events
+        if time.monotonic() > deadline:
+            raise AssertionError(f"version {version} not announced after {timeout} s; events: {events}")
+        time.sleep(1)
+
+
+def _run_events(airflow: AirflowStack, run_id: str) -> list[int]:
+    """The ids of the asset events a run consumed."""
+    return [e["id"] for e in _consumed(airflow, ON_CHANGE_DAG, run_id)]
+
+
+def _settle(airflow: AirflowStack, runs_before: set[str], timeout: float, *, new: bool = True) -> list[dict[str, Any]]:
+    """The on-change runs started after ``runs_before`` (at least one when ``new``), once none is queued or running
+    and no run has started for longer than a quiet period and a poll (the last announcement has had its chance).
+
+    An event does not always start a run of its own: one that lands while the scheduler creates a run for the
+    earlier ones is consumed by the next run (Airflow 3.3), so "every event consumed" is no end condition."""
+    deadline = time.monotonic() + timeout
+    seen: tuple[str, ...] = ()
+    stable_since = time.monotonic()
+    while True:
+        every = airflow.runs(ON_CHANGE_DAG)
+        ids = tuple(sorted(r["dag_run_id"] for r in every))
+        if ids != seen:
+            seen, stable_since = ids, time.monotonic()
+        runs = [r for r in every if r["dag_run_id"] not in runs_before]
+        idle = not any(r["state"] in ("queued", "running") for r in every)
+        if (
+            idle
+            and (runs or not new)
+            and time.monotonic() - stable_since > WATCH_QUIET_SECONDS + 2 * WATCH_POLL_SECONDS + 10
+        ):
+            return runs
+        if time.monotonic() > deadline:
+            raise AssertionError(f"on-change runs still going after {timeout} s: {runs}")
+        time.sleep(3)
+
+
+def _decided(airflow: AirflowStack, run_id: str) -> dict[str, Any] | None:
+    """What ``decide`` found (its ``health`` XCom: version, what crossed), or None."""
+    path = (
+        f"/api/v2/dags/{ON_CHANGE_DAG}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/decide"
+        "/xcomEntries/health"
+    )
+    try:
+        value = airflow.request("GET", path).get("value")
+    except StackError:
+        return None
+    doc = json.loads(value) if isinstance(value, str) else value
+    return {k: doc.get(k) for k in ("version", "crossed", "reasons", "due")} if isinstance(doc, dict) else None
+
+
+def _last_triggering_version(stack: dict[str, Any]) -> int:
+    """The table's newest commit that starts an announcement (maintenance's own commits only ride along)."""
+    from deltalog import DeltaTable
+    from deltalog.log.commit_watch import DEFAULT_QUIET_OPERATIONS
+    from s3_server import storage_options_for
+
+    history = DeltaTable(TABLE, storage_options_for(stack["s3"])).history()
+    return max(h.version for h in history if (h.operation or "").upper() not in DEFAULT_QUIET_OPERATIONS)
+
+
+def _spark_append(stack: dict[str, Any], commits: int, first_id: int) -> float:
+    """Delta Spark appends ``commits`` commits (spark-submit, local): a writer with no deltalog code. Its end time."""
+    import subprocess
+
+    import pyspark
+
+    from deltalog.engines.spark_packages import s3a_conf, spark_conf
+
+    conf = {
+        **spark_conf(delta=True, s3a=True),
+        **s3a_conf(stack["s3"], ACCESS_KEY, SECRET_KEY, REGION),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.driver.memory": "512m",
+    }
+    submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    args = [submit, "--master", "local[1]"]
+    for key, value in conf.items():
+        args += ["--conf", f"{key}={value}"]
+    table = TABLE.replace("s3://", "s3a://", 1)
+    job = str(REPO / "tests" / "delta_spark_append.py")
+    proc = subprocess.run([*args, job, table, str(commits), str(first_id)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return time.time()
+
+
+@pytest.fixture(scope="module")
+def watched(stack: dict[str, Any], scenario: dict[str, Any]) -> dict[str, Any]:
+    """Steps 6 and 7 (module doc), after the scenario: foreign writers, the watcher, a triggerer restart."""
+    import deltalake
+    import pyarrow as pa
+
+    airflow: AirflowStack = stack["airflow"]
+    pg: Postgres = stack["postgres"]
+    out: dict[str, Any] = {}
+    _wait_announced(pg, _last_triggering_version(stack), 300)  # the scenario's commits are announced
+    _settle(airflow, set(), 900, new=False)  # ... and their runs are over: the next run is the Spark commits' own
+    # 6. Delta Spark: three appends. A checkpoint first, so that only the third makes maintenance due (commits since
+    # the checkpoint above 2): runs started after the first two end at decide, and no deltalog commit races Delta
+    # Spark's, whose S3 log store is safe for one writer only (docs/commits.md).
+    from deltalog import create_checkpoint
+    from s3_server import storage_options_for as s3_options
+
+    create_checkpoint(TABLE, storage_options=s3_options(stack["s3"]))
+    runs_before = {r["dag_run_id"] for r in airflow.runs(ON_CHANGE_DAG)}
+    before_spark = _table_version(stack)
+    out["spark_done_at"] = _spark_append(stack, 3, 1_000_000)
+    out["spark_versions"] = (before_spark + 1, _table_version(stack))
+    assert out["spark_versions"][1] == before_spark + 3, out
+    _wait_announced(pg, out["spark_versions"][1], 300)
+    out["spark_runs"] = _settle(airflow, runs_before, 900)
+    # 7. deltalake: a burst of single-row appends, the triggerer restarted in the middle of it.
+    runs_before |= {r["dag_run_id"] for r in out["spark_runs"]}
+    options = deltalake_options_for(stack["s3"])
+    writer = deltalake.DeltaTable(TABLE, storage_options=options)
+    schema = writer.schema().to_arrow()
+    out["burst_first"] = _table_version(stack) + 1
+    for i in range(BURST):
+        now = dt.datetime.now(dt.UTC)
+        row = {
+            "event_id": [2_000_000 + i],
+            "event_time": [now],
+            "user_id": [i % 7],
+            "event_type": ["burst"],
+            "amount": [float(i)],
+            "event_date": [now.date()],
+        }
+        deltalake.write_deltalake(writer, pa.Table.from_pydict(row, schema=pa.schema(schema)), mode="append")
+        if i + 1 == RESTART_AFTER:
+            out["restart_at_version"] = writer.version()
+            out["events_before_restart"] = _watcher_events(pg)
+            airflow.restart("triggerer")
+    out["burst_last"] = writer.version()
+    out["events"] = _wait_announced(pg, out["burst_last"], 600)
+    out["burst_runs"] = _settle(airflow, runs_before, 1200)
+    out["run_events"] = {r["dag_run_id"]: _run_events(airflow, r["dag_run_id"]) for r in out["burst_runs"]}
+    out["spark_run_events"] = {r["dag_run_id"]: _run_events(airflow, r["dag_run_id"]) for r in out["spark_runs"]}
+    out["decided"] = {
+        r["dag_run_id"]: _decided(airflow, r["dag_run_id"]) for r in out["spark_runs"] + out["burst_runs"]
+    }
+    out["run_states"] = {
+        r["dag_run_id"]: airflow.task_states(ON_CHANGE_DAG, r["dag_run_id"])
+        for r in out["spark_runs"] + out["burst_runs"]
+    }
+    from deltalog import DeltaTable
+    from s3_server import storage_options_for
+
+    table = DeltaTable(TABLE, storage_options_for(stack["s3"]))
+    out["history"] = {h.version: h.operation for h in table.history()}
+    out["latest"] = table.version()
+    from deltalog.journal import read_history
+
+    out["history_rows"] = read_history(stack["history"]).to_pylist()
+    triggerer_log = airflow.logs("triggerer")
+    out["triggerer_log"] = triggerer_log
+    log.info("watched writers done: %d events, %d burst runs", len(out["events"]), len(out["burst_runs"]))
+    return out
+
+
+def test_every_version_is_announced_once_across_a_triggerer_restart(watched: dict[str, Any]) -> None:
+    """Contiguous, no overlap, every version from the table's creation on, the restart in the middle of the burst."""
+    events = watched["events"]
+    ranges = [(e["from_version"], e["to_version"]) for e in events]
+    covered = [v for a, b in ranges for v in range(a, b + 1)]
+    # From the version after the one the watcher first saw (the DAG was unpaused around the table's creation)
+    # to the last commit, each version once.
+    first = re.search(
+        r"watching \S+ from version (-?\d+), its newest version \(first start\)", watched["triggerer_log"]
+    )
+    assert first is not None and covered[0] == int(first.group(1)) + 1 <= 1, (first, ranges)
+    assert covered == list(range(covered[0], covered[-1] + 1)), ranges
+    assert covered[-1] >= watched["burst_last"]
+    # What follows the last announcement can only be maintenance's own commits (they never start an event).
+    trailing = {watched["history"][v] for v in range(covered[-1] + 1, watched["latest"] + 1)}
+    assert trailing <= {"OPTIMIZE", "VACUUM START", "VACUUM END"}, trailing
+    # The restart came while the watcher held burst commits it had not announced: they were announced once after.
+    restart = watched["restart_at_version"]
+    assert all(e["to_version"] < watched["burst_first"] for e in watched["events_before_restart"])
+    assert any(e["from_version"] <= restart <= e["to_version"] for e in events)
+    assert watched["triggerer_log"].count("the position kept in the asset state store") >= 1
+
+
+def test_a_delta_spark_job_starts_maintenance_which_compacts_and_records_which_commits(watched: dict[str, Any]) -> None:
+    first, last = watched["spark_versions"]
+    spark = [e for e in watched["events"] if e["from_version"] <= last and e["to_version"] >= first]
+    assert spark and any(w.startswith("Apache-Spark") for e in spark for w in e["writers"]), spark
+    assert all(e["operations"].get("WRITE") for e in spark)
+    spark_ids = {e["id"] for e in spark}
+    started = [run for run, ids in watched["spark_run_events"].items() if spark_ids & set(ids)]
+    assert started, watched["spark_run_events"]
+    # The third commit made maintenance due: the run its announcement started compacted and checkpointed.
+    compacting = [r for r in started if watched["run_states"][r].get("compact") == "success"]
+    why = ({r: (watched["run_states"][r], watched["decided"].get(r)) for r in started}, watched["history"])
+    assert len(compacting) == 1 and watched["run_states"][compacting[0]]["checkpoint"] == "success", why
+    rows = [
+        r
+        for r in watched["history_rows"]
+        if r["airflow_run_id"] == compacting[0] and r["operation"] == "compaction" and r["status"] == "done"
+    ]
+    assert rows, [r for r in watched["history_rows"] if r["airflow_run_id"] == compacting[0]]
+    row = rows[0]
+    # The run a Spark commit's announcement started; its decide may see the third commit before it is announced
+    # (a loaded machine spreads the job's commits over more than a quiet period).
+    assert row["triggered_by_from_version"] <= last and row["triggered_by_to_version"] >= first, (row, spark)
+    assert any(w.startswith("Apache-Spark") for w in row["triggered_by_writers"]) and row["triggered_by_events"] >= 1
+    assert row["files_read"] >= 3 and row["files_written"] >= 1  # the compaction rewrote the small files
+
+
+def test_a_burst_of_deltalake_commits_starts_only_a_few_runs_that_compact(watched: dict[str, Any]) -> None:
+    first, last = watched["burst_first"], watched["burst_last"]
+    burst = [e for e in watched["events"] if e["to_version"] >= first]
+    assert 1 <= len(burst) <= 4, [(e["from_version"], e["to_version"], e["reason"]) for e in burst]
+    assert all(w.startswith("delta-rs") or w.startswith("deltalog") for e in burst for w in e["writers"])
+    # Each of the burst's appends announced once; a deltalog commit that landed between two of them (a run the
+    # burst started compacting) takes a version inside first..last too, and rides along as its own operation.
+    assert sum(e["operations"].get("WRITE", 0) for e in burst) == BURST, [e["operations"] for e in burst]
+    assert sum(sum(e["operations"].values()) for e in burst if e["from_version"] >= first) <= last - first + 1
+    burst_ids = {e["id"] for e in burst}
+    runs = [run for run, ids in watched["run_events"].items() if burst_ids & set(ids)]
+    assert 1 <= len(runs) <= 4, watched["run_events"]
+    assert all(watched["run_states"][r].get("decide") == "success" for r in runs), watched["run_states"]
+    assert any(watched["run_states"][r].get("compact") == "success" for r in runs)
+    compacted = [r for r in watched["history_rows"] if r["airflow_run_id"] in runs and r["operation"] == "compaction"]
+    assert any(r["status"] == "done" and r["files_read"] > 1 for r in compacted), compacted
+    assert all(any(w.startswith("delta-rs") for w in r["triggered_by_writers"]) for r in compacted)

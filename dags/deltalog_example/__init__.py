@@ -124,6 +124,18 @@ DEFAULTS: dict[str, Any] = {
     # The on-change DAG's deferrable sensor: how often the trigger checks, and when it gives up.
     "deltalog_on_change_poke_seconds": "60",
     "deltalog_on_change_timeout_minutes": "15",
+    # Event-driven maintenance (docs/events.md): the on-change DAG's table watches its own log, so any
+    # writer's commits start it ("false": only the commit operator's asset events do); the watcher polls
+    # every poll_seconds and announces once no commit came for quiet_seconds, or max_commits wait, or the
+    # first waited max_wait_seconds. The fleet DAG watches every table under deltalog_fleet_root too when
+    # deltalog_fleet_watch is "true" (the tables found are kept for deltalog_watch_refresh_minutes).
+    "deltalog_watch": "true",
+    "deltalog_watch_poll_seconds": "60",
+    "deltalog_watch_quiet_seconds": "30",
+    "deltalog_watch_max_commits": "100",
+    "deltalog_watch_max_wait_seconds": "600",
+    "deltalog_fleet_watch": "false",
+    "deltalog_watch_refresh_minutes": "60",
 }
 
 
@@ -187,6 +199,16 @@ def health_thresholds() -> dict[str, str | None]:
     out: dict[str, str | None] = {name: optional_setting(f"deltalog_{name}") for name in names}
     out["target_file_size"] = optional_setting("deltalog_target_file_size")
     return out
+
+
+def watch_settings() -> dict[str, Any]:
+    """The log watcher's settings from the ``deltalog_watch_*`` Variables (``watched_table_asset``'s keywords)."""
+    return {
+        "poll_interval": float(setting("deltalog_watch_poll_seconds")),
+        "quiet_seconds": float(setting("deltalog_watch_quiet_seconds")),
+        "max_commits": int(setting("deltalog_watch_max_commits")),
+        "max_wait_seconds": float(setting("deltalog_watch_max_wait_seconds")),
+    }
 
 
 def zorder_columns() -> list[str] | None:

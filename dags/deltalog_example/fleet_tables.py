@@ -60,3 +60,25 @@ def tables_from_events(extras: Iterable[dict[str, Any] | None], read_list: Calla
         for table in [*tables, *(read_list(uri) if uri else [])]:
             out.setdefault(table.strip(), None)
     return list(out)
+
+
+def watched_tables_that_started(context: Any, table_list_uri: str) -> list[str] | None:
+    """The tables whose commits started the run (the log watchers' events, docs/events.md), each once.
+
+    None when no table asset's event started it (a scheduled or manual run, or table lists on the
+    ``deltalog_fleet_tables`` asset: the usual precedence then decides). A run that table assets'
+    events started but none of the watchers' (the fleet's own maintenance events on those assets)
+    has no table to maintain: ``[]``.
+    """
+    from deltalog_provider.utils.commit_events import triggering_ranges
+
+    events = context.get("triggering_asset_events") if hasattr(context, "get") else None
+    if not events:
+        return None
+    table_events = False
+    for key, evs in events.items():
+        if getattr(key, "uri", None) != table_list_uri and list(evs):
+            table_events = True
+    if not table_events:
+        return None
+    return list(dict.fromkeys(r.table for r in triggering_ranges(context)))

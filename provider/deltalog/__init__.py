@@ -102,6 +102,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         RunContext,
         TableOverview,
         TableState,
+        TriggeredBy,
         append_arrow,
         append_rows,
         breached_since,
@@ -122,15 +123,26 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         table_summaries,
     )
     from deltalog.log import (
+        CommitRange,
+        CommitSummary,
+        CommitWatch,
         HistoryEntry,
         LogListing,
+        LogPosition,
+        LogTail,
         NewCommit,
+        Notice,
         Snapshot,
+        TailProblem,
         VacuumSighting,
+        WatchSettings,
         WriterActivity,
+        access_problem,
         find_new_commit,
         last_vacuum,
+        latest_position,
         list_log,
+        read_tail,
         snapshot_at,
         writer_activity,
     )
@@ -173,7 +185,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         parse_schema_string,
     )
     from deltalog.protocol.features import Cell
-    from deltalog.storage import FileInfo, Storage, is_remote
+    from deltalog.storage import FileInfo, Storage, canonical_uri, is_remote
     from deltalog.uniform import (
         ConvertedSnapshot,
         ExpiredSnapshot,
@@ -322,6 +334,18 @@ _LAZY = {
     "find_new_commit": "deltalog.log",
     "list_log": "deltalog.log",
     "snapshot_at": "deltalog.log",
+    "CommitRange": "deltalog.log",
+    "CommitSummary": "deltalog.log",
+    "CommitWatch": "deltalog.log",
+    "LogPosition": "deltalog.log",
+    "LogTail": "deltalog.log",
+    "Notice": "deltalog.log",
+    "TailProblem": "deltalog.log",
+    "WatchSettings": "deltalog.log",
+    "access_problem": "deltalog.log",
+    "latest_position": "deltalog.log",
+    "read_tail": "deltalog.log",
+    "TriggeredBy": "deltalog.journal",
     "WriterActivity": "deltalog.log",
     "writer_activity": "deltalog.log",
     # deltalog.log.writer_activity
@@ -367,6 +391,7 @@ _LAZY = {
     # deltalog.storage
     "FileInfo": "deltalog.storage",
     "Storage": "deltalog.storage",
+    "canonical_uri": "deltalog.storage",
     "is_remote": "deltalog.storage",
     # deltalog.uniform
     "ConvertedSnapshot": "deltalog.uniform",
@@ -513,6 +538,7 @@ __all__ = [
     "breach_alert",
     "breach_message",
     "breached_since",
+    "canonical_uri",
     "check_can_write",
     "check_objectives",
     "check_history_table",
@@ -579,5 +605,17 @@ __all__ = [
     "vacuum_job_script",
     "write_compaction_plan",
     "write_ingest",
+    "CommitRange",
+    "CommitSummary",
+    "CommitWatch",
+    "LogPosition",
+    "LogTail",
+    "Notice",
+    "TailProblem",
+    "WatchSettings",
+    "access_problem",
+    "latest_position",
+    "read_tail",
+    "TriggeredBy",
     "writer_activity",
 ]

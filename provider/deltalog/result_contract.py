@@ -30,7 +30,8 @@ VERBATIM_KEYS: dict[str, str] = {
     "partition_values": "partition values by column name",
     "deletion_vector": "a deletion vector descriptor of the log",
     "files": "file names, or per file the log's own fields (path, size, modificationTime, partitionValues)",
-    "operations": "a feature's support, by operation name",
+    "operations": "a feature's support, by operation name; a commit range's commits, by commitInfo operation",
+    "writers": "a commit range's commits, by commitInfo engineInfo (the writer's own spelling)",
 }
 
 #: Classes with ``to_dict()`` that are protocol data (or an input document), not results.

@@ -58,7 +58,12 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["deltalog_provider.sensors.delta_table"]}],
-        "triggers": [{"integration-name": INTEGRATION, "python-modules": ["deltalog_provider.triggers.delta_table"]}],
+        "triggers": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": ["deltalog_provider.triggers.delta_table", "deltalog_provider.triggers.delta_log"],
+            }
+        ],
         "connection-types": [
             {
                 "connection-type": "deltalog",

@@ -28,6 +28,11 @@ Airflow's private modules. The releases differ in:
   3.x as a shim) as the fallback;
 * the task state store (a sensor's memory across reschedules): 3.3 only
   (``task_state_store``, ``first_reschedule_date``);
+* event-driven scheduling (``AssetWatcher`` with a ``BaseEventTrigger``, ``airflow.triggers.base`` on every
+  3.x release): from 3.3 the triggerer runs the watchers whose ``shared_stream_key`` is equal in one
+  polling loop (``HAS_SHARED_STREAMS``) and gives each watcher its asset's state store
+  (``watcher_asset_state``); before, one loop per watcher and no store (the log watcher keeps its
+  place in an Airflow Variable instead, one logged line);
 * the DAGs folder on ``sys.path``: 3.0's CLI does not put it there
   (``dag_folder_on_sys_path``);
 * registering a secret with the log masker: ``airflow.sdk.log.mask_secret`` from 3.1,
@@ -59,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 from airflow import __version__ as AIRFLOW_VERSION_STRING
 from airflow.sdk import Asset, AssetAlias, BaseOperator, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.bases.operator import BaseOperatorMeta
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +158,8 @@ else:
 
 #: Whether this Airflow has Deadline Alerts (3.1+).
 HAS_DEADLINE_ALERTS: bool = DeadlineAlert is not None
+#: Whether the triggerer runs watchers with an equal ``shared_stream_key`` in one loop (3.3+).
+HAS_SHARED_STREAMS: bool = callable(getattr(BaseEventTrigger, "shared_stream_key", None))
 
 _said: set[str] = set()
 
@@ -303,6 +310,22 @@ def task_state_store(context: Any) -> Any | None:
     return store
 
 
+def watcher_asset_state(trigger: Any) -> Any | None:
+    """The state store of the asset a watcher trigger watches (``trigger.asset_state_store``, 3.3+), or None.
+
+    The triggerer sets it before it runs the trigger, for a trigger watching assets; where it is missing
+    (before 3.3, or a trigger run outside a triggerer) the caller keeps its state elsewhere (one logged line).
+    """
+    store = getattr(trigger, "asset_state_store", None)
+    if store is None and not AIRFLOW_V_3_3_PLUS:
+        degraded(
+            "asset-state-store",
+            "no asset state store for watchers before Airflow 3.3: deltalog's log watchers keep the last version "
+            "they announced in an Airflow Variable per table (deltalog_log_watch__...)",
+        )
+    return store
+
+
 def first_reschedule_date(context: Any) -> Any | None:
     """When a reschedule-mode sensor first poked (``ti.get_first_reschedule_date``), None on the first poke."""
     ti = context.get("ti") if hasattr(context, "get") else None
@@ -359,6 +382,7 @@ __all__ = [
     "AIRFLOW_V_3_2_PLUS",
     "AIRFLOW_V_3_3_PLUS",
     "HAS_DEADLINE_ALERTS",
+    "HAS_SHARED_STREAMS",
     "AirflowException",
     "AirflowFailException",
     "AirflowNotFoundException",
@@ -367,6 +391,7 @@ __all__ = [
     "AssetAlias",
     "AssetOrTimeSchedule",
     "AsyncCallback",
+    "BaseEventTrigger",
     "BaseHook",
     "BaseNotifier",
     "BaseOperator",
@@ -395,4 +420,5 @@ __all__ = [
     "degraded",
     "queued_at_interval",
     "task_state_store",
+    "watcher_asset_state",
 ]

@@ -199,6 +199,13 @@ def forget_asset_events(uri: str) -> int:
     from sqlalchemy import delete, select
 
     with create_session() as session:
-        ids = select(AssetModel.id).where(AssetModel.uri == uri).scalar_subquery()
-        result = session.execute(delete(AssetEvent).where(AssetEvent.asset_id.in_(ids)))
+        # Ids first, then a plain IN list: the SQLAlchemy of Airflow 3.0 cannot evaluate a
+        # subquery in the session's default synchronisation, and nothing here needs it.
+        ids = list(session.scalars(select(AssetModel.id).where(AssetModel.uri == uri)))
+        if not ids:
+            return 0
+        result = session.execute(
+            delete(AssetEvent).where(AssetEvent.asset_id.in_(ids)),
+            execution_options={"synchronize_session": False},
+        )
         return int(getattr(result, "rowcount", 0) or 0)

@@ -40,7 +40,7 @@ from deltalog.journal.read import (
 from deltalog.journal.record import HistoryRecorder, table_state
 from deltalog.journal.rollup import BREACH_RUNS, MEASURES, Measure, merge_rollups, rollup_rows
 from deltalog.journal.rollup_store import DayRollup, RollupStore, RollupWindow
-from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row
+from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, TriggeredBy, make_row
 from deltalog.journal.schema import COLUMNS, HISTORY_SCHEMA, SCHEMA_VERSION, SCHEMA_VERSION_PROPERTY, WORK_COLUMNS
 from deltalog.journal.summary import COMPLIANCE_STATES, FIGURES, TABLE_STATUSES, Figure, day_figures, table_summaries
 from deltalog.journal.write import AppendResult, append_arrow, append_rows, check_history_table
@@ -72,6 +72,7 @@ __all__ = [
     "RunContext",
     "TableOverview",
     "TableState",
+    "TriggeredBy",
     "append_arrow",
     "append_rows",
     "breached_since",

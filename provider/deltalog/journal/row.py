@@ -19,7 +19,9 @@ import pyarrow as pa
 from deltalog._version import __version__
 from deltalog.errors import InvalidArgumentError
 from deltalog.journal.schema import HISTORY_SCHEMA, OPERATIONS, STATUSES
+from deltalog.log.commit_watch import CommitRange
 from deltalog.maintenance.objectives import OBJECTIVE_NAMES, ObjectiveState
+from deltalog.storage.filesystem import canonical_uri
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,62 @@ class TableState:
 
 
 @dataclass(frozen=True)
+class TriggeredBy:
+    """The commits of one table whose announcements (the log watcher's asset events) started a run.
+
+    ``from_version``..``to_version`` spans every announced range (one event's, or several an Airflow run
+    consumed at once); ``commits`` and ``events`` count them.
+    """
+
+    from_version: int
+    to_version: int
+    commits: int
+    events: int
+    operations: tuple[str, ...]
+    writers: tuple[str, ...]
+    #: None: unknown (versions a lost event carried are folded in without their commits' summaries).
+    blind_append_only: bool | None
+
+    @classmethod
+    def of_ranges(cls, ranges: Sequence[CommitRange]) -> TriggeredBy:
+        """The ranges of one table's events, folded; InvalidArgumentError for none."""
+        if not ranges:
+            raise InvalidArgumentError("a run's trigger needs at least one announced range")
+        return cls(
+            from_version=min(r.from_version for r in ranges),
+            to_version=max(r.to_version for r in ranges),
+            commits=sum(r.commits for r in ranges),
+            events=len(ranges),
+            operations=tuple(sorted({op for r in ranges for op in r.operations})),
+            writers=tuple(sorted({w for r in ranges for w in r.writers})),
+            blind_append_only=all(r.blind_append_only for r in ranges),
+        )
+
+    def summary_line(self) -> str:
+        return (
+            f"versions {self.from_version}..{self.to_version} ({self.commits} commits in {self.events} events: "
+            f"{', '.join(self.operations)})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["operations"], out["writers"] = list(self.operations), list(self.writers)
+        return out
+
+    def row_values(self) -> dict[str, Any]:
+        """The row's ``triggered_by_*`` columns."""
+        return {
+            "triggered_by_from_version": self.from_version,
+            "triggered_by_to_version": self.to_version,
+            "triggered_by_commits": self.commits,
+            "triggered_by_events": self.events,
+            "triggered_by_operations": list(self.operations),
+            "triggered_by_writers": list(self.writers),
+            "triggered_by_blind_append_only": self.blind_append_only,
+        }
+
+
+@dataclass(frozen=True)
 class RunContext:
     """Who writes: the run's id and, under Airflow, the task instance's ids.
 
@@ -67,6 +125,9 @@ class RunContext:
     #: run by a task (its environment has no map index, so the mapped instances of one task would share
     #: an id and all but one append would be taken for a repeat). None: the map index does.
     writer: str | None = None
+    #: The commits whose announcements started the run, by table (``canonical_uri``): a row of one of these
+    #: tables records them (schema version 3's ``triggered_by_*``).
+    triggered_by: dict[str, TriggeredBy] = field(default_factory=dict)
 
     @classmethod
     def airflow(
@@ -196,6 +257,14 @@ class JournalRow:
     finish_by: str | None = None
     finish_by_deadline: dt.datetime | None = None
     finish_by_met: bool | None = None
+    # Schema version 3: the commits whose announcement started the run (rows of that table).
+    triggered_by_from_version: int | None = None
+    triggered_by_to_version: int | None = None
+    triggered_by_commits: int | None = None
+    triggered_by_events: int | None = None
+    triggered_by_operations: list[str] | None = None
+    triggered_by_writers: list[str] | None = None
+    triggered_by_blind_append_only: bool | None = None
     # Schema version 3: the DELETE/UPDATE/MERGE writers beside maintenance (compaction and measure rows).
     files_deferred_for_writers: int | None = None
     deferred_files: list[str] | None = None
@@ -271,6 +340,10 @@ def make_row(span: OperationSpan, status: str, **values: Any) -> JournalRow:
     known = span.after or span.before
     values.setdefault("table_id", known.table_id if known is not None else None)
     context = span.context
+    trigger = context.triggered_by.get(canonical_uri(span.table_uri)) if context.triggered_by else None
+    if trigger is not None:
+        for name, value in trigger.row_values().items():
+            values.setdefault(name, value)
     started = span.started_at.astimezone(dt.UTC)
     return JournalRow(
         run_id=context.run_id,
@@ -348,6 +421,7 @@ __all__ = [
     "OperationSpan",
     "RunContext",
     "TableState",
+    "TriggeredBy",
     "make_row",
     "objective_columns",
     "rows_to_arrow",

@@ -1,4 +1,4 @@
-"""The maintenance history table's schema: one row per table and operation, version 2.
+"""The maintenance history table's schema: one row per table and operation, version 3.
 
 The schema is a contract with the users' own queries (Spark SQL, DuckDB, Trino,
 dashboards), so it changes only by adding nullable columns, and every change bumps
@@ -19,9 +19,10 @@ from deltalog.maintenance.objectives import OBJECTIVES
 
 #: The version of the columns below; recorded as the table property :data:`SCHEMA_VERSION_PROPERTY`.
 #: 1: the first release's columns; 2: the service-level objectives (``objectives_*``,
-#: ``objective_<name>_*``, ``finish_by*``), appended as nullable columns; 3: the writers beside
-#: maintenance (:data:`WRITER_COLUMNS`: files compaction left them, what the log shows of the
-#: conflicts it caused).
+#: ``objective_<name>_*``, ``finish_by*``), appended as nullable columns; 3: which commits started the
+#: run (``triggered_by_*``: the log watcher's asset events) and the writers beside maintenance
+#: (:data:`WRITER_COLUMNS`: files compaction left them, what the log shows of the conflicts it
+#: caused), appended as nullable columns.
 SCHEMA_VERSION = 3
 SCHEMA_VERSION_PROPERTY = "deltalog.history.schemaVersion"
 #: Marks a table as a deltalog maintenance history (appends refuse any other table).
@@ -157,8 +158,25 @@ OBJECTIVE_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
     ("finish_by_deadline", _TS, True, "fleet_run rows: the moment the run had to end by (UTC)"),
     ("finish_by_met", pa.bool_(), True, "fleet_run rows: the run ended (ended_at) by its deadline"),
 )
+#: Schema version 3: the commits whose announcement (the log watcher's asset events, docs/events.md) started the
+#: run that wrote the row, for rows of that table; null when no such event started it.
+TRIGGER_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
+    ("triggered_by_from_version", pa.int64(), True, "the first version of the commits whose events started the run"),
+    ("triggered_by_to_version", pa.int64(), True, "the last version of those commits"),
+    ("triggered_by_commits", pa.int64(), True, "how many commits those events announced"),
+    ("triggered_by_events", pa.int64(), True, "how many of the log watcher's events started the run"),
+    ("triggered_by_operations", pa.list_(pa.string()), True, "the commits' operations (commitInfo), sorted"),
+    ("triggered_by_writers", pa.list_(pa.string()), True, "the commits' writers (commitInfo engineInfo), sorted"),
+    (
+        "triggered_by_blind_append_only",
+        pa.bool_(),
+        True,
+        "every one of those commits was a blind append (added files, removed none); null: unknown (a lost event's)",
+    ),
+)
+_V1 = len(COLUMNS)
 COLUMNS = COLUMNS + OBJECTIVE_COLUMNS
-
+_V2 = len(COLUMNS)
 #: Schema version 3: the DELETE/UPDATE/MERGE writers beside maintenance (docs/compaction.md, "Writers").
 WRITER_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
     (
@@ -206,13 +224,9 @@ WRITER_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
     ),
     ("writer_dml_overlaps", pa.int64(), True, "measure rows: the DELETE/UPDATE/MERGE commits among writer_overlaps"),
 )
-COLUMNS = COLUMNS + WRITER_COLUMNS
+COLUMNS = COLUMNS + TRIGGER_COLUMNS + WRITER_COLUMNS
 #: The columns each schema version added (an older history is upgraded by adding the later ones).
-COLUMNS_BY_VERSION = {
-    1: len(COLUMNS) - len(OBJECTIVE_COLUMNS) - len(WRITER_COLUMNS),
-    2: len(COLUMNS) - len(WRITER_COLUMNS),
-    3: len(COLUMNS),
-}
+COLUMNS_BY_VERSION = {1: _V1, 2: _V2, 3: len(COLUMNS)}
 #: The counters of work done (files and bytes read, written, removed, reclaimed): summed over rows.
 WORK_COLUMNS = (
     "files_read",
@@ -253,6 +267,7 @@ __all__ = [
     "SCHEMA_VERSION_PROPERTY",
     "STATUSES",
     "TABLE_PROPERTIES",
+    "TRIGGER_COLUMNS",
     "schema_of_version",
     "WORK_COLUMNS",
     "WRITER_COLUMNS",

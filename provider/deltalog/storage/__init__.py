@@ -12,6 +12,6 @@
 Nothing here knows the Delta log: the layers above read and write it through ``Storage``.
 """
 
-from deltalog.storage.filesystem import FileInfo, Storage, is_remote
+from deltalog.storage.filesystem import FileInfo, Storage, canonical_uri, is_remote
 
-__all__ = ["FileInfo", "Storage", "is_remote"]
+__all__ = ["FileInfo", "Storage", "canonical_uri", "is_remote"]

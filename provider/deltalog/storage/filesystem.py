@@ -406,6 +406,22 @@ class Storage:
             self.dynamodb.recover(self)
         return self.list_dir(self.log_dir)
 
+    def list_log_after(self, name: str) -> list[FileInfo]:
+        """The files in ``_delta_log`` whose names sort after ``name`` (a file name there), sorted by name.
+
+        On S3 (and GCS) through obstore: one LIST that starts after ``name``, however long the log
+        is; elsewhere the log's listing, filtered. It reads only: unlike :meth:`list_log` it never
+        finishes a DynamoDB-coordinated commit, since a watcher must not write to the table.
+        """
+        reads = self._reads() if not self.is_local else None
+        if reads is not None:
+            try:
+                found = reads.list_after(self.log_dir, name)
+                return sorted((FileInfo(o.path, o.size, o.modification_time) for o in found), key=lambda f: f.name)
+            except s3_reads.ReadFailed as exc:  # the whole listing through s3fs, with its own error if it fails too
+                s3_reads.log.debug("obstore LIST of %s after %s failed (%s); listing it all", self.log_dir, name, exc)
+        return sorted((f for f in self.list_dir(self.log_dir) if f.name > name), key=lambda f: f.name)
+
     def walk_files(self, path: str | None = None) -> Iterable[FileInfo]:
         """Every file below ``path`` (default: the table root), recursively."""
         top = path or self.root

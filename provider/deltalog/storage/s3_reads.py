@@ -259,6 +259,32 @@ class S3Reads:
         dirs = [f"{self.bucket}/{p.rstrip('/')}" for p in result["common_prefixes"]]
         return files, dirs
 
+    def list_after(self, path: str, name: str) -> tuple[ListedObject, ...]:
+        """Objects directly under ``path`` whose names sort after ``name``, from one LIST that starts there.
+
+        S3's ``StartAfter`` (object_store's offset; GCS's ``startOffset``): what a watcher of a
+        log needs, whose new files all sort after the last one it saw, without listing the old
+        ones again. The listing is recursive, so objects in sub-folders that sort later (a log's
+        ``_sidecars/``) are read and left out. ReadFailed when obstore cannot tell.
+        """
+        import obstore
+
+        key = self.key(path.rstrip("/") + "/")
+        if key is None:
+            raise ReadFailed(f"{path} is not in bucket {self.bucket}")
+        prefix = key.rstrip("/")
+        try:
+            chunks = list(obstore.list(self._store(), prefix or None, offset=f"{prefix}/{name}", chunk_size=1000))
+        except _failures() as exc:
+            raise ReadFailed(str(exc)) from exc
+        start = len(prefix) + 1
+        return tuple(
+            ListedObject(f"{self.bucket}/{o['path']}", int(o["size"]), int(o["last_modified"].timestamp() * 1000))
+            for chunk in chunks
+            for o in chunk
+            if "/" not in o["path"][start:]
+        )
+
 
 def s3_reads_for(bucket: str, options: dict[str, Any]) -> S3Reads | None:
     """The obstore reader for ``bucket`` under these s3fs options, or None (s3fs does the reads).

@@ -112,7 +112,9 @@ class DeltaTableHook(BaseHook):
         from asgiref.sync import sync_to_async
 
         # The connections it names are fetched (and their identities resolved) with blocking calls.
-        return await sync_to_async(with_named_connections)(settings_from_connection(conn, extra))
+        return await sync_to_async(with_named_connections, thread_sensitive=False)(
+            settings_from_connection(conn, extra)
+        )
 
     def get_conn(self) -> ConnectionSettings:
         """The resolved connection settings (root and storage options)."""

@@ -1,5 +1,6 @@
-"""Triggers for the deferrable sensors (library calls run in threads, never on the event loop)."""
+"""Triggers: the deferrable sensors' and the log watcher's (library calls run in threads, never on the event loop)."""
 
+from deltalog_provider.triggers.delta_log import DeltaLogEventTrigger
 from deltalog_provider.triggers.delta_table import DeltaMaintenanceDueTrigger, DeltaTableVersionTrigger
 
-__all__ = ["DeltaMaintenanceDueTrigger", "DeltaTableVersionTrigger"]
+__all__ = ["DeltaLogEventTrigger", "DeltaMaintenanceDueTrigger", "DeltaTableVersionTrigger"]

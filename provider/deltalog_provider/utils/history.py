@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from deltalog import HistoryRecorder, RunContext
+from deltalog_provider.utils.commit_events import triggered_by
 from deltalog_provider.utils.metrics import emit_row_metrics
 from deltalog_provider.version_compat import metrics_enabled
 
@@ -47,7 +49,10 @@ def task_recorder(
     if history_uri is None and not metrics:
         return None
     ti = context["ti"]
-    run = RunContext.airflow(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number)
+    run = replace(
+        RunContext.airflow(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number),
+        triggered_by=triggered_by(context),
+    )
     recorder = HistoryRecorder(
         history_uri, storage_options=storage_options, context=run, on_row=emit_row_metrics if metrics else None
     )
