@@ -9,7 +9,8 @@ what the writers did since the plan, and:
 * commits now when the writers' recent cycles say none of their transactions runs at this
   offset after their last commit (the share of cycles with one running is at most
   :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`), when the writers are later than in
-  any recent cycle (they stopped), or when a single commit of them is known (no rhythm);
+  any recent cycle (they stopped), or when a single commit of them is known (no rhythm: a
+  plan gates no such writers, a lone commit defers nothing, but a gate read back says so);
   writers that do not record their transactions' length are waited for until their next
   commit, whose moment right after is the quiet one;
 * else polls for the next commit file (a small existence check each poll: every

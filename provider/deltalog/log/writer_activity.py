@@ -27,7 +27,10 @@ the last one committed: over the recent pairs of consecutive DML commits, the sh
 next transaction was already running at that offset. Right after a commit of a writer that
 pauses between transactions the share is 0 (a *quiet moment*); a writer that runs back to
 back leaves none. A stream of DML commits older than its own rhythm explains (twice its
-longest cycle, at least a minute) is *stopped*: its partitions are cold again.
+longest cycle, at least a minute) is *stopped*: its partitions are cold again. A stream needs a
+rhythm to count as working at all: a lone DML commit in the window (no pair of consecutive
+commits) says nothing of a writer that will come back (most DELETEs and UPDATEs are one-off
+corrections), so it keeps no partition hot; it is still counted and reported.
 
 :func:`overlaps` finds what the log can show of the conflicts deltalog's commits caused: a
 writer commit whose ``readVersion`` is older than a deltalog rewrite it landed after went
@@ -91,8 +94,6 @@ DML_OPERATIONS = frozenset(
 )
 #: A stream of DML commits counts as stopped after twice its longest cycle, and never sooner than this.
 MIN_HORIZON_MS = 60_000
-#: With one DML commit only (no cycle known yet): alive for this long, or ten times its duration.
-SINGLE_COMMIT_HORIZON_MS = 15 * 60_000
 #: Pairs of consecutive DML commits the cadence keeps (the newest): the writers' rhythm of late.
 CADENCE_PAIRS = 30
 #: A transaction may have pinned its snapshot a little before its command's timer started
@@ -412,18 +413,25 @@ class Cadence:
     last_version: int
     last_commit_ms: int
     commits: int
-    #: The newest commit's duration (what a single commit tells of its writer).
+    #: The newest commit's duration (what a single commit tells of its writer; reported, never deciding).
     last_duration_ms: int | None = None
 
     @property
-    def horizon_ms(self) -> int:
-        """How long after its last commit the stream counts as alive (its partitions hot)."""
-        if self.pairs:
-            return max(MIN_HORIZON_MS, int(2 * max(c for _, c in self.pairs)))
-        return max(SINGLE_COMMIT_HORIZON_MS, 10 * (self.last_duration_ms or 0))
+    def has_rhythm(self) -> bool:
+        """At least two commits (one pair): a writer that repeats. A lone commit is a one-off until it does."""
+        return bool(self.pairs)
+
+    @property
+    def horizon_ms(self) -> int | None:
+        """How long after its last commit the stream counts as alive (its partitions hot); None: no rhythm, never."""
+        if not self.pairs:
+            return None
+        return max(MIN_HORIZON_MS, int(2 * max(c for _, c in self.pairs)))
 
     def alive(self, now_ms: int) -> bool:
-        return now_ms - self.last_commit_ms <= self.horizon_ms
+        """Whether the stream's writers are still working: a rhythm, and a last commit within its horizon."""
+        horizon = self.horizon_ms
+        return horizon is not None and now_ms - self.last_commit_ms <= horizon
 
     @property
     def longest_cycle_ms(self) -> int | None:
@@ -588,11 +596,14 @@ class WriterActivity:
         if not dml:
             return f"writers: {self.commits_read} recent commits, no DELETE/UPDATE/MERGE"
         cad = self.cadence(None)
-        state = "active" if cad is not None and cad.alive(self.now_ms) else "stopped"
-        where = "the whole table" if self.table_wide_alive() else f"{len(self.hot_partitions())} partitions"
         o = self.overlap_counts()
+        if cad is not None and not cad.has_rhythm:
+            state = "a lone commit, no rhythm: nothing deferred for it"
+        else:
+            where = "the whole table" if self.table_wide_alive() else f"{len(self.hot_partitions())} partitions"
+            state = f"{'active' if cad is not None and cad.alive(self.now_ms) else 'stopped'}; working on {where}"
         return (
-            f"writers: {dml} DELETE/UPDATE/MERGE commits of {self.commits_read} ({state}; working on {where}); "
+            f"writers: {dml} DELETE/UPDATE/MERGE commits of {self.commits_read} ({state}); "
             f"{o['dml']} of them and {o['append']} appends landed after a deltalog rewrite they had not read"
         )
 
