@@ -155,31 +155,31 @@ def test_writers_that_leave_no_quiet_moment_have_their_files_deferred(tmp_path):
     assert [(b.partition_values, b.gate) for b in off.bins] == [({"part": "b"}, None)]
 
 
-def test_one_dml_commit_then_compaction_compacts_its_partition_too(tmp_path):
-    # A one-off UPDATE of b a second ago (no rhythm): nothing is gated, deferred or waited for.
-    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=1_000, commits=1)
+@pytest.mark.parametrize("commits", [1, 2])
+def test_one_or_two_dml_commits_then_compaction_compacts_their_partition_too(tmp_path, commits):
+    # A one-off UPDATE of b a second ago, or two back to back (no rhythm): nothing is gated, deferred or waited for.
+    path = partitioned(tmp_path, cycle_ms=1_000, ran_ms=1_000, last_ago_ms=1_000, commits=commits)
     plan = plan_compaction(path)
     assert gates_of(plan) == {"None": [{"part": "a"}, {"part": "b"}]}
     assert plan.writers is not None and not plan.writers.deferred and not plan.writers.gates
-    assert plan.writers.activity is not None and plan.writers.activity["dml_commits"] == 1  # still reported
+    assert plan.writers.activity is not None and plan.writers.activity["dml_commits"] == commits  # still reported
     assert plan.writers.activity["dml_active"] is False
     t0 = time.monotonic()
     r = compact(path, writer_wait_seconds=30)
     assert time.monotonic() - t0 < 10  # no wait for a writer that may never come back
     assert r.ok and len(r.commits) == 1 and r.commits[0].writer_wait is None
     assert r.bins_deferred_for_writers == 0 and r.to_dict()["num_files_deferred_for_writers"] == 0
-    after = plan_compaction(path, writer_aware=False)
-    assert after.bins == []  # both partitions compacted: nothing small left to plan
+    assert plan_compaction(path, writer_aware=False).bins == []  # both partitions compacted: nothing small left
 
 
-def test_two_dml_commits_in_a_rhythm_still_defer_and_gate(tmp_path):
-    # Two UPDATEs of b 10 s apart, each running its whole cycle: one pair, a rhythm with no quiet moment.
-    busy = partitioned(tmp_path / "busy", cycle_ms=10_000, ran_ms=10_000, last_ago_ms=1_000, commits=2)
+def test_three_dml_commits_in_a_rhythm_still_defer_and_gate(tmp_path):
+    # Three UPDATEs of b 10 s apart, each running its whole cycle: a rhythm with no quiet moment.
+    busy = partitioned(tmp_path / "busy", cycle_ms=10_000, ran_ms=10_000, last_ago_ms=1_000, commits=3)
     plan = plan_compaction(busy)
     assert gates_of(plan) == {"None": [{"part": "a"}]}
     assert plan.writers is not None and {f.partition_values["part"] for f in plan.writers.deferred} == {"b"}
-    # Two that pause between transactions: part=b waits behind its writers' gate.
-    pausing = partitioned(tmp_path / "pausing", cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000, commits=2)
+    # Three that pause between transactions: part=b waits behind its writers' gate.
+    pausing = partitioned(tmp_path / "pausing", cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000, commits=3)
     assert gates_of(plan_compaction(pausing)) == {"None": [{"part": "a"}], B_GATE: [{"part": "b"}]}
 
 

@@ -267,8 +267,8 @@ def test_partitions_are_hot_while_their_writer_works_and_cold_when_it_stopped():
     assert cad is not None and not cad.alive(weeks.now_ms)
 
 
-def test_a_single_commit_keeps_no_partition_hot_a_second_one_gives_a_rhythm():
-    # One DELETE a second ago: no rhythm, nothing says its writer comes back; reported, never hot.
+def test_one_or_two_dml_commits_keep_no_partition_hot_a_third_gives_a_rhythm():
+    # One DELETE a second ago: nothing says its writer comes back; reported, never hot.
     one = activity_from_commits([append(1, NOW - 60_000), dml(3, NOW, ran_ms=1000)], DAY, COLUMNS, now_ms=NOW + 1000)
     cad = one.cadence((("day", "d7"),))
     assert cad is not None and not cad.has_rhythm and cad.horizon_ms is None and not cad.alive(one.now_ms)
@@ -276,20 +276,25 @@ def test_a_single_commit_keeps_no_partition_hot_a_second_one_gives_a_rhythm():
     d = one.to_dict()
     assert d["dml_commits"] == 1 and d["dml_active"] is False and d["hot_partitions"] == []
     assert d["cadence"].startswith("1 commit (")  # its duration, reported
-    assert (
-        "1 DELETE/UPDATE/MERGE commits of 2 (a lone commit, no rhythm: nothing deferred for it)" in one.summary_line()
-    )
+    assert "1 DELETE/UPDATE/MERGE commits of 2 (no rhythm yet (1 commit " in one.summary_line()
+    assert "nothing deferred for them" in one.summary_line()
     # A lone whole-table DML (an unpartitioned table's) keeps nothing hot either.
     flat = activity_from_commits([dml(3, NOW, partition=None, predicate="(id#1L = 5)")], [], COLUMNS, now_ms=NOW + 1000)
     assert flat.dml[0].table_wide and not flat.table_wide_alive()
-    # The same writer again 30 s later: a rhythm, its partition hot until twice its cycle has passed.
-    two = [dml(3, NOW, ran_ms=1000), dml(4, NOW + 30_000, ran_ms=1000)]
-    soon = activity_from_commits(two, DAY, COLUMNS, now_ms=NOW + 31_000)
+    # A script's UPDATE then DELETE, back to back: one interval, one sample; still no rhythm.
+    script = [dml(3, NOW, "UPDATE", ran_ms=800), dml(4, NOW + 900, ran_ms=800)]
+    two = activity_from_commits(script, DAY, COLUMNS, now_ms=NOW + 2000)
+    pair = two.cadence((("day", "d7"),))
+    assert pair is not None and len(pair.pairs) == 1 and pair.risk(300) == 1.0  # that one sample: back to back
+    assert not pair.has_rhythm and two.hot_partitions() == [] and two.to_dict()["dml_active"] is False
+    # The writer repeats its cycle: a rhythm, its partition hot until twice its longest cycle has passed.
+    three = [dml(3, NOW, ran_ms=1000), dml(4, NOW + 30_000, ran_ms=1000), dml(5, NOW + 60_000, ran_ms=1000)]
+    soon = activity_from_commits(three, DAY, COLUMNS, now_ms=NOW + 61_000)
     assert soon.hot_partitions() == [(("day", "d7"),)]
-    pair = soon.cadence((("day", "d7"),))
-    assert pair is not None and pair.has_rhythm and pair.horizon_ms == 60_000
+    rhythm = soon.cadence((("day", "d7"),))
+    assert rhythm is not None and rhythm.has_rhythm and rhythm.horizon_ms == 60_000
     assert "active; working on 1 partitions" in soon.summary_line()
-    assert not activity_from_commits(two, DAY, COLUMNS, now_ms=NOW + 30_000 + 61_000).hot_partitions()
+    assert not activity_from_commits(three, DAY, COLUMNS, now_ms=NOW + 60_000 + 61_000).hot_partitions()
 
 
 def test_a_writer_clock_ahead_of_ours_counts_as_now():

@@ -9,8 +9,8 @@ what the writers did since the plan, and:
 * commits now when the writers' recent cycles say none of their transactions runs at this
   offset after their last commit (the share of cycles with one running is at most
   :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`), when the writers are later than in
-  any recent cycle (they stopped), or when a single commit of them is known (no rhythm: a
-  plan gates no such writers, a lone commit defers nothing, but a gate read back says so);
+  any recent cycle (they stopped), or when they have no rhythm (fewer than three commits: a
+  plan gates no such writers, but a plan file written otherwise may);
   writers that do not record their transactions' length are waited for until their next
   commit, whose moment right after is the quiet one;
 * else polls for the next commit file (a small existence check each poll: every
@@ -127,11 +127,11 @@ def wait_for_quiet_moment(
         risk = cadence.risk(at)
         waited = clock() - started
         now = clock()
-        if not cadence.pairs:
+        if not cadence.has_rhythm:
             return QuietMoment(
                 True,
                 waited,
-                f"one commit of the writers ({cadence.describe()}): no rhythm to wait for",
+                f"the writers have no rhythm yet ({cadence.describe()}): nothing to wait for",
                 0,
                 False,
                 offset(),

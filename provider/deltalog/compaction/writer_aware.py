@@ -6,7 +6,7 @@ files it read or removes (:mod:`deltalog.log.writer_activity` has the rules). A 
 cannot change what it adds and removes, so it chooses *where* and *when*:
 
 * **cold first**: files in partitions no active DML writer touches are compacted at once (a
-  DML writer pinned to other partitions cannot conflict with them; a lone DML commit is no
+  DML writer pinned to other partitions cannot conflict with them; a one-off DML commit is no
   active writer);
 * **hot, with quiet moments**: files where an active writer works (its partitions; every file
   when it reads the whole table) are compacted in commits of their own, one per partition
@@ -22,11 +22,12 @@ Files a writer touched themselves are not left out: at a quiet moment no transac
 runs, so compacting them fails nobody (at worst the writer's own next commit takes an input
 first, and that bin alone is dropped).
 
-Only writers with a rhythm count: a partition is hot while at least two DML commits in the
-recent log (one pair of consecutive commits) touched it and the last one is within twice their
-longest cycle. A lone DELETE/UPDATE/MERGE tells nothing of a writer that will come back, so it
-defers nothing and gates nothing: a compaction right after a one-off correction compacts its
-partition at once (the activity still reports the commit). A writer that stopped (no commit
+Only writers with a rhythm count: a partition is hot while at least three DML commits in the
+recent log touched it (a cycle seen twice: :data:`~deltalog.log.writer_activity.MIN_RHYTHM_PAIRS`)
+and the last one is within twice their longest cycle. A lone DELETE/UPDATE/MERGE, or a
+script's two, tells nothing of a writer that will come back, so it defers nothing and gates
+nothing: a compaction right after a one-off correction compacts its partition at once (the
+activity still reports the commits). A writer that stopped (no commit
 for twice its longest cycle, or weeks) leaves its partitions cold again; a table without DML
 writers compacts as before. A small file never waits longer
 than :data:`MAX_DEFERRAL_MS` (by its modification time), and a breached objective

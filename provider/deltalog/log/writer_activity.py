@@ -28,9 +28,12 @@ next transaction was already running at that offset. Right after a commit of a w
 pauses between transactions the share is 0 (a *quiet moment*); a writer that runs back to
 back leaves none. A stream of DML commits older than its own rhythm explains (twice its
 longest cycle, at least a minute) is *stopped*: its partitions are cold again. A stream needs a
-rhythm to count as working at all: a lone DML commit in the window (no pair of consecutive
-commits) says nothing of a writer that will come back (most DELETEs and UPDATEs are one-off
-corrections), so it keeps no partition hot; it is still counted and reported.
+*rhythm* to count as working at all: a cycle seen at least twice (:data:`MIN_RHYTHM_PAIRS` pairs
+of consecutive commits, three commits). A lone DML commit says nothing of a writer that will
+come back (most DELETEs and UPDATEs are one-off corrections), and neither does one interval
+between two (a script's UPDATE then DELETE: one sample, which would make the chance of a
+running transaction 0 or 100 %); such a stream keeps no partition hot, and is still counted
+and reported.
 
 :func:`overlaps` finds what the log can show of the conflicts deltalog's commits caused: a
 writer commit whose ``readVersion`` is older than a deltalog rewrite it landed after went
@@ -61,6 +64,7 @@ __all__ = [
     "DEFAULT_WINDOW_MS",
     "ENGINE_PREFIX",
     "KINDS",
+    "MIN_RHYTHM_PAIRS",
     "Cadence",
     "DmlCommit",
     "RecentCommit",
@@ -94,6 +98,9 @@ DML_OPERATIONS = frozenset(
 )
 #: A stream of DML commits counts as stopped after twice its longest cycle, and never sooner than this.
 MIN_HORIZON_MS = 60_000
+#: A stream has a rhythm (its partitions can be hot) from this many pairs of consecutive DML commits on:
+#: a cycle seen twice. One commit, or one interval, is a one-off until the writer repeats it.
+MIN_RHYTHM_PAIRS = 2
 #: Pairs of consecutive DML commits the cadence keeps (the newest): the writers' rhythm of late.
 CADENCE_PAIRS = 30
 #: A transaction may have pinned its snapshot a little before its command's timer started
@@ -418,13 +425,13 @@ class Cadence:
 
     @property
     def has_rhythm(self) -> bool:
-        """At least two commits (one pair): a writer that repeats. A lone commit is a one-off until it does."""
-        return bool(self.pairs)
+        """A cycle seen twice (:data:`MIN_RHYTHM_PAIRS`): a writer that repeats. Fewer commits are a one-off until it does."""
+        return len(self.pairs) >= MIN_RHYTHM_PAIRS
 
     @property
     def horizon_ms(self) -> int | None:
         """How long after its last commit the stream counts as alive (its partitions hot); None: no rhythm, never."""
-        if not self.pairs:
+        if not self.has_rhythm:
             return None
         return max(MIN_HORIZON_MS, int(2 * max(c for _, c in self.pairs)))
 
@@ -598,7 +605,7 @@ class WriterActivity:
         cad = self.cadence(None)
         o = self.overlap_counts()
         if cad is not None and not cad.has_rhythm:
-            state = "a lone commit, no rhythm: nothing deferred for it"
+            state = f"no rhythm yet ({cad.describe()}): nothing deferred for them"
         else:
             where = "the whole table" if self.table_wide_alive() else f"{len(self.hot_partitions())} partitions"
             state = f"{'active' if cad is not None and cad.alive(self.now_ms) else 'stopped'}; working on {where}"
