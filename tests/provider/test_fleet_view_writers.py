@@ -55,3 +55,34 @@ def test_a_history_without_writer_figures_shows_no_such_column(tmp_path, monkeyp
     append_rows(history, _rows(now, writers=False))
     page = client(monkeypatch, history, user=User("viewer")).get("/", headers={"accept": "text/html"})
     assert page.status_code == 200 and "writer conflicts" not in page.text
+
+
+def test_extreme_or_odd_writer_figures_give_a_count_or_unknown_never_an_error():
+    import pyarrow as pa
+
+    from deltalog_provider.fleet_view.listing import with_writer_conflicts
+
+    top = 2**63 - 1
+    cases = [  # (writers, bins lost, files left) -> writer_conflicts
+        (({"dml_commits": 12, "dml_overlaps": 3}, 2, 5), 5),
+        (({"dml_commits": 1, "dml_overlaps": top}, top, None), top),  # the sum held at the int64 maximum
+        (({"dml_commits": 1, "dml_overlaps": 1e308}, None, None), None),  # a double beyond any count: unknown
+        (({"dml_commits": 1, "dml_overlaps": float("inf")}, None, None), None),
+        (({"dml_commits": 1, "dml_overlaps": float("nan")}, None, None), None),
+        (({"dml_commits": 1, "dml_overlaps": -5}, None, None), None),  # a negative count: unknown
+        (({"dml_commits": 1, "dml_overlaps": 2.5}, None, None), None),
+        (({"dml_commits": 1, "dml_overlaps": 4.0}, -(2**63), None), None),
+        (({"dml_commits": 1, "dml_overlaps": 4.0}, None, None), 4),
+        (({"dml_commits": -(2**63), "dml_overlaps": 0}, None, top), 0),
+        (({"dml_commits": 0}, None, None), None),  # no writer in sight
+        (({"dml_commits": 1e308}, 0, 0), None),
+    ]
+    for (w, lost, left), want in cases:  # one table each: the struct's fields typed as the values are (int64, double)
+        listing = pa.table(
+            {
+                "writers": [w],
+                "bins_lost_to_writers": pa.array([lost], pa.int64()),
+                "files_deferred_for_writers": pa.array([left], pa.int64()),
+            }
+        )
+        assert with_writer_conflicts(listing).column("writer_conflicts").to_pylist() == [want], (w, lost, left)

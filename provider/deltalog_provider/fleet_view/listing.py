@@ -103,21 +103,40 @@ def fleet_listing(summaries: pa.Table, prices: Prices, days: int) -> pa.Table:
     return with_costs(with_writer_conflicts(out), prices, days)
 
 
+#: The largest count an int64 column holds: a sum of counts beyond it is shown as this.
+_MAX_COUNT = 2**63 - 1
+
+
+def _conflict_count(value: Any) -> int | None:
+    """A count as the history should hold it (a whole number from 0 to :data:`_MAX_COUNT`), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= _MAX_COUNT else None
+    known = number(value)
+    if known is None or known < 0 or known != int(known) or known >= 2.0**63:
+        return None
+    return int(known)
+
+
 def with_writer_conflicts(listing: pa.Table) -> pa.Table:
     """The listing with ``writer_conflicts``: what the history shows of the conflicts deltalog caused its
     table's writers (the newest measurement's DELETE/UPDATE/MERGE commits that overlapped a deltalog
     rewrite, plus the bins compaction lost to their commits in the window); null for a table with no
-    DML writer in sight and nothing lost or left to them."""
+    DML writer in sight and nothing lost or left to them, and null (unknown) where a figure it sums is
+    there but no count (another writer's negative, fractional, infinite or out-of-range value). The
+    sum of two counts is held at the int64 maximum."""
     n = listing.num_rows
 
     def column(name: str) -> list[Any]:
         return listing.column(name).to_pylist() if name in listing.column_names else [None] * n
 
-    values = []
+    values: list[int | None] = []
     for w, lost, left in zip(column("writers"), column("bins_lost_to_writers"), column("files_deferred_for_writers")):
-        w = w or {}
-        seen = (number(w.get("dml_commits")) or 0) > 0 or (number(lost) or 0) > 0 or (number(left) or 0) > 0
-        values.append(int((number(w.get("dml_overlaps")) or 0) + (number(lost) or 0)) if seen else None)
+        w = w if isinstance(w, dict) else {}
+        overlaps = w.get("dml_overlaps")
+        seen = any((_conflict_count(v) or 0) > 0 for v in (w.get("dml_commits"), lost, left))
+        terms = [_conflict_count(v) for v in (overlaps, lost)]
+        unknown = any(t is None and v is not None for t, v in zip(terms, (overlaps, lost), strict=True))
+        values.append(None if not seen or unknown else min(_MAX_COUNT, sum(t or 0 for t in terms)))
     return listing.append_column("writer_conflicts", pa.array(values, pa.int64()))
 
 
