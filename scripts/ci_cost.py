@@ -72,6 +72,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tests/test_features_delta_spark.py",
             "tests/test_newer_features_delta_spark.py",
             "tests/test_compaction_clustering_delta_spark.py",
+            "tests/test_writer_aware_delta_spark.py",
             "tests/test_conformance",
         ),
     ),

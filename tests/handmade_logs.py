@@ -54,3 +54,56 @@ def add_action(table_path: str, rel: str, stats: dict[str, Any] | None = None, *
     if stats is not None:
         add["stats"] = json.dumps(stats)
     return {"add": add}
+
+
+#: What Delta Spark 4.4 writes as its ``engineInfo``.
+SPARK_ENGINE = "Apache-Spark/4.2.0 Delta-Lake/4.4.0"
+
+
+def commit_info(
+    operation: str,
+    *,
+    read_version: int | None = None,
+    timestamp: int = 1,
+    parameters: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+    blind: bool = False,
+    engine: str = SPARK_ENGINE,
+) -> dict[str, Any]:
+    """A ``commitInfo`` action as Delta Spark writes it (parameters and metrics as strings)."""
+    info: dict[str, Any] = {
+        "timestamp": timestamp,
+        "operation": operation,
+        "operationParameters": {k: v if isinstance(v, str) else json.dumps(v) for k, v in (parameters or {}).items()},
+        "isolationLevel": "Serializable",
+        "isBlindAppend": blind,
+        "engineInfo": engine,
+    }
+    if read_version is not None:
+        info["readVersion"] = read_version
+    if metrics:
+        info["operationMetrics"] = {k: str(v) for k, v in metrics.items()}
+    return {"commitInfo": info}
+
+
+def file_action(
+    kind: str, path: str, partition: dict[str, str] | None = None, data_change: bool = True
+) -> dict[str, Any]:
+    """An ``add`` or ``remove`` of ``path`` (no file is written: for logs read by the writer-activity rules)."""
+    body: dict[str, Any] = {
+        "path": path,
+        "partitionValues": dict(partition or {}),
+        "size": 1,
+        "dataChange": data_change,
+    }
+    if kind == "add":
+        body["modificationTime"] = 1
+    else:
+        body["deletionTimestamp"] = 1
+    return {kind: body}
+
+
+def set_commit_time(table_path: str, version: int, ms: int) -> None:
+    """Give commit ``version`` the modification time ``ms`` (what a commit's timestamp is read from without ICT)."""
+    full = os.path.join(table_path, "_delta_log", f"{version:020d}.json")
+    os.utime(full, (ms / 1000, ms / 1000))

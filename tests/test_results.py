@@ -114,6 +114,32 @@ def examples(tmp_path_factory) -> dict[type, Any]:
         produced.append(append(table, rows(3, i * 3, "a"), {"part": "a"}))
     produced.append(plan_compaction(table))
     produced.append(compact(table, deadline=time.monotonic() - 1))  # every bin deferred: BinSkipped
+    # Writers beside compaction: a gate (its cadence), the wait at it, files left to back-to-back writers.
+    from deltalog.compaction.quiet_moment import wait_for_quiet_moment
+    from deltalog.log.writer_activity import activity_from_commits, read_recent_commits
+    from deltalog.storage.filesystem import Storage
+    from writer_helpers import partitioned
+
+    gated_path = partitioned(root / "gated", cycle_ms=10_000, ran_ms=6_000, last_ago_ms=15_000)
+    gated = plan_compaction(gated_path)
+    produced += [
+        gated,
+        wait_for_quiet_moment(Storage(gated_path), gated, gated.writers.gates['partition {"part": "b"}']),
+    ]
+    produced.append(plan_compaction(partitioned(root / "busy", cycle_ms=10_000, ran_ms=10_000, last_ago_ms=1_000)))
+    from deltalog.log.listing import list_log
+    from deltalog.log.writer_activity import recent_commit
+    from handmade_logs import commit_info, file_action
+
+    storage = Storage(gated_path)
+    log = read_recent_commits(storage, list_log(storage))
+    rewrite = [
+        commit_info("OPTIMIZE", read_version=11, engine="deltalog/x"),
+        file_action("add", "b", data_change=False),
+    ]
+    late = [commit_info("DELETE", read_version=11), file_action("remove", "part=b/x", {"part": "b"})]
+    log += [recent_commit(12, 1, rewrite), recent_commit(13, 2, late)]  # a DML that checked itself against ours
+    produced.append(activity_from_commits(log, ["part"], ["id", "value", "part"]))
     produced.append(compact(table))  # commits, outputs, hooks
     produced.append(create_checkpoint(table))
     produced.append(cleanup_log(table, dry_run=True))

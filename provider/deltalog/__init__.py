@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
     )
     from deltalog.compaction.liquid import ClusteringSpec
     from deltalog.compaction.plan import PlanFile
+    from deltalog.compaction.quiet_moment import QuietMoment
     from deltalog.compaction.spark import (
         SparkHandoff,
         commit_spark_result,
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         storage_spark_conf,
         write_compaction_plan,
     )
+    from deltalog.compaction.writer_aware import DeferredFile, WriterGate, WriterPlan
     from deltalog.convert import ConvertResult, convert_to_delta
     from deltalog.create import choose_protocol, create_table, required_features
     from deltalog.engines.spark import IngestResult, WrittenFile, write_ingest
@@ -134,6 +136,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         TailProblem,
         VacuumSighting,
         WatchSettings,
+        WriterActivity,
         access_problem,
         find_new_commit,
         last_vacuum,
@@ -141,7 +144,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time, each name is 
         list_log,
         read_tail,
         snapshot_at,
+        writer_activity,
     )
+    from deltalog.log.writer_activity import Cadence, DmlCommit, WriterOverlap
     from deltalog.log_maintenance import (
         CheckpointDescription,
         CheckpointResult,
@@ -234,6 +239,11 @@ _LAZY = {
     "ClusteringSpec": "deltalog.compaction.liquid",
     # deltalog.compaction.plan
     "PlanFile": "deltalog.compaction.plan",
+    # deltalog.compaction.quiet_moment, deltalog.compaction.writer_aware
+    "QuietMoment": "deltalog.compaction.quiet_moment",
+    "DeferredFile": "deltalog.compaction.writer_aware",
+    "WriterGate": "deltalog.compaction.writer_aware",
+    "WriterPlan": "deltalog.compaction.writer_aware",
     # deltalog.compaction.spark
     "SparkHandoff": "deltalog.compaction.spark",
     "commit_spark_result": "deltalog.compaction.spark",
@@ -336,6 +346,12 @@ _LAZY = {
     "latest_position": "deltalog.log",
     "read_tail": "deltalog.log",
     "TriggeredBy": "deltalog.journal",
+    "WriterActivity": "deltalog.log",
+    "writer_activity": "deltalog.log",
+    # deltalog.log.writer_activity
+    "Cadence": "deltalog.log.writer_activity",
+    "DmlCommit": "deltalog.log.writer_activity",
+    "WriterOverlap": "deltalog.log.writer_activity",
     # deltalog.log_maintenance
     "CheckpointDescription": "deltalog.log_maintenance",
     "CheckpointResult": "deltalog.log_maintenance",
@@ -428,6 +444,7 @@ __all__ = [
     "BreachChange",
     "BreachMessage",
     "BreachReport",
+    "Cadence",
     "Cell",
     "CheckpointDescription",
     "CheckpointResult",
@@ -442,10 +459,12 @@ __all__ = [
     "ConvertResult",
     "ConvertedSnapshot",
     "DayRollup",
+    "DeferredFile",
     "DeletionVectorHealth",
     "DeltaLogError",
     "DeltaTable",
     "DiscoveryResult",
+    "DmlCommit",
     "DueRule",
     "ExpiredSnapshot",
     "ExplainedSetting",
@@ -485,6 +504,7 @@ __all__ = [
     "PostCommitHook",
     "PostCommitHookResult",
     "Protocol",
+    "QuietMoment",
     "ReaderSnapshot",
     "Retention",
     "RollupStore",
@@ -505,6 +525,10 @@ __all__ = [
     "VacuumPlan",
     "VacuumResult",
     "VacuumSighting",
+    "WriterActivity",
+    "WriterGate",
+    "WriterOverlap",
+    "WriterPlan",
     "WrittenFile",
     "__version__",
     "acquire_lease",
@@ -593,4 +617,5 @@ __all__ = [
     "latest_position",
     "read_tail",
     "TriggeredBy",
+    "writer_activity",
 ]

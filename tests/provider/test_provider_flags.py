@@ -73,6 +73,17 @@ def test_literal_non_bool_strings_fail_when_the_task_is_defined(factory):
             factory(word)
 
 
+def test_the_compact_operators_writer_options_are_the_cores():
+    """Issue 43: ``writer_aware`` is a real bool checked when the task is defined, passed on as the option."""
+    with pytest.raises(InvalidArgumentError, match="writer_aware"):
+        DeltaCompactOperator(task_id="t", table="/t", writer_aware="no")
+    with pytest.raises(InvalidArgumentError, match="writer_wait_seconds"):
+        DeltaCompactOperator(task_id="t", table="/t", writer_wait_seconds=-1)
+    options = DeltaCompactOperator(task_id="t", table="/t", writer_aware=False, writer_wait_seconds=5).options()
+    assert options.writer_aware is False and options.writer_wait_seconds == 5
+    assert DeltaCompactOperator(task_id="t", table="/t").options().writer_aware is True
+
+
 @pytest.fixture()
 def removed_table(tmp_path):
     path = str(tmp_path / "t")

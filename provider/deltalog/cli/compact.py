@@ -84,6 +84,20 @@ def register(sub: argparse._SubParsersAction, parent: argparse.ArgumentParser) -
         action="store_true",
         help="liquid clustering: re-cluster files clustered by other columns too (OPTIMIZE ... FULL)",
     )
+    p.add_argument(
+        "--no-writer-aware",
+        dest="writer_aware",
+        action="store_false",
+        help="compact as if no DELETE/UPDATE/MERGE writer were there (default: files where one works wait for its "
+        "quiet moment or the next run; see docs/compaction.md)",
+    )
+    p.add_argument(
+        "--writer-wait",
+        type=float,
+        dest="writer_wait_seconds",
+        metavar="SECONDS",
+        help="the longest a commit waits for a quiet moment of the writers (default 60; 0: defer instead)",
+    )
     p.add_argument("--spark-master", default="local[2]", metavar="URL", help="spark engine: --master (local[2])")
     p.add_argument("--spark-conf", action="append", metavar="KEY=VALUE", help="spark engine: extra --conf")
     add_history_option(p)
@@ -126,10 +140,16 @@ def _human(r: CompactionResult) -> str:
             lines.append(f"  bin {b.id}: {len(b.files)} files, {b.size} bytes, {b.partition_values}")
         if len(r.plan.bins) > 20:
             lines.append(f"  ... and {len(r.plan.bins) - 20} more (use --json for all)")
+        if r.plan.writers is not None:
+            lines.append(r.plan.writers.summary_line())
+            lines += [f"  deferred {why}" for why in r.plan.writers.reasons()]
         return "\n".join(lines)
     lines.append(f"{r.to_dict()['num_partitions_optimized']} partitions optimized in {r.seconds:.1f}s")
     for s in r.skipped:
         lines.append(f"skipped bin {s.bin_id} ({s.kind}): {s.reason}")
+    writers = r.plan.writers
+    if writers is not None and writers.deferred:
+        lines += [f"deferred for the writers: {why}" for why in writers.reasons()]
     return "\n".join(lines)
 
 
@@ -156,6 +176,7 @@ OPTION_FLAGS = (
     "min_deleted_share",
     "zorder_by",
     "full",
+    "writer_wait_seconds",
 )
 
 
@@ -163,6 +184,8 @@ def cmd_compact(args: argparse.Namespace) -> None:
     plan = _load_plan(args.plan) if args.plan else None
     given = {name: getattr(args, name) for name in OPTION_FLAGS}
     given = {name: value for name, value in given.items() if value is not None and value is not False}
+    if not args.writer_aware:
+        given["writer_aware"] = False
     if args.engine == "spark":
         given["spark_options"] = {"master": args.spark_master, "conf": key_values(args.spark_conf, "--spark-conf")}
     options = CompactionOptions(deadline=_deadline(args.time_budget), **given)

@@ -175,6 +175,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             lines = [
                 f"{p['uri']}: gain {p['gain']:.1f} in ~{p['estimated_seconds']:.1f} s"
                 + (f" (first: {p['first_because']})" if p.get("first_because") else "")
+                + (f"; writers: {p['writers']}" if p.get("writers") else "")
                 for p in d["planned"]
             ]
             head = "dry run: nothing changed; due tables, breached first, then at risk, then best gain per second:"

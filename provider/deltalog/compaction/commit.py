@@ -60,6 +60,8 @@ class CompactionCommit:
     attempts: int
     operation_metrics: dict[str, Any] = field(default_factory=dict)
     hooks: list[dict[str, Any]] = field(default_factory=list)
+    #: The wait for the writers' quiet moment before it (:class:`~deltalog.compaction.quiet_moment.QuietMoment`), if any.
+    writer_wait: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,8 +73,9 @@ def _percentile(sorted_sizes: list[int], q: float) -> int:
     return sorted_sizes[min(len(sorted_sizes) - 1, int(q * (len(sorted_sizes) - 1) + 0.5))]
 
 
-def operation_metrics(bins: list[Bin], outputs: list[BinOutput]) -> dict[str, Any]:
-    """commitInfo.operationMetrics, with Delta's names where Delta has one."""
+def operation_metrics(bins: list[Bin], outputs: list[BinOutput], dropped: int = 0) -> dict[str, Any]:
+    """commitInfo.operationMetrics, with Delta's names where Delta has one (``numBinsDroppedForConflicts``:
+    bins of this commit's batch a concurrent commit took inputs of, which the log shows nowhere else)."""
     sizes = sorted(int(a["size"]) for o in outputs for a in o.adds)
     removed = [f for b in bins for f in b.files]
     return {
@@ -90,6 +93,7 @@ def operation_metrics(bins: list[Bin], outputs: list[BinOutput]) -> dict[str, An
         "numDeletionVectorsRemoved": sum(o.deletion_vectors for o in outputs),
         "numDeletionVectorRowsRemoved": sum(o.deleted_rows for o in outputs),
         "numOutputRows": sum(o.rows_out for o in outputs),
+        "numBinsDroppedForConflicts": dropped,
     }
 
 
@@ -256,7 +260,7 @@ def commit_bins(
             )
             txn.add([a for o in outs for a in o.adds])
             txn.remove([r for b in bins for r in remove_actions(b, now)])
-            metrics = operation_metrics(bins, outs)
+            metrics = operation_metrics(bins, outs, dropped=sum(1 for s in skipped if s.kind == "conflict"))
             try:
                 result = txn.commit(metrics)
             except (ConcurrentDeleteDeleteError, ConcurrentDeleteReadError) as exc:

@@ -58,7 +58,8 @@ class BinSkipped:
     reason: str
     #: "conflict" (a concurrent commit took an input), "error" (the rewrite failed), "missing" (an
     #: input file is not on storage: the run stops), "aborted", "deferred" (not started: the time
-    #: budget was spent)
+    #: budget was spent, or its writers left no quiet moment in time), "replanned" (a gated bin planned
+    #: again at its writers' quiet moment: the bins committed instead are in the result's plan)
     kind: str
     paths: list[str] = field(default_factory=list)
 

@@ -110,7 +110,14 @@ class CompactionOptions:
     - ``zorder_by``: column names; rewrite every file of each partition along a Z curve of
       them, cut into target-size files (``OPTIMIZE ... ZORDER BY``);
     - ``full``: on a table with liquid clustering (which compaction clusters instead of
-      bin-packing), re-cluster files clustered by other columns too (``OPTIMIZE ... FULL``).
+      bin-packing), re-cluster files clustered by other columns too (``OPTIMIZE ... FULL``);
+    - ``writer_aware`` (default True): mind the DELETE/UPDATE/MERGE writers of the table's recent
+      log (:mod:`deltalog.compaction.writer_aware`): files where none works are compacted first,
+      files where one works commit at a quiet moment of it, the files it is working on (and
+      those of writers that leave no quiet moment) are deferred, the plan says which and why;
+      False compacts as if no writer were there;
+    - ``overriding_objective``: the breached objective this compaction runs for (the fleet sets
+      it): nothing is deferred for the writers, and a commit whose wait runs out lands anyway.
 
     Running:
 
@@ -123,7 +130,9 @@ class CompactionOptions:
       ``master``, ``spark_submit``, ``conf``, ``timeout``;
     - ``run_hooks``: False leaves the post-commit hooks (checkpoint, log cleanup) to a separate task;
     - ``deadline``: local engine: a ``time.monotonic()`` value after which no bin starts; every
-      finished batch is committed, the bins not started are reported as ``"deferred"``.
+      finished batch is committed, the bins not started are reported as ``"deferred"``;
+    - ``writer_wait_seconds``: the longest a commit waits for a quiet moment of the writers
+      (default 60; 0: never wait, so what would wait is deferred).
     """
 
     target_size: int | str | None = None
@@ -143,6 +152,9 @@ class CompactionOptions:
     spark_options: dict[str, Any] | None = None
     run_hooks: bool = True
     deadline: float | None = None
+    writer_aware: bool = True
+    writer_wait_seconds: float | None = None
+    overriding_objective: str | None = None
 
     def __post_init__(self) -> None:
         require_bools(
@@ -150,7 +162,18 @@ class CompactionOptions:
             run_hooks=self.run_hooks,
             purge_deletion_vectors=self.purge_deletion_vectors,
             full=self.full,
+            writer_aware=self.writer_aware,
         )
+        wait = self.writer_wait_seconds
+        if wait is not None and (
+            isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait) or wait < 0
+        ):
+            raise InvalidArgumentError(f"writer_wait_seconds must be a non-negative number of seconds, got {wait!r}")
+        reason = self.overriding_objective
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise InvalidArgumentError(
+                f"overriding_objective names the breached objective a compaction runs for, got {reason!r}"
+            )
         if not self.purge_deletion_vectors and self.min_deleted_share is not None:
             raise InvalidArgumentError("min_deleted_share applies to a deletion-vector purge only")
         if self.purge_deletion_vectors and self.min_deleted_share is not None:

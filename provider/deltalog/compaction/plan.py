@@ -29,12 +29,14 @@ from deltalog.compaction.liquid import ClusteringSpec, clustering_spec, pack_cub
 from deltalog.compaction.options import CompactionOptions
 from deltalog.compaction.predicate import PartitionFilter, parse_where
 from deltalog.compaction.purge import purge_mask
+from deltalog.compaction.writer_aware import DeferredFile, WriterPlan, choose, lead_ms
 from deltalog.compaction.zorder import check_zorder_columns
 from deltalog.errors import InvalidArgumentError, OperationRefusedError, UnsupportedProtocolError
 from deltalog.log.actions import Metadata, dv_unique_id
 from deltalog.log.load import snapshot_at
 from deltalog.log.replay import int64_array
 from deltalog.log.snapshot import Snapshot
+from deltalog.log.writer_activity import WriterActivity, partition_key, writer_activity
 from deltalog.protocol.features import Operation
 from deltalog.protocol.parquet_layout import compression_codec, iceberg_compat_version, materializes_partition_columns
 from deltalog.protocol.partition_values import PartitionValueError, partition_value_array
@@ -107,18 +109,23 @@ class Bin:
     id: int
     partition_values: dict[str, str | None]
     files: list[PlanFile]
+    #: The writers' gate its commit waits behind (:mod:`deltalog.compaction.writer_aware`; None: commits at once).
+    gate: str | None = None
 
     @property
     def size(self) -> int:
         return sum(f.size for f in self.files)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "partition_values": dict(self.partition_values),
             "size": self.size,
             "files": [f.to_dict() for f in self.files],
         }
+        if self.gate is not None:
+            out["gate"] = self.gate
+        return out
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,12 @@ class CompactionPlan:
     num_candidate_files: int = 0
     num_bins_deferred: int = 0
     created_at: str = ""
+    #: What the plan minded of the table's writers: deferred files, gated commits (None: an older plan).
+    writers: WriterPlan | None = None
+
+    @property
+    def num_files_deferred_for_writers(self) -> int:
+        return len(self.writers.deferred) if self.writers is not None else 0
 
     @property
     def num_input_files(self) -> int:
@@ -176,11 +189,18 @@ class CompactionPlan:
         return len({tuple(sorted(b.partition_values.items(), key=lambda kv: kv[0])) for b in self.bins})
 
     def summary_line(self, head: str = "plan") -> str:
-        """One line for logs and the CLI: how many bins of how many files, against which target."""
+        """One line for logs and the CLI: how many bins of how many files, against which target, what waits for writers."""
+        deferred = self.num_files_deferred_for_writers
+        gated = sum(1 for b in self.bins if b.gate is not None)
+        writers = ""
+        if deferred:
+            writers += f"; {deferred} files deferred for the writers"
+        if gated:
+            writers += f"; {gated} bins commit at a quiet moment of the writers"
         return (
             f"{head} for {self.table_uri} at version {self.snapshot_version}: {len(self.bins)} bins, "
             f"{self.num_input_files} of {self.num_files} files ({self.input_bytes} bytes) in "
-            f"{self.num_partitions} partitions; target {self.target_size} bytes"
+            f"{self.num_partitions} partitions; target {self.target_size} bytes{writers}"
         )
 
     def summary(self) -> dict[str, Any]:
@@ -201,6 +221,7 @@ class CompactionPlan:
             "num_partitions": self.num_partitions,
             **({"cluster_by": list(self.clustering.columns)} if self.clustering else {}),
             **({"num_kept_clustered_files": self.num_kept_clustered_files} if self.clustering else {}),
+            **({"writers": self.writers.summary()} if self.writers is not None else {}),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -231,6 +252,7 @@ class CompactionPlan:
             "num_candidate_files": self.num_candidate_files,
             "num_bins_deferred": self.num_bins_deferred,
             "created_at": self.created_at,
+            "writers": self.writers.to_dict() if self.writers is not None else None,
             "bins": [b.to_dict() for b in self.bins],
         }
 
@@ -265,6 +287,7 @@ class CompactionPlan:
                     id=int(b["id"]),
                     partition_values=dict(b.get("partition_values") or {}),
                     files=[PlanFile.from_dict(f) for f in b["files"]],
+                    gate=None if b.get("gate") is None else str(b["gate"]),
                 )
                 for b in doc.get("bins", [])
             ]
@@ -297,6 +320,7 @@ class CompactionPlan:
                 num_candidate_files=int(doc.get("num_candidate_files") or 0),
                 num_bins_deferred=int(doc.get("num_bins_deferred") or 0),
                 created_at=str(doc.get("created_at") or ""),
+                writers=WriterPlan.from_dict(doc.get("writers")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"the compaction plan is malformed: {type(exc).__name__} {exc}") from None
@@ -408,8 +432,61 @@ def _check_materialized_values(md: Metadata, bins: list[Bin]) -> None:
                 ) from None
 
 
+def _mind_writers(
+    snapshot: Snapshot,
+    candidates: pa.Table,
+    opts: CompactionOptions,
+    activity: WriterActivity | None,
+    whole_partitions: bool,
+) -> tuple[pa.Table, dict[tuple, str], WriterPlan]:
+    """The candidates writer-aware planning keeps, each kept partition's gate, and the plan's writer section.
+
+    ``whole_partitions``: a Z-order or a clustering rewrites a partition's files together, so a
+    partition with a deferred file is deferred whole.
+    """
+    if not opts.writer_aware:
+        return candidates, {}, WriterPlan(aware=False)
+    if activity is None:
+        activity = writer_activity(snapshot.storage, snapshot)
+    n = candidates.num_rows
+    if not n or not activity.dml:
+        return candidates, {}, WriterPlan(True, opts.overriding_objective, activity.to_dict())
+    paths = candidates.column("path").to_pylist()
+    sizes = candidates.column("size").to_pylist()
+    pvs = [dict(pv or []) for pv in candidates.column("partitionValues").to_pylist()]
+    keys = [partition_key(pv) for pv in pvs]
+    names = candidates.column_names
+    mtimes = candidates.column("modificationTime").to_pylist() if "modificationTime" in names else [None] * n
+    choices, gates = choose(
+        activity,
+        list(zip(paths, sizes, keys, mtimes)),
+        lead_ms=lead_ms(snapshot.storage.is_local),
+        overriding_objective=opts.overriding_objective,
+    )
+    reasons = [c.deferred for c in choices]
+    if whole_partitions:
+        first: dict[tuple, str] = {}
+        for key, why in zip(keys, reasons):
+            if why is not None:
+                first.setdefault(key, why)
+        reasons = [f"{first[key]} (the partition is rewritten whole)" if key in first else None for key in keys]
+    deferred = [
+        DeferredFile(path, size, pv, why) for path, size, pv, why in zip(paths, sizes, pvs, reasons) if why is not None
+    ]
+    keep = [why is None for why in reasons]
+    gate_of = {key: c.gate for key, c, k in zip(keys, choices, keep) if k and c.gate is not None}
+    used = {g: gates[g] for g in set(gate_of.values())}
+    kept = candidates.filter(pa.array(keep, pa.bool_())) if deferred else candidates
+    return kept, gate_of, WriterPlan(True, opts.overriding_objective, activity.to_dict(), used, deferred)
+
+
 def plan_from_snapshot(
-    snapshot: Snapshot, table_uri: str, options: CompactionOptions | None = None, **option_values: Any
+    snapshot: Snapshot,
+    table_uri: str,
+    options: CompactionOptions | None = None,
+    *,
+    writers: WriterActivity | None = None,
+    **option_values: Any,
 ) -> CompactionPlan:
     """Plan against an already loaded snapshot (see :func:`plan_compaction`; the planning fields of
     ``options``, or of ``option_values`` as a shorthand, say what to plan).
@@ -426,6 +503,12 @@ def plan_from_snapshot(
     ``purge_deletion_vectors`` plans a deletion-vector purge instead of a bin-packing:
     the candidates are the files whose DV hides more than ``min_deleted_share`` of their
     rows (:mod:`deltalog.compaction.purge`), and a bin of one file is worth rewriting.
+
+    ``writer_aware`` (the default) minds the table's DELETE/UPDATE/MERGE writers
+    (:mod:`deltalog.compaction.writer_aware`): ``writers`` is their activity, read from the
+    table's recent log when not given; deferred files are left out of the bins and listed in
+    :attr:`CompactionPlan.writers`, bins where writers work carry the gate their commit waits
+    behind, and the bins that need no wait come first.
     """
     opts = CompactionOptions.of(options, option_values, "plan_from_snapshot")
     engine, zorder_by, full, where = opts.engine, opts.zorder_by, opts.full, opts.where
@@ -484,6 +567,9 @@ def plan_from_snapshot(
     candidates = files.filter(mask) if files.num_rows else files
     if spec is not None and candidates.num_rows:
         candidates = files.take(pa.array(order, pa.int64()))  # unclustered first, then by ZCube
+    candidates, gate_of, writer_plan = _mind_writers(
+        snapshot, candidates, opts, writers, whole_partitions=bool(zorder) or spec is not None
+    )
     groups: dict[tuple, list[PlanFile]] = {}
     pvs_by_key: dict[tuple, dict[str, str | None]] = {}
     if candidates.num_rows:
@@ -524,7 +610,12 @@ def plan_from_snapshot(
         keep = sorted(order[:max_bins])
         deferred = len(packed) - max_bins
         packed = [packed[i] for i in keep]
-    bins = [Bin(id=i, partition_values=dict(pvs_by_key[key]), files=fs) for i, (key, fs) in enumerate(packed)]
+    # The bins no writer waits on first (cold first): they commit at once, then each gate's bins.
+    packed.sort(key=lambda kv: gate_of.get(kv[0]) is not None)
+    bins = [
+        Bin(id=i, partition_values=dict(pvs_by_key[key]), files=fs, gate=gate_of.get(key))
+        for i, (key, fs) in enumerate(packed)
+    ]
     materialize = bool(md.partition_columns) and materializes_partition_columns(
         snapshot.protocol.effective_writer_features(), md.configuration
     )
@@ -557,9 +648,10 @@ def plan_from_snapshot(
         num_candidate_files=candidates.num_rows,
         num_bins_deferred=deferred,
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        writers=writer_plan,
     )
     log.info(
-        "compaction plan for %s at version %d: %d bins, %d of %d files (%d bytes)%s",
+        "compaction plan for %s at version %d: %d bins, %d of %d files (%d bytes)%s; %s",
         table_uri,
         snapshot.version,
         len(bins),
@@ -567,6 +659,7 @@ def plan_from_snapshot(
         files.num_rows,
         plan.input_bytes,
         f", {deferred} bins deferred by max_bins" if deferred else "",
+        writer_plan.summary_line(),
     )
     return plan
 

@@ -61,7 +61,15 @@ def compact(
     ``deadline`` (a ``time.monotonic()`` value; local engine) stops the work between
     batches once passed: every finished batch is committed, the bins not started are
     reported as skipped with kind ``"deferred"`` (the next run plans them again). With
-    a deadline and no ``bins_per_commit``, every bin is its own commit.
+    a deadline and no ``bins_per_commit``, every bin is its own commit (the bins behind a
+    writers' gate still commit together, once per quiet moment).
+
+    ``writer_aware`` (default True) minds the DELETE/UPDATE/MERGE writers of the table's recent
+    log (:mod:`deltalog.compaction.writer_aware`): files where none works compact first, in
+    their own commits; each batch where one works is rewritten, then committed at a quiet
+    moment of that writer (waiting at most ``writer_wait_seconds``, default 60, else deferred);
+    files a writer is working on, or where writers leave no quiet moment, are deferred. The
+    plan, the result and the history say which files were deferred and why.
 
     ``plan`` runs a plan made earlier (the planning options are then ignored).
     ``spark_options`` go to :func:`deltalog.compaction.spark.submit.run_spark`
@@ -117,7 +125,7 @@ def compact(
         progress.skipped.extend(skipped)
         work = ready_batches(runnable, outputs, bins_per_commit)
     else:
-        work = [(batch, None) for batch in batches(runnable.bins, bins_per_commit)]
+        work = [(batch, None) for batch in batches(runnable.bins, bins_per_commit, opts.bins_per_commit)]
     commit_work(
         storage,
         runnable,
@@ -128,6 +136,7 @@ def compact(
         run_hooks=opts.run_hooks,
         cancel=cancel,
         deadline=opts.deadline,
+        writer_wait_seconds=opts.writer_wait_seconds,
     )
     result = progress.result(storage.uri, plan, time.perf_counter() - started)
     log.info(

@@ -31,6 +31,12 @@ the files whose DV hides more than that share) once deletion vectors hide more t
 share of the table's rows. A table with liquid clustering is always clustered by its own
 clustering columns; a ``zorder_by`` for it is refused (the table's failure).
 
+Compaction minds the table's DELETE/UPDATE/MERGE writers (``writer_aware``, on unless the
+settings say otherwise: :mod:`deltalog.compaction.writer_aware`): what they are working on
+waits for their quiet moment or the next run. A breached objective whose operation is
+compaction wins over that: nothing is deferred for the writers (its commits still wait for a
+quiet moment, and land when the wait runs out); the plan (``writer_override``) says so.
+
 With a :class:`deltalog.journal.HistoryRecorder`, every step is recorded in the maintenance
 history when it ends (its result, or its refusal or failure, with why it was due), every
 step left for later as ``deferred``; a table's rows are appended together once it is done.
@@ -86,6 +92,7 @@ __all__ = [
     "step_reason",
     "table_name",
     "with_service",
+    "writer_override",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,6 +166,10 @@ class PlannedTable:
     #: Objectives breached when measured (their names), and operations they asked for beyond the verdict.
     breached: list[str] = field(default_factory=list)
     objective_work: dict[str, str] = field(default_factory=dict)
+    #: The breached objective whose compaction defers nothing for the table's writers (None: the writers are minded).
+    writer_override: str | None = None
+    #: What the measurement saw of the writers: files its compaction plan leaves them, and why (None: nothing).
+    writers: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +201,7 @@ def order_work(
             flags[op] = True
         seconds = estimated_seconds(r, throughput) + OPERATION_OVERHEAD_SECONDS * (int(purge) + len(added))
         cls = r.service_class
+        override = writer_override(r)
         planned.append(
             PlannedTable(
                 r.uri,
@@ -201,10 +213,32 @@ def order_work(
                 first_because=r.first_because,
                 breached=[o.name for o in r.objectives if o.breached],
                 objective_work=extra,
+                writer_override=override,
+                writers=_writers_note(r, override),
             )
         )
     order = {name: cls for cls, name in SERVICE.items()}
     return sorted(planned, key=lambda p: (order[p.service], -p.gain_per_second, p.uri))
+
+
+def writer_override(report: TableReport) -> str | None:
+    """The breached objective(s) whose operation is compaction (they win over the writers), or None."""
+    breached = [o for o in report.objectives if o.breached and objective_spec(o.name).operation == "compaction"]
+    if not breached:
+        return None
+    return "breached objective " + "; ".join(o.describe() for o in breached)
+
+
+def _writers_note(report: TableReport, override: str | None) -> str | None:
+    due = report.due
+    deferred = due.compaction_deferred_files if due is not None else 0
+    if override is not None:
+        return f"compaction defers nothing for the writers: {override}" + (
+            f" (it would defer {deferred} files)" if deferred else ""
+        )
+    if deferred and due is not None:
+        return f"compaction leaves {deferred} files to the writers for now: {due.compaction_deferred_reason}"
+    return None
 
 
 # --- one table ------------------------------------------------------------------------
@@ -323,6 +357,7 @@ def maintain_table(
     due_operations: Sequence[str] | None = None,
     vacuum_spark_min_files: int | None = None,
     objective_work: dict[str, str] | None = None,
+    writer_override: str | None = None,
 ) -> TableOutcome:
     """Run the table's due operations in order, under its lease, until ``deadline`` (monotonic).
 
@@ -335,7 +370,8 @@ def maintain_table(
     measurement found due) are recorded as deferred when the table is not started (the
     budget was spent, another maintainer holds its lease). ``objective_work``: operations a
     breached or at-risk objective asks for (operation -> why, :attr:`PlannedTable.objective_work`),
-    run even when the due verdict would not run them.
+    run even when the due verdict would not run them. ``writer_override``: the breached objective
+    whose compaction defers nothing for the table's writers (:attr:`PlannedTable.writer_override`).
 
     Never raises for the table's own problems: a refusal, a held lease or a failed
     operation becomes the outcome's status and error line (a fleet run goes on).
@@ -355,6 +391,7 @@ def maintain_table(
         engine=_Engine(spark_min_bytes, dict(spark_options or {}), vacuum_spark_min_files),
         due_operations=list(due_operations or []),
         objective_work=dict(objective_work or {}),
+        writer_override=writer_override,
     )
     if history is None:
         return _maintain(uri, settings, run, None)
@@ -471,6 +508,10 @@ def _run_steps(
         out.small_files_after, out.files_after = out.small_files_before, out.files_before
         return
     deadline, engine = run.deadline, run.engine
+    # The writers: minded unless the settings say not; a breached compaction objective defers nothing for them.
+    minding: dict[str, Any] = {"writer_aware": settings.writer_aware is not False}
+    if run.writer_override is not None and "compaction" in run.objective_work:
+        minding["overriding_objective"] = run.writer_override
     for step in steps:
         if _left(deadline) <= 0:
             out.deferred.append(step)
@@ -490,6 +531,7 @@ def _run_steps(
                         engine="spark",
                         spark_options=engine.spark_options,
                         run_hooks=False,
+                        **minding,
                     )
                 else:
                     result = compact(
@@ -498,6 +540,7 @@ def _run_steps(
                         deadline=deadline,
                         run_hooks=False,
                         zorder_by=settings.zorder_by,
+                        **minding,
                     )
                 op.result = result
             out.compaction_seconds = round(time.perf_counter() - started, 3)
@@ -520,6 +563,7 @@ def _run_steps(
                     target_size=settings.target_file_size,
                     deadline=deadline,
                     run_hooks=False,
+                    **minding,
                 )
             if not pr.ok:
                 raise DeltaLogError(pr.error or "purge failed: " + "; ".join(s.reason for s in pr.skipped))

@@ -348,6 +348,7 @@ def run_fleet(
                 due_operations=[op for op, flag in p.due.items() if flag],
                 vacuum_spark_min_files=vacuum_spark_min_files,
                 objective_work=p.objective_work,
+                writer_override=p.writer_override,
             )
             history_error = outcome.history_error or history_error
             outcomes.append(with_service(outcome, p))

@@ -20,7 +20,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from deltalog.errors import DeltaLogError, InvalidArgumentError, OperationRefusedError, UnreadableHistoryFileError
-from deltalog.journal.schema import COLUMN_NAMES, FLEET_RUN, HISTORY_SCHEMA, OBJECTIVE_COLUMNS, PARTITION_COLUMN
+from deltalog.journal.schema import (
+    COLUMN_NAMES,
+    FLEET_RUN,
+    HISTORY_SCHEMA,
+    OBJECTIVE_COLUMNS,
+    PARTITION_COLUMN,
+    WRITER_COLUMNS,
+)
 from deltalog.journal.write import check_history_table
 from deltalog.log import Snapshot, snapshot_at
 from deltalog.protocol.deletion_vectors import read_deletion_vector
@@ -122,9 +129,9 @@ def read_file_batches(
 
 
 #: Columns whose values another writer may give in another type without making a file unreadable: the
-#: service-level objectives' (schema version 2); a value that does not cast is unknown (null) and the
-#: row's other columns still count.
-LENIENT_COLUMNS = frozenset(name for name, *_ in OBJECTIVE_COLUMNS)
+#: service-level objectives' (schema version 2) and the writers' (3); a value that does not cast is
+#: unknown (null) and the row's other columns still count.
+LENIENT_COLUMNS = frozenset(name for name, *_ in (*OBJECTIVE_COLUMNS, *WRITER_COLUMNS))
 
 
 def _in_history_types(data: pa.Table, wanted: list[str], day: dt.date | None) -> pa.Table:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deltalog.compaction.purge import deletion_vector_health
+from deltalog.compaction.quiet_batches import WRITERS_DEFERRAL
 from deltalog.errors import DeltaLogError, HistoryWriteError, InvalidArgumentError, OperationRefusedError
 from deltalog.journal.row import JournalRow, OperationSpan, RunContext, TableState, make_row, objective_columns
 from deltalog.journal.write import AppendResult, append_rows, prepare_history
@@ -83,10 +84,28 @@ def _hook_values(hooks: list[dict[str, Any]]) -> dict[str, int]:
     return {"log_files_removed": files, "bytes_reclaimed": freed} if files else {}
 
 
+#: The deferred files' paths a compaction row keeps (the count is whole).
+MAX_DEFERRED_PATHS = 1000
+
+
+def writer_columns(writers: dict[str, Any] | None) -> dict[str, Any]:
+    """A measure row's writer columns (schema version 3) from :meth:`WriterActivity.to_dict` (None: unknown)."""
+    if not writers:
+        return {}
+    overlaps = writers.get("writer_overlaps") or {}
+    return {
+        "writer_dml_commits": int(writers.get("dml_commits") or 0),
+        "writer_overlaps": int(sum(int(v or 0) for v in overlaps.values())),
+        "writer_dml_overlaps": int(overlaps.get("dml") or 0),
+    }
+
+
 def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("plan_only"):
         raise InvalidArgumentError("a compaction plan changes nothing: it is not recorded in the history")
-    deferred = sum(1 for s in d.get("skipped", []) if s.get("kind") == "deferred")
+    skipped = d.get("skipped", [])
+    for_writers = int(d.get("num_bins_deferred_for_writers") or 0)
+    deferred = sum(1 for s in skipped if s.get("kind") == "deferred")
     committed = int(d.get("num_bins_committed", 0))
     if not d.get("ok", True):
         status = "failed"
@@ -99,10 +118,16 @@ def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
     reasons = []
     if d.get("error"):
         reasons.append(str(d["error"]))
-    if deferred:
-        reasons.append(f"{deferred} of {d.get('num_bins', 0)} bins deferred: the time budget was spent")
-    lost = [s["reason"] for s in d.get("skipped", []) if s.get("kind") != "deferred"]
+    if deferred - for_writers:
+        reasons.append(f"{deferred - for_writers} of {d.get('num_bins', 0)} bins deferred: the time budget was spent")
+    if for_writers:
+        first = next(s["reason"] for s in skipped if str(s.get("reason", "")).startswith(WRITERS_DEFERRAL))
+        reasons.append(f"{for_writers} of {d.get('num_bins', 0)} bins {first}")
+    lost = [s["reason"] for s in skipped if s.get("kind") not in ("deferred", "replanned")]
     reasons.extend(lost[:3])
+    files = d.get("deferred_files") or []
+    writers = (d.get("plan") or {}).get("writers") or {}
+    reasons.extend(f"left to the writers: {why}" for why in (writers.get("deferred_reasons") or [])[:3])
     versions = d.get("versions") or []
     return {
         "status": status,
@@ -116,6 +141,11 @@ def _compaction_values(d: dict[str, Any]) -> dict[str, Any]:
         "bytes_removed": int(d.get("bytes_removed", 0)),
         **({"version_after": max(versions)} if versions else {}),
         **_hook_values([h for c in d.get("commits") or [] for h in c.get("hooks") or []]),
+        "files_deferred_for_writers": len(files),
+        "deferred_files": [str(f.get("path")) for f in files[:MAX_DEFERRED_PATHS]],
+        "bins_deferred_for_writers": for_writers,
+        "bins_lost_to_writers": int(d.get("num_bins_lost_to_writers") or 0),
+        "writer_wait_s": float(d.get("seconds_waiting_for_writers") or 0.0),
     }
 
 
@@ -264,6 +294,7 @@ def row_for_measurement(
         return make_row(
             span, "refused", reason=due.refused, due_operations=[], summary=due.summary_line(), policy=policy
         )
+    judged.update(writer_columns(due.writers))
     flagged = [op for op, flag in due.flags().items() if flag]
     extra = {op: why for op, why in (extra_due or {}).items() if op not in flagged}
     # One reason a line ("compaction: ...", "checkpoint: ..."): readers pick the lines of what is still due.
@@ -480,4 +511,5 @@ __all__ = [
     "state_of",
     "table_state",
     "utc_now",
+    "writer_columns",
 ]

@@ -56,6 +56,9 @@ OBJECTIVE_RAW = (
     *(f"objective_{name}_{part}" for name in OBJECTIVE_NAMES for part in OBJECTIVE_FIELDS),
     *("finish_by", "finish_by_deadline", "finish_by_met"),
 )
+#: The writers' columns (schema version 3) a rollup sums (compaction and purge rows) and the newest measurement's.
+WRITER_SUMMED = ("files_deferred_for_writers", "bins_deferred_for_writers", "bins_lost_to_writers", "writer_wait_s")
+WRITER_MEASURED = ("writer_dml_commits", "writer_overlaps", "writer_dml_overlaps")
 #: The columns the rollup reads of a history row (a projection: the rest is never read).
 RAW_COLUMNS = (
     *("run_id", "row_id", PARTITION_COLUMN, "table_uri", "table_id", "operation", "engine", "status"),
@@ -64,6 +67,8 @@ RAW_COLUMNS = (
     *STATE,
     *("airflow_dag_id", "airflow_task_id", "airflow_try_number"),
     *OBJECTIVE_RAW,
+    *WRITER_SUMMED,
+    *WRITER_MEASURED,
 )
 #: The grouping keys of a stored rollup (a day of it): day, table, operation.
 KEYS = (PARTITION_COLUMN, "table_uri", "operation")
@@ -286,6 +291,13 @@ MEASURES: tuple[Measure, ...] = (
             _judged_range(f"objective_{name}_min", _objective(name, "value"), "min"),
             _judged_range(f"objective_{name}_max", _objective(name, "value"), "max"),
         )
+    ),
+    # The writers beside maintenance: what compaction left them, lost to them, waited for; what the log showed.
+    *(total(column, column) for column in WRITER_SUMMED),
+    newest(
+        "writers",
+        {"dml_commits": "writer_dml_commits", "overlaps": "writer_overlaps", "dml_overlaps": "writer_dml_overlaps"},
+        condition="operation = 'measure' AND writer_dml_commits IS NOT NULL",
     ),
     count_where("finish_by_missed", f"{_FLEET_RUN} AND finish_by_met = false"),
     count_where("finish_by_kept", f"{_FLEET_RUN} AND finish_by_met = true"),

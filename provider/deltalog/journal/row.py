@@ -265,6 +265,15 @@ class JournalRow:
     triggered_by_operations: list[str] | None = None
     triggered_by_writers: list[str] | None = None
     triggered_by_blind_append_only: bool | None = None
+    # Schema version 3: the DELETE/UPDATE/MERGE writers beside maintenance (compaction and measure rows).
+    files_deferred_for_writers: int | None = None
+    deferred_files: list[str] | None = None
+    bins_deferred_for_writers: int | None = None
+    bins_lost_to_writers: int | None = None
+    writer_wait_s: float | None = None
+    writer_dml_commits: int | None = None
+    writer_overlaps: int | None = None
+    writer_dml_overlaps: int | None = None
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:

@@ -20,7 +20,9 @@ from deltalog.maintenance.objectives import OBJECTIVES
 #: The version of the columns below; recorded as the table property :data:`SCHEMA_VERSION_PROPERTY`.
 #: 1: the first release's columns; 2: the service-level objectives (``objectives_*``,
 #: ``objective_<name>_*``, ``finish_by*``), appended as nullable columns; 3: which commits started the
-#: run (``triggered_by_*``: the log watcher's asset events), appended as nullable columns.
+#: run (``triggered_by_*``: the log watcher's asset events) and the writers beside maintenance
+#: (:data:`WRITER_COLUMNS`: files compaction left them, what the log shows of the conflicts it
+#: caused), appended as nullable columns.
 SCHEMA_VERSION = 3
 SCHEMA_VERSION_PROPERTY = "deltalog.history.schemaVersion"
 #: Marks a table as a deltalog maintenance history (appends refuse any other table).
@@ -175,7 +177,54 @@ TRIGGER_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
 _V1 = len(COLUMNS)
 COLUMNS = COLUMNS + OBJECTIVE_COLUMNS
 _V2 = len(COLUMNS)
-COLUMNS = COLUMNS + TRIGGER_COLUMNS
+#: Schema version 3: the DELETE/UPDATE/MERGE writers beside maintenance (docs/compaction.md, "Writers").
+WRITER_COLUMNS: tuple[tuple[str, pa.DataType, bool, str], ...] = (
+    (
+        "files_deferred_for_writers",
+        pa.int64(),
+        True,
+        "compaction and purge rows: small files left to the table's DELETE/UPDATE/MERGE writers this run",
+    ),
+    (
+        "deferred_files",
+        pa.list_(pa.string()),
+        True,
+        "compaction and purge rows: the paths of those files (the first 1000), each with its reason in the row's reason",
+    ),
+    (
+        "bins_deferred_for_writers",
+        pa.int64(),
+        True,
+        "compaction and purge rows: bins rewritten but not committed: their writers left no quiet moment in time",
+    ),
+    (
+        "bins_lost_to_writers",
+        pa.int64(),
+        True,
+        "compaction and purge rows: bins dropped because a writer's commit removed or changed an input first",
+    ),
+    (
+        "writer_wait_s",
+        pa.float64(),
+        True,
+        "compaction and purge rows: seconds spent waiting for the writers' quiet moments",
+    ),
+    (
+        "writer_dml_commits",
+        pa.int64(),
+        True,
+        "measure rows: DELETE/UPDATE/MERGE commits among the table's recent commits (the last 100, 24 hours)",
+    ),
+    (
+        "writer_overlaps",
+        pa.int64(),
+        True,
+        "measure rows: writer commits there that landed after a deltalog rewrite they had not read (each passed "
+        "Delta's conflict check against it; failed attempts leave no commit)",
+    ),
+    ("writer_dml_overlaps", pa.int64(), True, "measure rows: the DELETE/UPDATE/MERGE commits among writer_overlaps"),
+)
+COLUMNS = COLUMNS + TRIGGER_COLUMNS + WRITER_COLUMNS
 #: The columns each schema version added (an older history is upgraded by adding the later ones).
 COLUMNS_BY_VERSION = {1: _V1, 2: _V2, 3: len(COLUMNS)}
 #: The counters of work done (files and bytes read, written, removed, reclaimed): summed over rows.
@@ -221,4 +270,5 @@ __all__ = [
     "TRIGGER_COLUMNS",
     "schema_of_version",
     "WORK_COLUMNS",
+    "WRITER_COLUMNS",
 ]

@@ -96,6 +96,15 @@ FIGURES: tuple[Figure, ...] = (
     Figure("finish_by_missed", "CAST(sum(finish_by_missed) AS BIGINT)"),
     Figure("finish_by_kept", "CAST(sum(finish_by_kept) AS BIGINT)"),
     Figure("missed", "arg_max(missed, struct_pack(a := missed.at, b := missed.id)) FILTER (WHERE missed IS NOT NULL)"),
+    # The writers beside maintenance (schema version 3): files compaction left them (each run counted), bins it
+    # deferred for want of a quiet moment and lost to their commits, seconds it waited; the newest measurement's
+    # view of the recent log (its DML commits, and the writer commits that overlapped deltalog's rewrites).
+    *(Figure(c, f"sum({c})") for c in ("files_deferred_for_writers", "bins_deferred_for_writers")),
+    Figure("bins_lost_to_writers", "sum(bins_lost_to_writers)"),
+    Figure("writer_wait_s", "sum(writer_wait_s)"),
+    Figure(
+        "writers", "arg_max(writers, struct_pack(a := writers.at, b := writers.id)) FILTER (WHERE writers IS NOT NULL)"
+    ),
 )
 
 #: Per table only: its id, the newest row of each operation, the newest settings (policy) row.

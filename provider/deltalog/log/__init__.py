@@ -14,6 +14,7 @@
 | ``activity`` | recent commits: ``find_new_commit`` (what the version sensor waits for), ``last_vacuum`` (the last finished vacuum) |
 | ``tail`` | the log's new end: ``read_tail(storage, position) -> LogTail`` (the commits after a version, one LIST from there, each read into a ``CommitSummary``) |
 | ``commit_watch`` | ``CommitWatch``: a table's new commits as events (``CommitRange``), debounced, with one log line per problem (no I/O) |
+| ``writer_activity`` | the writers beside maintenance: ``writer_activity(storage, snapshot) -> WriterActivity`` (kinds, DML scopes and rhythm, overlaps with deltalog's rewrites) |
 
 Nothing here writes: the commit layer (``deltalog.commit``) and the post-commit work
 (``deltalog.log_maintenance``) build on these readers.
@@ -34,6 +35,7 @@ from deltalog.log.tail import (
     latest_position,
     read_tail,
 )
+from deltalog.log.writer_activity import WriterActivity, writer_activity
 
 __all__ = [
     "CommitRange",
@@ -49,6 +51,7 @@ __all__ = [
     "TailProblem",
     "VacuumSighting",
     "WatchSettings",
+    "WriterActivity",
     "access_problem",
     "find_new_commit",
     "last_vacuum",
@@ -56,4 +59,5 @@ __all__ = [
     "list_log",
     "read_tail",
     "snapshot_at",
+    "writer_activity",
 ]

@@ -6,7 +6,9 @@ partition has a high small-file share, yet the compaction planner finds no bin
 sends every daily run down the maintenance path for nothing. Here an operation
 is due only when it would actually have work:
 
-* compaction: the compaction planner (:func:`plan_from_snapshot`) finds at least one bin;
+* compaction: the compaction planner (:func:`plan_from_snapshot`) finds at least one bin, minding
+  the table's DELETE/UPDATE/MERGE writers as compaction does (the files it would leave them are
+  counted apart, with why, and what the recent log shows of them is kept in ``writers``);
 * checkpoint: ``delta.checkpointInterval`` commits (default 10) have passed since the
   last checkpoint;
 * vacuum: tombstones removed before the retention cutoff
@@ -104,6 +106,12 @@ class MaintenanceDue:
     files_kept_for_iceberg: int = 0
     bytes_kept_for_iceberg: int = 0
     details: dict[str, Any] = field(default_factory=dict)
+    #: Small files the compaction plan leaves to the table's writers for now, and the commonest reason.
+    compaction_deferred_files: int = 0
+    compaction_deferred_reason: str | None = None
+    #: What the table's recent log shows of its writers
+    #: (:meth:`deltalog.log.writer_activity.WriterActivity.to_dict`; None: not looked at).
+    writers: dict[str, Any] | None = None
 
     @property
     def any(self) -> bool:
@@ -138,9 +146,11 @@ class MaintenanceDue:
                 "files_with_dvs": self.files_with_dvs,
                 "dv_hidden_share": self.dv_hidden_share,
                 "dv_max_file_share": self.dv_max_file_share,
+                "compaction_deferred_files": self.compaction_deferred_files,
                 "files_kept_for_iceberg": self.files_kept_for_iceberg,
                 "bytes_kept_for_iceberg": self.bytes_kept_for_iceberg,
             },
+            "writers": self.writers,
         }
 
 
@@ -228,6 +238,7 @@ def maintenance_due(
     retention_hours: float | None = None,
     now_ms: int | None = None,
     storage_options: dict[str, Any] | None = None,
+    writer_aware: bool = True,
 ) -> MaintenanceDue:
     """Which maintenance operations would have work on ``table`` now (see the module docstring).
 
@@ -239,7 +250,8 @@ def maintenance_due(
     ``target_size``, ``checkpoint_interval`` and ``retention_hours`` replace the table's
     ``delta.targetFileSize``, ``delta.checkpointInterval`` and
     ``delta.deletedFileRetentionDuration`` (a maintenance policy's values, see
-    :mod:`deltalog.maintenance.policy`); None reads the table's own.
+    :mod:`deltalog.maintenance.policy`); None reads the table's own. ``writer_aware``: the
+    compaction plan minds the table's writers, as compaction would (False: as if none were there).
     """
     storage = table_storage(table, storage_options)
     snapshot = snapshot or snapshot_at(storage)
@@ -260,16 +272,28 @@ def maintenance_due(
     reasons.extend(f"{name}: refused: {why}" for name, why in refusals.items())
 
     if "compaction" not in refusals:
-        plan = plan_from_snapshot(snapshot, storage.uri, target_size=target_size, engine="local")
+        plan = plan_from_snapshot(
+            snapshot, storage.uri, target_size=target_size, engine="local", writer_aware=writer_aware
+        )
         values["compaction_bins"] = len(plan.bins)
         values["compaction_input_files"] = plan.num_input_files
         values["compaction_input_bytes"] = plan.input_bytes
         values["compaction"] = bool(plan.bins)
+        writers = plan.writers
+        values["writers"] = writers.activity if writers is not None else None
+        deferred = ""
+        if writers is not None and writers.deferred:
+            values["compaction_deferred_files"] = len(writers.deferred)
+            values["compaction_deferred_reason"] = writers.reasons()[0]
+            deferred = f"; {len(writers.deferred)} small files are left to the writers for now ({writers.reasons()[0]})"
         if plan.bins:
             reasons.append(
                 f"compaction: {plan.num_input_files} small files ({plan.input_bytes} bytes) make "
                 f"{len(plan.bins)} bins of up to {plan.target_size} bytes; {_size_distribution(snapshot, plan)}"
+                f"{deferred}"
             )
+        elif deferred:
+            reasons.append(f"writers: no bin to compact{deferred}")
 
     dvs = deletion_vector_health(snapshot)
     values["rows_hidden_by_dvs"], values["files_with_dvs"] = dvs.rows_hidden, dvs.files_with_dvs

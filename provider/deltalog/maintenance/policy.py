@@ -116,6 +116,12 @@ def _share(value: Any, what: str) -> float:
     return float(value)
 
 
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{what} must be true or false (a JSON boolean), got {value!r}")
+    return value
+
+
 def _retention_hours(text: str) -> float:
     return parse_interval_ms(text, "table property delta.deletedFileRetentionDuration") / HOUR_MS
 
@@ -164,6 +170,8 @@ _SETTINGS: tuple[_Setting, ...] = (
     ),
     _Setting("zorder_by", _columns, None),
     _Setting("max_dv_hidden_share", _share, None),
+    # Compaction minds the table's DELETE/UPDATE/MERGE writers (docs/compaction.md); false: as if none were there.
+    _Setting("writer_aware", _flag, True),
     _Setting(
         "log_retention_hours",
         _hours,
@@ -227,6 +235,8 @@ class TableSettings:
     zorder_by: list[str] | None = None
     #: Share of rows hidden by deletion vectors above which a purge is due (None: never).
     max_dv_hidden_share: float | None = None
+    #: Compaction minds the table's DELETE/UPDATE/MERGE writers (None: the default, yes).
+    writer_aware: bool | None = None
     explained: tuple[ExplainedSetting, ...] = ()
 
     def objective_targets(self) -> tuple[tuple[str, int | float, str], ...]:
@@ -272,6 +282,7 @@ class TableSettings:
             "checkpoint_interval": self.checkpoint_interval,
             "zorder_by": self.zorder_by,
             "max_dv_hidden_share": self.max_dv_hidden_share,
+            "writer_aware": self.writer_aware,
             "sources": self.sources(),
         }
 
@@ -413,6 +424,7 @@ def due_under(
         target_size=settings.target_file_size if target_size is None else target_size,
         checkpoint_interval=settings.checkpoint_interval,
         retention_hours=settings.vacuum_retention_hours,
+        writer_aware=settings.writer_aware is not False,
     )
 
 

@@ -100,7 +100,44 @@ def fleet_listing(summaries: pa.Table, prices: Prices, days: int) -> pa.Table:
         out = out.append_column(
             f"last_{op}_at", pa.array([as_utc(m.get("at")) if m else None for m in mine], pa.timestamp("us", tz="UTC"))
         )
-    return with_costs(out, prices, days)
+    return with_costs(with_writer_conflicts(out), prices, days)
+
+
+#: The largest count an int64 column holds: a sum of counts beyond it is shown as this.
+_MAX_COUNT = 2**63 - 1
+
+
+def _conflict_count(value: Any) -> int | None:
+    """A count as the history should hold it (a whole number from 0 to :data:`_MAX_COUNT`), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= _MAX_COUNT else None
+    known = number(value)
+    if known is None or known < 0 or known != int(known) or known >= 2.0**63:
+        return None
+    return int(known)
+
+
+def with_writer_conflicts(listing: pa.Table) -> pa.Table:
+    """The listing with ``writer_conflicts``: what the history shows of the conflicts deltalog caused its
+    table's writers (the newest measurement's DELETE/UPDATE/MERGE commits that overlapped a deltalog
+    rewrite, plus the bins compaction lost to their commits in the window); null for a table with no
+    DML writer in sight and nothing lost or left to them, and null (unknown) where a figure it sums is
+    there but no count (another writer's negative, fractional, infinite or out-of-range value). The
+    sum of two counts is held at the int64 maximum."""
+    n = listing.num_rows
+
+    def column(name: str) -> list[Any]:
+        return listing.column(name).to_pylist() if name in listing.column_names else [None] * n
+
+    values: list[int | None] = []
+    for w, lost, left in zip(column("writers"), column("bins_lost_to_writers"), column("files_deferred_for_writers")):
+        w = w if isinstance(w, dict) else {}
+        overlaps = w.get("dml_overlaps")
+        seen = any((_conflict_count(v) or 0) > 0 for v in (w.get("dml_commits"), lost, left))
+        terms = [_conflict_count(v) for v in (overlaps, lost)]
+        unknown = any(t is None and v is not None for t, v in zip(terms, (overlaps, lost), strict=True))
+        values.append(None if not seen or unknown else min(_MAX_COUNT, sum(t or 0 for t in terms)))
+    return listing.append_column("writer_conflicts", pa.array(values, pa.int64()))
 
 
 # --- filters ----------------------------------------------------------------------------------------
@@ -196,6 +233,8 @@ class Context:
     operations: frozenset[str] = frozenset(SHOWN_OPERATIONS)
     #: Some table of the fleet sets service-level objectives (the compliance column is shown).
     objectives: bool = False
+    #: Some table of the fleet has writer figures in its history (the writer-conflicts column is shown).
+    writers: bool = False
 
 
 @dataclass(frozen=True)
@@ -322,6 +361,29 @@ def _last_cell(op: str) -> Callable[[dict[str, Any], Context], str]:
     return cell
 
 
+def _writers_cell(row: dict[str, Any], ctx: Context) -> str:
+    """``2 DML overlaps · 1 bin lost · 14 files left``: the conflicts deltalog's commits met, and what it left the writers."""
+    if row.get("writer_conflicts") is None:
+        return '<span class="muted">-</span>'
+    w = row.get("writers") or {}
+    overlaps, lost = number(w.get("dml_overlaps")), number(row.get("bins_lost_to_writers"))
+    left = number(row.get("files_deferred_for_writers"))
+    parts = []
+    if overlaps is not None:
+        parts.append(f"{count(overlaps)} DML overlap{'s' if overlaps != 1 else ''}")
+    if lost:
+        parts.append(f"{count(lost)} bin{'s' if lost != 1 else ''} lost")
+    if left:
+        parts.append(f"{count(left)} files left")
+    title = (
+        "DML overlaps: DELETE/UPDATE/MERGE commits in the table's recent log (newest measurement) that landed "
+        "after a deltalog rewrite they had not read: each passed Delta's conflict check against it; an attempt "
+        "that failed leaves no commit and is not counted. Bins lost: compaction bins a writer's commit took "
+        "inputs of first. Files left: small files compaction left to the writers (each run counted)."
+    )
+    return f'<span title="{esc(title)}">{esc(" · ".join(parts))}</span>'
+
+
 def _ran(op: str) -> Callable[[Context], bool]:
     return lambda ctx: op in ctx.operations
 
@@ -363,6 +425,14 @@ COLUMNS: tuple[Column, ...] = (
         numeric=True,
     ),
     Column("dv_share", "DV share", "dv_share_after", _figure("dv_share_after", share), numeric=True),
+    Column(
+        "writer_conflicts",
+        "writer conflicts",
+        "writer_conflicts",
+        _writers_cell,
+        numeric=True,
+        shown=lambda ctx: ctx.writers,
+    ),
     *(
         Column(
             f"last_{op}",
@@ -396,6 +466,13 @@ SORT_KEYS = tuple(c.key for c in COLUMNS if c.sort_by)
 def sets_objectives(listing: pa.Table) -> bool:
     """Whether some table of ``listing`` set a service-level objective at its newest judgement."""
     return bool(listing.num_rows) and pc.any(pc.not_equal(listing.column("compliance"), "none")).as_py() is True
+
+
+def shows_writers(listing: pa.Table) -> bool:
+    """Whether some table of ``listing`` has writer figures (schema version 3 rows) in the window."""
+    return (
+        "writer_conflicts" in listing.column_names and listing.column("writer_conflicts").null_count < listing.num_rows
+    )
 
 
 def operations_run(listing: pa.Table) -> frozenset[str]:
@@ -529,6 +606,18 @@ def table_json(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
         },
     }
     out["compliance"] = compliance_json(row)
+    w = row.get("writers") or {}
+    out["writers"] = {
+        "writer_conflicts": row.get("writer_conflicts"),
+        "dml_commits": w.get("dml_commits"),
+        "overlaps": w.get("overlaps"),
+        "dml_overlaps": w.get("dml_overlaps"),
+        "measured_at": when(w.get("at")),
+        "bins_lost_to_writers": row.get("bins_lost_to_writers"),
+        "bins_deferred_for_writers": row.get("bins_deferred_for_writers"),
+        "files_deferred_for_writers": row.get("files_deferred_for_writers"),
+        "writer_wait_s": row.get("writer_wait_s"),
+    }
     if prices.any:
         out["cost"] = {k: row.get(k) for k in ("cost", "compute_cost", "storage_cost_month", "saved_month")}
     return out
@@ -593,7 +682,9 @@ __all__ = [
     "operations_run",
     "select",
     "sets_objectives",
+    "shows_writers",
     "sort_link",
     "table_json",
     "utc_time",
+    "with_writer_conflicts",
 ]

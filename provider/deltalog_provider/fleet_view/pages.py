@@ -27,6 +27,7 @@ from deltalog_provider.fleet_view.listing import (
     groups,
     operations_run,
     sets_objectives,
+    shows_writers,
     sort_link,
     utc_time,
 )
@@ -214,7 +215,7 @@ def fleet_page(
     """The fleet at a glance: tiles that filter (of the whole ``listing``), the page ``shown`` of the tables the
     filters keep (``chosen``), their open problems, the folders, the charts."""
     matching = chosen.num_rows
-    ctx = Context(now, prices, query, operations_run(listing), sets_objectives(listing))
+    ctx = Context(now, prices, query, operations_run(listing), sets_objectives(listing), shows_writers(listing))
     columns = [c for c in COLUMNS if c.shown(ctx)]
     rows_total = _sum(listing, "rows") or 0
     windows = " ".join(

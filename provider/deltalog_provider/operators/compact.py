@@ -59,6 +59,10 @@ class DeltaCompactOperator(DeltaTableOperator):
         along a Z curve of them, cut into target-size files (``OPTIMIZE ... ZORDER BY``); either engine.
     :param full: a real bool: on a table with liquid clustering (which the local engine clusters),
         re-cluster files clustered by other columns too (``OPTIMIZE ... FULL``).
+    :param writer_aware: a real bool (not templated; default True): mind the table's DELETE/UPDATE/MERGE
+        writers (files where one works commit at its quiet moment, what writers leave no quiet moment
+        is deferred; the result says which files and why); False compacts as if none were there.
+    :param writer_wait_seconds: the longest a commit waits for a quiet moment of the writers (default 60).
     :param spark_conn_id: the Spark connection ``engine="spark"`` submits through (its host is the master).
     :param spark_options: for ``engine="spark"``: keyword arguments of ``SparkSubmitHook`` (``conf``,
         ``env_vars``, ``name``, ``executor_memory``, ...; templated). The driver runs this
@@ -97,15 +101,21 @@ class DeltaCompactOperator(DeltaTableOperator):
         min_deleted_share: float | None = None,
         zorder_by: list[str] | None = None,
         full: bool = False,
+        writer_aware: bool = True,
+        writer_wait_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
-        # The layout options are not templated: checked now, by the core's one declaration of them.
+        # The layout and writer options are not templated: checked now, by the core's one declaration of them.
         CompactionOptions(
             purge_deletion_vectors=purge_deletion_vectors,
             min_deleted_share=min_deleted_share,
             zorder_by=zorder_by,
             full=full,
+            writer_aware=writer_aware,
+            writer_wait_seconds=writer_wait_seconds,
         )
+        self.writer_aware = writer_aware
+        self.writer_wait_seconds = writer_wait_seconds
         self.purge_deletion_vectors = purge_deletion_vectors
         self.min_deleted_share = min_deleted_share
         self.zorder_by = list(zorder_by) if zorder_by is not None else None
@@ -144,6 +154,8 @@ class DeltaCompactOperator(DeltaTableOperator):
             min_deleted_share=self.min_deleted_share,
             zorder_by=self.zorder_by,
             full=self.full,
+            writer_aware=self.writer_aware,
+            writer_wait_seconds=self.writer_wait_seconds,
         )
 
     def run_operation(self, table: DeltaTable, context: Context) -> Any:
