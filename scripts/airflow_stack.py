@@ -94,10 +94,28 @@ class Process:
     popen: subprocess.Popen[bytes]
     log_path: str
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds of the process group so far: each live member's own and its waited-for children's
+        (a LocalExecutor's task processes, a dag-processor's parsers); what the suite's cost tables split."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.popen.pid:  # the process group (field 5 of stat)
+                total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        return total / tick
+
     def stop(self, timeout: float = 20) -> None:
         """SIGTERM the process group, SIGKILL what is left after ``timeout`` seconds."""
         if self.popen.poll() is not None:
             return
+        log.info("stopping %s after %.0f CPU s", self.name, self.cpu_seconds())
         try:
             os.killpg(self.popen.pid, signal.SIGTERM)
         except ProcessLookupError:

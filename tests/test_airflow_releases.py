@@ -7,7 +7,9 @@ matrix, the wheel built from the sdist is installed into a venv with that Airflo
 * the provider tests (``tests/provider``) run there, against the installed wheel (but the
   Spark-marked ones: a Spark job submitted through the same apache-spark provider on every
   release runs on the lock only; and the ``lock_only`` ones: the fleet view in a real
-  browser and metrics sent to a StatsD listener by a LocalExecutor run);
+  browser, its pages rendered through a test client (no Airflow code runs there;
+  ``test_fleet_view_plugin.py`` serves them on every release) and metrics sent to a StatsD
+  listener by a LocalExecutor run);
 * a stock ``AIRFLOW_HOME`` gets our ``dags/`` copied into its default DAGs folder, as a
   user would: ``airflow providers hooks`` lists our hook without an import error, every
   example DAG parses (``dags reserialize``, ``dags list-import-errors``), and
@@ -171,7 +173,7 @@ def test_provider_tests_pass_on_the_release(release_venv: tuple[Release, Venv]):
     started = time.monotonic()
     proc = subprocess.run(
         # The Spark-marked ones submit our Spark job, which no Airflow release changes, and the lock_only
-        # ones need a browser or a LocalExecutor run: on the lock only.
+        # ones need a browser or a LocalExecutor run, or run no Airflow code: on the lock only.
         [
             venv.python,
             "-m",

@@ -35,6 +35,10 @@ from deltalog.storage.filesystem import canonical_uri
 from objectives_helpers import DAY, BreachFleet, breach_fleet, measure_now
 from synthetic_history import append_as_another_writer
 
+# Our HTML and JSON over history rows, through a test client, with Airflow's auth replaced by a stand-in: no
+# Airflow code runs, so the lock's release only; test_fleet_view_plugin.py serves the pages on every release.
+pytestmark = [pytest.mark.lock_only]
+
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> BreachFleet:
@@ -134,7 +138,6 @@ def test_the_view_judges_as_deltalog_objectives_does(lake, c, tmp_path, capsys):
     assert isinstance(orders["objectives"][0]["target"], int)  # a count is an integer, as the command says
 
 
-@pytest.mark.lock_only
 def test_the_view_judges_a_history_of_schema_version_1_as_deltalog_objectives_does(
     monkeypatch, tmp_path_factory, tmp_path, capsys
 ):
@@ -175,7 +178,6 @@ def test_the_compliance_column_says_breached_since_or_met(lake, c):
     assert "tile-breached" in page.ids and "tile-at-risk" in page.ids
 
 
-@pytest.mark.lock_only
 def test_the_breached_tables_are_two_clicks_away_oldest_breach_first(lake, c):
     fleet = c.get("/").text
     tile = re.search(r'id="tile-breached" href="([^"]+)"', fleet)
@@ -187,7 +189,6 @@ def test_the_breached_tables_are_two_clicks_away_oldest_breach_first(lake, c):
     assert 'data-objective="max_small_files"' in table.text
 
 
-@pytest.mark.lock_only
 @pytest.mark.parametrize(
     ("value", "names"),
     [
@@ -208,7 +209,6 @@ def test_the_objectives_filter(lake, c, value, names):
     assert c.get("/?objectives=breachd").status_code == 400
 
 
-@pytest.mark.lock_only
 def test_sorting_by_compliance_and_fleet_runs_are_no_table(lake, c):
     uris = _uris(lake)
     ordered = Page(c.get("/?sort=compliance&order=asc").text).tables()
@@ -223,7 +223,6 @@ def test_sorting_by_compliance_and_fleet_runs_are_no_table(lake, c):
     assert c.get(f"/table?uri={quote(lake.root, safe='')}").status_code == 200
 
 
-@pytest.mark.lock_only
 def test_compliance_and_missed_finish_by_per_day(lake, c):
     body = c.get("/api/fleet").json()
     series = body["series"]
@@ -251,7 +250,6 @@ def test_compliance_and_missed_finish_by_per_day(lake, c):
     assert "06:00 UTC: ended" in misses and "30.0 min late" in misses and missed["row"].replace("&", "&amp;") in misses
 
 
-@pytest.mark.lock_only
 def test_a_tables_objectives_over_time_with_their_targets(lake, c):
     uris = _uris(lake)
     html = c.get(f"/table?uri={quote(uris['orders'], safe='')}").text
@@ -279,7 +277,6 @@ def test_a_tables_objectives_over_time_with_their_targets(lake, c):
         assert_no_markup_from_values(page)
 
 
-@pytest.mark.lock_only
 def test_a_fleet_without_objectives_shows_no_compliance(monkeypatch, tmp_path):
     from history_helpers import maintained_fleet
 
@@ -295,7 +292,6 @@ def test_a_fleet_without_objectives_shows_no_compliance(monkeypatch, tmp_path):
     assert body["totals"]["tables_none"] == len(body["tables"])
 
 
-@pytest.mark.lock_only
 def test_rollups_made_before_objectives_are_rebuilt_not_reused(lake, monkeypatch, tmp_path):
     """Rollups of the declarations before this change (no objectives' measures) are named by another format:
     the view rolls the days up again under its own and never reads them."""
@@ -328,7 +324,6 @@ def test_rollups_made_before_objectives_are_rebuilt_not_reused(lake, monkeypatch
     assert os.path.isdir(rollups)
 
 
-@pytest.mark.lock_only
 def test_an_unreadable_table_shows_its_last_judgement_and_when(monkeypatch, tmp_path):
     from deltalog.journal import OperationSpan, append_rows, make_row
     from deltalog.journal.row import objective_columns

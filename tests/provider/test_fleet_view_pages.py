@@ -29,6 +29,10 @@ from deltalog_provider.fleet_view.html import human_bytes
 from deltalog_provider.fleet_view.listing import display_paths
 from history_helpers import DemoFleet, maintained_fleet
 
+# Our HTML and JSON over history rows, through a test client, with Airflow's auth replaced by a stand-in: no
+# Airflow code runs, so the lock's release only; test_fleet_view_plugin.py serves the pages on every release.
+pytestmark = [pytest.mark.lock_only]
+
 PRICES = {"cost_per_cpu_hour": "0.5", "cost_per_gb_month": "0.02", "cost_currency": "EUR"}
 
 
