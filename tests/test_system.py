@@ -144,10 +144,6 @@ def _test_settings(s3: str, spark_master: str, history: str) -> dict[str, str]:
         "AIRFLOW_VAR_DELTALOG_WATCH_MAX_WAIT_SECONDS": "60",
         # The maintenance history every operator records into: which commits started each run.
         "AIRFLOW_VAR_DELTALOG_HISTORY_URI": history,
-        # The DAG files do not change here: re-parsed every 2 minutes, not every 30 s (the default), which cost
-        # 104 of the module's 488 CPU s. Still several re-parses during the run: a watcher that a re-parse drops or
-        # makes again (docs/events.md: one set of watchers per asset, from the file parsed last) still shows.
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "120",
         # Quick pick-up of triggered runs and finished tasks on a busy 2-core machine.
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
