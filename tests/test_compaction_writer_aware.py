@@ -10,7 +10,7 @@ import time
 import pytest
 
 from deltalog.compaction import CompactionOptions, CompactionPlan, compact, plan_compaction
-from deltalog.compaction.writer_aware import TABLE_GATE
+from deltalog.compaction.writer_aware import MOVING_GATE, TABLE_GATE
 from deltalog.errors import InvalidArgumentError
 from handmade_logs import set_commit_time
 from helpers import append, make_table, rows
@@ -227,3 +227,32 @@ def test_a_zorder_defers_a_hot_partition_whole(tmp_path):
 def test_writer_options_are_checked(values, message):
     with pytest.raises(InvalidArgumentError, match=message):
         CompactionOptions(**values)
+
+
+def test_a_writer_moving_between_partitions_gates_them_all_and_commits_right_after_its_next_statement(tmp_path):
+    # A corrections job pinning b, then c, in turn (two commits each: neither has a rhythm of its own): its
+    # next statement, running now, may pin either. part=a at once; b and c behind one gate, right after it.
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000, commits=4, pins=("b", "c"))
+    plan = plan_compaction(path)
+    assert gates_of(plan) == {"None": [{"part": "a"}], MOVING_GATE: [{"part": "b"}, {"part": "c"}]}
+    assert plan.writers is not None and plan.writers.gates[MOVING_GATE].scope == "moving"
+    assert plan.writers.activity is not None and plan.writers.activity["moving_partitions"] == [
+        {"part": "c"},
+        {"part": "b"},
+    ]
+    again = CompactionPlan.from_json(plan.to_json())
+    assert again.writers is not None and again.writers.gates[MOVING_GATE] == plan.writers.gates[MOVING_GATE]
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=30)))
+    worker.start()
+    time.sleep(1.0)
+    assert worker.is_alive(), "the moving writer's partitions committed without waiting for it"
+    landed = writer_commit(path, "b", 6_000)  # its running statement commits
+    worker.join(timeout=60)
+    r = out["r"]
+    assert r.ok and r.commits[0].writer_wait is None  # part=a
+    gated = r.commits[1:]
+    assert gated and all(c.version > landed and c.writer_wait is not None for c in gated)
+    assert "right after their commit" in gated[0].writer_wait["reason"]
+    # Off: nothing gated.
+    assert all(b.gate is None for b in plan_compaction(path, writer_aware=False).bins)

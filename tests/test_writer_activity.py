@@ -433,3 +433,35 @@ def test_a_streaming_foreach_batch_merge_has_the_rhythm_of_its_trigger():
     assert act.kinds["dml"] == 6 and act.table_wide_alive()
     assert cad is not None and cad.risk(300) == 0.0 and cad.risk(4000) == 1.0  # quiet right after each batch
     assert cad.quiet_ms() == pytest.approx(2750, abs=10)
+
+
+def test_a_writer_moving_between_partitions_keeps_the_partitions_it_pins_hot():
+    # A corrections job: one statement every 4 s, each pinning one of d4..d6 (2.5 s running, then a pause):
+    # no partition has a rhythm of its own yet, the job has one, and its next statement may pin any of them.
+    moving = [
+        dml(3 + i, NOW + 4000 * i, predicate=f"(day#1 = {d})", partition=d, ran_ms=2500)
+        for i, d in enumerate(["d4", "d5", "d6", "d4"])
+    ]
+    act = activity_from_commits(moving, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 500)
+    assert all(c is not None and not c.has_rhythm for c in (act.cadence(((("day", d),))) for d in ("d4", "d5", "d6")))
+    assert act.moving_partitions() == [(("day", "d4"),), (("day", "d6"),), (("day", "d5"),)]
+    assert act.hot_partitions() == act.moving_partitions()
+    assert act.to_dict()["moving_partitions"] == [{"day": "d4"}, {"day": "d6"}, {"day": "d5"}]
+    # Stopped (no commit for twice its longest cycle, at least a minute): cold again.
+    assert activity_from_commits(moving, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 61_000).moving_partitions() == []
+    # Overlapping writers (each transaction already running when the one before committed): which one comes
+    # back where is unknown, so no partition is hot for them.
+    busy = [
+        dml(3 + i, NOW + 4000 * i, predicate=f"(day#1 = {d})", partition=d, ran_ms=5000)
+        for i, d in enumerate(["d4", "d5", "d6", "d4"])
+    ]
+    assert activity_from_commits(busy, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 500).moving_partitions() == []
+    # Two commits are no rhythm, moving or not.
+    assert activity_from_commits(moving[:2], DAY, COLUMNS, now_ms=NOW + 4500).moving_partitions() == []
+    # A partition with a rhythm of its own is hot by it, not listed as moving.
+    own = [dml(10 + i, NOW + 4000 * i, ran_ms=2500) for i in range(3)] + [
+        dml(13, NOW + 12_000, predicate="(day#1 = d2)", partition="d2", ran_ms=2500)
+    ]
+    mixed = activity_from_commits(own, DAY, COLUMNS, now_ms=NOW + 12_500)
+    assert mixed.moving_partitions() == [(("day", "d2"),)]
+    assert set(mixed.hot_partitions()) == {(("day", "d2"),), (("day", "d7"),)}

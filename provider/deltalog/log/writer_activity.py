@@ -65,6 +65,8 @@ __all__ = [
     "ENGINE_PREFIX",
     "KINDS",
     "MIN_RHYTHM_PAIRS",
+    "MOVING_QUIET_OFFSET_MS",
+    "MOVING_RISK_LIMIT",
     "Cadence",
     "DmlCommit",
     "RecentCommit",
@@ -106,6 +108,10 @@ CADENCE_PAIRS = 30
 #: A transaction may have pinned its snapshot a little before its command's timer started
 #: (Spark's analysis): its start is taken this much earlier.
 START_SLACK_MS = 250
+#: A stream of DML commits moving between partitions keeps them hot only when it leaves quiet moments: a
+#: transaction running this long after at most this share of its commits (else several writers overlap).
+MOVING_QUIET_OFFSET_MS = 500
+MOVING_RISK_LIMIT = 0.1
 #: An offset counts as inside a cycle's transaction until a quarter past the cycle's end: a
 #: writer that is late may be in a longer transaction than usual.
 CYCLE_SLACK = 1.25
@@ -577,15 +583,44 @@ class WriterActivity:
         c = cadence_of([d for d in self.dml if d.table_wide])
         return c is not None and c.alive(self.now_ms)
 
-    def hot_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
-        """Partitions a partition-pinned DML writer still working touched (newest first)."""
+    def _pinned_partitions(self, commits: Iterable[DmlCommit]) -> dict[tuple[tuple[str, str | None], ...], int]:
+        """The partitions partition-pinned ``commits`` touched, each with the newest version that did."""
         seen: dict[tuple[tuple[str, str | None], ...], int] = {}
-        for d in self.dml:
+        for d in commits:
             if d.table_wide:
                 continue
             for p in d.partitions:
                 seen[p] = max(seen.get(p, -1), d.version)
-        hot = [p for p in seen if (c := self.cadence(p)) is not None and c.alive(self.now_ms)]
+        return seen
+
+    def moving_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
+        """Partitions the table's DML writers move between, without a rhythm of their own (newest first).
+
+        A corrections job that pins one of several partitions per statement (``WHERE day = 'd5'``,
+        then ``d7``, then ``d4``) has a rhythm as a whole long before each partition has one of its
+        own: its next transaction may pin any of them. So a partition touched by the newest
+        :data:`CADENCE_PAIRS` + 1 DML commits is hot while the table's DML stream as a whole is
+        alive and leaves quiet moments after its commits (one writer, or writers taking turns);
+        when that stream has none (several writers overlapping), nothing says which of them will
+        come back where, and such a partition stays cold, as before.
+        """
+        whole = self.cadence(None)
+        if whole is None or not whole.alive(self.now_ms):
+            return []
+        risk = whole.risk(MOVING_QUIET_OFFSET_MS)
+        if risk is not None and risk > MOVING_RISK_LIMIT:
+            return []
+        recent = sorted(self.dml, key=lambda d: d.version)[-(CADENCE_PAIRS + 1) :]
+        seen = self._pinned_partitions(recent)
+        moving = [p for p in seen if not ((c := self.cadence(p)) is not None and c.alive(self.now_ms))]
+        return sorted(moving, key=lambda p: (-seen[p], str(p)))
+
+    def hot_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
+        """Partitions a partition-pinned DML writer still working touched (newest first): those with a
+        rhythm of their own, and those the writers move between (:meth:`moving_partitions`)."""
+        seen = self._pinned_partitions(self.dml)
+        hot = {p for p in seen if (c := self.cadence(p)) is not None and c.alive(self.now_ms)}
+        hot.update(self.moving_partitions())
         return sorted(hot, key=lambda p: (-seen[p], str(p)))
 
     def overlap_counts(self) -> dict[str, int]:
@@ -624,6 +659,7 @@ class WriterActivity:
             "dml_active": bool(cad is not None and cad.alive(self.now_ms)),
             "table_wide_dml_active": self.table_wide_alive(),
             "hot_partitions": [dict(p) for p in self.hot_partitions()],
+            "moving_partitions": [dict(p) for p in self.moving_partitions()],
             "cadence": cad.describe() if cad is not None else None,
             "deltalog_commits": self.deltalog_commits,
             "writer_overlaps": self.overlap_counts(),
