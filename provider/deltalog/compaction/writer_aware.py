@@ -13,6 +13,12 @@ cannot change what it adds and removes, so it chooses *where* and *when*:
   (one for the whole table when its writers read all of it), each rewritten just before and
   committed at a *quiet moment*: right after that writer's commit, when its last cycles say no
   transaction of it is running yet (:mod:`deltalog.compaction.quiet_moment` waits for it);
+* **moving writers**: a partition its own writers have no rhythm in yet, but which the table's DML
+  writers pinned lately while they move between partitions (one statement per partition), waits
+  behind one gate for all such partitions (:data:`MOVING_GATE`): right after any DML commit of
+  the table, when their stream as a whole leaves quiet moments
+  (:meth:`~deltalog.log.writer_activity.WriterActivity.moving_partitions`); it is never
+  deferred at planning, since which partition they come back to is unknown;
 * **deferred**, said in the plan, the result and the history, with the reason: every file
   where the writers leave no quiet moment (their next transaction was already running right
   after more than :data:`RISK_LIMIT` of their recent commits: any commit there would fail one
