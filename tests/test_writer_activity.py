@@ -443,7 +443,7 @@ def test_a_writer_moving_between_partitions_keeps_the_partitions_it_pins_hot():
         for i, d in enumerate(["d4", "d5", "d6", "d4"])
     ]
     act = activity_from_commits(moving, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 500)
-    assert all(c is not None and not c.has_rhythm for c in (act.cadence(((("day", d),))) for d in ("d4", "d5", "d6")))
+    assert all(c is not None and not c.has_rhythm for c in (act.cadence((("day", d),)) for d in ("d4", "d5", "d6")))
     assert act.moving_partitions() == [(("day", "d4"),), (("day", "d6"),), (("day", "d5"),)]
     assert act.hot_partitions() == act.moving_partitions()
     assert act.to_dict()["moving_partitions"] == [{"day": "d4"}, {"day": "d6"}, {"day": "d5"}]
