@@ -216,6 +216,13 @@ def test_a_transaction_starts_by_its_own_timer_else_before_the_commit_after_its_
     # It read the commit just before it: nothing says when it started.
     unknown = activity_from_commits([dml(3, NOW, ran_ms=None)], DAY, COLUMNS, now_ms=NOW).dml[0]
     assert unknown.start_ms is None
+    # A timer that started after the snapshot (a loaded driver's analysis): the commit after its read
+    # version landed 6 s before its commit, so it started at least that early, whatever its 2 s timer says.
+    late_timer = [append(1, NOW - 9000), append(2, NOW - 6000), dml(3, NOW, ran_ms=2000, read_version=1)]
+    assert activity_from_commits(late_timer, DAY, COLUMNS, now_ms=NOW).dml[0].start_ms == NOW - 6000
+    # The bound is later than the timer's start: the timer's start stands.
+    early = [append(1, NOW - 9000), append(2, NOW - 1000), dml(3, NOW, ran_ms=4000, read_version=1)]
+    assert NOW - activity_from_commits(early, DAY, COLUMNS, now_ms=NOW).dml[0].start_ms == pytest.approx(4000, abs=300)
 
 
 def test_a_writer_that_pauses_leaves_a_quiet_moment_after_each_commit():

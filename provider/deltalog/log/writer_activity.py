@@ -20,7 +20,8 @@ log tells a lot of it, without asking anyone:
   timestamp where the table has them, else the commit file's time, made monotonic); its
   length is the writer's own ``operationMetrics.executionTimeMs`` (Delta Spark records it for
   DELETE, UPDATE and MERGE: a duration on one clock, so clock skew between writers does not
-  enter), else the time since its ``readVersion`` was committed (an upper bound).
+  enter), and no later than the commit that followed its ``readVersion`` (it read the table
+  before that one landed: a timer may start well after the snapshot on a loaded driver).
 
 From the spans, :class:`Cadence` estimates how likely a DML is in flight at a given time after
 the last one committed: over the recent pairs of consecutive DML commits, the share whose
@@ -395,11 +396,17 @@ def _dml_commit(
         elapsed = int(raw) if raw is not None else None
     except (TypeError, ValueError):
         elapsed = None
+    # It read its read version, so it had its snapshot before the next commit landed (an upper bound of
+    # the start): a writer's timer can start well after its snapshot (analysis, a loaded driver).
+    bound = None
+    if c.read_version is not None and c.read_version + 1 in stamp_of and c.read_version + 1 < c.version:
+        bound = stamp_of[c.read_version + 1]
     if elapsed is not None and elapsed >= 0:
         start = c.timestamp_ms - elapsed - START_SLACK_MS
-    elif c.read_version is not None and c.read_version + 1 in stamp_of and c.read_version + 1 < c.version:
-        # It read its read version, so it started before the next commit landed (an upper bound of the start).
-        start = stamp_of[c.read_version + 1]
+        if bound is not None:
+            start = min(start, bound)
+    else:
+        start = bound
     return DmlCommit(
         version=c.version,
         operation=(c.operation or "?").upper(),
