@@ -8,8 +8,9 @@ what the writers did since the plan, and:
 
 * commits now when the writers' recent cycles say none of their transactions runs at this
   offset after their last commit (the share of cycles with one running is at most
-  :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`), when the writers are later than in
-  any recent cycle (they stopped), or when they have no rhythm (fewer than three commits: a
+  :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`; writers later than in any recent cycle
+  are taken to be in a longer transaction than usual), when they made no commit for longer
+  than their horizon (twice their longest cycle, at least a minute: they stopped), or when they have no rhythm (fewer than three commits: a
   plan gates no such writers, but a plan file written otherwise may);
   writers that do not record their transactions' length are waited for until their next
   commit, whose moment right after is the quiet one;
@@ -141,7 +142,7 @@ def wait_for_quiet_moment(
             return QuietMoment(
                 True,
                 waited,
-                f"the writers are later than in any recent cycle ({cadence.describe()}): taken as stopped",
+                f"no commit of the writers for twice their longest cycle ({cadence.describe()}): taken as stopped",
                 writer_commits,
                 False,
                 None,

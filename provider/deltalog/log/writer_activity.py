@@ -113,9 +113,6 @@ START_SLACK_MS = 250
 #: transaction running this long after at most this share of its commits (else several writers overlap).
 MOVING_QUIET_OFFSET_MS = 500
 MOVING_RISK_LIMIT = 0.1
-#: An offset counts as inside a cycle's transaction until a quarter past the cycle's end: a
-#: writer that is late may be in a longer transaction than usual.
-CYCLE_SLACK = 1.25
 
 
 @dataclass(frozen=True)
@@ -463,18 +460,32 @@ class Cadence:
         return max(0, known[len(known) // 10]) if known else None
 
     def overdue(self, offset_ms: float) -> bool:
-        """Later than any recent cycle (with slack): the writer stopped, or runs far longer than it used to."""
-        longest = self.longest_cycle_ms
-        return longest is not None and offset_ms >= longest * CYCLE_SLACK
+        """No commit for ``offset_ms`` is past the stream's horizon: its rhythm is broken, the writer stopped.
+
+        The same rule as :meth:`alive` (twice the longest recent cycle, at least a minute): a writer
+        only somewhat later than in any recent cycle is far more likely in a longer transaction than
+        usual (a loaded cluster, a bigger batch) than gone, and a commit landing then fails it.
+        """
+        horizon = self.horizon_ms
+        return horizon is not None and offset_ms > horizon
 
     def risk(self, offset_ms: float) -> float | None:
-        """The share of recent cycles whose next transaction was running ``offset_ms`` after the
-        previous commit (None: no pair with a known start, the rhythm is unknown)."""
+        """The chance a transaction of the writers runs ``offset_ms`` after their last commit, given
+        that no commit of theirs came since (None: no pair with a known start, the rhythm is unknown).
+
+        Of the recent cycles that lasted longer than ``offset_ms`` (the others would have shown their
+        commit by now), the share whose next transaction had started by then; when every recent cycle
+        was shorter the writers are late, most likely inside a longer transaction: 1.0 (until the
+        horizon says they stopped, :meth:`overdue`).
+        """
         known = [(g, c) for g, c in self.pairs if g is not None]
         if not known:
             return None
-        inside = sum(1 for gap, cycle in known if gap <= offset_ms < cycle * CYCLE_SLACK)
-        return inside / len(known)
+        open_cycles = [(g, c) for g, c in known if c > offset_ms]
+        if not open_cycles:
+            return 1.0
+        inside = sum(1 for gap, _ in open_cycles if gap <= offset_ms)
+        return inside / len(open_cycles)
 
     def to_dict(self) -> dict[str, Any]:
         return {
