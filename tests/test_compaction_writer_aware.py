@@ -257,3 +257,32 @@ def test_a_writer_moving_between_partitions_gates_them_all_and_commits_right_aft
     assert "right after their commit" in gated[0].writer_wait["reason"]
     # Off: nothing gated.
     assert all(b.gate is None for b in plan_compaction(path, writer_aware=False).bins)
+
+
+@pytest.mark.parametrize("starved_s, quiet", [(0.05, True), (6.0, False)])
+def test_a_writer_commit_seen_late_by_a_starved_poll_opens_no_quiet_moment(tmp_path, starved_s, quiet):
+    # Every 10 s an UPDATE of b runs 6 s (quiet for 4 s after each commit). Its next commit appears while
+    # the wait sleeps; a poll that came back after 50 ms commits right after it, one starved for 6 s (a
+    # loaded machine) knows the commit may be 6 s old, past the writer's quiet gap, and waits on.
+    from deltalog.compaction.quiet_moment import wait_for_quiet_moment
+    from deltalog.storage.filesystem import Storage
+
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
+    plan = plan_compaction(path)
+    assert plan.writers is not None
+    gate = plan.writers.gates[B_GATE]
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        if now[0] == 0.0:
+            writer_commit(path, "b", 6_000)
+            now[0] += starved_s
+        else:
+            now[0] += seconds
+
+    moment = wait_for_quiet_moment(Storage(path), plan, gate, max_wait_s=8.0, clock=lambda: now[0], sleep=sleep)
+    assert moment.ok is quiet and moment.writer_commits == 1
+    if quiet:
+        assert "right after their commit" in moment.reason
+    else:
+        assert moment.timed_out and "no quiet moment" in moment.reason

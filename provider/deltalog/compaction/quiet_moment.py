@@ -22,7 +22,7 @@ what the writers did since the plan, and:
   rewritten files deleted, unless ``force`` (a breached objective), which commits anyway.
 
 The offset since the writers' last commit is measured on this machine's clock from the moment
-it saw that commit appear; only a commit that was already there when the wait began is dated
+it saw that commit appear (counted from the look before, which a starved poll makes long); only a commit that was already there when the wait began is dated
 by its own timestamp (so a clock skew between this machine and the store shifts that first
 estimate, never the moment after a commit seen here).
 """
@@ -170,8 +170,11 @@ def wait_for_quiet_moment(
             if force:
                 return QuietMoment(True, waited, why + "; committed anyway", writer_commits, True, None, now)
             return QuietMoment(False, waited, why, writer_commits, True, None, now)
+        looked_at = clock()
         sleep(poll)
-        # New commit files since the last look: a commit of these writers starts the quiet moment.
+        # New commit files since the last look: a commit of these writers starts the quiet moment. It
+        # appeared at most the time since that look ago: a poll, or much longer when this process was
+        # starved of CPU (a loaded machine, other tables' rewrites), and the moment is that much older.
         while True:
             path = storage.join("_delta_log", commit_name(latest + 1))
             if not storage.exists(path):
@@ -184,7 +187,8 @@ def wait_for_quiet_moment(
             found = relevant([recent_commit(latest, wall_ms(), parse_commit(data, commit_name(latest)))])
             if found:
                 writer_commits += 1
-                base_offset, base_at = poll * 500, clock()  # it appeared within the last poll
+                base_at = clock()
+                base_offset = max(poll, base_at - looked_at) * 1000  # it appeared since the last look
                 log.debug("gate %s: writer commit %d seen", gate.key, latest)
 
 
