@@ -286,3 +286,13 @@ def test_a_writer_commit_seen_late_by_a_starved_poll_opens_no_quiet_moment(tmp_p
         assert "right after their commit" in moment.reason
     else:
         assert moment.timed_out and "no quiet moment" in moment.reason
+
+
+def test_partitions_with_a_rhythm_of_their_own_wait_behind_the_moving_writers_gate(tmp_path):
+    # Six statements pinning b, c, b, c, ...: each partition has a rhythm of its own, but one job makes both:
+    # its rhythm as a whole says when a quiet moment comes and when it stopped, so both wait behind its gate
+    # (a partition's own horizon could pass while the job, about to pin it again, still runs).
+    path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000, commits=6, pins=("b", "c"))
+    plan = plan_compaction(path)
+    assert gates_of(plan) == {"None": [{"part": "a"}], MOVING_GATE: [{"part": "b"}, {"part": "c"}]}
+    assert plan.writers is not None and plan.writers.gates[MOVING_GATE].cadence.commits == 6

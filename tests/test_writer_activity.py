@@ -468,10 +468,27 @@ def test_a_writer_moving_between_partitions_keeps_the_partitions_it_pins_hot():
     assert activity_from_commits(busy, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 500).moving_partitions() == []
     # Two commits are no rhythm, moving or not.
     assert activity_from_commits(moving[:2], DAY, COLUMNS, now_ms=NOW + 4500).moving_partitions() == []
-    # A partition with a rhythm of its own is hot by it, not listed as moving.
+    # A partition with a rhythm of its own that the moving writer pins too is listed: the writer's rhythm
+    # as a whole says when it stopped, not the partition's.
     own = [dml(10 + i, NOW + 4000 * i, ran_ms=2500) for i in range(3)] + [
         dml(13, NOW + 12_000, predicate="(day#1 = d2)", partition="d2", ran_ms=2500)
     ]
     mixed = activity_from_commits(own, DAY, COLUMNS, now_ms=NOW + 12_500)
-    assert mixed.moving_partitions() == [(("day", "d2"),)]
+    assert mixed.moving_partitions() == [(("day", "d2"),), (("day", "d7"),)]
     assert set(mixed.hot_partitions()) == {(("day", "d2"),), (("day", "d7"),)}
+    # A writer that stays in one partition is not moving: that partition's own rhythm is the writer's.
+    one_day = activity_from_commits(own[:3], DAY, COLUMNS, now_ms=NOW + 8_500)
+    assert one_day.moving_partitions() == [] and one_day.hot_partitions() == [(("day", "d7"),)]
+
+
+def test_a_partition_past_its_own_horizon_stays_hot_while_the_writer_moving_through_it_works():
+    # The job pinned d7 three times (4 s apart), then d2 and d3 for 76 s more: d7's own stream is past its
+    # horizon (no d7 commit for more than a minute), but the job, which may pin d7 next, still works.
+    commits = [dml(3 + i, NOW + 4000 * i, ran_ms=2500) for i in range(3)] + [
+        dml(6 + i, NOW + 12_000 + 4000 * i, predicate=f"(day#1 = d{2 + i % 2})", partition=f"d{2 + i % 2}", ran_ms=2500)
+        for i in range(20)
+    ]
+    act = activity_from_commits(commits, DAY, COLUMNS, now_ms=NOW + 12_000 + 4000 * 19 + 500)
+    own = act.cadence((("day", "d7"),))
+    assert own is not None and not own.alive(act.now_ms)
+    assert (("day", "d7"),) in act.moving_partitions() and (("day", "d7"),) in act.hot_partitions()

@@ -13,8 +13,8 @@ cannot change what it adds and removes, so it chooses *where* and *when*:
   (one for the whole table when its writers read all of it), each rewritten just before and
   committed at a *quiet moment*: right after that writer's commit, when its last cycles say no
   transaction of it is running yet (:mod:`deltalog.compaction.quiet_moment` waits for it);
-* **moving writers**: a partition its own writers have no rhythm in yet, but which the table's DML
-  writers pinned lately while they move between partitions (one statement per partition), waits
+* **moving writers**: a partition the table's DML writers pinned lately while they move between
+  partitions (one statement per partition; with or without a rhythm of its own), waits
   behind one gate for all such partitions (:data:`MOVING_GATE`): right after any DML commit of
   the table, when their stream as a whole leaves quiet moments
   (:meth:`~deltalog.log.writer_activity.WriterActivity.moving_partitions`); it is never
@@ -292,10 +292,10 @@ def choose(
             stream = activity.stream(partition)
             per_partition[partition] = (stream, cadence_of(stream))
         stream, cadence = per_partition[partition]
+        if partition in moving and whole_cadence is not None:
+            choices.append(_moving_choice(whole_cadence, lead_ms, gates))
+            continue
         if cadence is None or not cadence.alive(now):
-            if partition in moving and whole_cadence is not None:
-                choices.append(_moving_choice(whole_cadence, lead_ms, gates))
-                continue
             choices.append(FileChoice())
             continue
         whole = all(d.table_wide for d in stream)

@@ -612,7 +612,7 @@ class WriterActivity:
         return seen
 
     def moving_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
-        """Partitions the table's DML writers move between, without a rhythm of their own (newest first).
+        """Partitions the table's DML writers move between (newest first; none when they stay in one).
 
         A corrections job that pins one of several partitions per statement (``WHERE day = 'd5'``,
         then ``d7``, then ``d4``) has a rhythm as a whole long before each partition has one of its
@@ -620,7 +620,10 @@ class WriterActivity:
         :data:`CADENCE_PAIRS` + 1 DML commits is hot while the table's DML stream as a whole is
         alive and leaves quiet moments after its commits (one writer, or writers taking turns);
         when that stream has none (several writers overlapping), nothing says which of them will
-        come back where, and such a partition stays cold, as before.
+        come back where, and such a partition stays cold, as before (or hot by a rhythm of its own).
+        A partition with a rhythm of its own is listed too: the writer's rhythm as a whole is the one
+        that tells when it stopped (a day it pinned three times long ago is not cold while the job
+        that pinned it still runs and may pin it next).
         """
         whole = self.cadence(None)
         if whole is None or not whole.alive(self.now_ms):
@@ -630,8 +633,9 @@ class WriterActivity:
             return []
         recent = sorted(self.dml, key=lambda d: d.version)[-(CADENCE_PAIRS + 1) :]
         seen = self._pinned_partitions(recent)
-        moving = [p for p in seen if not ((c := self.cadence(p)) is not None and c.alive(self.now_ms))]
-        return sorted(moving, key=lambda p: (-seen[p], str(p)))
+        if len(seen) < 2:  # a writer that stays in one partition: that partition's own rhythm is the writer's
+            return []
+        return sorted(seen, key=lambda p: (-seen[p], str(p)))
 
     def hot_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
         """Partitions a partition-pinned DML writer still working touched (newest first): those with a
