@@ -244,7 +244,7 @@ def test_a_writer_moving_between_partitions_gates_them_all_and_commits_right_aft
     again = CompactionPlan.from_json(plan.to_json())
     assert again.writers is not None and again.writers.gates[MOVING_GATE] == plan.writers.gates[MOVING_GATE]
     out: dict = {}
-    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=30)))
+    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=8)))
     worker.start()
     time.sleep(1.0)
     assert worker.is_alive(), "the moving writer's partitions committed without waiting for it"
