@@ -216,6 +216,13 @@ def test_a_transaction_starts_by_its_own_timer_else_before_the_commit_after_its_
     # It read the commit just before it: nothing says when it started.
     unknown = activity_from_commits([dml(3, NOW, ran_ms=None)], DAY, COLUMNS, now_ms=NOW).dml[0]
     assert unknown.start_ms is None
+    # A timer that started after the snapshot (a loaded driver's analysis): the commit after its read
+    # version landed 6 s before its commit, so it started at least that early, whatever its 2 s timer says.
+    late_timer = [append(1, NOW - 9000), append(2, NOW - 6000), dml(3, NOW, ran_ms=2000, read_version=1)]
+    assert activity_from_commits(late_timer, DAY, COLUMNS, now_ms=NOW).dml[0].start_ms == NOW - 6000
+    # The bound is later than the timer's start: the timer's start stands.
+    early = [append(1, NOW - 9000), append(2, NOW - 1000), dml(3, NOW, ran_ms=4000, read_version=1)]
+    assert NOW - activity_from_commits(early, DAY, COLUMNS, now_ms=NOW).dml[0].start_ms == pytest.approx(4000, abs=300)
 
 
 def test_a_writer_that_pauses_leaves_a_quiet_moment_after_each_commit():
@@ -224,7 +231,10 @@ def test_a_writer_that_pauses_leaves_a_quiet_moment_after_each_commit():
     assert cad is not None and cad.commits == 8
     assert cad.risk(300) == 0.0  # right after a commit: no transaction of it runs yet
     assert cad.risk(2000) == 1.0  # in the middle of its next one
-    assert not cad.overdue(3000) and cad.overdue(3000 * 1.3)  # later than any cycle: stopped
+    # Later than in any cycle: most likely in a longer transaction than usual, not gone; stopped only past
+    # the horizon (twice the longest cycle, at least a minute).
+    assert cad.risk(3000 * 1.3) == 1.0 and not cad.overdue(3000 * 1.3)
+    assert cad.horizon_ms == 60_000 and not cad.overdue(60_000) and cad.overdue(60_001)
     assert "quiet for 0.8 s" in cad.describe() or "quiet for 0.7 s" in cad.describe()
 
 
@@ -433,3 +443,52 @@ def test_a_streaming_foreach_batch_merge_has_the_rhythm_of_its_trigger():
     assert act.kinds["dml"] == 6 and act.table_wide_alive()
     assert cad is not None and cad.risk(300) == 0.0 and cad.risk(4000) == 1.0  # quiet right after each batch
     assert cad.quiet_ms() == pytest.approx(2750, abs=10)
+
+
+def test_a_writer_moving_between_partitions_keeps_the_partitions_it_pins_hot():
+    # A corrections job: one statement every 4 s, each pinning one of d4..d6 (2.5 s running, then a pause):
+    # no partition has a rhythm of its own yet, the job has one, and its next statement may pin any of them.
+    moving = [
+        dml(3 + i, NOW + 4000 * i, predicate=f"(day#1 = {d})", partition=d, ran_ms=2500)
+        for i, d in enumerate(["d4", "d5", "d6", "d4"])
+    ]
+    act = activity_from_commits(moving, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 500)
+    assert all(c is not None and not c.has_rhythm for c in (act.cadence((("day", d),)) for d in ("d4", "d5", "d6")))
+    assert act.moving_partitions() == [(("day", "d4"),), (("day", "d6"),), (("day", "d5"),)]
+    assert act.hot_partitions() == act.moving_partitions()
+    assert act.to_dict()["moving_partitions"] == [{"day": "d4"}, {"day": "d6"}, {"day": "d5"}]
+    # Stopped (no commit for twice its longest cycle, at least a minute): cold again.
+    assert activity_from_commits(moving, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 61_000).moving_partitions() == []
+    # Overlapping writers (each transaction already running when the one before committed): which one comes
+    # back where is unknown, so no partition is hot for them.
+    busy = [
+        dml(3 + i, NOW + 4000 * i, predicate=f"(day#1 = {d})", partition=d, ran_ms=5000)
+        for i, d in enumerate(["d4", "d5", "d6", "d4"])
+    ]
+    assert activity_from_commits(busy, DAY, COLUMNS, now_ms=NOW + 4000 * 3 + 500).moving_partitions() == []
+    # Two commits are no rhythm, moving or not.
+    assert activity_from_commits(moving[:2], DAY, COLUMNS, now_ms=NOW + 4500).moving_partitions() == []
+    # A partition with a rhythm of its own that the moving writer pins too is listed: the writer's rhythm
+    # as a whole says when it stopped, not the partition's.
+    own = [dml(10 + i, NOW + 4000 * i, ran_ms=2500) for i in range(3)] + [
+        dml(13, NOW + 12_000, predicate="(day#1 = d2)", partition="d2", ran_ms=2500)
+    ]
+    mixed = activity_from_commits(own, DAY, COLUMNS, now_ms=NOW + 12_500)
+    assert mixed.moving_partitions() == [(("day", "d2"),), (("day", "d7"),)]
+    assert set(mixed.hot_partitions()) == {(("day", "d2"),), (("day", "d7"),)}
+    # A writer that stays in one partition is not moving: that partition's own rhythm is the writer's.
+    one_day = activity_from_commits(own[:3], DAY, COLUMNS, now_ms=NOW + 8_500)
+    assert one_day.moving_partitions() == [] and one_day.hot_partitions() == [(("day", "d7"),)]
+
+
+def test_a_partition_past_its_own_horizon_stays_hot_while_the_writer_moving_through_it_works():
+    # The job pinned d7 three times (4 s apart), then d2 and d3 for 76 s more: d7's own stream is past its
+    # horizon (no d7 commit for more than a minute), but the job, which may pin d7 next, still works.
+    commits = [dml(3 + i, NOW + 4000 * i, ran_ms=2500) for i in range(3)] + [
+        dml(6 + i, NOW + 12_000 + 4000 * i, predicate=f"(day#1 = d{2 + i % 2})", partition=f"d{2 + i % 2}", ran_ms=2500)
+        for i in range(20)
+    ]
+    act = activity_from_commits(commits, DAY, COLUMNS, now_ms=NOW + 12_000 + 4000 * 19 + 500)
+    own = act.cadence((("day", "d7"),))
+    assert own is not None and not own.alive(act.now_ms)
+    assert (("day", "d7"),) in act.moving_partitions() and (("day", "d7"),) in act.hot_partitions()

@@ -30,19 +30,22 @@ def writer_commit(path: str, part: str | None, ran_ms: int, *, predicate: str | 
     return txn.commit({"executionTimeMs": ran_ms, "numUpdatedRows": 2}).version
 
 
-def partitioned(folder: Path, *, cycle_ms: int, ran_ms: int, last_ago_ms: int, commits: int = 5) -> str:
-    """Three small files in ``part=a`` (no writer there) and three in ``b``, then ``commits`` UPDATEs of
-    ``b`` ``cycle_ms`` apart, each running ``ran_ms``, the last ``last_ago_ms`` ago; the table's path."""
+def partitioned(
+    folder: Path, *, cycle_ms: int, ran_ms: int, last_ago_ms: int, commits: int = 5, pins: tuple[str, ...] = ("b",)
+) -> str:
+    """Three small files in ``part=a`` (no writer there) and three in each partition of ``pins`` (``b``),
+    then ``commits`` UPDATEs ``cycle_ms`` apart, each pinning the next partition of ``pins`` in turn and
+    running ``ran_ms``, the last ``last_ago_ms`` ago; the table's path."""
     path = str(folder / "t")
     table = make_table(path, partition_by=["part"])
-    for part in ("a", "b"):
+    for part in ("a", *pins):
         for i in range(3):
             append(table, rows(3, start=10 * i, part=part), {"part": part})
     now = int(time.time() * 1000)
-    for v in range(7):  # the table's own history: an hour old (commit times only ever grow)
+    for v in range(3 * (1 + len(pins)) + 1):  # the table's own history: an hour old (commit times only ever grow)
         set_commit_time(path, v, now - 3_600_000 + v)
     for i in range(commits):
-        v = writer_commit(path, "b", ran_ms)
+        v = writer_commit(path, pins[i % len(pins)], ran_ms)
         set_commit_time(path, v, now - last_ago_ms - (commits - 1 - i) * cycle_ms)
     return path
 

@@ -8,8 +8,9 @@ what the writers did since the plan, and:
 
 * commits now when the writers' recent cycles say none of their transactions runs at this
   offset after their last commit (the share of cycles with one running is at most
-  :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`), when the writers are later than in
-  any recent cycle (they stopped), or when they have no rhythm (fewer than three commits: a
+  :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`; writers later than in any recent cycle
+  are taken to be in a longer transaction than usual), when they made no commit for longer
+  than their horizon (twice their longest cycle, at least a minute: they stopped), or when they have no rhythm (fewer than three commits: a
   plan gates no such writers, but a plan file written otherwise may);
   writers that do not record their transactions' length are waited for until their next
   commit, whose moment right after is the quiet one;
@@ -21,7 +22,7 @@ what the writers did since the plan, and:
   rewritten files deleted, unless ``force`` (a breached objective), which commits anyway.
 
 The offset since the writers' last commit is measured on this machine's clock from the moment
-it saw that commit appear; only a commit that was already there when the wait began is dated
+it saw that commit appear (counted from the look before, which a starved poll makes long); only a commit that was already there when the wait began is dated
 by its own timestamp (so a clock skew between this machine and the store shifts that first
 estimate, never the moment after a commit seen here).
 """
@@ -141,7 +142,7 @@ def wait_for_quiet_moment(
             return QuietMoment(
                 True,
                 waited,
-                f"the writers are later than in any recent cycle ({cadence.describe()}): taken as stopped",
+                f"no commit of the writers for twice their longest cycle ({cadence.describe()}): taken as stopped",
                 writer_commits,
                 False,
                 None,
@@ -169,8 +170,11 @@ def wait_for_quiet_moment(
             if force:
                 return QuietMoment(True, waited, why + "; committed anyway", writer_commits, True, None, now)
             return QuietMoment(False, waited, why, writer_commits, True, None, now)
+        looked_at = clock()
         sleep(poll)
-        # New commit files since the last look: a commit of these writers starts the quiet moment.
+        # New commit files since the last look: a commit of these writers starts the quiet moment. It
+        # appeared at most the time since that look ago: a poll, or much longer when this process was
+        # starved of CPU (a loaded machine, other tables' rewrites), and the moment is that much older.
         while True:
             path = storage.join("_delta_log", commit_name(latest + 1))
             if not storage.exists(path):
@@ -183,7 +187,8 @@ def wait_for_quiet_moment(
             found = relevant([recent_commit(latest, wall_ms(), parse_commit(data, commit_name(latest)))])
             if found:
                 writer_commits += 1
-                base_offset, base_at = poll * 500, clock()  # it appeared within the last poll
+                base_at = clock()
+                base_offset = max(poll, base_at - looked_at) * 1000  # it appeared since the last look
                 log.debug("gate %s: writer commit %d seen", gate.key, latest)
 
 

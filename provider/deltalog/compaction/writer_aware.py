@@ -13,6 +13,12 @@ cannot change what it adds and removes, so it chooses *where* and *when*:
   (one for the whole table when its writers read all of it), each rewritten just before and
   committed at a *quiet moment*: right after that writer's commit, when its last cycles say no
   transaction of it is running yet (:mod:`deltalog.compaction.quiet_moment` waits for it);
+* **moving writers**: a partition the table's DML writers pinned lately while they move between
+  partitions (one statement per partition; with or without a rhythm of its own), waits
+  behind one gate for all such partitions (:data:`MOVING_GATE`): right after any DML commit of
+  the table, when their stream as a whole leaves quiet moments
+  (:meth:`~deltalog.log.writer_activity.WriterActivity.moving_partitions`); it is never
+  deferred at planning, since which partition they come back to is unknown;
 * **deferred**, said in the plan, the result and the history, with the reason: every file
   where the writers leave no quiet moment (their next transaction was already running right
   after more than :data:`RISK_LIMIT` of their recent commits: any commit there would fail one
@@ -45,9 +51,11 @@ from deltalog.log.writer_activity import Cadence, DmlCommit, WriterActivity, cad
 
 __all__ = [
     "COMMIT_MS",
+    "GATE_SCOPES",
     "LOCAL_POLL_SECONDS",
     "REMOTE_POLL_SECONDS",
     "MAX_DEFERRAL_MS",
+    "MOVING_GATE",
     "RISK_LIMIT",
     "TABLE_GATE",
     "DeferredFile",
@@ -67,6 +75,11 @@ RISK_LIMIT = 0.1
 MAX_DEFERRAL_MS = 24 * 3_600_000
 #: The gate key of commits that wait for whole-table writers.
 TABLE_GATE = "table"
+#: The gate key of commits in partitions the table's DML writers move between (each statement pins one).
+MOVING_GATE = "partitions the writers move between"
+#: What a gate's commits wait for: writers of one partition, whole-table writers, or every DML writer
+#: of the table (those moving between partitions).
+GATE_SCOPES = ("partition", "table", "moving")
 
 #: How often a wait for a quiet moment looks for a new commit file, on a local table and on an object store.
 LOCAL_POLL_SECONDS = 0.05
@@ -98,24 +111,39 @@ class WriterGate:
     """What a commit of the bins behind one gate waits for: a quiet moment of these writers."""
 
     key: str
-    #: The partition whose writers it waits for (None: the whole table's).
+    #: The partition whose writers it waits for (None: the whole table's, or every DML writer's).
     partition: dict[str, str | None] | None
     cadence: Cadence
+    #: ``partition``, ``table`` or ``moving`` (:data:`GATE_SCOPES`); derived from ``partition`` when not given.
+    scope: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.scope:
+            object.__setattr__(self, "scope", "table" if self.partition is None else "partition")
+        if self.scope not in GATE_SCOPES:
+            raise ValueError(f"a writers' gate scope is one of {', '.join(GATE_SCOPES)}, got {self.scope!r}")
 
     def stream_matches(self, dml: DmlCommit) -> bool:
         """Whether a new DML commit belongs to the writers this gate waits for."""
+        if self.scope == "moving":
+            return True  # the cadence is every DML commit's: any of them opens the quiet moment
         if self.partition is None:
             return dml.table_wide
         key = tuple(sorted(self.partition.items(), key=lambda kv: kv[0]))
         return dml.touches(key)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "partition": self.partition, "cadence": self.cadence.to_dict()}
+        return {"key": self.key, "partition": self.partition, "scope": self.scope, "cadence": self.cadence.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WriterGate:
         part = d.get("partition")
-        return cls(str(d["key"]), None if part is None else dict(part), Cadence.from_dict(d["cadence"]))
+        return cls(
+            str(d["key"]),
+            None if part is None else dict(part),
+            Cadence.from_dict(d["cadence"]),
+            str(d.get("scope") or ""),
+        )
 
 
 @dataclass(frozen=True)
@@ -227,6 +255,18 @@ def _where(partition: Partition) -> str:
     return ", ".join(f"{k}={v}" for k, v in partition) if partition else "the table"
 
 
+def _moving_choice(cadence: Cadence, lead_ms: int, gates: dict[str, WriterGate]) -> FileChoice:
+    """A file of a partition the table's DML writers move between: behind their gate when their moment
+    after a commit is quiet; else compacted at once (which partition they come back to is unknown, and
+    a partition without a rhythm of its own is never deferred)."""
+    risk = cadence.risk(lead_ms)
+    if risk is not None and risk > RISK_LIMIT:
+        return FileChoice()
+    if MOVING_GATE not in gates:
+        gates[MOVING_GATE] = WriterGate(MOVING_GATE, None, cadence, scope="moving")
+    return FileChoice(gate=MOVING_GATE)
+
+
 def choose(
     activity: WriterActivity | None,
     files: list[tuple[str, int, Partition, int | None]],
@@ -245,11 +285,16 @@ def choose(
     per_partition: dict[Partition, tuple[list[DmlCommit], Cadence | None]] = {}
     gates: dict[str, WriterGate] = {}
     choices = []
+    moving = set(activity.moving_partitions())
+    whole_cadence = activity.cadence(None)
     for _path, _size, partition, mtime in files:
         if partition not in per_partition:
             stream = activity.stream(partition)
             per_partition[partition] = (stream, cadence_of(stream))
         stream, cadence = per_partition[partition]
+        if partition in moving and whole_cadence is not None:
+            choices.append(_moving_choice(whole_cadence, lead_ms, gates))
+            continue
         if cadence is None or not cadence.alive(now):
             choices.append(FileChoice())
             continue

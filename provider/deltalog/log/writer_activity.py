@@ -20,7 +20,8 @@ log tells a lot of it, without asking anyone:
   timestamp where the table has them, else the commit file's time, made monotonic); its
   length is the writer's own ``operationMetrics.executionTimeMs`` (Delta Spark records it for
   DELETE, UPDATE and MERGE: a duration on one clock, so clock skew between writers does not
-  enter), else the time since its ``readVersion`` was committed (an upper bound).
+  enter), and no later than the commit that followed its ``readVersion`` (it read the table
+  before that one landed: a timer may start well after the snapshot on a loaded driver).
 
 From the spans, :class:`Cadence` estimates how likely a DML is in flight at a given time after
 the last one committed: over the recent pairs of consecutive DML commits, the share whose
@@ -65,6 +66,8 @@ __all__ = [
     "ENGINE_PREFIX",
     "KINDS",
     "MIN_RHYTHM_PAIRS",
+    "MOVING_QUIET_OFFSET_MS",
+    "MOVING_RISK_LIMIT",
     "Cadence",
     "DmlCommit",
     "RecentCommit",
@@ -106,9 +109,10 @@ CADENCE_PAIRS = 30
 #: A transaction may have pinned its snapshot a little before its command's timer started
 #: (Spark's analysis): its start is taken this much earlier.
 START_SLACK_MS = 250
-#: An offset counts as inside a cycle's transaction until a quarter past the cycle's end: a
-#: writer that is late may be in a longer transaction than usual.
-CYCLE_SLACK = 1.25
+#: A stream of DML commits moving between partitions keeps them hot only when it leaves quiet moments: a
+#: transaction running this long after at most this share of its commits (else several writers overlap).
+MOVING_QUIET_OFFSET_MS = 500
+MOVING_RISK_LIMIT = 0.1
 
 
 @dataclass(frozen=True)
@@ -389,11 +393,17 @@ def _dml_commit(
         elapsed = int(raw) if raw is not None else None
     except (TypeError, ValueError):
         elapsed = None
+    # It read its read version, so it had its snapshot before the next commit landed (an upper bound of
+    # the start): a writer's timer can start well after its snapshot (analysis, a loaded driver).
+    bound = None
+    if c.read_version is not None and c.read_version + 1 in stamp_of and c.read_version + 1 < c.version:
+        bound = stamp_of[c.read_version + 1]
     if elapsed is not None and elapsed >= 0:
         start = c.timestamp_ms - elapsed - START_SLACK_MS
-    elif c.read_version is not None and c.read_version + 1 in stamp_of and c.read_version + 1 < c.version:
-        # It read its read version, so it started before the next commit landed (an upper bound of the start).
-        start = stamp_of[c.read_version + 1]
+        if bound is not None:
+            start = min(start, bound)
+    else:
+        start = bound
     return DmlCommit(
         version=c.version,
         operation=(c.operation or "?").upper(),
@@ -450,18 +460,32 @@ class Cadence:
         return max(0, known[len(known) // 10]) if known else None
 
     def overdue(self, offset_ms: float) -> bool:
-        """Later than any recent cycle (with slack): the writer stopped, or runs far longer than it used to."""
-        longest = self.longest_cycle_ms
-        return longest is not None and offset_ms >= longest * CYCLE_SLACK
+        """No commit for ``offset_ms`` is past the stream's horizon: its rhythm is broken, the writer stopped.
+
+        The same rule as :meth:`alive` (twice the longest recent cycle, at least a minute): a writer
+        only somewhat later than in any recent cycle is far more likely in a longer transaction than
+        usual (a loaded cluster, a bigger batch) than gone, and a commit landing then fails it.
+        """
+        horizon = self.horizon_ms
+        return horizon is not None and offset_ms > horizon
 
     def risk(self, offset_ms: float) -> float | None:
-        """The share of recent cycles whose next transaction was running ``offset_ms`` after the
-        previous commit (None: no pair with a known start, the rhythm is unknown)."""
+        """The chance a transaction of the writers runs ``offset_ms`` after their last commit, given
+        that no commit of theirs came since (None: no pair with a known start, the rhythm is unknown).
+
+        Of the recent cycles that lasted longer than ``offset_ms`` (the others would have shown their
+        commit by now), the share whose next transaction had started by then; when every recent cycle
+        was shorter the writers are late, most likely inside a longer transaction: 1.0 (until the
+        horizon says they stopped, :meth:`overdue`).
+        """
         known = [(g, c) for g, c in self.pairs if g is not None]
         if not known:
             return None
-        inside = sum(1 for gap, cycle in known if gap <= offset_ms < cycle * CYCLE_SLACK)
-        return inside / len(known)
+        open_cycles = [(g, c) for g, c in known if c > offset_ms]
+        if not open_cycles:
+            return 1.0
+        inside = sum(1 for gap, _ in open_cycles if gap <= offset_ms)
+        return inside / len(open_cycles)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -577,15 +601,48 @@ class WriterActivity:
         c = cadence_of([d for d in self.dml if d.table_wide])
         return c is not None and c.alive(self.now_ms)
 
-    def hot_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
-        """Partitions a partition-pinned DML writer still working touched (newest first)."""
+    def _pinned_partitions(self, commits: Iterable[DmlCommit]) -> dict[tuple[tuple[str, str | None], ...], int]:
+        """The partitions partition-pinned ``commits`` touched, each with the newest version that did."""
         seen: dict[tuple[tuple[str, str | None], ...], int] = {}
-        for d in self.dml:
+        for d in commits:
             if d.table_wide:
                 continue
             for p in d.partitions:
                 seen[p] = max(seen.get(p, -1), d.version)
-        hot = [p for p in seen if (c := self.cadence(p)) is not None and c.alive(self.now_ms)]
+        return seen
+
+    def moving_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
+        """Partitions the table's DML writers move between (newest first; none when they stay in one).
+
+        A corrections job that pins one of several partitions per statement (``WHERE day = 'd5'``,
+        then ``d7``, then ``d4``) has a rhythm as a whole long before each partition has one of its
+        own: its next transaction may pin any of them. So a partition touched by the newest
+        :data:`CADENCE_PAIRS` + 1 DML commits is hot while the table's DML stream as a whole is
+        alive and leaves quiet moments after its commits (one writer, or writers taking turns);
+        when that stream has none (several writers overlapping), nothing says which of them will
+        come back where, and such a partition stays cold, as before (or hot by a rhythm of its own).
+        A partition with a rhythm of its own is listed too: the writer's rhythm as a whole is the one
+        that tells when it stopped (a day it pinned three times long ago is not cold while the job
+        that pinned it still runs and may pin it next).
+        """
+        whole = self.cadence(None)
+        if whole is None or not whole.alive(self.now_ms):
+            return []
+        risk = whole.risk(MOVING_QUIET_OFFSET_MS)
+        if risk is not None and risk > MOVING_RISK_LIMIT:
+            return []
+        recent = sorted(self.dml, key=lambda d: d.version)[-(CADENCE_PAIRS + 1) :]
+        seen = self._pinned_partitions(recent)
+        if len(seen) < 2:  # a writer that stays in one partition: that partition's own rhythm is the writer's
+            return []
+        return sorted(seen, key=lambda p: (-seen[p], str(p)))
+
+    def hot_partitions(self) -> list[tuple[tuple[str, str | None], ...]]:
+        """Partitions a partition-pinned DML writer still working touched (newest first): those with a
+        rhythm of their own, and those the writers move between (:meth:`moving_partitions`)."""
+        seen = self._pinned_partitions(self.dml)
+        hot = {p for p in seen if (c := self.cadence(p)) is not None and c.alive(self.now_ms)}
+        hot.update(self.moving_partitions())
         return sorted(hot, key=lambda p: (-seen[p], str(p)))
 
     def overlap_counts(self) -> dict[str, int]:
@@ -624,6 +681,7 @@ class WriterActivity:
             "dml_active": bool(cad is not None and cad.alive(self.now_ms)),
             "table_wide_dml_active": self.table_wide_alive(),
             "hot_partitions": [dict(p) for p in self.hot_partitions()],
+            "moving_partitions": [dict(p) for p in self.moving_partitions()],
             "cadence": cad.describe() if cad is not None else None,
             "deltalog_commits": self.deltalog_commits,
             "writer_overlaps": self.overlap_counts(),
