@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,22 @@ def gates_of(plan: CompactionPlan) -> dict[str, list[dict]]:
     for b in plan.bins:
         out.setdefault(str(b.gate), []).append(b.partition_values)
     return out
+
+
+def compact_while_the_writer_commits(
+    path: str, wait_s: float, commit: Callable[[], int], *, waiting: str | None = None
+) -> tuple[Any, int]:
+    """Compaction in a thread; a second later (``waiting``: it must still be waiting then, the message if
+    not) the writer's running statement commits; the compaction's result and the writer's version."""
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=wait_s)))
+    worker.start()
+    time.sleep(1.0)
+    if waiting is not None:
+        assert worker.is_alive(), waiting
+    landed = commit()
+    worker.join(timeout=60)
+    return out["r"], landed
 
 
 def test_a_table_without_dml_plans_as_before(tmp_path):
@@ -56,14 +74,12 @@ def test_cold_partitions_first_hot_ones_behind_their_writers_gate(tmp_path):
 def test_a_hot_commit_waits_for_its_writer_and_lands_right_after_it(tmp_path):
     # Every 10 s an UPDATE of b runs 6 s; the last ended 6 s ago: the next one is running now.
     path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
-    out: dict = {}
-    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=30)))
-    worker.start()
-    time.sleep(1.0)
-    assert worker.is_alive(), "the hot batch committed without waiting for its writer"
-    landed = writer_commit(path, "b", 6_000)  # the running UPDATE commits
-    worker.join(timeout=60)
-    r = out["r"]
+    r, landed = compact_while_the_writer_commits(  # the running UPDATE commits
+        path,
+        30,
+        lambda: writer_commit(path, "b", 6_000),
+        waiting="the hot batch committed without waiting for its writer",
+    )
     assert r.ok and len(r.commits) == 2
     cold, hot = r.commits
     assert cold.writer_wait is None  # part=a: nothing to wait for
@@ -77,13 +93,7 @@ def test_a_writer_commit_that_rewrote_the_inputs_leaves_the_batch_to_be_planned_
     # The commit that opens the quiet moment rewrote every file of part=b (a copy-on-write UPDATE): the
     # plan's bin is stale. Planned again from the snapshot after it, the two new files make the commit.
     path = partitioned(tmp_path, cycle_ms=10_000, ran_ms=6_000, last_ago_ms=6_000)
-    out: dict = {}
-    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=30)))
-    worker.start()
-    time.sleep(1.0)
-    landed = rewrite_partition(path, "b", 6_000)
-    worker.join(timeout=60)
-    r = out["r"]
+    r, landed = compact_while_the_writer_commits(path, 30, lambda: rewrite_partition(path, "b", 6_000))
     assert r.ok and len(r.commits) == 2 and r.commits[1].version > landed
     assert not [s for s in r.skipped if s.kind == "conflict"]  # nothing lost to the writer
     replanned = [s for s in r.skipped if s.kind == "replanned"]
@@ -243,14 +253,12 @@ def test_a_writer_moving_between_partitions_gates_them_all_and_commits_right_aft
     ]
     again = CompactionPlan.from_json(plan.to_json())
     assert again.writers is not None and again.writers.gates[MOVING_GATE] == plan.writers.gates[MOVING_GATE]
-    out: dict = {}
-    worker = threading.Thread(target=lambda: out.update(r=compact(path, writer_wait_seconds=8)))
-    worker.start()
-    time.sleep(1.0)
-    assert worker.is_alive(), "the moving writer's partitions committed without waiting for it"
-    landed = writer_commit(path, "b", 6_000)  # its running statement commits
-    worker.join(timeout=60)
-    r = out["r"]
+    r, landed = compact_while_the_writer_commits(  # its running statement commits
+        path,
+        8,
+        lambda: writer_commit(path, "b", 6_000),
+        waiting="the moving writer's partitions committed without waiting for it",
+    )
     assert r.ok and r.commits[0].writer_wait is None  # part=a
     gated = r.commits[1:]
     assert gated and all(c.version > landed and c.writer_wait is not None for c in gated)
