@@ -10,8 +10,9 @@ what the writers did since the plan, and:
   offset after their last commit (the share of cycles with one running is at most
   :data:`~deltalog.compaction.writer_aware.RISK_LIMIT`; writers later than in any recent cycle
   are taken to be in a longer transaction than usual), when they made no commit for longer
-  than their horizon (twice their longest cycle, at least a minute: they stopped), or when they have no rhythm (fewer than three commits: a
-  plan gates no such writers, but a plan file written otherwise may);
+  than their horizon (twice their longest cycle, at least a minute: they stopped), or when
+  they have no rhythm (fewer than three commits: a plan gates no such writers, but a plan
+  file written otherwise may);
   writers that do not record their transactions' length are waited for until their next
   commit, whose moment right after is the quiet one;
 * else polls for the next commit file (a small existence check each poll: every
@@ -22,9 +23,10 @@ what the writers did since the plan, and:
   rewritten files deleted, unless ``force`` (a breached objective), which commits anyway.
 
 The offset since the writers' last commit is measured on this machine's clock from the moment
-it saw that commit appear (counted from the look before, which a starved poll makes long); only a commit that was already there when the wait began is dated
-by its own timestamp (so a clock skew between this machine and the store shifts that first
-estimate, never the moment after a commit seen here).
+it saw that commit appear (counted from the look before, which a starved poll makes long);
+only a commit that was already there when the wait began is dated by its own timestamp (so a
+clock skew between this machine and the store shifts that first estimate, never the moment
+after a commit seen here).
 """
 
 from __future__ import annotations
